@@ -1,0 +1,83 @@
+// Package natstest starts real, embedded NATS servers with JetStream for tests: file
+// storage in a temporary directory, a free port, and a restart on the same port and
+// store directory, the way a crashed pod comes back with its volume.
+package natstest
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// Server is an embedded nats-server with JetStream that a test can stop and restart.
+type Server struct {
+	tb   testing.TB
+	opts server.Options
+	srv  *server.Server
+}
+
+// Start runs a JetStream server with file storage in t.TempDir() on a free loopback port.
+// It is shut down when the test ends.
+func Start(tb testing.TB) *Server {
+	tb.Helper()
+	s := &Server{tb: tb, opts: server.Options{
+		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: tb.TempDir(),
+		NoLog: true, NoSigs: true, MaxPayload: 8 << 20,
+	}}
+	s.start()
+	// Later restarts reuse the port the first start picked.
+	s.opts.Port = s.srv.Addr().(*net.TCPAddr).Port
+	return s
+}
+
+func (s *Server) start() {
+	s.tb.Helper()
+	srv, err := server.NewServer(&s.opts)
+	if err != nil {
+		s.tb.Fatalf("natstest: new server: %v", err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		s.tb.Fatal("natstest: server not ready after 10s")
+	}
+	s.srv = srv
+	s.tb.Cleanup(srv.Shutdown)
+}
+
+// URL is the client URL, stable across restarts.
+func (s *Server) URL() string { return s.srv.ClientURL() }
+
+// StoreDir is the JetStream storage directory, kept across restarts.
+func (s *Server) StoreDir() string { return s.opts.StoreDir }
+
+// Server returns the running server.
+func (s *Server) Server() *server.Server { return s.srv }
+
+// Shutdown stops the server and waits until it is down.
+func (s *Server) Shutdown() {
+	s.srv.Shutdown()
+	s.srv.WaitForShutdown()
+}
+
+// Restart stops the server and starts it again on the same port and store directory.
+func (s *Server) Restart() {
+	s.tb.Helper()
+	s.Shutdown()
+	s.start()
+}
+
+// Connect returns a client connection that reconnects forever (so it survives a Restart)
+// and is closed when the test ends.
+func (s *Server) Connect(opts ...nats.Option) *nats.Conn {
+	s.tb.Helper()
+	opts = append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(50 * time.Millisecond)}, opts...)
+	nc, err := nats.Connect(s.URL(), opts...)
+	if err != nil {
+		s.tb.Fatalf("natstest: connect: %v", err)
+	}
+	s.tb.Cleanup(nc.Close)
+	return nc
+}

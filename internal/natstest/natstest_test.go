@@ -1,0 +1,44 @@
+package natstest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// A message stored before a restart is still there after it: the store dir survives.
+func TestRestartKeepsStoredMessages(t *testing.T) {
+	s := Start(t)
+	nc := s.Connect()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	stream, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "T", Subjects: []string{"t.>"}, Storage: jetstream.FileStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "t.a", []byte("kept")); err != nil {
+		t.Fatal(err)
+	}
+	url := s.URL()
+	s.Restart()
+	if s.URL() != url {
+		t.Fatalf("restart moved the server from %s to %s", url, s.URL())
+	}
+	stream, err = js.Stream(ctx, "T")
+	if err != nil {
+		t.Fatalf("stream after restart: %v", err)
+	}
+	msg, err := stream.GetLastMsgForSubject(ctx, "t.a")
+	if err != nil {
+		t.Fatalf("after restart: %v", err)
+	}
+	if string(msg.Data) != "kept" {
+		t.Fatalf("after restart got %q, want %q", msg.Data, "kept")
+	}
+}

@@ -1,0 +1,233 @@
+package tools
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"time"
+)
+
+// NoSchemaMode says how far a tool registered without a schema may go. It is only
+// meaningful together with [Definition.AllowNoSchema].
+type NoSchemaMode string
+
+const (
+	// NoSchemaReadOnly runs the tool with unvalidated arguments; the author vouches that it
+	// has no side effects.
+	NoSchemaReadOnly NoSchemaMode = "read-only"
+	// NoSchemaHumanApproval runs the tool only after an approval event answers the call.
+	NoSchemaHumanApproval NoSchemaMode = "human-approval"
+	// NoSchemaFull runs the tool with unvalidated arguments and no further gate.
+	NoSchemaFull NoSchemaMode = "full"
+)
+
+// Valid reports whether m is one of the three modes.
+func (m NoSchemaMode) Valid() bool {
+	return m == NoSchemaReadOnly || m == NoSchemaHumanApproval || m == NoSchemaFull
+}
+
+// NamePattern is the providers' rule for tool names. A valid name is also exactly one
+// NATS subject token, so it can stand in toolfleet.call.<tool>.
+var NamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// Definition is the canonical description of a tool: what travels in the catalog, what
+// providers are shown (after translation) and what calls are validated against. It
+// marshals to and from JSON with exactly the field names below.
+type Definition struct {
+	// Type is always "function"; an empty Type is read as "function".
+	Type string `json:"type"`
+	// Name is the tool's stable identity; it must match [NamePattern].
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	// Parameters is the JSON Schema of the arguments, kept byte for byte as given. It is
+	// the contract: every call is validated against it before the tool runs.
+	Parameters json.RawMessage `json:"parameters,omitempty"`
+	// Strict asks providers that support it (OpenAI) to constrain generation to the schema.
+	Strict bool `json:"strict,omitempty"`
+	// AllowNoSchema permits registering the tool without Parameters; NoSchemaMode must then
+	// be set, and every call reports validated:false.
+	AllowNoSchema bool         `json:"allowNoSchema,omitempty"`
+	NoSchemaMode  NoSchemaMode `json:"noSchemaMode,omitempty"`
+	// Safe marks a tool that may run without approval and be offered by the picker by
+	// default. The zero value is unsafe: safety is declared, never assumed.
+	Safe bool `json:"safe"`
+	// Idempotent says whether the fleet may run the tool again for the same call id (on a
+	// retry or after a crash). Nil means true; set it to false for tools with side effects
+	// that must not repeat.
+	Idempotent *bool `json:"idempotent,omitempty"`
+	// Final marks a tool whose successful result ends the planner's run.
+	Final bool `json:"final,omitempty"`
+	// Tags are free labels the picker can include or exclude.
+	Tags []string `json:"tags,omitempty"`
+	// Capabilities are features a caller may require, e.g. "streaming".
+	Capabilities []string `json:"capabilities,omitempty"`
+	// Roles lists the caller roles allowed to see and call the tool; empty means any role.
+	Roles []string `json:"roles,omitempty"`
+	// Timeout bounds one attempt of the tool; zero means the executor's default.
+	Timeout Duration `json:"timeout,omitempty"`
+	// Retry is the retry policy; nil means [DefaultRetryPolicy].
+	Retry *RetryPolicy `json:"retry,omitempty"`
+	// ResponseSchema, when set, is the JSON Schema the tool's final output must satisfy.
+	ResponseSchema json.RawMessage `json:"responseSchema,omitempty"`
+}
+
+// IsIdempotent reports whether the tool may run more than once for one call id.
+func (d Definition) IsIdempotent() bool { return d.Idempotent == nil || *d.Idempotent }
+
+// Validated reports whether calls of the tool are checked against a schema.
+func (d Definition) Validated() bool { return len(d.Parameters) > 0 }
+
+// NeedsApproval reports whether a call must be approved before it runs.
+func (d Definition) NeedsApproval() bool {
+	return !d.Safe || (!d.Validated() && d.NoSchemaMode == NoSchemaHumanApproval)
+}
+
+// EffectiveRetry returns the retry policy with defaults filled in.
+func (d Definition) EffectiveRetry() RetryPolicy {
+	if d.Retry == nil {
+		return DefaultRetryPolicy()
+	}
+	return d.Retry.withDefaults()
+}
+
+// Bool returns a pointer to b, for [Definition.Idempotent].
+func Bool(b bool) *bool { return &b }
+
+// RetryPolicy says how a failed attempt is retried: exponential backoff from
+// InitialBackoff, times Multiplier per attempt, capped at MaxBackoff, each delay varied by
+// ±Jitter (a fraction). Zero fields take the defaults of [DefaultRetryPolicy], except
+// that MaxRetries and Jitter are pointers so that an explicit 0 means "none".
+type RetryPolicy struct {
+	MaxRetries     *int     `json:"maxRetries,omitempty"`
+	InitialBackoff Duration `json:"initialBackoff,omitempty"`
+	MaxBackoff     Duration `json:"maxBackoff,omitempty"`
+	Multiplier     float64  `json:"multiplier,omitempty"`
+	Jitter         *float64 `json:"jitter,omitempty"`
+	// RetryOn lists the error codes that are retried. Empty means [RetryableByDefault].
+	// Codes that can never succeed on a retry (invalid input, unknown tool, denial) are
+	// not retried even when listed.
+	RetryOn []Code `json:"retryOn,omitempty"`
+}
+
+// Default retry settings.
+const (
+	DefaultMaxRetries     = 3
+	DefaultInitialBackoff = 100 * time.Millisecond
+	DefaultMaxBackoff     = 5 * time.Second
+	DefaultMultiplier     = 2.0
+	DefaultJitter         = 0.5
+)
+
+// DefaultRetryPolicy is 3 retries, 100 ms initial backoff doubling up to 5 s, ±50% jitter,
+// on tool errors and timeouts.
+func DefaultRetryPolicy() RetryPolicy {
+	n, j := DefaultMaxRetries, DefaultJitter
+	return RetryPolicy{MaxRetries: &n, InitialBackoff: Duration(DefaultInitialBackoff),
+		MaxBackoff: Duration(DefaultMaxBackoff), Multiplier: DefaultMultiplier, Jitter: &j,
+		RetryOn: RetryableByDefault()}
+}
+
+func (p RetryPolicy) withDefaults() RetryPolicy {
+	d := DefaultRetryPolicy()
+	if p.MaxRetries != nil {
+		d.MaxRetries = p.MaxRetries
+	}
+	if p.InitialBackoff > 0 {
+		d.InitialBackoff = p.InitialBackoff
+	}
+	if p.MaxBackoff > 0 {
+		d.MaxBackoff = p.MaxBackoff
+	}
+	if p.Multiplier > 0 {
+		d.Multiplier = p.Multiplier
+	}
+	if p.Jitter != nil {
+		d.Jitter = p.Jitter
+	}
+	if len(p.RetryOn) > 0 {
+		d.RetryOn = p.RetryOn
+	}
+	return d
+}
+
+// Retries returns the number of retries after the first attempt.
+func (p RetryPolicy) Retries() int {
+	if p.MaxRetries == nil {
+		return DefaultMaxRetries
+	}
+	return *p.MaxRetries
+}
+
+// ShouldRetry reports whether an attempt that failed with code may be tried again.
+func (p RetryPolicy) ShouldRetry(code Code) bool {
+	if !code.Retryable() {
+		return false
+	}
+	on := p.RetryOn
+	if len(on) == 0 {
+		on = RetryableByDefault()
+	}
+	for _, c := range on {
+		if c == code {
+			return true
+		}
+	}
+	return false
+}
+
+// Backoff returns the delay before retry number n (1 for the first retry), before jitter.
+func (p RetryPolicy) Backoff(n int) time.Duration {
+	p = p.withDefaults()
+	d := float64(p.InitialBackoff)
+	for i := 1; i < n; i++ {
+		d *= p.Multiplier
+		if d >= float64(p.MaxBackoff) {
+			return time.Duration(p.MaxBackoff)
+		}
+	}
+	return min(time.Duration(d), time.Duration(p.MaxBackoff))
+}
+
+// BackoffJittered returns Backoff(n) moved by up to ±Jitter of itself; u is a random
+// number in [0,1) supplied by the caller so that tests can fix it.
+func (p RetryPolicy) BackoffJittered(n int, u float64) time.Duration {
+	p = p.withDefaults()
+	b := float64(p.Backoff(n))
+	j := *p.Jitter
+	return time.Duration(b * (1 - j + 2*j*u))
+}
+
+// Duration is a time.Duration that travels in JSON as a Go duration string ("1.5s") and
+// is read from either such a string or a number of milliseconds.
+type Duration time.Duration
+
+// D returns the value as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// MarshalJSON writes the duration as a string such as "30s".
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON reads "30s" or 30000 (milliseconds).
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("duration %q: %w", s, err)
+		}
+		*d = Duration(v)
+		return nil
+	}
+	ms, err := strconv.ParseFloat(string(b), 64)
+	if err != nil {
+		return fmt.Errorf("duration %s: want a string like \"30s\" or milliseconds", b)
+	}
+	*d = Duration(time.Duration(ms * float64(time.Millisecond)))
+	return nil
+}

@@ -1,0 +1,147 @@
+package tools
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Code classifies a failure. Codes travel on the wire (in results and logs) and steer
+// the runtime: retries, statuses and what a model is told all follow the code.
+type Code string
+
+// All codes, in one place.
+const (
+	// CodeInvalidDefinition: a definition cannot be registered (bad name, missing or
+	// uncompilable schema, remote $ref, ...).
+	CodeInvalidDefinition Code = "invalid_definition"
+	// CodeNoSuchTool: the call names a tool nobody serves.
+	CodeNoSuchTool Code = "no_such_tool"
+	// CodeInvalidInput: the arguments could not be parsed or broke the schema. Never retried.
+	CodeInvalidInput Code = "invalid_tool_input"
+	// CodeInputTooLarge: the arguments exceed the size limit; refused before parsing.
+	CodeInputTooLarge Code = "input_too_large"
+	// CodeToolFailed: the tool ran and returned an error.
+	CodeToolFailed Code = "tool_error"
+	// CodeToolPanic: the tool panicked; the panic was contained.
+	CodeToolPanic Code = "tool_panic"
+	// CodeCallbackFailed: a callback (beforeCall, onSuccess, onError, formatOutput) errored
+	// or panicked.
+	CodeCallbackFailed Code = "callback_failed"
+	// CodeInvalidOutput: the final output broke the tool's responseSchema.
+	CodeInvalidOutput Code = "invalid_tool_output"
+	// CodeTimeout: the attempt ran past its deadline.
+	CodeTimeout Code = "timeout"
+	// CodeDenied: an approval was refused or expired.
+	CodeDenied Code = "denied"
+	// CodeInterrupted: a non-idempotent call was cut off (executor crash) and is not run
+	// again.
+	CodeInterrupted Code = "interrupted"
+	// CodeCanceled: the caller or the executor gave up on the call (shutdown).
+	CodeCanceled Code = "canceled"
+	// CodeInvalidEvent: a message is not a valid toolfleet event.
+	CodeInvalidEvent Code = "invalid_event"
+	// CodeInternal: anything else; a bug or an infrastructure failure.
+	CodeInternal Code = "internal"
+)
+
+// RetryableByDefault lists the codes a default retry policy retries.
+func RetryableByDefault() []Code {
+	return []Code{CodeToolFailed, CodeToolPanic, CodeTimeout, CodeInternal}
+}
+
+// Retryable reports whether an attempt failing with c could succeed if tried again.
+// Invalid input, unknown tools, denials and interruptions never can.
+func (c Code) Retryable() bool {
+	switch c {
+	case CodeInvalidDefinition, CodeNoSuchTool, CodeInvalidInput, CodeInputTooLarge,
+		CodeDenied, CodeInterrupted, CodeCanceled, CodeInvalidEvent, CodeCallbackFailed,
+		CodeInvalidOutput:
+		return false
+	}
+	return true
+}
+
+// Violation is one schema violation: where in the arguments, and what is wrong.
+type Violation struct {
+	// Pointer is the JSON Pointer (RFC 6901) of the offending value in the arguments, "" for
+	// the root.
+	Pointer string `json:"pointer"`
+	// Message says what is wrong, in words a model can act on.
+	Message string `json:"message"`
+}
+
+// Error is the one error type of toolfleet. Match it by code with errors.Is against the
+// sentinels below, or take it apart with errors.As.
+type Error struct {
+	Code    Code   `json:"code"`
+	Message string `json:"message"`
+	// Violations lists every schema violation, for CodeInvalidInput and CodeInvalidOutput.
+	Violations []Violation `json:"violations,omitempty"`
+	// Err is the cause; it is logged, never put on the wire.
+	Err error `json:"-"`
+}
+
+// Sentinels: errors.Is(err, tools.ErrInvalidInput) matches any *Error with that code.
+var (
+	ErrInvalidDefinition = &Error{Code: CodeInvalidDefinition}
+	ErrNoSuchTool        = &Error{Code: CodeNoSuchTool}
+	ErrInvalidInput      = &Error{Code: CodeInvalidInput}
+	ErrInputTooLarge     = &Error{Code: CodeInputTooLarge}
+	ErrToolFailed        = &Error{Code: CodeToolFailed}
+	ErrToolPanic         = &Error{Code: CodeToolPanic}
+	ErrCallbackFailed    = &Error{Code: CodeCallbackFailed}
+	ErrInvalidOutput     = &Error{Code: CodeInvalidOutput}
+	ErrTimeout           = &Error{Code: CodeTimeout}
+	ErrDenied            = &Error{Code: CodeDenied}
+	ErrInterrupted       = &Error{Code: CodeInterrupted}
+	ErrCanceled          = &Error{Code: CodeCanceled}
+	ErrInvalidEvent      = &Error{Code: CodeInvalidEvent}
+	ErrInternal          = &Error{Code: CodeInternal}
+)
+
+// Errorf returns an *Error with the code and a formatted message.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Wrap returns an *Error with the code and message whose cause is err.
+func Wrap(code Code, err error, message string) *Error {
+	return &Error{Code: code, Message: message, Err: err}
+}
+
+func (e *Error) Error() string {
+	if e.Message == "" {
+		return string(e.Code)
+	}
+	return string(e.Code) + ": " + e.Message
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is matches any *Error with the same code.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// ForModel renders the error as the JSON a model is shown as the tool's result, so that
+// it can repair its call: {"error":{"code","message","violations"}}.
+func (e *Error) ForModel() json.RawMessage {
+	b, _ := json.Marshal(map[string]any{"error": e})
+	return b
+}
+
+// AsError returns err as an *Error: itself if it is one (anywhere in its chain), otherwise
+// wrapped with the fallback code.
+func AsError(err error, fallback Code) *Error {
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return &Error{Code: fallback, Message: err.Error(), Err: err}
+}
