@@ -3,7 +3,6 @@ package pick
 import (
 	"encoding/json"
 	"sort"
-	"strings"
 
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
@@ -51,10 +50,10 @@ func fieldTexts(d tools.Definition) [numFields][]string {
 	}
 	t[FieldTags] = d.Tags
 	if len(d.Parameters) > 0 {
-		walkSchema(d.Parameters, &t[FieldParamNames], &t[FieldParamText], 0)
+		walkSchema(d.Parameters, &t[FieldParamNames], &t[FieldParamText])
 	}
 	if len(d.ResponseSchema) > 0 {
-		walkSchema(d.ResponseSchema, &t[FieldReturns], &t[FieldReturns], 0)
+		walkSchema(d.ResponseSchema, &t[FieldReturns], &t[FieldReturns])
 	}
 	return t
 }
@@ -66,21 +65,26 @@ const maxSchemaDepth = 16
 // walkSchema collects property names into names and descriptive text into text from a
 // JSON Schema: the schema's own description and title, string enum values, and the same
 // recursively for properties, items, additionalProperties, $defs, allOf/anyOf/oneOf.
-// A schema that is not valid JSON contributes nothing (the registry validates schemas;
-// the index only reads them).
-func walkSchema(raw json.RawMessage, names, text *[]string, depth int) {
-	var s map[string]json.RawMessage
-	if depth > maxSchemaDepth || json.Unmarshal(raw, &s) != nil {
+// The schema is decoded once; one that is not valid JSON contributes nothing (the
+// registry validates schemas, the index only reads them).
+func walkSchema(raw json.RawMessage, names, text *[]string) {
+	var v any
+	if json.Unmarshal(raw, &v) == nil {
+		walkNode(v, names, text, 0)
+	}
+}
+
+func walkNode(v any, names, text *[]string, depth int) {
+	s, ok := v.(map[string]any)
+	if !ok || depth > maxSchemaDepth {
 		return
 	}
 	for _, k := range []string{"description", "title"} {
-		var v string
-		if json.Unmarshal(s[k], &v) == nil && v != "" {
+		if v, ok := s[k].(string); ok && v != "" {
 			*text = append(*text, v)
 		}
 	}
-	var enum []any
-	if json.Unmarshal(s["enum"], &enum) == nil {
+	if enum, ok := s["enum"].([]any); ok {
 		for _, e := range enum {
 			if v, ok := e.(string); ok {
 				*text = append(*text, v)
@@ -88,8 +92,8 @@ func walkSchema(raw json.RawMessage, names, text *[]string, depth int) {
 		}
 	}
 	for _, k := range []string{"properties", "$defs", "definitions", "patternProperties"} {
-		var props map[string]json.RawMessage
-		if json.Unmarshal(s[k], &props) != nil {
+		props, ok := s[k].(map[string]any)
+		if !ok {
 			continue
 		}
 		keys := make([]string, 0, len(props))
@@ -101,19 +105,16 @@ func walkSchema(raw json.RawMessage, names, text *[]string, depth int) {
 			if k == "properties" {
 				*names = append(*names, name)
 			}
-			walkSchema(props[name], names, text, depth+1)
+			walkNode(props[name], names, text, depth+1)
 		}
 	}
 	for _, k := range []string{"items", "additionalProperties", "not"} {
-		if v := s[k]; len(v) > 0 && strings.TrimSpace(string(v))[0] == '{' {
-			walkSchema(v, names, text, depth+1)
-		}
+		walkNode(s[k], names, text, depth+1)
 	}
 	for _, k := range []string{"allOf", "anyOf", "oneOf", "prefixItems"} {
-		var list []json.RawMessage
-		if json.Unmarshal(s[k], &list) == nil {
+		if list, ok := s[k].([]any); ok {
 			for _, v := range list {
-				walkSchema(v, names, text, depth+1)
+				walkNode(v, names, text, depth+1)
 			}
 		}
 	}

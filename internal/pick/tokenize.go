@@ -3,7 +3,6 @@ package pick
 import (
 	"strings"
 	"sync"
-	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
 
@@ -18,7 +17,7 @@ import (
 // the same analysis, so their terms meet.
 func Tokens(text string) []string {
 	var out []string
-	splitWords(text, func(w string) {
+	splitWords(text, func(w []byte) {
 		if t, ok := analyseWord(w); ok {
 			out = append(out, t)
 		}
@@ -26,17 +25,18 @@ func Tokens(text string) []string {
 	return out
 }
 
-// splitWords calls emit with every lower-cased word of text: maximal runs of letters and
+// splitWords calls emit with every lower-cased word of text (the slice is reused after
+// emit returns): maximal runs of letters and
 // digits, cut again at camelCase boundaries. Cutting before an upper-case letter that
 // follows a lower-case letter or a digit splits getWeather and get2Weather; cutting
 // before the last capital of a run that is followed by a lower-case letter splits
 // HTMLParser into HTML and Parser.
-func splitWords(text string, emit func(string)) {
+func splitWords(text string, emit func([]byte)) {
 	var buf [64]byte
 	word := buf[:0]
 	flush := func() {
 		if len(word) > 0 {
-			emit(string(word))
+			emit(word)
 			word = word[:0]
 		}
 	}
@@ -97,33 +97,36 @@ func isDigit(r rune) bool {
 }
 
 // stemCache remembers the stems of words seen, because the Snowball stemmer allocates and
-// costs about a microsecond a word, and queries repeat the catalog's vocabulary. It
-// stops growing at stemCacheMax entries so that hostile input cannot make it unbounded.
-var (
-	stemCache     sync.Map // word → stem ("" for a stop word)
-	stemCacheSize atomic.Int64
-)
+// costs about a microsecond a word, and queries repeat the catalog's vocabulary. A plain
+// map under a read lock lets a lookup by a []byte word run without allocating. It stops
+// growing at stemCacheMax entries so that hostile input cannot make it unbounded.
+var stemCache = struct {
+	sync.RWMutex
+	m map[string]string // word → stem ("" for a stop word)
+}{m: map[string]string{}}
 
 const stemCacheMax = 1 << 18
 
 // analyseWord turns one lower-cased word into its term, or reports false for a stop word.
-func analyseWord(w string) (string, bool) {
-	if v, ok := stemCache.Load(w); ok {
-		s := v.(string)
+func analyseWord(w []byte) (string, bool) {
+	stemCache.RLock()
+	s, ok := stemCache.m[string(w)]
+	stemCache.RUnlock()
+	if ok {
 		return s, s != ""
 	}
-	s := ""
-	if !english.IsStopWord(w) {
-		s = english.Stem(w, true)
+	word := string(w)
+	if !english.IsStopWord(word) {
+		s = english.Stem(word, true)
 		if s == "" {
-			s = w
+			s = word
 		}
 		s = strings.Clone(s)
 	}
-	if stemCacheSize.Load() < stemCacheMax {
-		if _, loaded := stemCache.LoadOrStore(w, s); !loaded {
-			stemCacheSize.Add(1)
-		}
+	stemCache.Lock()
+	if len(stemCache.m) < stemCacheMax {
+		stemCache.m[word] = s
 	}
+	stemCache.Unlock()
 	return s, s != ""
 }
