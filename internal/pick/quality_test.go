@@ -9,21 +9,9 @@ import (
 	"github.com/toolfleet/toolfleet/internal/toolret"
 )
 
-// rankWith returns a ranker that picks from cat with opts widened to rank for metrics.
+// rankWith ranks with the library as the metrics need (top 10, no threshold).
 func rankWith(cat *pick.Catalog, opts pick.Options) toolret.Ranker {
-	opts.MaxCandidates = 10
-	opts.MinScore = pick.Threshold(0)
-	return func(ctx context.Context, q string) ([]string, error) {
-		res, err := pick.Pick(ctx, q, cat, opts)
-		if err != nil {
-			return nil, err
-		}
-		names := make([]string, len(res))
-		for i, r := range res {
-			names[i] = r.Name
-		}
-		return names, nil
-	}
+	return toolret.PickRanker(cat, opts)
 }
 
 func TestQualityToolret(t *testing.T) {
