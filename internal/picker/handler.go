@@ -62,7 +62,7 @@ func (s *Service) handle(req micro.Request) {
 
 func (s *Service) serve(req micro.Request) {
 	start := time.Now()
-	resp, code, err := s.pickFor(req.Data())
+	resp, scorer, code, err := s.pickFor(req.Data())
 	if err != nil {
 		outcome := map[string]string{CodeBadRequest: "bad_request", CodeUnavailable: "unavailable", CodeScorer: "scorer_error"}[code]
 		s.m.requests.WithLabelValues(outcome).Inc()
@@ -84,37 +84,34 @@ func (s *Service) serve(req micro.Request) {
 	if err := req.Respond(body); err != nil {
 		s.o.log.Warn().Err(err).Msg("pick: reply failed")
 	}
-	scorer := "bm25"
-	if len(resp.Results) > 0 {
-		scorer = resp.Results[0].Provenance.Scorer
-	}
 	s.m.latency.WithLabelValues(scorer).Observe(time.Since(start).Seconds())
 }
 
-// pickFor decodes a request body and picks; the string is a micro error code.
-func (s *Service) pickFor(body []byte) (*Response, string, error) {
+// pickFor decodes a request body and picks with the named scorer; code is a micro error
+// code when err is set.
+func (s *Service) pickFor(body []byte) (resp *Response, scorer, code string, err error) {
 	var r Request
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields() // a misspelt option is an error, not a silent default
 	if err := dec.Decode(&r); err != nil {
-		return nil, CodeBadRequest, fmt.Errorf("malformed pick request: %w", err)
+		return nil, "", CodeBadRequest, fmt.Errorf("malformed pick request: %w", err)
 	}
 	if dec.More() {
-		return nil, CodeBadRequest, errors.New("malformed pick request: data after the JSON object")
+		return nil, "", CodeBadRequest, errors.New("malformed pick request: data after the JSON object")
 	}
 	name := r.Options.Scorer
 	if name == "" {
 		name = "bm25"
 	}
-	scorer, ok := s.o.scorers[name]
+	sc, ok := s.o.scorers[name]
 	if !ok {
-		return nil, CodeBadRequest, fmt.Errorf("unknown scorer %q (have %s)", name, strings.Join(s.scorerNames(), ", "))
+		return nil, name, CodeBadRequest, fmt.Errorf("unknown scorer %q (have %s)", name, strings.Join(s.scorerNames(), ", "))
 	}
 	if !s.ready.Load() {
-		return nil, CodeUnavailable, errors.New("catalog not loaded yet")
+		return nil, name, CodeUnavailable, errors.New("catalog not loaded yet")
 	}
 	opts := r.Options.Options
-	opts.Scorer = scorer
+	opts.Scorer = sc
 	if opts.Timeout == 0 {
 		opts.Timeout = tools.Duration(s.o.timeout)
 	}
@@ -126,13 +123,13 @@ func (s *Service) pickFor(body []byte) (*Response, string, error) {
 	res, err := snap.Pick(context.Background(), input, opts)
 	switch {
 	case errors.Is(err, pick.ErrEmptyInput), errors.Is(err, pick.ErrInvalidOption):
-		return nil, CodeBadRequest, err
+		return nil, name, CodeBadRequest, err
 	case err != nil:
-		return nil, CodeScorer, err
+		return nil, name, CodeScorer, err
 	}
-	resp := &Response{Results: res, CatalogVersion: snap.Version()}
+	resp = &Response{Results: res, CatalogVersion: snap.Version()}
 	resp.Fallback = slices.ContainsFunc(res, func(r pick.Result) bool { return r.Provenance.Fallback })
-	return resp, "", nil
+	return resp, name, "", nil
 }
 
 func (s *Service) scorerNames() []string {

@@ -229,7 +229,7 @@ func TestServiceNotReady(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, code, err := svc.pickFor([]byte(`{"input":"weather"}`))
+	_, _, code, err := svc.pickFor([]byte(`{"input":"weather"}`))
 	if code != CodeUnavailable || err == nil {
 		t.Fatalf("before the catalog loads: code %q err %v, want 503", code, err)
 	}
