@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/bits"
 	"sort"
 	"strconv"
 	"sync"
@@ -75,6 +76,8 @@ func (p BM25Params) validate() error {
 type BM25 struct {
 	// Params overrides the catalog's parameters when set (K1 > 0).
 	Params BM25Params
+
+	exhaustive bool // score every posting; tests compare it with early termination
 }
 
 // Name returns "bm25".
@@ -92,6 +95,7 @@ type queryTerm struct {
 type scratch struct {
 	acc     []float32
 	touched []DocID
+	cands   []DocID
 	top     topK
 	ranked  []ranked
 	terms   []queryTerm
@@ -108,18 +112,18 @@ func analyseQuery(s *Snapshot, text string, dst []queryTerm) (terms []queryTerm,
 		if !ok {
 			return
 		}
-		for i := range terms {
-			if terms[i].text == t {
-				terms[i].qtf++
-				return
-			}
-		}
 		id, ok := s.dict.get(t)
 		if !ok || s.df[id] == 0 {
 			if len(unknown) < maxQueryTerms {
 				unknown = append(unknown, t)
 			}
 			return
+		}
+		for i := range terms { // by id: a few dozen integer compares
+			if terms[i].id == id {
+				terms[i].qtf++
+				return
+			}
 		}
 		if len(terms) >= maxQueryTerms {
 			return
@@ -134,6 +138,14 @@ func analyseQuery(s *Snapshot, text string, dst []queryTerm) (terms []queryTerm,
 const maxQueryTerms = 256
 
 // Score ranks the allowed tools by BM25F.
+//
+// Terms are read in decreasing order of their upper bound qtf·idf (a term adds less
+// than that to any tool). Once the bounds of the terms left sum to less than the k-th
+// best score so far, no tool that has not matched yet can reach the top k: the
+// remaining, long posting lists of common words then only add to the tools already
+// matched (by a binary search per tool when they are few), and tools drop out as soon as
+// they cannot reach the k-th score. The result is exactly that of scoring
+// every posting (term-at-a-time with early termination, after Moffat and Zobel).
 func (b BM25) Score(ctx context.Context, req *Request) ([]Hit, error) {
 	s := req.Snapshot
 	p := s.params
@@ -143,58 +155,133 @@ func (b BM25) Score(ctx context.Context, req *Request) ([]Hit, error) {
 		}
 		p = b.Params
 	}
-	coef := s.coefFor(p)
+	norms := s.normsFor(p)
 	k1 := float32(p.K1)
 
 	sc := scratchPool.Get().(*scratch)
 	defer scratchPool.Put(sc)
 	var unknown []string
 	sc.terms, unknown = analyseQuery(s, req.Text, sc.terms)
+	terms := sc.terms
+	// Highest bound first; ties in query order (insertion sort: a few dozen terms).
+	for i := 1; i < len(terms); i++ {
+		for j := i; j > 0 && terms[j].bound() > terms[j-1].bound(); j-- {
+			terms[j], terms[j-1] = terms[j-1], terms[j]
+		}
+	}
+	var maxRaw float64
+	for _, qt := range terms {
+		maxRaw += float64(float32(qt.bound()))
+	}
 	if cap(sc.acc) < len(s.docs) {
 		sc.acc = make([]float32, len(s.docs))
 	}
 	acc := sc.acc[:len(s.docs)]
 	touched := sc.touched[:0]
-	var maxRaw float64
-	for _, qt := range sc.terms {
+	defer func() {
+		clearAcc(acc, touched)
+		sc.touched = touched
+	}()
+
+	// rest is the sum of the bounds of the terms not read yet.
+	rest := maxRaw
+	var best float32 // highest score so far: the k-th cannot be above it
+	var cands []DocID
+	var theta float32
+	attempts := 0
+	next := len(terms)
+	for i, qt := range terms {
 		if err := ctx.Err(); err != nil {
-			clearAcc(acc, touched)
-			sc.touched = touched
 			return nil, err
 		}
-		w := float32(float64(qt.qtf) * qt.idf)
-		maxRaw += float64(w)
+		w := float32(qt.bound())
 		for _, pst := range s.postings[qt.id] {
 			d := pst.doc
 			if s.dead[d>>6]&(1<<(d&63)) != 0 {
 				continue
 			}
-			c := coef[int(d)*numFields : int(d)*numFields+numFields : int(d)*numFields+numFields]
-			tf := float32(pst.tf[0])*c[0] + float32(pst.tf[1])*c[1] + float32(pst.tf[2])*c[2] +
-				float32(pst.tf[3])*c[3] + float32(pst.tf[4])*c[4] + float32(pst.tf[5])*c[5]
+			tf := weightedTF(pst, norms)
 			if tf == 0 {
 				continue
 			}
-			if acc[d] == 0 {
+			v := acc[d]
+			if v == 0 {
 				touched = append(touched, d)
 			}
-			acc[d] += w * tf / (k1 + tf)
+			v += w * tf / (k1 + tf)
+			acc[d] = v
+			best = max(best, v)
+		}
+		rest -= float64(w)
+		if b.exhaustive || i == len(terms)-1 || float32(rest) >= best || attempts == 4 {
+			continue
+		}
+		// Worth checking: the k-th best allowed score, against the bound of the rest.
+		attempts++
+		theta = b.kth(req, s, acc, touched, &sc.top)
+		if float64(theta)*(1-slack) > rest*(1+slack) {
+			next = i + 1
+			break
 		}
 	}
+	if next < len(terms) {
+		// Candidates: the tools that could still reach theta.
+		cands = sc.cands[:0]
+		for _, d := range touched {
+			if float64(acc[d])+rest*(1+slack) >= float64(theta)*(1-slack) {
+				cands = append(cands, d)
+			}
+		}
+		for _, qt := range terms[next:] {
+			w := float32(qt.bound())
+			pl := s.postings[qt.id]
+			if len(cands)*bits.Len(uint(len(pl))) < len(pl) {
+				// Few candidates, long list: look each one up.
+				for _, d := range cands {
+					if pst, ok := findIn(pl, d); ok {
+						if tf := weightedTF(pst, norms); tf > 0 {
+							acc[d] += w * tf / (k1 + tf)
+						}
+					}
+				}
+			} else {
+				// Scan, adding only to tools already matched: no other can reach the top.
+				for _, pst := range pl {
+					d := pst.doc
+					if acc[d] == 0 || s.dead[d>>6]&(1<<(d&63)) != 0 {
+						continue
+					}
+					if tf := weightedTF(pst, norms); tf > 0 {
+						acc[d] += w * tf / (k1 + tf)
+					}
+				}
+			}
+			rest -= float64(w)
+			kept := cands[:0]
+			for _, d := range cands {
+				if float64(acc[d])+rest*(1+slack) >= float64(theta)*(1-slack) {
+					kept = append(kept, d)
+				}
+			}
+			cands = kept
+		}
+		sc.cands = cands
+	} else {
+		cands = touched
+	}
+
 	sc.top.reset(req.Limit)
-	for _, d := range touched {
+	for _, d := range cands {
 		v := float64(acc[d])
 		if sc.top.wouldKeep(v) && req.Allowed(d) {
 			sc.top.push(ranked{score: v, key: s.docs[d].seq, id: d})
 		}
 	}
-	clearAcc(acc, touched)
-	sc.touched = touched
 	sc.ranked = sc.top.sorted(sc.ranked[:0])
 	hits := make([]Hit, len(sc.ranked))
 	for i, r := range sc.ranked {
 		hits[i] = Hit{ID: r.id, Score: r.score / maxRaw}
-		ex := explain(s, p, coef, sc.terms, r.id, maxRaw)
+		ex := explain(s, p, norms, terms, r.id, maxRaw)
 		hits[i].Reason = ex.reason()
 		if req.Debug {
 			ex.Unknown = unknown
@@ -202,6 +289,35 @@ func (b BM25) Score(ctx context.Context, req *Request) ([]Hit, error) {
 		}
 	}
 	return hits, nil
+}
+
+// slack covers float32 rounding in the comparisons that end scanning early, so that they
+// never drop a tool exact arithmetic would keep.
+const slack = 1e-5
+
+// bound is the most the term can add to a tool's raw score.
+func (qt queryTerm) bound() float64 { return float64(qt.qtf) * qt.idf }
+
+// weightedTF is the field-weighted, length-normalised term frequency of a posting.
+func weightedTF(pst posting, n *normTable) float32 {
+	return float32(pst.tf[0])*n[0][pst.ql[0]] + float32(pst.tf[1])*n[1][pst.ql[1]] +
+		float32(pst.tf[2])*n[2][pst.ql[2]] + float32(pst.tf[3])*n[3][pst.ql[3]] +
+		float32(pst.tf[4])*n[4][pst.ql[4]] + float32(pst.tf[5])*n[5][pst.ql[5]]
+}
+
+// kth returns the k-th best score among the allowed touched tools, 0 when fewer than k.
+func (b BM25) kth(req *Request, s *Snapshot, acc []float32, touched []DocID, top *topK) float32 {
+	top.reset(req.Limit)
+	for _, d := range touched {
+		v := float64(acc[d])
+		if top.wouldKeep(v) && req.Allowed(d) {
+			top.push(ranked{score: v, key: s.docs[d].seq, id: d})
+		}
+	}
+	if len(top.heap) < req.Limit {
+		return 0
+	}
+	return float32(top.heap[0].score)
 }
 
 func clearAcc(acc []float32, touched []DocID) {
@@ -241,9 +357,8 @@ type FieldMatch struct {
 
 // explain recomputes the score of one tool term by term (a binary search per term in
 // its posting list), for the reason and the provenance.
-func explain(s *Snapshot, p BM25Params, coef []float32, terms []queryTerm, id DocID, maxRaw float64) *BM25Details {
+func explain(s *Snapshot, p BM25Params, norms *normTable, terms []queryTerm, id DocID, maxRaw float64) *BM25Details {
 	ex := &BM25Details{Max: maxRaw}
-	c := coef[int(id)*numFields : int(id)*numFields+numFields]
 	for _, qt := range terms {
 		pst, ok := s.findPosting(qt.id, id)
 		if !ok {
@@ -252,7 +367,7 @@ func explain(s *Snapshot, p BM25Params, coef []float32, terms []queryTerm, id Do
 		var parts [numFields]float64
 		var tf float64
 		for f := range numFields {
-			parts[f] = float64(pst.tf[f]) * float64(c[f])
+			parts[f] = float64(pst.tf[f]) * float64(norms[f][pst.ql[f]])
 			tf += parts[f]
 		}
 		if tf == 0 {

@@ -240,6 +240,10 @@ func (b *builder) add(def tools.Definition, hash string, seq uint64) {
 			}
 		}
 	}
+	var ql [numFields]uint8
+	for f, n := range d.lens {
+		ql[f] = quantLen(n)
+	}
 	d.terms = make([]uint32, 0, len(order))
 	for _, t := range order {
 		tid, ok := b.terms[t]
@@ -252,7 +256,7 @@ func (b *builder) add(def tools.Definition, hash string, seq uint64) {
 			}
 			b.terms[t] = tid
 		}
-		s.postings[tid.v] = append(s.postings[tid.v], posting{doc: id, tf: *counts[t]})
+		s.postings[tid.v] = append(s.postings[tid.v], posting{doc: id, tf: *counts[t], ql: ql})
 		s.df[tid.v]++
 		d.terms = append(d.terms, tid.v)
 	}
@@ -277,7 +281,7 @@ func (b *builder) finish() *Snapshot {
 		}
 	}
 	s.dict = s.dict.with(newTerms)
-	s.coef = s.computeCoef(s.params)
+	s.norms = s.buildNorms(s.params)
 	return s
 }
 

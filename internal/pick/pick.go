@@ -58,7 +58,8 @@ func Pick(ctx context.Context, input any, c *Catalog, opts Options) ([]Result, e
 //   - input longer than MaxInputBytes: cut, with Provenance.InputTruncated set;
 //   - a scorer error: [ErrScorerFailed] wrapping it, no results;
 //   - scoring slower than Timeout: the first allowed tools in registration order, with
-//     score 0 and Provenance.Fallback set;
+//     score 0 and Provenance.Fallback set (a scorer that ignores its context is abandoned
+//     only when Timeout is set);
 //   - ctx done before scoring ends: ctx's error.
 func (s *Snapshot) Pick(ctx context.Context, input any, opts Options) ([]Result, error) {
 	o, err := opts.withDefaults()
@@ -98,17 +99,24 @@ func (s *Snapshot) Pick(ctx context.Context, input any, opts Options) ([]Result,
 
 var errScoringTimedOut = errors.New("scoring timed out")
 
-// score runs the scorer, on this goroutine when nothing bounds it, else on its own
-// goroutine so that a scorer ignoring its context cannot hold the pick past Timeout.
+// score runs the scorer. Without a Timeout it runs on this goroutine: the scorer is
+// trusted to honour ctx. With a Timeout, a custom scorer runs on its own goroutine so
+// that one ignoring its context cannot hold the pick past the deadline; the built-in
+// BM25, which checks its context between terms and has no I/O, stays on this goroutine
+// and saves the goroutine hand-off on the hot path.
 func score(ctx context.Context, o Options, req *Request) ([]Hit, error) {
-	if o.Timeout == 0 && ctx.Done() == nil {
+	if o.Timeout == 0 {
 		return o.Scorer.Score(ctx, req)
 	}
-	sctx := ctx
-	if o.Timeout > 0 {
-		var cancel context.CancelFunc
-		sctx, cancel = context.WithTimeout(ctx, time.Duration(o.Timeout))
-		defer cancel()
+	sctx, cancel := context.WithTimeout(ctx, time.Duration(o.Timeout))
+	defer cancel()
+	timedOut := func(err error) bool { return err != nil && ctx.Err() == nil && sctx.Err() != nil }
+	if _, builtin := o.Scorer.(BM25); builtin {
+		hits, err := o.Scorer.Score(sctx, req)
+		if timedOut(err) {
+			return nil, errScoringTimedOut
+		}
+		return hits, err
 	}
 	type answer struct {
 		hits []Hit
@@ -121,7 +129,7 @@ func score(ctx context.Context, o Options, req *Request) ([]Hit, error) {
 	}()
 	select {
 	case a := <-done:
-		if a.err != nil && ctx.Err() == nil && sctx.Err() != nil {
+		if timedOut(a.err) {
 			return nil, errScoringTimedOut
 		}
 		return a.hits, a.err

@@ -2,6 +2,7 @@ package pick
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"sync"
 
@@ -12,11 +13,16 @@ import (
 // slices, never maps. A changed tool gets a new id; ids are renumbered on compaction.
 type DocID uint32
 
-// posting says that a term occurs in a document, and how often in each field (capped at
-// 255, far beyond where BM25's saturation stops caring).
+// posting says that a term occurs in a document, how often in each field (capped at
+// 255, far beyond where BM25's saturation stops caring), and the document's field
+// lengths, quantised to a byte (see quantLen). Carrying the lengths in the posting, as
+// Lucene carries norms, keeps the scan of a posting list sequential: the length norm
+// comes from a 256-entry table per field that fits in L1, not from a per-tool array
+// read at random (a cache miss per posting at 100,000 tools).
 type posting struct {
 	doc DocID
 	tf  [numFields]uint8
+	ql  [numFields]uint8
 }
 
 // doc is one indexed tool.
@@ -48,9 +54,12 @@ type Snapshot struct {
 	maxSeq   uint64 // the highest registration sequence number handed out
 
 	params BM25Params
-	coef   []float32 // numFields per doc: Weight[f] / (1 - B[f] + B[f]·len/avglen)
-	other  sync.Map  // BM25Params → []float32, coefficients for other parameters
+	norms  *normTable // for params
+	other  sync.Map   // BM25Params → *normTable, for other parameters
 }
+
+// normTable holds, per field and quantised length, Weight[f] / (1 − B[f] + B[f]·len/avglen).
+type normTable [numFields][256]float32
 
 // Version is the catalog version the snapshot shows; it grows by one with every change.
 func (s *Snapshot) Version() uint64 { return s.version }
@@ -104,45 +113,60 @@ func (s *Snapshot) avgLen(f Field) float64 {
 	return float64(s.lenSum[f]) / float64(s.live)
 }
 
-// coefFor returns the per-document field coefficients for p: precomputed for the
-// catalog's parameters, computed once and cached for others.
-func (s *Snapshot) coefFor(p BM25Params) []float32 {
-	if p == s.params {
-		return s.coef
+// normsFor returns the norm table for p: built with the snapshot for the catalog's
+// parameters, built once and cached for others.
+func (s *Snapshot) normsFor(p BM25Params) *normTable {
+	if p == s.params && s.norms != nil {
+		return s.norms
 	}
-	if c, ok := s.other.Load(p); ok {
-		return c.([]float32)
+	if t, ok := s.other.Load(p); ok {
+		return t.(*normTable)
 	}
-	c := s.computeCoef(p)
-	s.other.Store(p, c)
-	return c
+	t := s.buildNorms(p)
+	s.other.Store(p, t)
+	return t
 }
 
-func (s *Snapshot) computeCoef(p BM25Params) []float32 {
-	c := make([]float32, len(s.docs)*numFields)
-	var avg [numFields]float64
-	for f := range avg {
-		avg[f] = s.avgLen(Field(f))
-	}
-	for id, d := range s.docs {
-		if !s.IsLive(DocID(id)) {
-			continue
-		}
-		for f := 0; f < numFields; f++ {
-			norm := 1 - p.B[f] + p.B[f]*float64(d.lens[f])/avg[f]
+func (s *Snapshot) buildNorms(p BM25Params) *normTable {
+	t := new(normTable)
+	for f := range numFields {
+		avg := s.avgLen(Field(f))
+		for q := range 256 {
+			norm := 1 - p.B[f] + p.B[f]*dequantLen(uint8(q))/avg
 			if norm <= 0 {
 				norm = 1
 			}
-			c[id*numFields+f] = float32(p.Weight[f] / norm)
+			t[f][q] = float32(p.Weight[f] / norm)
 		}
 	}
-	return c
+	return t
+}
+
+// quantLen maps a field length to a byte: exact below 128, then in steps of 10% (the
+// length norm changes little between neighbours there).
+func quantLen(n uint32) uint8 {
+	if n < 128 {
+		return uint8(n)
+	}
+	return uint8(min(128+int(math.Log(float64(n)/128)/math.Log(1.1)), 255))
+}
+
+// dequantLen is the length a quantised value stands for.
+func dequantLen(q uint8) float64 {
+	if q < 128 {
+		return float64(q)
+	}
+	return 128 * math.Pow(1.1, float64(q-128))
 }
 
 // findPosting returns the posting of doc in term's list (binary search; lists are sorted
 // by doc id).
 func (s *Snapshot) findPosting(term uint32, id DocID) (posting, bool) {
-	pl := s.postings[term]
+	return findIn(s.postings[term], id)
+}
+
+// findIn binary-searches a posting list (sorted by doc id) for id.
+func findIn(pl []posting, id DocID) (posting, bool) {
 	lo, hi := 0, len(pl)
 	for lo < hi {
 		m := (lo + hi) / 2
