@@ -195,6 +195,11 @@ func (s *Service) Run(ctx context.Context) error {
 		micro.WithEndpointMetadata(map[string]string{"format": "application/json"})); err != nil {
 		return fmt.Errorf("picker: add endpoint: %w", err)
 	}
+	// The server has the endpoint's subscription once a flush returns; only then may the
+	// replica report ready.
+	if err := s.nc.FlushTimeout(10 * time.Second); err != nil {
+		return fmt.Errorf("picker: flush subscriptions: %w", err)
+	}
 	s.o.log.Info().Str("subject", PickSubject).Str("bucket", s.o.bucket).Msg("picker serving")
 	return s.watch(ctx, w)
 }
