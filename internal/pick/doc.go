@@ -27,7 +27,14 @@
 // Each change (Put, Remove, Apply) publishes a new immutable [Snapshot]; a pick loads the
 // current one atomically and never waits for indexing. Changes are incremental: posting
 // lists are append-only and shared between snapshots, removed tools are masked by a
-// bitmap until they are a quarter of the catalog and the index is compacted.
+// bitmap until they are a quarter of the catalog and the index is compacted. A posting
+// carries the tool's field lengths quantised to a byte, so the length norms come from a
+// small per-snapshot table and a posting list is read sequentially.
+//
+// A pick reads only the posting lists of the query's terms, rarest first, into a pooled
+// dense score array, and keeps the best k in a small heap. Once the terms left cannot
+// lift an unmatched tool into the top k, the long lists of common words only update the
+// tools still in the running; the ranking is exactly that of scoring everything.
 //
 // # Scoring
 //
