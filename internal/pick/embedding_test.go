@@ -275,6 +275,12 @@ func TestHybridScorer(t *testing.T) {
 			t.Errorf("mode %d: top result ranks %+v", mode, d)
 		}
 	}
+	// A hybrid without its semantic half is a configuration error, reported as such.
+	bad := all
+	bad.Scorer = &Hybrid{}
+	if _, err := Pick(ctx, "weather", cat, bad); !errors.Is(err, ErrScorerFailed) || !strings.Contains(err.Error(), "no semantic scorer") {
+		t.Errorf("hybrid without semantic scorer: err %v", err)
+	}
 	// RRF: a tool first in both rankings scores exactly 1.
 	o := all
 	o.Scorer = &Hybrid{Semantic: emb}

@@ -2,6 +2,7 @@ package pick
 
 import (
 	"context"
+	"errors"
 	"fmt"
 )
 
@@ -49,6 +50,9 @@ type HybridDetails struct {
 
 // Score fuses the two rankings.
 func (h *Hybrid) Score(ctx context.Context, req *Request) ([]Hit, error) {
+	if h.Semantic == nil {
+		return nil, errors.New("hybrid scorer has no semantic scorer")
+	}
 	lex := h.Lexical
 	if lex == nil {
 		lex = BM25{}
