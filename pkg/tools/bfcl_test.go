@@ -338,6 +338,7 @@ func TestBFCL(t *testing.T) {
 	for _, set := range d.sets {
 		for _, c := range set.calls {
 			total++
+			fastCheck(t, set.reg, c.tool, c.args)
 			call, err := set.reg.Hydrate(c.tool, c.args)
 			if err != nil {
 				failed[c.key] = err.Error()
@@ -430,6 +431,7 @@ func expectRefused(t *testing.T, reg *tools.Registry, c bfclCall, args map[strin
 	if err != nil {
 		t.Fatal(err)
 	}
+	fastCheck(t, reg, c.tool, b)
 	_, err = reg.Hydrate(c.tool, b)
 	var te *tools.Error
 	if !errors.As(err, &te) || te.Code != tools.CodeInvalidInput {
@@ -449,6 +451,19 @@ func expectRefused(t *testing.T, reg *tools.Registry, c bfclCall, args map[strin
 		}
 	}
 	t.Errorf("%s: mutated call %s: no violation at %q mentioning %q; got %+v", c.key, b, pointer, words, te.Violations)
+}
+
+// fastCheck asserts that the fast validation path never accepts what the compiled
+// validator refuses.
+func fastCheck(t *testing.T, reg *tools.Registry, tool string, args []byte) {
+	t.Helper()
+	covered, fast, full := reg.FastAndFull(tool, args)
+	if covered && fast && !full {
+		t.Errorf("%s %s: the fast path accepts what the validator refuses", tool, args)
+	}
+	if covered && !fast && full {
+		t.Logf("%s %s: fast path unsure, validator accepts", tool, args)
+	}
 }
 
 func wrongValue(typ string) any {

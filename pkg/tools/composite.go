@@ -73,23 +73,28 @@ func (r *Registry) AddComposite(name, description string, subTools []string, opt
 		return err
 	}
 	// Validate with the envelope; the union in Parameters only informs models.
-	e.params = envelopeSchema
+	e.params, e.fast = envelopeSchema, envelopeFast
 	r.put(e)
 	return nil
 }
 
-// envelopeSchema checks the shape every composite call shares.
-var envelopeSchema = func() *jsonschema.Schema {
-	s, err := compileSchema("composite", "envelope", []byte(`{"type":"object",
-		"properties":{"calls":{"type":"array","items":{"type":"object",
-			"properties":{"name":{"type":"string"},"args":{"type":"object"}},
-			"required":["name","args"],"additionalProperties":false}}},
-		"required":["calls"],"additionalProperties":false}`))
-	if err != nil {
-		panic(err)
-	}
-	return s
-}()
+// envelopeDoc is the shape every composite call shares.
+var envelopeDoc = []byte(`{"type":"object",
+	"properties":{"calls":{"type":"array","items":{"type":"object",
+		"properties":{"name":{"type":"string"},"args":{"type":"object"}},
+		"required":["name","args"],"additionalProperties":false}}},
+	"required":["calls"],"additionalProperties":false}`)
+
+var (
+	envelopeSchema = func() *jsonschema.Schema {
+		s, err := compileSchema("composite", "envelope", envelopeDoc)
+		if err != nil {
+			panic(err)
+		}
+		return s
+	}()
+	envelopeFast = compileFast(envelopeDoc)
+)
 
 // compositeSchema builds the union of the sub-tools' argument schemas.
 func compositeSchema(ci *compositeImpl) (json.RawMessage, error) {

@@ -13,7 +13,9 @@ import (
 type entry struct {
 	def       Definition
 	params    *jsonschema.Schema // nil for a tool registered with AllowNoSchema
+	fast      *fastSchema        // nil when the parameters schema is beyond the fast path
 	response  *jsonschema.Schema // nil without a ResponseSchema
+	fastResp  *fastSchema
 	callbacks Callbacks          // from WithCallbacks; typed hooks are consulted per call
 	impl      impl
 }
@@ -50,6 +52,7 @@ func newEntry(def Definition, im impl, opts []Option) (*entry, error) {
 			return nil, err
 		}
 		e.params = sch
+		e.fast = compileFast(def.Parameters)
 	}
 	if len(def.ResponseSchema) > 0 && !isNull(def.ResponseSchema) {
 		sch, err := compileSchema(def.Name, "responseSchema", def.ResponseSchema)
@@ -57,6 +60,7 @@ func newEntry(def Definition, im impl, opts []Option) (*entry, error) {
 			return nil, err
 		}
 		e.response = sch
+		e.fastResp = compileFast(def.ResponseSchema)
 	}
 	return e, nil
 }

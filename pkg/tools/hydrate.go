@@ -60,7 +60,7 @@ func (r *Registry) Hydrate(name string, raw []byte) (*Call, error) {
 // sub-calls, whose arguments arrive already parsed).
 func (e *entry) hydrate(args json.RawMessage, value map[string]any) (*Call, error) {
 	c := &Call{entry: e, args: args, validated: e.params != nil}
-	if e.params != nil {
+	if e.params != nil && (e.fast == nil || !e.fast.valid(value)) {
 		if err := e.params.Validate(value); err != nil {
 			vs := violations(err)
 			return nil, &Error{Code: CodeInvalidInput, Violations: vs, Err: err,

@@ -108,7 +108,7 @@ func (c *Call) finish(out any, failure *Error) Outcome {
 	}
 	if c.entry.response != nil {
 		v, err := parseJSON(b)
-		if err == nil {
+		if err == nil && (c.entry.fastResp == nil || !c.entry.fastResp.valid(v)) {
 			err = c.entry.response.Validate(v)
 		}
 		if err != nil {
