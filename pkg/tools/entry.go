@@ -16,7 +16,7 @@ type entry struct {
 	fast      *fastSchema        // nil when the parameters schema is beyond the fast path
 	response  *jsonschema.Schema // nil without a ResponseSchema
 	fastResp  *fastSchema
-	callbacks Callbacks          // from WithCallbacks; typed hooks are consulted per call
+	callbacks Callbacks // from WithCallbacks; typed hooks are consulted per call
 	impl      impl
 }
 
