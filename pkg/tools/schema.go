@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -45,7 +46,7 @@ func compileSchema(tool, what string, doc []byte) (*jsonschema.Schema, error) {
 	sch, err := c.Compile(loc)
 	if err != nil {
 		if len(refused.urls) > 0 {
-			ref := strings.TrimPrefix(refused.urls[0], schemaBase+tool+"/")
+			ref := originalRef(parsed, loc, refused.urls[0])
 			return nil, Wrap(CodeInvalidDefinition, err, fmt.Sprintf(
 				"tool %q: %s refers to %q, which is outside the schema; remote, file and relative references are refused: "+
 					"put the referenced schema under $defs and refer to it as \"#/$defs/NAME\"", tool, what, ref))
@@ -53,6 +54,45 @@ func compileSchema(tool, what string, doc []byte) (*jsonschema.Schema, error) {
 		return nil, Wrap(CodeInvalidDefinition, err, fmt.Sprintf("tool %q: %s does not compile: %s", tool, what, compileMessage(err)))
 	}
 	return sch, nil
+}
+
+// originalRef finds the $ref, as the author wrote it, that resolves to the refused url.
+func originalRef(doc any, base, refused string) string {
+	b, err := url.Parse(base)
+	if err != nil {
+		return refused
+	}
+	found := refused
+	var walk func(v any) bool
+	walk = func(v any) bool {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				if s, ok := e.(string); ok && (k == "$ref" || k == "$schema" || k == "$dynamicRef") {
+					if u, err := url.Parse(s); err == nil {
+						r := b.ResolveReference(u)
+						r.Fragment = ""
+						if r.String() == refused {
+							found = s
+							return true
+						}
+					}
+				}
+				if walk(e) {
+					return true
+				}
+			}
+		case []any:
+			for _, e := range x {
+				if walk(e) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	walk(doc)
+	return strings.TrimPrefix(found, schemaBase)
 }
 
 // compileMessage shortens the compiler's error: the mem:/// location means nothing to an
