@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -171,17 +172,14 @@ func (p *Planner) runEvents(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// compactJSON puts data on one line, as an SSE data field needs.
 func compactJSON(b []byte) []byte {
-	var buf strings.Builder
-	if err := json.Compact(&bufWriter{&buf}, b); err != nil {
-		return []byte(strings.ReplaceAll(string(b), "\n", " "))
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		return bytes.ReplaceAll(b, []byte("\n"), []byte(" "))
 	}
-	return []byte(buf.String())
+	return buf.Bytes()
 }
-
-type bufWriter struct{ b *strings.Builder }
-
-func (w *bufWriter) Write(p []byte) (int, error) { return w.b.Write(p) }
 
 // decodeBody reads a JSON body strictly: unknown fields and trailing data are errors.
 func decodeBody(r *http.Request, v any) error {
