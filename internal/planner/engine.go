@@ -72,8 +72,8 @@ func (p *Planner) Run(ctx context.Context) error {
 	}
 	type consumer struct {
 		stream, name, filter string
-		ackWait             time.Duration
-		handle              func(context.Context, jetstream.Msg)
+		ackWait              time.Duration
+		handle               func(context.Context, jetstream.Msg)
 	}
 	consumers := []consumer{
 		{streamPlan, consumerPlan, planSubjectPrefix + ">", p.cfg.ModelTimeout + 30*time.Second, p.handleAdvance},
