@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/internal/provider/providertest"
@@ -282,5 +284,21 @@ func TestOpenAIOfficialMaxTokens(t *testing.T) {
 	}
 	if _, err := provider.NewOpenAI("gpt-4o-mini"); err == nil {
 		t.Errorf("api.openai.com without a key should be refused")
+	}
+}
+
+// TestConnectionFailuresRetried: a server that cannot be reached is retried up to the
+// bound, and the error says what failed.
+func TestConnectionFailuresRetried(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close() // nothing listens there any more
+	waits := 0
+	m, _ := provider.NewOpenAI("m", provider.WithBaseURL(url), provider.WithRetry(provider.Retry{MaxAttempts: 3}),
+		provider.WithSleep(func(ctx context.Context, _ time.Duration) error { waits++; return ctx.Err() }))
+	_, err := m.Generate(context.Background(), stdRequest())
+	if err == nil || !strings.Contains(err.Error(), "attempt 3") || waits != 2 {
+		t.Fatalf("err = %v after %d waits; want the third attempt's failure after 2 waits", err, waits)
 	}
 }
