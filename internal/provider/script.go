@@ -81,7 +81,7 @@ type ScriptUsage struct {
 func LoadScript(path string) (Script, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return Script{}, fmt.Errorf("%w: scripted: %v", ErrConfig, err)
+		return Script{}, fmt.Errorf("%w: scripted: %w", ErrConfig, err)
 	}
 	s, err := ParseScript(data)
 	if err != nil {
