@@ -26,9 +26,22 @@ const maxRequestBytes = 4 << 20
 //	GET  /v1/runs/{id}            the run: status, answer, every call with its timeline
 //	GET  /v1/runs/{id}/events     the run's lifecycle as Server-Sent Events, from its start
 //	POST /v1/approvals/{callId}   answer an approval: {"decision":"approve"|"deny","reason","arguments"}
+//	GET  /healthz, /readyz        liveness (the process serves) and readiness (NATS is connected)
 //
-// When token is not empty, every request must carry "Authorization: Bearer <token>".
+// When token is not empty, every request but the probes must carry
+// "Authorization: Bearer <token>".
 func (p *Planner) Handler(token string) http.Handler {
+	probes := http.NewServeMux()
+	probes.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	probes.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !p.nc.IsConnected() {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not connected to NATS"})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	})
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/runs", p.postRun)
 	mux.HandleFunc("GET /v1/runs/{id}", p.getRun)
@@ -37,12 +50,13 @@ func (p *Planner) Handler(token string) http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &APIError{Status: http.StatusNotFound, Message: fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path)})
 	})
-	if token == "" {
-		return mux
-	}
 	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
+			probes.ServeHTTP(w, r)
+			return
+		}
+		if token != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="toolfleet"`)
 			writeError(w, &APIError{Status: http.StatusUnauthorized, Message: "missing or wrong bearer token"})
 			return

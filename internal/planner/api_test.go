@@ -42,6 +42,7 @@ func TestAPIRefusesBadRequests(t *testing.T) {
 		{"approval unknown call", "POST", "/v1/approvals/rX-0-0", `{"decision":"approve"}`, "tok", 404, "no call"},
 		{"unknown endpoint", "GET", "/v2/everything", ``, "tok", 404, "no such endpoint"},
 		{"wrong content type", "POST", "/v1/runs", `input=hi`, "tok", 415, "JSON body"},
+		{"probe needs no token", "GET", "/readyz", ``, "", 200, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -60,6 +61,9 @@ func TestAPIRefusesBadRequests(t *testing.T) {
 			body, _ := io.ReadAll(resp.Body)
 			if resp.StatusCode != tt.status {
 				t.Fatalf("status = %d, want %d; body %s", resp.StatusCode, tt.status, body)
+			}
+			if tt.status == 200 {
+				return
 			}
 			var e struct {
 				Error APIError `json:"error"`
