@@ -66,6 +66,12 @@ func FuzzHydrate(f *testing.F) {
 				if !errors.As(err, &te) {
 					t.Fatalf("%s: %T %v is not an *Error", name, err, err)
 				}
+				if name == "decode" && strings.Contains(te.Message, "cannot be decoded") {
+					var want decodeCase
+					if json.Unmarshal(raw, &want) == nil && json.Valid(raw) && bytes.HasPrefix(bytes.TrimSpace(raw), []byte("{")) {
+						t.Fatalf("%q: refused (%v), encoding/json decodes it", raw, err)
+					}
+				}
 				if !allowed[te.Code] && !(name == "missing" && te.Code == tools.CodeNoSuchTool) {
 					t.Fatalf("%s: unexpected code %s: %v", name, te.Code, err)
 				}
@@ -77,8 +83,18 @@ func FuzzHydrate(f *testing.F) {
 			if !json.Valid(c.Arguments()) {
 				t.Fatalf("%s: arguments %q are not JSON", name, c.Arguments())
 			}
-			if out := c.Run(context.Background()); !json.Valid(out.Output) {
+			out := c.Run(context.Background())
+			if !json.Valid(out.Output) {
 				t.Fatalf("%s: output %q is not JSON", name, out.Output)
+			}
+			if name == "decode" { // the direct decoder gives what encoding/json gives
+				var want decodeCase
+				if err := json.Unmarshal(c.Arguments(), &want); err != nil {
+					t.Fatalf("decoded %q, encoding/json refuses it: %v", raw, err)
+				}
+				if b, _ := json.Marshal(want); !bytes.Equal(b, out.Output) {
+					t.Fatalf("%q: decoded to %s, encoding/json to %s", raw, out.Output, b)
+				}
 			}
 		}
 		if covered, fast, full := reg.FastAndFull("search", raw); covered && fast && !full {

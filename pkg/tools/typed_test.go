@@ -276,7 +276,11 @@ func TestTypedDecodingMatchesEncodingJSON(t *testing.T) {
 		`{"i8":300}`, // overflow
 		`{"s":12}`,   // wrong type
 		`{"u":-1}`,
-		`{"f":1e39}`, // overflows float32
+		`{"f":1e39}`,    // overflows float32
+		`{"a":[1e400]}`, // overflows float64 inside any
+		`{"m":{"a":[1,"x"]}}`,
+		`{"Case":"first","case":"second","CASE":"third"}`, // the last one wins, as in encoding/json
+		`{"n":{"y":"a","Y":"b"}}`,
 	}
 	for _, raw := range inputs {
 		c, err := reg.Hydrate("decode", []byte(raw))
