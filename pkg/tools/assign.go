@@ -3,6 +3,7 @@ package tools
 import (
 	"encoding"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -127,7 +128,11 @@ func (b *decoderBuilder) build(t reflect.Type) decodeFunc {
 		}
 		d = func(dst reflect.Value, v any) error {
 			if v != nil {
-				dst.Set(reflect.ValueOf(plainValue(v)))
+				p, err := plainValue(v)
+				if err != nil {
+					return err
+				}
+				dst.Set(reflect.ValueOf(p))
 			}
 			return nil
 		}
@@ -257,6 +262,9 @@ func (b *decoderBuilder) buildStruct(t reflect.Type) decodeFunc {
 					if f == nil {
 						continue // unknown keys are ignored, as by encoding/json
 					}
+					if ambiguous(m, f.name, k) {
+						return errNeedsBytes
+					}
 				}
 				if err := f.decode(dst.Field(f.index), x); err != nil {
 					return fmt.Errorf("field %s: %w", f.name, err)
@@ -270,27 +278,53 @@ func (b *decoderBuilder) buildStruct(t reflect.Type) decodeFunc {
 	}
 }
 
+// errNeedsBytes says the parsed value cannot tell what encoding/json would do, and the
+// bytes must be decoded instead: two keys differing only in case name one field, and
+// encoding/json keeps the one that comes last in the document, an order a map forgets.
+var errNeedsBytes = errors.New("decode from the bytes")
+
+// ambiguous reports whether a key other than k also matches the field name.
+func ambiguous(m map[string]any, name, k string) bool {
+	for other := range m {
+		if other != k && strings.EqualFold(other, name) {
+			return true
+		}
+	}
+	return false
+}
+
 // plainValue turns a parsed value into what encoding/json gives an `any`: numbers become
-// float64.
-func plainValue(v any) any {
+// float64, and one out of float64's range is an error, as there.
+func plainValue(v any) (any, error) {
 	switch x := v.(type) {
 	case json.Number:
-		f, _ := strconv.ParseFloat(string(x), 64)
-		return f
+		f, err := strconv.ParseFloat(string(x), 64)
+		if err != nil {
+			return nil, fmt.Errorf("cannot use number %s as float64", x)
+		}
+		return f, nil
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {
-			out[i] = plainValue(e)
+			p, err := plainValue(e)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = p
 		}
-		return out
+		return out, nil
 	case map[string]any:
 		out := make(map[string]any, len(x))
 		for k, e := range x {
-			out[k] = plainValue(e)
+			p, err := plainValue(e)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = p
 		}
-		return out
+		return out, nil
 	default:
-		return v
+		return v, nil
 	}
 }
 

@@ -27,6 +27,20 @@ func (benchWeather) Definition() tools.Definition {
 
 func (*benchWeather) Run(context.Context) (any, error) { return nil, nil }
 
+// benchWeatherRef is benchWeather with its schema behind a $ref, which the fast path does
+// not cover (and an embedded struct, which the direct decoder leaves to encoding/json):
+// it measures the general path.
+type benchWeatherRef struct{ benchWeather }
+
+func (benchWeatherRef) Definition() tools.Definition {
+	return tools.Definition{Name: "bench_weather_ref", Safe: true,
+		Parameters: json.RawMessage(`{"$ref":"#/$defs/args","$defs":{"args":{"type":"object","properties":{
+			"city":{"type":"string","minLength":1},
+			"days":{"type":"integer","minimum":1,"maximum":14},
+			"units":{"type":"string","enum":["metric","imperial"]}},
+			"required":["city","days"],"additionalProperties":false}}}`)}
+}
+
 var benchWeatherArgs = []byte(`{"city":"Berlin","days":3,"units":"metric"}`)
 
 // BenchmarkHydrate measures parse → validate → instantiate against a plain encoding/json
@@ -106,6 +120,15 @@ func BenchmarkHydrate(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := reg.Hydrate("bench_weather", benchWeatherArgs); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	tools.MustAdd[benchWeatherRef](reg)
+	b.Run("typed3-uncovered-schema", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := reg.Hydrate("bench_weather_ref", benchWeatherArgs); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 )
@@ -95,7 +96,12 @@ type typedImpl[T any, PT interface {
 func (t *typedImpl[T, PT]) prepare(c *Call, value map[string]any) error {
 	p := PT(new(T))
 	if t.decode != nil {
-		if err := t.decode(reflect.ValueOf(p).Elem(), value); err != nil {
+		err := t.decode(reflect.ValueOf(p).Elem(), value)
+		if errors.Is(err, errNeedsBytes) {
+			p = PT(new(T))
+			err = json.Unmarshal(c.args, p)
+		}
+		if err != nil {
 			return err
 		}
 	} else if err := json.Unmarshal(c.args, p); err != nil {
