@@ -18,6 +18,9 @@ import (
 
 func main() {
 	log := zerolog.New(os.Stderr).With().Timestamp().Str("service", "planner").Logger()
+	if lvl, err := zerolog.ParseLevel(os.Getenv("TOOLFLEET_LOG_LEVEL")); err == nil && lvl != zerolog.NoLevel {
+		log = log.Level(lvl) // env TOOLFLEET_LOG_LEVEL: debug, info (default: all), warn, error
+	}
 	cfg, err := planner.Flags(os.Args[1:])
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)
