@@ -49,7 +49,7 @@ const (
 	tokEOF tokKind = iota
 	tokNum
 	tokName
-	tokOp // one of + - * / % ^ ( ) ,
+	tokOp  // one of + - * / % ^ ( ) ,
 	tokErr // a lexing error, held in parser.err
 )
 
