@@ -44,7 +44,9 @@ func endpoint(t *testing.T) (*httptest.Server, *seen) {
 		http.Error(w, `{"error":"field x is required"}`, http.StatusUnprocessableEntity)
 	})
 	mux.HandleFunc("/busy", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "slow down", http.StatusTooManyRequests) })
-	mux.HandleFunc("/down", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "database down", http.StatusServiceUnavailable) })
+	mux.HandleFunc("/down", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "database down", http.StatusServiceUnavailable)
+	})
 	mux.HandleFunc("/moved", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ok", http.StatusTemporaryRedirect) })
 	mux.HandleFunc("/huge", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte(strings.Repeat("x", 1000))) })
 	stop := make(chan struct{})
