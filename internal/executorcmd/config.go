@@ -22,9 +22,9 @@ import (
 
 // Defaults of the executor's settings.
 const (
-	DefaultConcurrency   = 4
-	DefaultMetricsAddr   = ":9090"
-	DefaultShutdownGrace = 30 * time.Second
+	DefaultConcurrency = 4
+	DefaultMetricsAddr = ":9090"
+	DefaultGracePeriod = 30 * time.Second
 )
 
 // Config is the executor binary's configuration.
@@ -45,8 +45,14 @@ type Config struct {
 	MetricsAddr string
 	// LogLevel is the zerolog level.
 	LogLevel zerolog.Level
-	// ShutdownGrace is how long in-flight calls may finish after SIGTERM.
-	ShutdownGrace time.Duration
+	// GracePeriod is how long in-flight calls may finish after SIGTERM.
+	GracePeriod time.Duration
+	// ExecutorID names this replica in results and logs; defaults to the host name (the
+	// pod name in Kubernetes).
+	ExecutorID string
+	// StreamReplicas is the replica count of the streams and buckets this executor
+	// creates if they do not exist yet: 1 on one server, 3 in a cluster.
+	StreamReplicas int
 }
 
 // Parse reads the configuration from args (without the program name) and the
@@ -61,7 +67,9 @@ func Parse(args []string, out io.Writer) (Config, error) {
 	c.NATS.Name = "toolfleet-executor"
 
 	concurrency := envInt("TOOLFLEET_CONCURRENCY", DefaultConcurrency, &errs)
-	grace := envDuration("TOOLFLEET_SHUTDOWN_GRACE", DefaultShutdownGrace, &errs)
+	grace := envDuration("TOOLFLEET_GRACE_PERIOD", DefaultGracePeriod, &errs)
+	replicas := envInt("TOOLFLEET_STREAM_REPLICAS", 1, &errs)
+	host, _ := os.Hostname()
 	fs.IntVar(&c.Concurrency, "concurrency", concurrency, "calls of one tool run at once by this replica (env TOOLFLEET_CONCURRENCY)")
 	builtins := fs.String("builtins", envOr("TOOLFLEET_BUILTINS", "all"), `built-in tools to serve, comma-separated, or "all" or "none" (env TOOLFLEET_BUILTINS)`)
 	fs.StringVar(&c.SandboxRoot, "sandbox-root", os.Getenv("TOOLFLEET_SANDBOX_ROOT"), "directory read_file, list_dir and write_file are confined to; empty leaves them out (env TOOLFLEET_SANDBOX_ROOT)")
@@ -69,7 +77,9 @@ func Parse(args []string, out io.Writer) (Config, error) {
 	fs.StringVar(&c.ToolsFile, "tools-file", os.Getenv("TOOLFLEET_TOOLS_FILE"), "YAML or JSON file of command and HTTP tools (env TOOLFLEET_TOOLS_FILE)")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", envOr("TOOLFLEET_METRICS_ADDR", DefaultMetricsAddr), `listen address of /metrics, /healthz and /readyz, or "off" (env TOOLFLEET_METRICS_ADDR)`)
 	level := fs.String("log-level", envOr("TOOLFLEET_LOG_LEVEL", "info"), "debug, info, warn or error (env TOOLFLEET_LOG_LEVEL)")
-	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", grace, "how long in-flight calls may finish on SIGTERM (env TOOLFLEET_SHUTDOWN_GRACE)")
+	fs.DurationVar(&c.GracePeriod, "grace-period", grace, "how long in-flight calls may finish on SIGTERM (env TOOLFLEET_GRACE_PERIOD)")
+	fs.StringVar(&c.ExecutorID, "executor-id", envOr("TOOLFLEET_EXECUTOR_ID", host), "name of this replica in results and logs (env TOOLFLEET_EXECUTOR_ID; default the host name)")
+	fs.IntVar(&c.StreamReplicas, "stream-replicas", replicas, "replicas of streams and buckets created by this executor: 1 on one server, 3 in a cluster (env TOOLFLEET_STREAM_REPLICAS)")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
@@ -108,8 +118,14 @@ func (c Config) Validate() error {
 	if c.Concurrency < 1 {
 		errs = append(errs, fmt.Errorf("concurrency must be at least 1, got %d", c.Concurrency))
 	}
-	if c.ShutdownGrace < 0 {
-		errs = append(errs, fmt.Errorf("shutdown grace cannot be negative, got %s", c.ShutdownGrace))
+	if c.GracePeriod < 0 {
+		errs = append(errs, fmt.Errorf("grace period cannot be negative, got %s", c.GracePeriod))
+	}
+	if c.StreamReplicas < 1 || c.StreamReplicas > 5 {
+		errs = append(errs, fmt.Errorf("stream replicas must be 1 to 5, got %d", c.StreamReplicas))
+	}
+	if c.ExecutorID == "" {
+		errs = append(errs, errors.New("executor id is empty (set -executor-id or TOOLFLEET_EXECUTOR_ID)"))
 	}
 	if c.MetricsAddr != "" {
 		if _, port, err := net.SplitHostPort(c.MetricsAddr); err != nil {

@@ -24,7 +24,7 @@ func cleanEnv(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"TOOLFLEET_NATS_URL", "TOOLFLEET_CONCURRENCY", "TOOLFLEET_BUILTINS", "TOOLFLEET_SANDBOX_ROOT",
-		"TOOLFLEET_HTTP_ALLOWLIST", "TOOLFLEET_TOOLS_FILE", "TOOLFLEET_METRICS_ADDR", "TOOLFLEET_LOG_LEVEL", "TOOLFLEET_SHUTDOWN_GRACE"} {
+		"TOOLFLEET_HTTP_ALLOWLIST", "TOOLFLEET_TOOLS_FILE", "TOOLFLEET_METRICS_ADDR", "TOOLFLEET_LOG_LEVEL", "TOOLFLEET_GRACE_PERIOD", "TOOLFLEET_EXECUTOR_ID", "TOOLFLEET_STREAM_REPLICAS"} {
 		t.Setenv(name, "")
 	}
 }
@@ -36,7 +36,7 @@ func TestParseDefaults(t *testing.T) {
 		t.Fatalf("Parse: %v", err)
 	}
 	if c.NATS.URL != "nats://127.0.0.1:4222" || c.Concurrency != DefaultConcurrency || c.Builtins != nil ||
-		c.MetricsAddr != DefaultMetricsAddr || c.LogLevel != zerolog.InfoLevel || c.ShutdownGrace != DefaultShutdownGrace {
+		c.MetricsAddr != DefaultMetricsAddr || c.LogLevel != zerolog.InfoLevel || c.GracePeriod != DefaultGracePeriod || c.StreamReplicas != 1 || c.ExecutorID == "" {
 		t.Fatalf("defaults = %+v", c)
 	}
 	reg, err := c.Registry()
@@ -64,7 +64,9 @@ func TestParseFromTheEnvironmentAndFlags(t *testing.T) {
 	t.Setenv("TOOLFLEET_HTTP_ALLOWLIST", "api.example.com, *.wiki.org,")
 	t.Setenv("TOOLFLEET_TOOLS_FILE", toolsFile)
 	t.Setenv("TOOLFLEET_LOG_LEVEL", "debug")
-	t.Setenv("TOOLFLEET_SHUTDOWN_GRACE", "1m")
+	t.Setenv("TOOLFLEET_GRACE_PERIOD", "1m")
+	t.Setenv("TOOLFLEET_EXECUTOR_ID", "executor-7f9c")
+	t.Setenv("TOOLFLEET_STREAM_REPLICAS", "3")
 	t.Setenv("TOOLFLEET_BUILTINS", "calculator,read_file")
 
 	// Flags win over the environment.
@@ -74,7 +76,7 @@ func TestParseFromTheEnvironmentAndFlags(t *testing.T) {
 	}
 	if c.NATS.URL != "nats://nats-a:4222,nats://nats-b:4222" || c.Concurrency != 2 || c.SandboxRoot != dir ||
 		!slices.Equal(c.HTTPAllowlist, []string{"api.example.com", "*.wiki.org"}) || c.ToolsFile != toolsFile ||
-		c.LogLevel != zerolog.DebugLevel || c.ShutdownGrace != time.Minute || c.MetricsAddr != "" ||
+		c.LogLevel != zerolog.DebugLevel || c.GracePeriod != time.Minute || c.ExecutorID != "executor-7f9c" || c.StreamReplicas != 3 || c.MetricsAddr != "" ||
 		!slices.Equal(c.Builtins, []string{"calculator", "read_file"}) {
 		t.Fatalf("config = %+v", c)
 	}
@@ -105,7 +107,9 @@ func TestParseRefuses(t *testing.T) {
 	}{
 		{"bad concurrency env", map[string]string{"TOOLFLEET_CONCURRENCY": "many"}, nil, `TOOLFLEET_CONCURRENCY="many" is not a whole number`},
 		{"zero concurrency", nil, []string{"-concurrency", "0"}, "concurrency must be at least 1"},
-		{"bad grace env", map[string]string{"TOOLFLEET_SHUTDOWN_GRACE": "30"}, nil, "TOOLFLEET_SHUTDOWN_GRACE"},
+		{"bad grace env", map[string]string{"TOOLFLEET_GRACE_PERIOD": "30"}, nil, `TOOLFLEET_GRACE_PERIOD="30" is not a duration`},
+		{"bad replicas", nil, []string{"-stream-replicas", "7"}, "stream replicas must be 1 to 5, got 7"},
+		{"empty executor id", nil, []string{"-executor-id", ""}, "executor id is empty"},
 		{"unknown flag", nil, []string{"-colour"}, "flag provided but not defined"},
 		{"stray argument", nil, []string{"serve"}, "unexpected arguments"},
 		{"TLS cert without key", map[string]string{"TOOLFLEET_NATS_TLS_CERT": file}, nil, "both a TLS certificate and its key"},

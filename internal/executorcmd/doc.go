@@ -15,7 +15,9 @@
 //	-metrics-addr      where /metrics, /healthz and /readyz listen; "off" disables
 //	                   (TOOLFLEET_METRICS_ADDR, ":9090")
 //	-log-level         debug, info, warn or error (TOOLFLEET_LOG_LEVEL, info)
-//	-shutdown-grace    how long in-flight calls may finish on SIGTERM (TOOLFLEET_SHUTDOWN_GRACE, 30s)
+//	-grace-period      how long in-flight calls may finish on SIGTERM (TOOLFLEET_GRACE_PERIOD, 30s)
+//	-executor-id       this replica's name in results and logs (TOOLFLEET_EXECUTOR_ID, the host name)
+//	-stream-replicas   replicas of the streams it creates: 1, or 3 in a cluster (TOOLFLEET_STREAM_REPLICAS, 1)
 //
 // A flag wins over its variable; a malformed variable is an error naming it, never
 // silently replaced by the default.
