@@ -1,0 +1,189 @@
+package events
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolfleet/toolfleet/pkg/tools"
+)
+
+// Catalog is the live tool catalog: the JetStream KV bucket toolfleet-catalog, key = tool
+// name, value = the Definition JSON. Executors [Catalog.Put] what they serve and keep it
+// fresh with [Catalog.Keep]; the bucket's TTL ([Config].CatalogTTL) removes the entry of
+// a tool no executor refreshes any more, with a delete marker that watchers see.
+type Catalog struct {
+	kv  jetstream.KeyValue
+	ttl time.Duration
+}
+
+// OpenCatalog opens the catalog bucket, which [Ensure] must have created.
+func OpenCatalog(ctx context.Context, js jetstream.JetStream, cfg Config) (*Catalog, error) {
+	kv, err := js.KeyValue(ctx, BucketCatalog)
+	if err != nil {
+		return nil, fmt.Errorf("open catalog bucket %s: %w", BucketCatalog, err)
+	}
+	return &Catalog{kv: kv, ttl: cfg.WithDefaults().CatalogTTL.D()}, nil
+}
+
+// Put stores def under its name, refreshing its TTL.
+func (c *Catalog) Put(ctx context.Context, def tools.Definition) error {
+	if err := ValidateTool(def.Name); err != nil {
+		return err
+	}
+	b, err := json.Marshal(def)
+	if err != nil {
+		return fmt.Errorf("catalog put %s: %w", def.Name, err)
+	}
+	if _, err := c.kv.Put(ctx, def.Name, b); err != nil {
+		return fmt.Errorf("catalog put %s: %w", def.Name, err)
+	}
+	return nil
+}
+
+// Delete removes a tool from the catalog at once.
+func (c *Catalog) Delete(ctx context.Context, name string) error {
+	if err := c.kv.Delete(ctx, name); err != nil {
+		return fmt.Errorf("catalog delete %s: %w", name, err)
+	}
+	return nil
+}
+
+// Get returns the definition of name; ok is false when no executor serves it.
+func (c *Catalog) Get(ctx context.Context, name string) (def tools.Definition, ok bool, err error) {
+	if ValidateTool(name) != nil {
+		return def, false, nil
+	}
+	e, err := c.kv.Get(ctx, name)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return def, false, nil
+	}
+	if err != nil {
+		return def, false, fmt.Errorf("catalog get %s: %w", name, err)
+	}
+	if err := json.Unmarshal(e.Value(), &def); err != nil {
+		return def, false, fmt.Errorf("catalog entry %s is not a definition: %w", name, err)
+	}
+	return def, true, nil
+}
+
+// List returns every definition in the catalog, sorted by name.
+func (c *Catalog) List(ctx context.Context) ([]tools.Definition, error) {
+	w, err := c.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("catalog list: %w", err)
+	}
+	defer w.Stop()
+	var defs []tools.Definition
+	for e := range w.Updates() {
+		if e == nil {
+			break // initial values done
+		}
+		var d tools.Definition
+		if json.Unmarshal(e.Value(), &d) == nil {
+			defs = append(defs, d)
+		}
+	}
+	return defs, nil
+}
+
+// Change is one change of the catalog seen by [Catalog.Watch].
+type Change struct {
+	// Name is the tool.
+	Name string
+	// Definition is the new definition; zero when Removed.
+	Definition tools.Definition
+	// Removed is true when the tool left the catalog (deleted or expired).
+	Removed bool
+}
+
+// Watch sends the current catalog, then every change, until ctx ends. A refresh that
+// stores the same definition again is not reported. The channel is closed when ctx ends
+// or the watch fails.
+func (c *Catalog) Watch(ctx context.Context) (<-chan Change, error) {
+	w, err := c.kv.WatchAll(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("catalog watch: %w", err)
+	}
+	out := make(chan Change, 64)
+	go func() {
+		defer close(out)
+		defer w.Stop()
+		seen := map[string]string{}
+		for {
+			var e jetstream.KeyValueEntry
+			select {
+			case <-ctx.Done():
+				return
+			case v, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				e = v
+			}
+			if e == nil {
+				continue // end of the initial values
+			}
+			ch := Change{Name: e.Key()}
+			switch e.Operation() {
+			case jetstream.KeyValuePut:
+				if seen[e.Key()] == string(e.Value()) {
+					continue // a refresh
+				}
+				if json.Unmarshal(e.Value(), &ch.Definition) != nil {
+					continue // not a definition: nothing a watcher can use
+				}
+				seen[e.Key()] = string(e.Value())
+			default: // delete, purge, or the TTL's delete marker
+				if _, ok := seen[e.Key()]; !ok {
+					continue
+				}
+				delete(seen, e.Key())
+				ch.Removed = true
+			}
+			select {
+			case out <- ch:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+// Keep puts defs now and again every CatalogTTL/3 until ctx ends, so the entries stay
+// while this process serves them and expire within CatalogTTL once it stops. It returns
+// the first put's error at once; later failures (a server restart) are retried at the
+// next tick and reported to onErr, which may be nil.
+func (c *Catalog) Keep(ctx context.Context, defs []tools.Definition, onErr func(error)) error {
+	put := func() error {
+		for _, d := range defs {
+			if err := c.Put(ctx, d); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := put(); err != nil {
+		return err
+	}
+	go func() {
+		t := time.NewTicker(c.ttl / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := put(); err != nil && onErr != nil && ctx.Err() == nil {
+					onErr(err)
+				}
+			}
+		}
+	}()
+	return nil
+}

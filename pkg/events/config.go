@@ -1,0 +1,256 @@
+package events
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolfleet/toolfleet/pkg/tools"
+)
+
+// Names of the streams and buckets toolfleet stores in JetStream.
+const (
+	StreamCalls       = "TOOLFLEET_CALLS"
+	StreamResults     = "TOOLFLEET_RESULTS"
+	StreamEvents      = "TOOLFLEET_EVENTS"
+	StreamDeadLetters = "TOOLFLEET_DLQ"
+	BucketCatalog     = "toolfleet-catalog"
+	BucketInflight    = "toolfleet-inflight"
+	BucketApprovals   = "toolfleet-approvals"
+)
+
+// headerAllowance is added to MaxMsgSize for the stream limit: the limit applies to
+// headers plus body, MaxMsgSize to the body alone.
+const headerAllowance = 16 << 10
+
+// Config is every setting JetStream stores for toolfleet, in one place: what streams,
+// consumers and buckets look like. The zero value of each field takes the default
+// written beside it (see [DefaultConfig]); every part of toolfleet passes the same
+// Config to [Ensure], so whichever part starts first creates the same things.
+//
+// # Durability
+//
+// A JetStream server flushes its files to disk every sync_interval (2 minutes by
+// default), so on a single node an acknowledged message can be lost on power loss
+// (not on a process crash). toolfleet's guarantees assume either Replicas: 3 in a
+// cluster — a message is acknowledged once a majority stored it, which covers the loss
+// of a node — or a server configured with sync_interval: always, which costs about ten
+// times the throughput. sync_interval is a server setting, not a stream setting, which is
+// why it is not a field here; deploy/ sets Replicas 3 for production.
+type Config struct {
+	// Replicas of every stream and bucket: 1 on one server (default), 3 in a cluster.
+	Replicas int `json:"replicas,omitempty"`
+	// Storage is "file" (default) or "memory" (tests and throw-away setups only).
+	Storage string `json:"storage,omitempty"`
+	// CallsMaxAge is how long an unprocessed call is kept. Default 24h.
+	CallsMaxAge tools.Duration `json:"callsMaxAge,omitempty"`
+	// ResultsMaxAge is how long results are kept for their callers. Default 24h.
+	ResultsMaxAge tools.Duration `json:"resultsMaxAge,omitempty"`
+	// EventsMaxAge is how long lifecycle and approval events are kept. Default 7 days.
+	EventsMaxAge tools.Duration `json:"eventsMaxAge,omitempty"`
+	// DeadLettersMaxAge is how long dead letters are kept for inspection. Default 14 days.
+	DeadLettersMaxAge tools.Duration `json:"deadLettersMaxAge,omitempty"`
+	// MaxMsgSize bounds an event's body in bytes; larger events are refused by the stream
+	// at publish time and by [Decode]. Default 1 MiB.
+	MaxMsgSize int32 `json:"maxMsgSize,omitempty"`
+	// DuplicateWindow is how long JetStream remembers a Nats-Msg-Id to drop a
+	// re-published call or result. Default 2 minutes.
+	DuplicateWindow tools.Duration `json:"duplicateWindow,omitempty"`
+	// MaxDeliver is how many times a call may be delivered (first delivery included)
+	// before it is dead-lettered; crashes and ack timeouts use it up, a tool's own
+	// retries do not (they happen inside one delivery). Default 5.
+	MaxDeliver int `json:"maxDeliver,omitempty"`
+	// AckWait is how long a delivered call may go without an ack or an in-progress
+	// heartbeat before JetStream redelivers it. Default 30s.
+	AckWait tools.Duration `json:"ackWait,omitempty"`
+	// MaxAckPending bounds the calls of one tool in flight across all replicas: the
+	// fleet-wide concurrency of a tool class. Default 1000.
+	MaxAckPending int `json:"maxAckPending,omitempty"`
+	// CatalogTTL is how long a catalog entry lives without being refreshed; executors
+	// refresh their entries every CatalogTTL/3, so the entry of a tool no executor serves
+	// any more disappears within CatalogTTL. Default 30s.
+	CatalogTTL tools.Duration `json:"catalogTTL,omitempty"`
+	// InflightMaxAge is how long the started-marker of a non-idempotent call is kept.
+	// Default 24h (the calls' max age).
+	InflightMaxAge tools.Duration `json:"inflightMaxAge,omitempty"`
+	// ApprovalsMaxAge bounds how long a parked call may wait for its approval in storage;
+	// each approval's own expiry is set by the executor and is shorter. Default 7 days.
+	ApprovalsMaxAge tools.Duration `json:"approvalsMaxAge,omitempty"`
+}
+
+// DefaultConfig returns the defaults: one replica, file storage, and the values written
+// beside each field of [Config].
+func DefaultConfig() Config {
+	return Config{
+		Replicas:          1,
+		Storage:           "file",
+		CallsMaxAge:       tools.Duration(24 * time.Hour),
+		ResultsMaxAge:     tools.Duration(24 * time.Hour),
+		EventsMaxAge:      tools.Duration(7 * 24 * time.Hour),
+		DeadLettersMaxAge: tools.Duration(14 * 24 * time.Hour),
+		MaxMsgSize:        1 << 20,
+		DuplicateWindow:   tools.Duration(2 * time.Minute),
+		MaxDeliver:        5,
+		AckWait:           tools.Duration(30 * time.Second),
+		MaxAckPending:     1000,
+		CatalogTTL:        tools.Duration(30 * time.Second),
+		InflightMaxAge:    tools.Duration(24 * time.Hour),
+		ApprovalsMaxAge:   tools.Duration(7 * 24 * time.Hour),
+	}
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	d := DefaultConfig()
+	setInt(&c.Replicas, d.Replicas)
+	if c.Storage == "" {
+		c.Storage = d.Storage
+	}
+	setDur(&c.CallsMaxAge, d.CallsMaxAge)
+	setDur(&c.ResultsMaxAge, d.ResultsMaxAge)
+	setDur(&c.EventsMaxAge, d.EventsMaxAge)
+	setDur(&c.DeadLettersMaxAge, d.DeadLettersMaxAge)
+	if c.MaxMsgSize == 0 {
+		c.MaxMsgSize = d.MaxMsgSize
+	}
+	setDur(&c.DuplicateWindow, d.DuplicateWindow)
+	setInt(&c.MaxDeliver, d.MaxDeliver)
+	setDur(&c.AckWait, d.AckWait)
+	setInt(&c.MaxAckPending, d.MaxAckPending)
+	setDur(&c.CatalogTTL, d.CatalogTTL)
+	setDur(&c.InflightMaxAge, d.InflightMaxAge)
+	setDur(&c.ApprovalsMaxAge, d.ApprovalsMaxAge)
+	return c
+}
+
+func setInt(v *int, d int) {
+	if *v == 0 {
+		*v = d
+	}
+}
+
+func setDur(v *tools.Duration, d tools.Duration) {
+	if *v == 0 {
+		*v = d
+	}
+}
+
+// Validate reports the first setting that JetStream would refuse or that breaks a
+// guarantee, after defaults are applied.
+func (c Config) Validate() error {
+	c = c.WithDefaults()
+	switch {
+	case c.Replicas < 1 || c.Replicas > 5:
+		return fmt.Errorf("events config: replicas must be 1 to 5, got %d", c.Replicas)
+	case c.Storage != "file" && c.Storage != "memory":
+		return fmt.Errorf("events config: storage must be \"file\" or \"memory\", got %q", c.Storage)
+	case c.MaxMsgSize < 1:
+		return fmt.Errorf("events config: maxMsgSize must be positive, got %d", c.MaxMsgSize)
+	case c.MaxDeliver < 2:
+		return fmt.Errorf("events config: maxDeliver must be at least 2 (one delivery to run, one to dead-letter), got %d", c.MaxDeliver)
+	case c.AckWait.D() < time.Second:
+		return fmt.Errorf("events config: ackWait must be at least 1s, got %s", c.AckWait.D())
+	case c.CatalogTTL.D() < 3*time.Second:
+		return fmt.Errorf("events config: catalogTTL must be at least 3s, got %s", c.CatalogTTL.D())
+	case c.DuplicateWindow.D() > c.CallsMaxAge.D() || c.DuplicateWindow.D() > c.ResultsMaxAge.D():
+		return fmt.Errorf("events config: duplicateWindow %s exceeds a stream's max age", c.DuplicateWindow.D())
+	case c.MaxAckPending < 1:
+		return fmt.Errorf("events config: maxAckPending must be at least 1, got %d", c.MaxAckPending)
+	}
+	return nil
+}
+
+func (c Config) storage() jetstream.StorageType {
+	if c.Storage == "memory" {
+		return jetstream.MemoryStorage
+	}
+	return jetstream.FileStorage
+}
+
+// Streams returns the four stream configurations:
+//   - calls (toolfleet.call.>): work-queue retention, so a call is deleted once acked and
+//     JetStream refuses a second consumer with the same filter — exactly one consumer
+//     group per tool class, shared by its replicas;
+//   - results (toolfleet.result.>): limits retention, read by any number of callers,
+//     direct get allowed so a caller can fetch one result by subject;
+//   - events (toolfleet.event.>): limits retention, approvals and run lifecycle;
+//   - dead letters (toolfleet.dlq.>): limits retention, kept for inspection.
+func (c Config) Streams() []jetstream.StreamConfig {
+	c = c.WithDefaults()
+	base := func(name, subject, desc string, maxAge tools.Duration, ret jetstream.RetentionPolicy) jetstream.StreamConfig {
+		return jetstream.StreamConfig{
+			Name: name, Description: desc, Subjects: []string{subject},
+			Retention: ret, Storage: c.storage(), Replicas: c.Replicas,
+			MaxAge: maxAge.D(), MaxMsgSize: c.MaxMsgSize + headerAllowance,
+			Duplicates: min(c.DuplicateWindow.D(), maxAge.D()), Discard: jetstream.DiscardOld,
+			AllowDirect: true,
+		}
+	}
+	return []jetstream.StreamConfig{
+		base(StreamCalls, AllCalls, "toolfleet tool calls, one work queue per tool", c.CallsMaxAge, jetstream.WorkQueuePolicy),
+		base(StreamResults, AllResults, "toolfleet tool results", c.ResultsMaxAge, jetstream.LimitsPolicy),
+		base(StreamEvents, AllEvents, "toolfleet approvals and run lifecycle events", c.EventsMaxAge, jetstream.LimitsPolicy),
+		base(StreamDeadLetters, AllDeadLetters, "toolfleet dead-lettered calls", c.DeadLettersMaxAge, jetstream.LimitsPolicy),
+	}
+}
+
+// ConsumerName is the durable consumer shared by every replica serving tool.
+func ConsumerName(tool string) string { return "toolfleet-call-" + tool }
+
+// ApprovalConsumerName is the durable consumer of approval answers for tool.
+func ApprovalConsumerName(tool string) string { return "toolfleet-approval-" + tool }
+
+// CallConsumer returns the durable pull consumer of tool's calls: explicit acks, the
+// configured ack wait and max ack pending, and max deliver. Every replica creates it with
+// the same settings, so CreateOrUpdate is idempotent.
+func (c Config) CallConsumer(tool string) (jetstream.ConsumerConfig, error) {
+	c = c.WithDefaults()
+	subj, err := CallSubject(tool)
+	if err != nil {
+		return jetstream.ConsumerConfig{}, err
+	}
+	return jetstream.ConsumerConfig{
+		Durable: ConsumerName(tool), Description: "calls of tool " + tool,
+		FilterSubject: subj, AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckWait: c.AckWait.D(), MaxDeliver: c.MaxDeliver, MaxAckPending: c.MaxAckPending,
+		Replicas: c.Replicas, MemoryStorage: c.Storage == "memory",
+	}, nil
+}
+
+// ApprovalConsumer returns the durable pull consumer of approval answers for tool, on
+// the events stream, shared by the replicas serving tool.
+func (c Config) ApprovalConsumer(tool string) (jetstream.ConsumerConfig, error) {
+	c = c.WithDefaults()
+	filter, err := ApprovalAnswersFilter(tool)
+	if err != nil {
+		return jetstream.ConsumerConfig{}, err
+	}
+	return jetstream.ConsumerConfig{
+		Durable: ApprovalConsumerName(tool), Description: "approval answers for tool " + tool,
+		FilterSubject: filter, AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckWait: c.AckWait.D(), MaxDeliver: -1, MaxAckPending: c.MaxAckPending,
+		Replicas: c.Replicas, MemoryStorage: c.Storage == "memory",
+	}, nil
+}
+
+// Buckets returns the key-value buckets:
+//   - catalog: key = tool name, value = Definition JSON; entries expire CatalogTTL after
+//     their last refresh, with a delete marker so watchers see the removal;
+//   - inflight: key = call id of a non-idempotent call that started, so it is never run
+//     twice;
+//   - approvals: key = <tool>.<call id>, the parked calls waiting for an approval.
+func (c Config) Buckets() []jetstream.KeyValueConfig {
+	c = c.WithDefaults()
+	st := c.storage()
+	return []jetstream.KeyValueConfig{
+		{Bucket: BucketCatalog, Description: "toolfleet tool catalog: definitions served by live executors",
+			History: 1, TTL: c.CatalogTTL.D(), LimitMarkerTTL: c.CatalogTTL.D(),
+			Storage: st, Replicas: c.Replicas, MaxValueSize: c.MaxMsgSize},
+		{Bucket: BucketInflight, Description: "toolfleet started non-idempotent calls",
+			History: 1, TTL: c.InflightMaxAge.D(), Storage: st, Replicas: c.Replicas},
+		{Bucket: BucketApprovals, Description: "toolfleet calls waiting for approval",
+			History: 1, TTL: c.ApprovalsMaxAge.D(), Storage: st, Replicas: c.Replicas,
+			MaxValueSize: c.MaxMsgSize + headerAllowance},
+	}
+}

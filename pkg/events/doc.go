@@ -1,0 +1,50 @@
+// Package events is toolfleet's event contract on NATS JetStream: the CloudEvents that
+// travel between callers and executors, the subjects they travel on, the streams,
+// consumers and buckets that store them, and the live tool catalog.
+//
+// # Events on the wire
+//
+// Every message is a CloudEvent 1.0 in binary content mode: attributes in ce-* NATS
+// headers, data as a JSON body. So any NATS client, the nats CLI included, can publish a
+// call or read a result:
+//
+//	nats pub toolfleet.call.get_weather '{"arguments":{"city":"Oslo"}}' \
+//	  -H ce-specversion:1.0 -H ce-id:call_1 -H ce-type:io.toolfleet.tool.call \
+//	  -H ce-source:/me -H ce-runid:run_1 -H Nats-Msg-Id:call_1
+//
+// The event id is the call id and is also sent as Nats-Msg-Id, so JetStream drops a
+// re-published call or result within [Config].DuplicateWindow. Extensions: runid,
+// attempt, deadline (RFC 3339) and traceparent (W3C). A call without runid is its own
+// run.
+//
+// [Encode] writes the headers directly; [EncodeSDK] writes the same message through the
+// CloudEvents SDK and is the reference (the tests prove both produce and accept the same
+// events; the lean one is several times cheaper). [Decode] refuses, with an
+// invalid_event [tools.Error] that says why, a message without headers, without
+// ce-specversion, ce-id, ce-type or ce-source, with a type that does not belong on its
+// subject, a body that is not JSON, or one larger than the limit (input_too_large).
+//
+// # Subjects
+//
+// Subjects are built only here: [CallSubject] (toolfleet.call.<tool>), [ResultSubject]
+// (toolfleet.result.<run>.<call>), [DeadLetterSubject] (toolfleet.dlq.<tool>),
+// [ApprovalRequestedSubject] and [ApprovalAnsweredSubject]
+// (toolfleet.event.approval.{requested,answered}.<tool>.<call>) and [RunEventSubject]
+// (toolfleet.event.run.<run>.<what>). Tool names follow [tools.NamePattern]; call and run
+// ids follow [IDPattern]; anything else is refused, because a '.', '*', '>' or a space
+// would change which subscribers see the message.
+//
+// # Storage
+//
+// [Config] holds every stored setting in one place and [Ensure] creates it idempotently.
+// The calls stream is a work queue: a call is gone once acknowledged, and JetStream
+// allows one consumer per filter, which is what a tool class is: one durable consumer
+// per tool ([ConsumerName]) shared by all its replicas. Results, events and dead letters
+// use limits retention. See [Config] for durability (sync_interval vs replicas).
+//
+// # Catalog
+//
+// [Catalog] wraps the KV bucket toolfleet-catalog (key = tool name, value = Definition
+// JSON). Executors keep their entries fresh with [Catalog.Keep]; the bucket's TTL removes
+// the entry of a tool nobody refreshes any more, and [Catalog.Watch] reports it.
+package events

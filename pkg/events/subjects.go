@@ -1,0 +1,189 @@
+package events
+
+import (
+	"regexp"
+	"strings"
+
+	"github.com/toolfleet/toolfleet/pkg/tools"
+)
+
+// Subject roots. Every subject toolfleet uses is built by a function of this file, so
+// that permissions, stream filters and publishers agree.
+const (
+	SubjectRoot        = "toolfleet"
+	callPrefix         = "toolfleet.call."
+	resultPrefix       = "toolfleet.result."
+	eventPrefix        = "toolfleet.event."
+	dlqPrefix          = "toolfleet.dlq."
+	approvalReqPrefix  = "toolfleet.event.approval.requested."
+	approvalAnsPrefix  = "toolfleet.event.approval.answered."
+	runEventPrefix     = "toolfleet.event.run."
+	AllCalls           = "toolfleet.call.>"
+	AllResults         = "toolfleet.result.>"
+	AllEvents          = "toolfleet.event.>"
+	AllDeadLetters     = "toolfleet.dlq.>"
+	AllApprovalAnswers = "toolfleet.event.approval.answered.>"
+)
+
+// IDPattern is the alphabet of call ids and run ids: one NATS subject token of letters,
+// digits, '_' and '-'. A UUID, a ULID, a NUID and the providers' tool call ids (call_…,
+// toolu_…) all fit.
+var IDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+
+var wordPattern = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
+
+// ValidateID returns an *tools.Error (invalid_event) unless id matches [IDPattern]; what
+// names the id in the message ("call id", "run id").
+func ValidateID(what, id string) error {
+	if isIDToken(id, 128) {
+		return nil
+	}
+	return tools.Errorf(tools.CodeInvalidEvent,
+		"%s %q is not allowed: use 1 to 128 letters, digits, '_' or '-' (it becomes a NATS subject token)", what, id)
+}
+
+// ValidateTool returns an *tools.Error (invalid_event) unless name is a valid tool name.
+func ValidateTool(name string) error {
+	if isIDToken(name, 64) {
+		return nil
+	}
+	return tools.Errorf(tools.CodeInvalidEvent,
+		"tool name %q is not allowed: use 1 to 64 letters, digits, '_' or '-'", name)
+}
+
+// ValidateToken returns an error unless word is a lower-case event word such as "step".
+func ValidateToken(word string) error {
+	if wordPattern.MatchString(word) {
+		return nil
+	}
+	return tools.Errorf(tools.CodeInvalidEvent,
+		"event word %q is not allowed: use 1 to 64 lower-case letters, digits, '_' or '-'", word)
+}
+
+// CallSubject is where calls of tool are published: toolfleet.call.<tool>.
+func CallSubject(tool string) (string, error) {
+	if err := ValidateTool(tool); err != nil {
+		return "", err
+	}
+	return callPrefix + tool, nil
+}
+
+// ResultSubject is where the result of call in run is published:
+// toolfleet.result.<run>.<call>. A caller subscribes to toolfleet.result.<run>.> (see
+// [RunResultsSubject]) to gather a run's results.
+func ResultSubject(run, call string) (string, error) {
+	if err := ValidateID("run id", run); err != nil {
+		return "", err
+	}
+	if err := ValidateID("call id", call); err != nil {
+		return "", err
+	}
+	return resultPrefix + run + "." + call, nil
+}
+
+// RunResultsSubject is the filter matching every result of run.
+func RunResultsSubject(run string) (string, error) {
+	if err := ValidateID("run id", run); err != nil {
+		return "", err
+	}
+	return resultPrefix + run + ".*", nil
+}
+
+// DeadLetterSubject is where messages for tool that could not be processed go:
+// toolfleet.dlq.<tool>. Messages whose tool is unknown or invalid go to
+// toolfleet.dlq._unknown.
+func DeadLetterSubject(tool string) string {
+	if ValidateTool(tool) != nil {
+		return dlqPrefix + "_unknown"
+	}
+	return dlqPrefix + tool
+}
+
+// ApprovalRequestedSubject is where an approval request for call of tool is announced:
+// toolfleet.event.approval.requested.<tool>.<call>.
+func ApprovalRequestedSubject(tool, call string) (string, error) {
+	if err := ValidateTool(tool); err != nil {
+		return "", err
+	}
+	if err := ValidateID("call id", call); err != nil {
+		return "", err
+	}
+	return approvalReqPrefix + tool + "." + call, nil
+}
+
+// ApprovalAnsweredSubject is where the answer to the approval of call of tool must be
+// published: toolfleet.event.approval.answered.<tool>.<call>. The tool is part of the
+// subject so that only the executors serving it consume the answer.
+func ApprovalAnsweredSubject(tool, call string) (string, error) {
+	if err := ValidateTool(tool); err != nil {
+		return "", err
+	}
+	if err := ValidateID("call id", call); err != nil {
+		return "", err
+	}
+	return approvalAnsPrefix + tool + "." + call, nil
+}
+
+// ApprovalAnswersFilter matches every approval answer for tool.
+func ApprovalAnswersFilter(tool string) (string, error) {
+	if err := ValidateTool(tool); err != nil {
+		return "", err
+	}
+	return approvalAnsPrefix + tool + ".*", nil
+}
+
+// RunEventSubject is where a run lifecycle event is published:
+// toolfleet.event.run.<run>.<what>, e.g. what = "step" or "done".
+func RunEventSubject(run, what string) (string, error) {
+	if err := ValidateID("run id", run); err != nil {
+		return "", err
+	}
+	if err := ValidateToken(what); err != nil {
+		return "", err
+	}
+	return runEventPrefix + run + "." + what, nil
+}
+
+// ToolOfCallSubject returns the tool named by a call subject.
+func ToolOfCallSubject(subject string) (string, bool) {
+	tool, ok := strings.CutPrefix(subject, callPrefix)
+	return tool, ok && ValidateTool(tool) == nil
+}
+
+// TypeForSubject returns the event type a message on subject must have, so that an
+// event on the wrong subject is refused.
+func TypeForSubject(subject string) (string, bool) {
+	switch {
+	case strings.HasPrefix(subject, callPrefix):
+		return TypeCall, true
+	case strings.HasPrefix(subject, resultPrefix):
+		return TypeResult, true
+	case strings.HasPrefix(subject, dlqPrefix):
+		return TypeDeadLetter, true
+	case strings.HasPrefix(subject, approvalReqPrefix):
+		return TypeApprovalRequest, true
+	case strings.HasPrefix(subject, approvalAnsPrefix):
+		return TypeApprovalAnswer, true
+	case strings.HasPrefix(subject, runEventPrefix):
+		rest := strings.TrimPrefix(subject, runEventPrefix)
+		if i := strings.LastIndexByte(rest, '.'); i >= 0 {
+			return RunType(rest[i+1:]), true
+		}
+	}
+	return "", false
+}
+
+// isIDToken is IDPattern (and tools.NamePattern with max 64) without the regexp: it runs
+// for every event encoded and decoded.
+func isIDToken(s string, max int) bool {
+	if len(s) == 0 || len(s) > max {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

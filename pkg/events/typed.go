@@ -1,0 +1,99 @@
+package events
+
+import (
+	"bytes"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/toolfleet/toolfleet/pkg/tools"
+)
+
+// CallEvent is a decoded tool call: its attributes and its data.
+type CallEvent struct {
+	Event
+	Call Call
+}
+
+// RunIDOrSelf returns the run id, or the call id for a call published without one (such
+// a call is its own run, and its result goes to toolfleet.result.<call>.<call>).
+func (c CallEvent) RunIDOrSelf() string {
+	if c.RunID != "" {
+		return c.RunID
+	}
+	return c.ID
+}
+
+// NewCall encodes a call of c.Tool as a message on [CallSubject], with event id callID
+// and extension runid runID. source names the caller (e.g. "/toolfleet/planner").
+func NewCall(source, callID, runID string, c Call) (*nats.Msg, error) {
+	subj, err := CallSubject(c.Tool)
+	if err != nil {
+		return nil, err
+	}
+	e := Event{ID: callID, Type: TypeCall, Source: source, Time: time.Now(), RunID: runID}
+	if err := e.SetData(c); err != nil {
+		return nil, err
+	}
+	return Encode(subj, e)
+}
+
+// DecodeCall decodes a call message. The tool in the data must agree with the subject;
+// when the data leaves it out, the subject's tool is taken. Missing arguments read as
+// {}. On error the returned CallEvent holds what could be read (id, run id, tool), so
+// the caller can still be answered.
+func DecodeCall(msg *nats.Msg, maxBytes int) (CallEvent, error) {
+	var ce CallEvent
+	ce.Call.Tool, _ = ToolOfCallSubject(msg.Subject)
+	e, err := Decode(msg, maxBytes)
+	ce.Event = e
+	if err != nil {
+		return ce, err
+	}
+	if _, ok := ToolOfCallSubject(msg.Subject); !ok {
+		return ce, tools.Errorf(tools.CodeInvalidEvent, "call %s: subject %q does not name a valid tool", e.ID, msg.Subject)
+	}
+	subjTool := ce.Call.Tool
+	if err := e.DataAs(&ce.Call); err != nil {
+		ce.Call.Tool = subjTool
+		return ce, err
+	}
+	switch ce.Call.Tool {
+	case "":
+		ce.Call.Tool = subjTool
+	case subjTool:
+	default:
+		bad := ce.Call.Tool
+		ce.Call.Tool = subjTool
+		return ce, tools.Errorf(tools.CodeInvalidEvent, "call %s names tool %q but was published on %s", e.ID, bad, msg.Subject)
+	}
+	if len(bytes.TrimSpace(ce.Call.Arguments)) == 0 || bytes.Equal(bytes.TrimSpace(ce.Call.Arguments), []byte("null")) {
+		ce.Call.Arguments = []byte("{}")
+	}
+	return ce, nil
+}
+
+// NewResult encodes r as a result message on [ResultSubject](r.RunID, r.CallID), with
+// event id = call id so a re-published result is deduplicated.
+func NewResult(source string, r Result, attempt int) (*nats.Msg, error) {
+	subj, err := ResultSubject(r.RunID, r.CallID)
+	if err != nil {
+		return nil, err
+	}
+	e := Event{ID: r.CallID, Type: TypeResult, Source: source, Time: time.Now(), RunID: r.RunID, Attempt: attempt}
+	if err := e.SetData(r); err != nil {
+		return nil, err
+	}
+	return Encode(subj, e)
+}
+
+// DecodeResult decodes a result message.
+func DecodeResult(msg *nats.Msg) (Event, Result, error) {
+	var r Result
+	e, err := Decode(msg, 0)
+	if err != nil {
+		return e, r, err
+	}
+	err = e.DataAs(&r)
+	return e, r, err
+}

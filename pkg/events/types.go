@@ -1,0 +1,163 @@
+package events
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/toolfleet/toolfleet/pkg/tools"
+)
+
+// SpecVersion is the CloudEvents version every toolfleet event declares.
+const SpecVersion = "1.0"
+
+// ContentType is the data content type of every toolfleet event: the body is JSON.
+const ContentType = "application/json"
+
+// Event types. The type of an event must agree with the subject it travels on; see
+// [TypeForSubject].
+const (
+	TypeCall            = "io.toolfleet.tool.call"
+	TypeResult          = "io.toolfleet.tool.result"
+	TypeApprovalRequest = "io.toolfleet.approval.requested"
+	TypeApprovalAnswer  = "io.toolfleet.approval.answered"
+	TypeDeadLetter      = "io.toolfleet.call.deadlettered"
+	typeRunPrefix       = "io.toolfleet.run."
+)
+
+// RunType returns the type of a run lifecycle event, io.toolfleet.run.<what>, e.g.
+// RunType("step"). what must be a valid event token (see [ValidateToken]).
+func RunType(what string) string { return typeRunPrefix + what }
+
+// Status is the outcome of a call as its result reports it.
+type Status string
+
+// Statuses of a result.
+const (
+	StatusOK          Status = "ok"
+	StatusError       Status = "error"        // the tool (or the fleet) failed; see Error.Code
+	StatusInvalid     Status = "invalid"      // the call or its arguments were refused before running
+	StatusDenied      Status = "denied"       // an approval was refused or expired
+	StatusTimeout     Status = "timeout"      // the last attempt ran past its deadline
+	StatusNoSuchTool  Status = "no_such_tool" // no executor serves the tool
+	StatusInterrupted Status = "interrupted"  // a non-idempotent call was cut off and not run again
+)
+
+// StatusOf maps a failure to the status a result reports; nil is [StatusOK].
+func StatusOf(err *tools.Error) Status {
+	if err == nil {
+		return StatusOK
+	}
+	switch err.Code {
+	case tools.CodeInvalidInput, tools.CodeInputTooLarge, tools.CodeInvalidEvent:
+		return StatusInvalid
+	case tools.CodeDenied:
+		return StatusDenied
+	case tools.CodeTimeout:
+		return StatusTimeout
+	case tools.CodeNoSuchTool:
+		return StatusNoSuchTool
+	case tools.CodeInterrupted:
+		return StatusInterrupted
+	}
+	return StatusError
+}
+
+// Call is the data of a tool call event (type [TypeCall], subject [CallSubject]). The
+// call id and run id are the event's id and runid attributes, not data fields.
+type Call struct {
+	// Tool is the tool's name; it must equal the last token of the subject.
+	Tool string `json:"tool"`
+	// Arguments are kept exactly as received: a JSON object, or a JSON string holding one
+	// (some providers send arguments as a string).
+	Arguments json.RawMessage `json:"arguments"`
+	// Metadata is caller-supplied context (user, role, trace notes); tools see it through
+	// tools.CallInfo.
+	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+// Result is the data of a tool result event (type [TypeResult], subject [ResultSubject]).
+type Result struct {
+	Status Status `json:"status"`
+	// Output is what the caller (or model) sees: the tool's output on success; on failure
+	// the error output the tool's callbacks made of it, if any.
+	Output json.RawMessage `json:"output,omitempty"`
+	// Error is set whenever Status is not ok.
+	Error *tools.Error `json:"error,omitempty"`
+	// DurationMS is the wall time from the first attempt's start to the result.
+	DurationMS int64 `json:"duration_ms"`
+	// Attempts counts the runs of the tool for this call (0 when it never ran).
+	Attempts int `json:"attempts"`
+	// Executor identifies the replica that produced the result.
+	Executor string `json:"executor"`
+	// Validated is false when the arguments were not checked against a schema.
+	Validated  bool      `json:"validated"`
+	Tool       string    `json:"tool"`
+	CallID     string    `json:"call_id"`
+	RunID      string    `json:"run_id"`
+	StartedAt  time.Time `json:"started_at,omitzero"`
+	FinishedAt time.Time `json:"finished_at,omitzero"`
+}
+
+// ApprovalRequest is the data of an approval-requested event: a call of an unsafe tool is
+// parked until an [ApprovalAnswer] arrives on [ApprovalAnsweredSubject] or ExpiresAt
+// passes (then it is denied).
+type ApprovalRequest struct {
+	Tool      string            `json:"tool"`
+	CallID    string            `json:"call_id"`
+	RunID     string            `json:"run_id"`
+	Arguments json.RawMessage   `json:"arguments"`
+	Metadata  map[string]string `json:"metadata,omitempty"`
+	// Reason says why approval is needed (unsafe tool, unvalidated arguments).
+	Reason    string    `json:"reason"`
+	Validated bool      `json:"validated"`
+	ExpiresAt time.Time `json:"expires_at"`
+	// AnswerSubject is where the answer must be published.
+	AnswerSubject string `json:"answer_subject"`
+}
+
+// Decision is an approver's verdict.
+type Decision string
+
+// Decisions an approver can give.
+const (
+	DecisionApprove Decision = "approve"
+	DecisionDeny    Decision = "deny"
+)
+
+// ApprovalAnswer is the data of an approval-answered event. The event id is the call id
+// being answered.
+type ApprovalAnswer struct {
+	Decision Decision `json:"decision"`
+	// Reason is shown to the caller when the call is denied.
+	Reason string `json:"reason,omitempty"`
+	// Arguments, when set on an approval, replace the call's arguments; they are
+	// validated again before the tool runs.
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// By names the approver, for the record.
+	By string `json:"by,omitempty"`
+}
+
+// DeadLetter is the data of a call-dead-lettered event (subject [DeadLetterSubject]): a
+// message the fleet could not process, with the reason and what was received.
+type DeadLetter struct {
+	Reason     string       `json:"reason"`
+	Error      *tools.Error `json:"error,omitempty"`
+	Tool       string       `json:"tool,omitempty"`
+	CallID     string       `json:"call_id,omitempty"`
+	RunID      string       `json:"run_id,omitempty"`
+	Subject    string       `json:"subject"`
+	Deliveries uint64       `json:"deliveries,omitempty"`
+	// Headers and Body are the original message, so nothing is lost.
+	Headers map[string][]string `json:"headers,omitempty"`
+	Body    []byte              `json:"body,omitempty"`
+}
+
+// RunEvent is the data of a run lifecycle event (type [RunType]): free-form for the
+// planner, with the common fields named.
+type RunEvent struct {
+	RunID  string          `json:"run_id"`
+	Step   int             `json:"step,omitempty"`
+	Tool   string          `json:"tool,omitempty"`
+	CallID string          `json:"call_id,omitempty"`
+	Detail json.RawMessage `json:"detail,omitempty"`
+}
