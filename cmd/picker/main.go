@@ -1,6 +1,9 @@
 // Command picker runs the toolfleet picker: a NATS micro service (toolfleet-picker,
-// endpoint pick) that ranks the live tool catalog against requests. `picker eval`
-// instead prints the default scorer's quality on the toolret benchmarks.
+// endpoint pick) that ranks the live tool catalog against requests. Configuration comes
+// from flags and TOOLFLEET_* environment variables; run with -h for the list.
+//
+// `picker eval [-data dir]` instead prints the default scorer's quality on the toolret
+// retrieval benchmarks beside their plain-BM25 baseline.
 package main
 
 import (
@@ -11,7 +14,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/rs/zerolog"
 
@@ -28,31 +30,23 @@ func main() {
 		}
 		return
 	}
-	cfg := picker.Config{}
-	flag.StringVar(&cfg.NATSURL, "nats", env("TOOLFLEET_NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL (env TOOLFLEET_NATS_URL)")
-	flag.StringVar(&cfg.CredsFile, "creds", os.Getenv("TOOLFLEET_NATS_CREDS"), "NATS credentials file (env TOOLFLEET_NATS_CREDS)")
-	flag.StringVar(&cfg.TLSCert, "tls-cert", os.Getenv("TOOLFLEET_NATS_TLS_CERT"), "client certificate (env TOOLFLEET_NATS_TLS_CERT)")
-	flag.StringVar(&cfg.TLSKey, "tls-key", os.Getenv("TOOLFLEET_NATS_TLS_KEY"), "client key (env TOOLFLEET_NATS_TLS_KEY)")
-	flag.StringVar(&cfg.TLSCA, "tls-ca", os.Getenv("TOOLFLEET_NATS_TLS_CA"), "CA to trust (env TOOLFLEET_NATS_TLS_CA)")
-	flag.StringVar(&cfg.HTTPAddr, "http", env("TOOLFLEET_PICKER_HTTP", ":9090"), "address of /metrics and /healthz; empty to disable (env TOOLFLEET_PICKER_HTTP)")
-	flag.StringVar(&cfg.EmbeddingsURL, "embeddings-url", os.Getenv("TOOLFLEET_EMBEDDINGS_URL"), "OpenAI-compatible server for the embedding and hybrid scorers (env TOOLFLEET_EMBEDDINGS_URL)")
-	flag.StringVar(&cfg.EmbeddingsModel, "embeddings-model", env("TOOLFLEET_EMBEDDINGS_MODEL", "text-embedding-3-small"), "embedding model (env TOOLFLEET_EMBEDDINGS_MODEL)")
-	flag.DurationVar(&cfg.Timeout, "timeout", 2*time.Second, "scoring bound for requests without their own timeout")
-	level := flag.String("log-level", env("TOOLFLEET_LOG_LEVEL", "info"), "log level (env TOOLFLEET_LOG_LEVEL)")
-	flag.Parse()
-	cfg.EmbeddingsAPIKey = os.Getenv("TOOLFLEET_EMBEDDINGS_API_KEY")
-
-	lvl, err := zerolog.ParseLevel(*level)
+	log := zerolog.New(os.Stderr).With().Timestamp().Str("service", picker.ServiceName).Logger()
+	if lvl, err := zerolog.ParseLevel(os.Getenv("TOOLFLEET_LOG_LEVEL")); err == nil && lvl != zerolog.NoLevel {
+		log = log.Level(lvl) // env TOOLFLEET_LOG_LEVEL: debug, info (default: all), warn, error
+	}
+	cfg, err := picker.Flags(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "picker:", err)
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	cfg.Log = zerolog.New(os.Stderr).Level(lvl).With().Timestamp().Str("service", picker.ServiceName).Logger()
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	cfg.Log = log
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := picker.Run(ctx, cfg); err != nil && !errors.Is(err, context.Canceled) {
-		cfg.Log.Error().Err(err).Msg("picker stopped")
+	if err := picker.Run(ctx, cfg); err != nil {
+		log.Error().Err(err).Msg("picker stopped")
 		os.Exit(1)
 	}
 }
@@ -68,11 +62,4 @@ func eval(args []string) error {
 	}
 	_, err := toolret.Report(context.Background(), os.Stdout, *dir)
 	return err
-}
-
-func env(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
 }

@@ -306,7 +306,7 @@ func TestEmbeddingSharedCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	store, err := NewKVVectorStore(ctx, js)
+	store, err := NewKVVectorStore(ctx, js, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

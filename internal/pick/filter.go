@@ -10,6 +10,7 @@ import (
 // nothing for the many tools that score too low.
 type filter struct {
 	s            *Snapshot
+	only         map[string]bool // nil: any tool
 	allowUnsafe  bool
 	include      []string
 	exclude      []string
@@ -18,8 +19,15 @@ type filter struct {
 }
 
 func newFilter(s *Snapshot, o Options) *filter {
-	return &filter{s: s, allowUnsafe: o.AllowUnsafe, include: o.IncludeTags, exclude: o.ExcludeTags,
+	f := &filter{s: s, allowUnsafe: o.AllowUnsafe, include: o.IncludeTags, exclude: o.ExcludeTags,
 		role: o.Role, capabilities: o.Capabilities}
+	if len(o.Tools) > 0 {
+		f.only = make(map[string]bool, len(o.Tools))
+		for _, n := range o.Tools {
+			f.only[n] = true
+		}
+	}
+	return f
 }
 
 func (f *filter) allow(id DocID) bool {
@@ -28,6 +36,9 @@ func (f *filter) allow(id DocID) bool {
 	}
 	d := &f.s.docs[id].def
 	if !d.Safe && !f.allowUnsafe {
+		return false
+	}
+	if f.only != nil && !f.only[d.Name] {
 		return false
 	}
 	if len(f.include) > 0 && !anyFold(d.Tags, f.include) {

@@ -49,6 +49,9 @@ type Options struct {
 	// Debug adds the scorer's details to each result's provenance: for BM25 the query
 	// terms that matched, in which fields, and what each contributed.
 	Debug bool `json:"debug,omitempty"`
+	// Tools, when not empty, restricts the candidates to the tools of these names (a run's
+	// own tool set, say); the other filters still apply.
+	Tools []string `json:"tools,omitempty"`
 	// IncludeTags, when not empty, keeps only tools carrying at least one of these tags.
 	IncludeTags []string `json:"includeTags,omitempty"`
 	// ExcludeTags drops tools carrying any of these tags.

@@ -211,6 +211,11 @@ func TestPickFilters(t *testing.T) {
 	if got := pickNames("weather forecast", excl); has(got, "get_weather") || !has(got, "getForecast") {
 		t.Errorf("exclude tag public: got %v", got)
 	}
+	only := all
+	only.Tools = []string{"send_email", "getForecast", "no_such_tool"}
+	if got := pickNames("weather forecast email", only); fmt.Sprint(got) != "[getForecast send_email]" && fmt.Sprint(got) != "[send_email getForecast]" {
+		t.Errorf("tools [send_email getForecast]: got %v", got)
+	}
 	one := all
 	one.MaxCandidates = 1
 	if got := pickNames("weather forecast email", one); len(got) != 1 {

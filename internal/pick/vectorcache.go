@@ -28,10 +28,11 @@ type KVVectorStore struct {
 	kv jetstream.KeyValue
 }
 
-// NewKVVectorStore opens (creating if needed) the bucket [EmbeddingsBucket].
-func NewKVVectorStore(ctx context.Context, js jetstream.JetStream) (*KVVectorStore, error) {
+// NewKVVectorStore opens (creating if needed) the bucket [EmbeddingsBucket] with the
+// given number of replicas (1 on one server, 3 in a cluster).
+func NewKVVectorStore(ctx context.Context, js jetstream.JetStream, replicas int) (*KVVectorStore, error) {
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: EmbeddingsBucket,
-		Description: "toolfleet picker: tool embeddings by model and definition hash"})
+		Description: "toolfleet picker: tool embeddings by model and definition hash", Replicas: replicas})
 	if err != nil {
 		return nil, fmt.Errorf("embeddings bucket: %w", err)
 	}

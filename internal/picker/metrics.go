@@ -30,7 +30,7 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 		version: prometheus.NewGauge(prometheus.GaugeOpts{Name: "toolfleet_picker_catalog_version",
 			Help: "Version of the current index; grows with every applied change."}),
 		badEntries: prometheus.NewCounter(prometheus.CounterOpts{Name: "toolfleet_picker_catalog_bad_entries_total",
-			Help: "Catalog entries skipped because they are not valid definitions."}),
+			Help: "Catalog entries that were not valid definitions (their tools are withdrawn)."}),
 	}
 	for _, c := range []prometheus.Collector{m.requests, m.latency, m.fallbacks, m.reindex, m.tools, m.version, m.badEntries} {
 		if err := r.Register(c); err != nil {

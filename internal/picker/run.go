@@ -3,58 +3,94 @@ package picker
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
+	"github.com/toolfleet/toolfleet/internal/natsconn"
 	"github.com/toolfleet/toolfleet/internal/pick"
 )
 
-// Config is what the picker binary is configured with.
+// Config is what the picker binary is configured with; [Flags] fills it from flags and
+// the environment.
 type Config struct {
-	// NATSURL is the server to connect to. Defaults to nats.DefaultURL.
-	NATSURL string
-	// CredsFile is a NATS credentials file (JWT and nkey seed); empty for none.
-	CredsFile string
-	// TLSCert and TLSKey are a client certificate; TLSCA a CA file to trust. Empty for none.
-	TLSCert, TLSKey, TLSCA string
+	NATS natsconn.Config
 	// HTTPAddr serves /metrics and /healthz, e.g. ":9090"; empty disables it.
 	HTTPAddr string
 	// EmbeddingsURL, when set, enables the embedding and hybrid scorers against this
 	// OpenAI-compatible server, with EmbeddingsModel and EmbeddingsAPIKey.
 	EmbeddingsURL, EmbeddingsModel, EmbeddingsAPIKey string
+	// StreamReplicas is the replicas of the embeddings bucket, created by the picker.
+	StreamReplicas int
 	// Timeout bounds scoring for requests without their own; see WithDefaultTimeout.
 	Timeout time.Duration
 	Log     zerolog.Logger
 }
 
+// Flags parses the picker's flags (defaults from TOOLFLEET_* environment variables).
+func Flags(args []string) (Config, error) {
+	var c Config
+	fs := flag.NewFlagSet("picker", flag.ContinueOnError)
+	c.NATS.Register(fs)
+	c.NATS.Name = ServiceName
+	fs.StringVar(&c.HTTPAddr, "http", env("TOOLFLEET_PICKER_HTTP", ":9090"), "address of /metrics and /healthz; empty disables them (env TOOLFLEET_PICKER_HTTP)")
+	fs.StringVar(&c.EmbeddingsURL, "embeddings-url", os.Getenv("TOOLFLEET_EMBEDDINGS_URL"), "OpenAI-compatible server for the embedding and hybrid scorers (env TOOLFLEET_EMBEDDINGS_URL)")
+	fs.StringVar(&c.EmbeddingsModel, "embeddings-model", env("TOOLFLEET_EMBEDDINGS_MODEL", "text-embedding-3-small"), "embedding model (env TOOLFLEET_EMBEDDINGS_MODEL)")
+	c.EmbeddingsAPIKey = os.Getenv("TOOLFLEET_EMBEDDINGS_API_KEY") // never a flag: flags show in process lists
+	var errs []error
+	replicas, err := strconv.Atoi(env("TOOLFLEET_STREAM_REPLICAS", "1"))
+	errs = append(errs, wrapEnv("TOOLFLEET_STREAM_REPLICAS", err))
+	fs.IntVar(&c.StreamReplicas, "stream-replicas", replicas, "replicas of the embeddings bucket: 1 on one server, 3 in a cluster (env TOOLFLEET_STREAM_REPLICAS)")
+	timeout, err := time.ParseDuration(env("TOOLFLEET_PICKER_TIMEOUT", "2s"))
+	errs = append(errs, wrapEnv("TOOLFLEET_PICKER_TIMEOUT", err))
+	fs.DurationVar(&c.Timeout, "timeout", timeout, "scoring bound for requests without their own timeout (env TOOLFLEET_PICKER_TIMEOUT)")
+	if err := errors.Join(errs...); err != nil {
+		return c, err
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	switch {
+	case c.StreamReplicas < 1 || c.StreamReplicas > 5:
+		return c, fmt.Errorf("picker: stream replicas must be 1 to 5, got %d", c.StreamReplicas)
+	case c.Timeout < 0:
+		return c, fmt.Errorf("picker: timeout must not be negative, got %s", c.Timeout)
+	}
+	return c, c.NATS.Validate()
+}
+
+func wrapEnv(name string, err error) error {
+	if err != nil {
+		return fmt.Errorf("picker: env %s: %w", name, err)
+	}
+	return nil
+}
+
+func env(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
 // Run connects to NATS, serves picks and the HTTP endpoints until ctx ends.
 func Run(ctx context.Context, cfg Config) error {
-	if cfg.NATSURL == "" {
-		cfg.NATSURL = nats.DefaultURL
+	if cfg.NATS.Name == "" {
+		cfg.NATS.Name = ServiceName
 	}
-	nopts := []nats.Option{nats.Name(ServiceName), nats.MaxReconnects(-1),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { cfg.Log.Warn().Err(err).Msg("nats disconnected") }),
-		nats.ReconnectHandler(func(nc *nats.Conn) { cfg.Log.Info().Str("url", nc.ConnectedUrl()).Msg("nats reconnected") })}
-	if cfg.CredsFile != "" {
-		nopts = append(nopts, nats.UserCredentials(cfg.CredsFile))
-	}
-	if cfg.TLSCert != "" || cfg.TLSKey != "" {
-		nopts = append(nopts, nats.ClientCert(cfg.TLSCert, cfg.TLSKey))
-	}
-	if cfg.TLSCA != "" {
-		nopts = append(nopts, nats.RootCAs(cfg.TLSCA))
-	}
-	nc, err := nats.Connect(cfg.NATSURL, nopts...)
+	nc, err := cfg.NATS.Connect(cfg.Log)
 	if err != nil {
-		return fmt.Errorf("picker: connect %s: %w", cfg.NATSURL, err)
+		return fmt.Errorf("picker: %w", err)
 	}
 	defer nc.Close()
 
@@ -62,11 +98,11 @@ func Run(ctx context.Context, cfg Config) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	opts := []Option{WithLogger(cfg.Log), WithRegistry(reg), WithDefaultTimeout(cfg.Timeout)}
 	if cfg.EmbeddingsURL != "" {
-		js, err := jetstreamFor(nc)
+		js, err := jetstream.New(nc)
 		if err != nil {
-			return err
+			return fmt.Errorf("picker: jetstream: %w", err)
 		}
-		store, err := pick.NewKVVectorStore(ctx, js)
+		store, err := pick.NewKVVectorStore(ctx, js, max(cfg.StreamReplicas, 1))
 		if err != nil {
 			return err
 		}
@@ -110,7 +146,8 @@ func (s *Service) HTTPHandler() http.Handler {
 			http.Error(w, "not ready: catalog not loaded or NATS disconnected", http.StatusServiceUnavailable)
 			return
 		}
-		fmt.Fprintf(w, "ok: %d tools, catalog version %d\n", s.catalog.Snapshot().Len(), s.catalog.Snapshot().Version())
+		snap := s.catalog.Snapshot()
+		fmt.Fprintf(w, "ok: %d tools, catalog version %d\n", snap.Len(), snap.Version())
 	})
 	return mux
 }

@@ -2,6 +2,7 @@ package picker
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"runtime"
@@ -15,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/toolfleet/toolfleet/internal/pick"
+	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
 // Names on the wire.
@@ -29,8 +31,9 @@ const (
 	PickSubject = "toolfleet.picker.pick"
 	// QueueGroup is the queue group replicas share.
 	QueueGroup = "toolfleet-picker"
-	// CatalogBucket is the JetStream KV bucket of tool definitions that executors publish.
-	CatalogBucket = "toolfleet-catalog"
+	// CatalogBucket is the JetStream KV bucket of tool definitions that executors publish
+	// (defined once, in pkg/events).
+	CatalogBucket = events.BucketCatalog
 )
 
 // ErrInvalidOption reports a bad option of New.
@@ -130,6 +133,7 @@ type Service struct {
 	catalog *pick.Catalog
 	ready   atomic.Bool
 	sem     chan struct{}
+	seen    map[string][sha256.Size]byte // hash of each catalog key's last value; watch goroutine only
 	m       *metrics
 }
 
@@ -170,12 +174,15 @@ func (s *Service) Ready() bool { return s.ready.Load() && s.nc.IsConnected() }
 // Catalog returns the live catalog the service picks from.
 func (s *Service) Catalog() *pick.Catalog { return s.catalog }
 
-// Run watches the catalog and serves picks until ctx ends, then stops the micro service
-// (finishing the requests in flight) and returns nil; it returns an error when the
-// catalog bucket or the service cannot be set up, or the watch fails.
+// Run waits for the catalog bucket, watches it and serves picks until ctx ends, then
+// stops the micro service (finishing the requests in flight) and returns nil; it returns
+// an error when the service cannot be set up or the watch fails.
 func (s *Service) Run(ctx context.Context) error {
 	kv, err := s.catalogBucket(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return err
 	}
 	w, err := kv.WatchAll(ctx)
@@ -204,19 +211,29 @@ func (s *Service) Run(ctx context.Context) error {
 	return s.watch(ctx, w)
 }
 
-// catalogBucket opens the catalog bucket, creating it with default settings when no
-// executor has yet; an existing bucket's settings are never changed here.
+// catalogBucket opens the catalog bucket, waiting for it to exist: the parts that own
+// the fleet's streams and buckets create it (events.Ensure); the picker may only read
+// it. It gives up only when ctx ends or on an error other than "not found".
 func (s *Service) catalogBucket(ctx context.Context) (jetstream.KeyValue, error) {
-	kv, err := s.js.KeyValue(ctx, s.o.bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = s.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: s.o.bucket,
-			Description: "toolfleet tool catalog: key tool name, value definition JSON"})
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			kv, err = s.js.KeyValue(ctx, s.o.bucket)
+	wait := 50 * time.Millisecond
+	logged := false
+	for {
+		kv, err := s.js.KeyValue(ctx, s.o.bucket)
+		if err == nil {
+			return kv, nil
 		}
+		if !errors.Is(err, jetstream.ErrBucketNotFound) && ctx.Err() == nil {
+			return nil, fmt.Errorf("picker: catalog bucket %s: %w", s.o.bucket, err)
+		}
+		if !logged {
+			s.o.log.Info().Str("bucket", s.o.bucket).Msg("waiting for the catalog bucket (created by executors)")
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("picker: catalog bucket %s: %w", s.o.bucket, err)
-	}
-	return kv, nil
 }

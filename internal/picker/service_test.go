@@ -155,12 +155,28 @@ func TestServiceFollowsCatalog(t *testing.T) {
 		_, names := pickNames(t, b.nc, `{"input":"convert 10 dollars to euros, currency"}`)
 		return len(names) > 0 && names[0] == "convert_currency"
 	})
-	// A bad entry is skipped; the rest of the catalog keeps working.
+	// A bad entry never stops the watch; a bad value over a good tool withdraws it.
 	if _, err := b.kv.Put(ctx, "broken", []byte("{not json")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.kv.Put(ctx, "mismatch", []byte(`{"name":"other","description":"weather"}`)); err != nil {
+	if _, err := b.kv.Put(ctx, "translate_text", []byte(`{"name":"other","description":"translate"}`)); err != nil {
 		t.Fatal(err)
+	}
+	waitFor(t, "mismatched entry to withdraw translate_text", func() bool {
+		_, ok := b.svc.Catalog().Snapshot().Lookup("translate_text")
+		return !ok
+	})
+	// Putting the same value again (an executor's keep-alive) changes nothing.
+	v := b.svc.Catalog().Snapshot().Version()
+	putTool(t, b.kv, tool("convert_currency", "Convert an amount of money between currencies"))
+	putTool(t, b.kv, tool("send_email", "Send an email to a recipient"))
+	putTool(t, b.kv, tool("translate_text", "Translate text between languages"))
+	waitFor(t, "translate_text back", func() bool {
+		_, ok := b.svc.Catalog().Snapshot().Lookup("translate_text")
+		return ok
+	})
+	if got := b.svc.Catalog().Snapshot().Version(); got != v+1 {
+		t.Errorf("version %d after two refreshes and one real change from %d, want %d", got, v, v+1)
 	}
 	if err := b.kv.Delete(ctx, "get_weather"); err != nil {
 		t.Fatal(err)
@@ -173,8 +189,8 @@ func TestServiceFollowsCatalog(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "purged tool to vanish", func() bool { return b.svc.Catalog().Snapshot().Len() == 2 })
-	if got := fmt.Sprint(b.svc.Catalog().Snapshot().Definitions()[0].Name); got != "translate_text" {
-		t.Errorf("first tool %s", got)
+	if got := fmt.Sprint(b.svc.Catalog().Snapshot().Definitions()); !strings.Contains(got, "convert_currency") || !strings.Contains(got, "translate_text") {
+		t.Errorf("catalog %s, want convert_currency and translate_text", got)
 	}
 }
 

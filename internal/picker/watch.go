@@ -2,6 +2,7 @@ package picker
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,6 +27,7 @@ func (s *Service) watch(ctx context.Context, w jetstream.KeyWatcher) error {
 	}
 	var batch []pick.Change
 	loaded := false
+	s.seen = map[string][sha256.Size]byte{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -77,12 +79,20 @@ func (s *Service) drain(w jetstream.KeyWatcher, batch []pick.Change) []pick.Chan
 	return batch
 }
 
-// change turns a KV entry into a catalog change; a value that is not a valid definition
-// for its key is logged and skipped.
+// change turns a KV entry into a catalog change. A value that is not a valid definition
+// for its key is logged and removes the key's tool: what the catalog holds under that
+// name can no longer be offered.
 func (s *Service) change(e jetstream.KeyValueEntry) (pick.Change, bool) {
 	key := e.Key()
-	if e.Operation() != jetstream.KeyValuePut {
+	if e.Operation() != jetstream.KeyValuePut { // delete, purge, or the TTL's marker
+		delete(s.seen, key)
 		return pick.Change{Name: key}, true
+	}
+	// Executors put their definitions again every few seconds to keep them alive: a
+	// value seen before is not decoded again.
+	sum := sha256.Sum256(e.Value())
+	if prev, ok := s.seen[key]; ok && prev == sum {
+		return pick.Change{}, false
 	}
 	var d tools.Definition
 	err := json.Unmarshal(e.Value(), &d)
@@ -96,9 +106,11 @@ func (s *Service) change(e jetstream.KeyValueEntry) (pick.Change, bool) {
 	}
 	if err != nil {
 		s.m.badEntries.Inc()
-		s.o.log.Warn().Err(err).Str("tool", key).Uint64("revision", e.Revision()).Msg("catalog entry skipped")
-		return pick.Change{}, false
+		s.o.log.Warn().Err(err).Str("tool", key).Uint64("revision", e.Revision()).Msg("catalog entry is not a valid definition; tool withdrawn")
+		delete(s.seen, key)
+		return pick.Change{Name: key}, true
 	}
+	s.seen[key] = sum
 	return pick.Change{Name: key, Def: &d}, true
 }
 
