@@ -57,7 +57,9 @@ var testTools = []struct {
 		func(_ context.Context, args json.RawMessage) (any, error) { return args, nil }},
 	{tools.Definition{Type: "function", Name: "delete_all", Description: "Deletes everything.", Safe: false,
 		Parameters: json.RawMessage(`{"type":"object","properties":{"where":{"type":"string"}},"required":["where"]}`)},
-		func(_ context.Context, args json.RawMessage) (any, error) { return map[string]any{"deleted": args}, nil }},
+		func(_ context.Context, args json.RawMessage) (any, error) {
+			return map[string]any{"deleted": args}, nil
+		}},
 	{tools.Definition{Type: "function", Name: "slow", Description: "Waits until cancelled.", Safe: true,
 		Parameters: json.RawMessage(`{"type":"object"}`), Timeout: tools.Duration(time.Minute)},
 		func(ctx context.Context, _ json.RawMessage) (any, error) { <-ctx.Done(); return nil, ctx.Err() }},
