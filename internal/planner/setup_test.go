@@ -66,7 +66,7 @@ var testTools = []struct {
 }
 
 // scripts names scripted models for the bundle: name → YAML script.
-func setup(t *testing.T, scripts map[string]string) *testBundle {
+func setup(t testing.TB, scripts map[string]string) *testBundle {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
@@ -137,7 +137,7 @@ func setup(t *testing.T, scripts map[string]string) *testBundle {
 }
 
 // startExecutor serves one more tool from its own executor until the test ends.
-func startExecutor(t *testing.T, b *testBundle, def tools.Definition, fn tools.Func) {
+func startExecutor(t testing.TB, b *testBundle, def tools.Definition, fn tools.Func) {
 	t.Helper()
 	reg := tools.NewRegistry()
 	if err := reg.AddFunc(def, fn); err != nil {
@@ -155,7 +155,7 @@ func startExecutor(t *testing.T, b *testBundle, def tools.Definition, fn tools.F
 }
 
 // waitFor polls cond until it holds or 20 seconds pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {
