@@ -13,7 +13,7 @@ func benchEvent() (string, events.Event) {
 	return "toolfleet.call.get_weather", events.Event{ID: "call_0123456789", Type: events.TypeCall,
 		Source: "/toolfleet/planner", Time: time.Now(), RunID: "run_0123456789", Attempt: 1,
 		TraceParent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
-		Data: json.RawMessage(`{"tool":"get_weather","arguments":{"city":"Oslo","units":"metric","days":3},"metadata":{"role":"user"}}`)}
+		Data:        json.RawMessage(`{"tool":"get_weather","arguments":{"city":"Oslo","units":"metric","days":3},"metadata":{"role":"user"}}`)}
 }
 
 // BenchmarkEncode compares writing the ce-* headers by hand with the CloudEvents SDK's

@@ -16,12 +16,12 @@ const ContentType = "application/json"
 // Event types. The type of an event must agree with the subject it travels on; see
 // [TypeForSubject].
 const (
-	TypeCall             = "io.toolfleet.tool.call"
-	TypeResult           = "io.toolfleet.tool.result"
-	TypeApprovalRequest  = "io.toolfleet.approval.requested"
-	TypeApprovalAnswer   = "io.toolfleet.approval.answered"
-	TypeDeadLetter       = "io.toolfleet.call.deadlettered"
-	typeRunPrefix        = "io.toolfleet.run."
+	TypeCall            = "io.toolfleet.tool.call"
+	TypeResult          = "io.toolfleet.tool.result"
+	TypeApprovalRequest = "io.toolfleet.approval.requested"
+	TypeApprovalAnswer  = "io.toolfleet.approval.answered"
+	TypeDeadLetter      = "io.toolfleet.call.deadlettered"
+	typeRunPrefix       = "io.toolfleet.run."
 )
 
 // RunType returns the type of a run lifecycle event, io.toolfleet.run.<what>, e.g.
@@ -140,13 +140,13 @@ type ApprovalAnswer struct {
 // DeadLetter is the data of a call-dead-lettered event (subject [DeadLetterSubject]): a
 // message the fleet could not process, with the reason and what was received.
 type DeadLetter struct {
-	Reason     string      `json:"reason"`
+	Reason     string       `json:"reason"`
 	Error      *tools.Error `json:"error,omitempty"`
-	Tool       string      `json:"tool,omitempty"`
-	CallID     string      `json:"call_id,omitempty"`
-	RunID      string      `json:"run_id,omitempty"`
-	Subject    string      `json:"subject"`
-	Deliveries uint64      `json:"deliveries,omitempty"`
+	Tool       string       `json:"tool,omitempty"`
+	CallID     string       `json:"call_id,omitempty"`
+	RunID      string       `json:"run_id,omitempty"`
+	Subject    string       `json:"subject"`
+	Deliveries uint64       `json:"deliveries,omitempty"`
 	// Headers and Body are the original message, so nothing is lost.
 	Headers map[string][]string `json:"headers,omitempty"`
 	Body    []byte              `json:"body,omitempty"`
