@@ -1,0 +1,68 @@
+package natsconn
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/toolfleet/toolfleet/internal/natstest"
+)
+
+func TestRegisterReadsEnvironment(t *testing.T) {
+	t.Setenv("TOOLFLEET_NATS_URL", "nats://example:4222")
+	t.Setenv("TOOLFLEET_NATS_PASSWORD", "s3cret")
+	var c Config
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	c.Register(fs)
+	if err := fs.Parse([]string{"-nats-user", "exec"}); err != nil {
+		t.Fatal(err)
+	}
+	if c.URL != "nats://example:4222" || c.User != "exec" || c.Password != "s3cret" {
+		t.Fatalf("config = %+v", c)
+	}
+}
+
+func TestValidateRefusesBadCombinations(t *testing.T) {
+	dir := t.TempDir()
+	creds := filepath.Join(dir, "x.creds")
+	if err := os.WriteFile(creds, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"no url", Config{}, "no server URL"},
+		{"cert without key", Config{URL: "nats://x", TLSCert: creds}, "both a TLS certificate and its key"},
+		{"creds and user", Config{URL: "nats://x", CredsFile: creds, User: "u"}, "either a credentials file"},
+		{"missing creds file", Config{URL: "nats://x", CredsFile: filepath.Join(dir, "nope")}, "credentials file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.cfg.Validate()
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Validate() = %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestConnect(t *testing.T) {
+	s := natstest.Start(t)
+	nc, err := Config{URL: s.URL(), Name: "test"}.Connect(zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if !nc.IsConnected() {
+		t.Fatal("not connected")
+	}
+	if _, err := (Config{URL: "nats://127.0.0.1:1"}).Connect(zerolog.Nop()); err == nil {
+		t.Fatal("connecting to a closed port succeeded")
+	}
+}
