@@ -3,11 +3,75 @@
 // model's raw arguments into typed values, the callbacks around a run, composite tools,
 // and translation to and from the model providers' tool formats.
 //
-// # Definitions
+// # Writing a tool
+//
+// A typed tool is a struct whose fields are its arguments, with a Definition method (read
+// once, on a zero value) and a Run method (called on a fresh value per call):
+//
+//	type GetWeather struct {
+//		City  string `json:"city"`
+//		Units string `json:"units,omitempty"`
+//	}
+//
+//	func (GetWeather) Definition() tools.Definition {
+//		return tools.Definition{Name: "get_weather", Description: "Current weather for a city.",
+//			Parameters: getWeatherSchema, Safe: true} // kept byte for byte
+//	}
+//
+//	func (g *GetWeather) Run(ctx context.Context) (any, error) { return lookUp(ctx, g.City, g.Units) }
+//
+// Register it with [MustAdd] at start-up (it panics on a broken definition) or [Add]
+// (which returns the error). A one-liner can be a [Func] registered with
+// [Registry.AddFunc]; it receives the validated arguments as JSON. Leave Parameters empty
+// and a schema is derived from the struct's fields and tags ([SchemaFor]).
+//
+// # Definitions fail closed
 //
 // A [Definition] is the contract of a tool. Its Parameters are a JSON Schema kept byte for
 // byte; a tool without one is refused unless it opts in with AllowNoSchema and a
-// [NoSchemaMode], and its calls then report validated:false everywhere.
+// [NoSchemaMode], and its calls then report validated:false everywhere. Names follow
+// [NamePattern]. Schemas compile once, at registration, with draft 2020-12 unless they
+// name draft-07 or 2019-09 in $schema; a $ref must point inside the schema ($defs,
+// definitions, anchors): http, https, file, urn and relative references are refused then,
+// so that validating a call never touches the network or the disk. Registering a name
+// again replaces the tool; [Registry.Only] and [Registry.Without] give cheap snapshot
+// views of a registry.
+//
+// # Hydrate, then run
+//
+// [Registry.Hydrate] turns what a model sent into a [Call]: it checks the size, parses the
+// arguments once (an object, or a JSON string holding one), validates them and
+// instantiates the tool. Nothing runs if any step fails, and the [*Error] says why: for
+// invalid input, every violation with the JSON Pointer of the offending value, ready to
+// show the model so it can repair its call ([Error.ForModel]).
+//
+// [Call.Run] executes the call through its [Callbacks] — beforeCall, the tool, onSuccess
+// or onError, formatOutput, then the responseSchema check — and returns an [Outcome]
+// whose Output is always valid JSON. Panics in tools and callbacks are contained; a
+// passed deadline is a timeout even for a tool that ignores its context.
+//
+//	call, err := reg.Hydrate("get_weather", rawArguments)
+//	if err != nil {
+//		return tools.AsError(err, tools.CodeInternal).ForModel() // let the model repair it
+//	}
+//	out := call.Run(tools.WithCallInfo(ctx, info))
+//
+// # Composite tools
+//
+// [Registry.AddComposite] bundles registered tools into one whose arguments are
+// {"calls":[{"name","args"}]}; each sub-call runs in order through its own callbacks and
+// the result lists every sub-call's output or error.
+//
+// # Performance
+//
+// Validation is the hot path. The arguments are parsed once into the generic form the
+// validator walks; schemas made of the common keywords (type, properties, required,
+// additionalProperties, items, enum, const, bounds, lengths, pattern) are first checked by
+// a direct walk that can only answer "valid" or "not sure", and the compiled validator
+// decides whenever it is not sure and writes every error message. Typed tools are then
+// filled straight from the parsed value, with encoding/json's rules, unless their type
+// needs encoding/json itself (custom unmarshalers, embedded structs, ...). Hydration
+// costs about as much as decoding the same bytes with encoding/json (BenchmarkHydrate).
 //
 // # Errors
 //

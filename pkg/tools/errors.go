@@ -23,6 +23,10 @@ const (
 	CodeInputTooLarge Code = "input_too_large"
 	// CodeToolFailed: the tool ran and returned an error.
 	CodeToolFailed Code = "tool_error"
+	// CodeToolFailedPermanent: the tool ran and failed in a way a retry cannot fix: an HTTP
+	// endpoint answered 4xx, a path is outside the sandbox, an expression divides by zero.
+	// The model is told, as for tool_error, but the fleet does not try again. Never retried.
+	CodeToolFailedPermanent Code = "tool_error_permanent"
 	// CodeToolPanic: the tool panicked; the panic was contained.
 	CodeToolPanic Code = "tool_panic"
 	// CodeCallbackFailed: a callback (beforeCall, onSuccess, onError, formatOutput) errored
@@ -56,7 +60,8 @@ func (c Code) Retryable() bool {
 	switch c {
 	case CodeInvalidDefinition, CodeNoSuchTool, CodeInvalidInput, CodeInputTooLarge,
 		CodeDenied, CodeInterrupted, CodeCanceled, CodeInvalidEvent, CodeCallbackFailed,
-		CodeInvalidOutput:
+		CodeInvalidOutput,
+		CodeToolFailedPermanent:
 		return false
 	}
 	return true
@@ -99,6 +104,9 @@ var (
 	ErrInvalidEvent      = &Error{Code: CodeInvalidEvent}
 	ErrInternal          = &Error{Code: CodeInternal}
 )
+
+// ErrToolFailedPermanent matches any *Error with [CodeToolFailedPermanent].
+var ErrToolFailedPermanent = &Error{Code: CodeToolFailedPermanent}
 
 // Errorf returns an *Error with the code and a formatted message.
 func Errorf(code Code, format string, args ...any) *Error {

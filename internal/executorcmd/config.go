@@ -1,0 +1,228 @@
+package executorcmd
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/toolfleet/toolfleet/internal/natsconn"
+	"github.com/toolfleet/toolfleet/pkg/builtin"
+	"github.com/toolfleet/toolfleet/pkg/tools"
+	"github.com/toolfleet/toolfleet/pkg/toolsfile"
+)
+
+// Defaults of the executor's settings.
+const (
+	DefaultConcurrency = 4
+	DefaultMetricsAddr = ":9090"
+	DefaultGracePeriod = 30 * time.Second
+)
+
+// Config is the executor binary's configuration.
+type Config struct {
+	NATS natsconn.Config
+	// Concurrency bounds the calls of one tool running at once on this replica.
+	Concurrency int
+	// Builtins names the built-in tools to serve; nil means every configured one, an
+	// empty non-nil slice none.
+	Builtins []string
+	// SandboxRoot is the directory the file tools are confined to; empty leaves them out.
+	SandboxRoot string
+	// HTTPAllowlist are the host patterns of http_get; empty leaves it out.
+	HTTPAllowlist []string
+	// ToolsFile is a tools file to serve beside the built-ins; empty for none.
+	ToolsFile string
+	// MetricsAddr is the listen address of /metrics, /healthz, /readyz; empty disables.
+	MetricsAddr string
+	// LogLevel is the zerolog level.
+	LogLevel zerolog.Level
+	// GracePeriod is how long in-flight calls may finish after SIGTERM.
+	GracePeriod time.Duration
+	// ExecutorID names this replica in results and logs; defaults to the host name (the
+	// pod name in Kubernetes).
+	ExecutorID string
+	// StreamReplicas is the replica count of the streams and buckets this executor
+	// creates if they do not exist yet: 1 on one server, 3 in a cluster.
+	StreamReplicas int
+}
+
+// Parse reads the configuration from args (without the program name) and the
+// environment, and validates it. With -h it returns flag.ErrHelp after writing the usage
+// to out.
+func Parse(args []string, out io.Writer) (Config, error) {
+	var c Config
+	var errs []error
+	fs := flag.NewFlagSet("executor", flag.ContinueOnError)
+	fs.SetOutput(out)
+	c.NATS.Register(fs)
+	c.NATS.Name = "toolfleet-executor"
+
+	concurrency := envInt("TOOLFLEET_CONCURRENCY", DefaultConcurrency, &errs)
+	grace := envDuration("TOOLFLEET_GRACE_PERIOD", DefaultGracePeriod, &errs)
+	replicas := envInt("TOOLFLEET_STREAM_REPLICAS", 1, &errs)
+	host, _ := os.Hostname()
+	fs.IntVar(&c.Concurrency, "concurrency", concurrency, "calls of one tool run at once by this replica (env TOOLFLEET_CONCURRENCY)")
+	builtins := fs.String("builtins", envOr("TOOLFLEET_BUILTINS", "all"), `built-in tools to serve, comma-separated, or "all" or "none" (env TOOLFLEET_BUILTINS)`)
+	fs.StringVar(&c.SandboxRoot, "sandbox-root", os.Getenv("TOOLFLEET_SANDBOX_ROOT"), "directory read_file, list_dir and write_file are confined to; empty leaves them out (env TOOLFLEET_SANDBOX_ROOT)")
+	allow := fs.String("http-allowlist", os.Getenv("TOOLFLEET_HTTP_ALLOWLIST"), "hosts http_get may reach, comma-separated (example.com, *.example.com, host:port); empty leaves http_get out (env TOOLFLEET_HTTP_ALLOWLIST)")
+	fs.StringVar(&c.ToolsFile, "tools-file", os.Getenv("TOOLFLEET_TOOLS_FILE"), "YAML or JSON file of command and HTTP tools (env TOOLFLEET_TOOLS_FILE)")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", envOr("TOOLFLEET_METRICS_ADDR", DefaultMetricsAddr), `listen address of /metrics, /healthz and /readyz, or "off" (env TOOLFLEET_METRICS_ADDR)`)
+	level := fs.String("log-level", envOr("TOOLFLEET_LOG_LEVEL", "info"), "debug, info, warn or error (env TOOLFLEET_LOG_LEVEL)")
+	fs.DurationVar(&c.GracePeriod, "grace-period", grace, "how long in-flight calls may finish on SIGTERM (env TOOLFLEET_GRACE_PERIOD)")
+	fs.StringVar(&c.ExecutorID, "executor-id", envOr("TOOLFLEET_EXECUTOR_ID", host), "name of this replica in results and logs (env TOOLFLEET_EXECUTOR_ID; default the host name)")
+	fs.IntVar(&c.StreamReplicas, "stream-replicas", replicas, "replicas of streams and buckets created by this executor: 1 on one server, 3 in a cluster (env TOOLFLEET_STREAM_REPLICAS)")
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	if fs.NArg() > 0 {
+		errs = append(errs, fmt.Errorf("unexpected arguments %q; every setting is a flag", fs.Args()))
+	}
+	if len(errs) > 0 {
+		return Config{}, errors.Join(errs...)
+	}
+
+	switch b := strings.TrimSpace(*builtins); b {
+	case "all", "":
+	case "none":
+		c.Builtins = []string{}
+	default:
+		c.Builtins = splitList(b)
+	}
+	c.HTTPAllowlist = splitList(*allow)
+	if c.MetricsAddr == "off" {
+		c.MetricsAddr = ""
+	}
+	lvl, err := zerolog.ParseLevel(strings.ToLower(*level))
+	if err != nil || *level == "" {
+		return Config{}, fmt.Errorf("log level %q: use debug, info, warn or error", *level)
+	}
+	c.LogLevel = lvl
+	return c, c.Validate()
+}
+
+// Validate checks every setting and reports all problems at once.
+func (c Config) Validate() error {
+	var errs []error
+	if err := c.NATS.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Concurrency < 1 {
+		errs = append(errs, fmt.Errorf("concurrency must be at least 1, got %d", c.Concurrency))
+	}
+	if c.GracePeriod < 0 {
+		errs = append(errs, fmt.Errorf("grace period cannot be negative, got %s", c.GracePeriod))
+	}
+	if c.StreamReplicas < 1 || c.StreamReplicas > 5 {
+		errs = append(errs, fmt.Errorf("stream replicas must be 1 to 5, got %d", c.StreamReplicas))
+	}
+	if c.ExecutorID == "" {
+		errs = append(errs, errors.New("executor id is empty (set -executor-id or TOOLFLEET_EXECUTOR_ID)"))
+	}
+	if c.MetricsAddr != "" {
+		if _, port, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			errs = append(errs, fmt.Errorf("metrics address %q: want host:port or :port (%v)", c.MetricsAddr, err))
+		} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+			errs = append(errs, fmt.Errorf("metrics address %q: port %q is not a number from 0 to 65535", c.MetricsAddr, port))
+		}
+	}
+	if c.Builtins == nil || len(c.Builtins) > 0 {
+		if err := c.BuiltinConfig().Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.ToolsFile != "" {
+		switch ext := strings.ToLower(filepath.Ext(c.ToolsFile)); ext {
+		case ".yaml", ".yml", ".json":
+			if st, err := os.Stat(c.ToolsFile); err != nil {
+				errs = append(errs, fmt.Errorf("tools file: %w", err))
+			} else if st.IsDir() {
+				errs = append(errs, fmt.Errorf("tools file %s is a directory", c.ToolsFile))
+			}
+		default:
+			errs = append(errs, fmt.Errorf("tools file %s: extension %q is neither .yaml, .yml nor .json", c.ToolsFile, ext))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// BuiltinConfig is the configuration of the built-in tools.
+func (c Config) BuiltinConfig() builtin.Config {
+	return builtin.Config{Enable: c.Builtins, SandboxRoot: c.SandboxRoot, HTTPAllowlist: c.HTTPAllowlist}
+}
+
+// Registry builds the registry the executor serves: the built-ins, then the tools file's
+// tools. A tools file tool may not take a built-in's name.
+func (c Config) Registry() (*tools.Registry, error) {
+	reg := tools.NewRegistry()
+	if c.Builtins == nil || len(c.Builtins) > 0 {
+		if err := builtin.Register(reg, c.BuiltinConfig()); err != nil {
+			return nil, err
+		}
+	}
+	if c.ToolsFile != "" {
+		specs, err := toolsfile.Load(c.ToolsFile)
+		if err != nil {
+			return nil, err
+		}
+		if err := toolsfile.Register(reg, specs); err != nil {
+			return nil, err
+		}
+	}
+	if reg.Len() == 0 {
+		return nil, errors.New("no tool to serve: enable built-ins or give a tools file")
+	}
+	return reg, nil
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func envInt(name string, def int, errs *[]error) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		*errs = append(*errs, fmt.Errorf("%s=%q is not a whole number", name, v))
+		return def
+	}
+	return n
+}
+
+func envDuration(name string, def time.Duration, errs *[]error) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil {
+		*errs = append(*errs, fmt.Errorf("%s=%q is not a duration such as 30s", name, v))
+		return def
+	}
+	return d
+}
+
+// splitList splits a comma-separated setting, dropping blanks.
+func splitList(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}

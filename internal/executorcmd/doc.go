@@ -1,0 +1,24 @@
+// Package executorcmd is the configuration of the toolfleet executor binary: flags, each
+// with a TOOLFLEET_* environment variable as its default, parsed and validated in one
+// place so that cmd/executor stays a thin main and the rules are tested.
+//
+// # Settings
+//
+//	-nats-url, -nats-creds, -nats-user, -nats-tls-cert, -nats-tls-key, -nats-tls-ca
+//	                   how to reach NATS (see internal/natsconn; TOOLFLEET_NATS_*)
+//	-concurrency       calls of one tool run at once by this replica (TOOLFLEET_CONCURRENCY, 4)
+//	-builtins          built-in tools to serve, comma-separated; "all" (default) serves
+//	                   every configured one, "none" none (TOOLFLEET_BUILTINS)
+//	-sandbox-root      directory of read_file, list_dir, write_file (TOOLFLEET_SANDBOX_ROOT)
+//	-http-allowlist    hosts http_get may reach, comma-separated (TOOLFLEET_HTTP_ALLOWLIST)
+//	-tools-file        YAML or JSON tools file (TOOLFLEET_TOOLS_FILE)
+//	-metrics-addr      where /metrics, /healthz and /readyz listen; "off" disables
+//	                   (TOOLFLEET_METRICS_ADDR, ":9090")
+//	-log-level         debug, info, warn or error (TOOLFLEET_LOG_LEVEL, info)
+//	-grace-period      how long in-flight calls may finish on SIGTERM (TOOLFLEET_GRACE_PERIOD, 30s)
+//	-executor-id       this replica's name in results and logs (TOOLFLEET_EXECUTOR_ID, the host name)
+//	-stream-replicas   replicas of the streams it creates: 1, or 3 in a cluster (TOOLFLEET_STREAM_REPLICAS, 1)
+//
+// A flag wins over its variable; a malformed variable is an error naming it, never
+// silently replaced by the default.
+package executorcmd

@@ -1,0 +1,48 @@
+// Package picker runs pickTools as a NATS micro service over the live tool catalog.
+//
+// # The service
+//
+// The service is named toolfleet-picker (so `nats micro ls`, `info` and `stats` show
+// it) and has one endpoint, pick, on the subject [PickSubject], in a queue group so that
+// replicas share the load. A request is JSON:
+//
+//	{"input": "what's the weather in Paris?",
+//	 "options": {"maxCandidates": 3, "minScore": 0.05, "debug": true, "scorer": "bm25"}}
+//
+// input is a string or any JSON value; options are [pick.Options] in their JSON form plus
+// "scorer" (bm25, the default; embedding and hybrid when an embeddings endpoint is
+// configured). The reply is
+//
+//	{"results": [{"name": "get_weather", "score": 0.62, "reason": "...", "provenance": {...}}],
+//	 "catalogVersion": 12, "fallback": false}
+//
+// Failures are micro errors (Nats-Service-Error-Code and Nats-Service-Error headers):
+// 400 for malformed JSON, unknown or out-of-range options, an unknown scorer or empty
+// input; 503 until the catalog has been loaded; 500 when the scorer fails.
+//
+// # The catalog
+//
+// The service watches the JetStream KV bucket [CatalogBucket] (key: tool name, value:
+// the tools.Definition JSON) and applies every put and delete to a [pick.Catalog]. The
+// initial contents are applied as one batch; later changes are applied in batches as
+// they arrive. Each batch publishes a new index snapshot, swapped in atomically: a pick
+// always uses the last complete index and never waits for re-indexing. Executors put
+// their definitions again every few seconds to keep them alive; a value seen before is
+// not decoded again. A value that is not a valid definition is logged and withdraws the
+// key's tool; it never stops the watch. The picker never creates the bucket (that is the
+// executors' part, events.Ensure): it waits for it, and /healthz says ready once the
+// catalog has been loaded.
+//
+// # Running
+//
+// [New] builds a service on a connection and [Service.Run] serves until the context
+// ends; [Run] is the whole binary (connect, serve, /metrics and /healthz over HTTP) that
+// cmd/picker calls with the [Config] from [Flags]:
+//
+//	-nats-url, -nats-creds, -nats-user, -nats-tls-*   how to reach NATS (TOOLFLEET_NATS_*; password only from TOOLFLEET_NATS_PASSWORD)
+//	-http             address of /metrics and /healthz (TOOLFLEET_PICKER_HTTP, :9090; empty disables)
+//	-embeddings-url   OpenAI-compatible server for the embedding and hybrid scorers (TOOLFLEET_EMBEDDINGS_URL; key from TOOLFLEET_EMBEDDINGS_API_KEY)
+//	-embeddings-model embedding model (TOOLFLEET_EMBEDDINGS_MODEL, text-embedding-3-small)
+//	-stream-replicas  replicas of the embeddings bucket it creates (TOOLFLEET_STREAM_REPLICAS, 1)
+//	-timeout          scoring bound for requests without their own (TOOLFLEET_PICKER_TIMEOUT, 2s)
+package picker

@@ -1,0 +1,269 @@
+package planner
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolfleet/toolfleet/pkg/events"
+)
+
+// maxRequestBytes bounds a request body of the API.
+const maxRequestBytes = 4 << 20
+
+// Handler returns the planner's HTTP API:
+//
+//	POST /v1/runs                 start a run (StartRequest; "wait": true answers when it is done)
+//	GET  /v1/runs/{id}            the run: status, answer, every call with its timeline
+//	GET  /v1/runs/{id}/events     the run's lifecycle as Server-Sent Events, from its start
+//	POST /v1/approvals/{callId}   answer an approval: {"decision":"approve"|"deny","reason","arguments"}
+//	GET  /healthz, /readyz        liveness (the process serves) and readiness (NATS is connected)
+//
+// When token is not empty, every request but the probes must carry
+// "Authorization: Bearer <token>".
+func (p *Planner) Handler(token string) http.Handler {
+	probes := http.NewServeMux()
+	probes.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	probes.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !p.nc.IsConnected() {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not connected to NATS"})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	})
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/runs", p.postRun)
+	mux.HandleFunc("GET /v1/runs/{id}", p.getRun)
+	mux.HandleFunc("GET /v1/runs/{id}/events", p.runEvents)
+	mux.HandleFunc("POST /v1/approvals/{callId}", p.postApproval)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &APIError{Status: http.StatusNotFound, Message: fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path)})
+	})
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
+			probes.ServeHTTP(w, r)
+			return
+		}
+		if token != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="toolfleet"`)
+			writeError(w, &APIError{Status: http.StatusUnauthorized, Message: "missing or wrong bearer token"})
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+type postRunRequest struct {
+	StartRequest
+	// Wait answers when the run is done (or after WaitTimeout, with the run as it is).
+	Wait        bool   `json:"wait,omitempty"`
+	WaitTimeout string `json:"waitTimeout,omitempty"`
+}
+
+func (p *Planner) postRun(w http.ResponseWriter, r *http.Request) {
+	var req postRunRequest
+	if err := decodeBody(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	wait := 5 * time.Minute
+	if req.WaitTimeout != "" {
+		d, err := time.ParseDuration(req.WaitTimeout)
+		if err != nil || d <= 0 || d > time.Hour {
+			writeError(w, requestErrorf("waitTimeout must be a duration between 1ms and 1h, got %q", req.WaitTimeout))
+			return
+		}
+		wait = d
+	}
+	run, err := p.Start(r.Context(), req.StartRequest)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	status := http.StatusAccepted
+	if req.Wait {
+		ctx, cancel := context.WithTimeout(r.Context(), wait)
+		defer cancel()
+		if done, err := p.Wait(ctx, run.ID); err == nil {
+			run, status = done, http.StatusOK
+		} else if done != nil {
+			run = done
+		}
+	}
+	w.Header().Set("Location", "/v1/runs/"+run.ID)
+	writeJSON(w, status, view(run))
+}
+
+func (p *Planner) getRun(w http.ResponseWriter, r *http.Request) {
+	run, err := p.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, view(run))
+}
+
+func (p *Planner) postApproval(w http.ResponseWriter, r *http.Request) {
+	var ans events.ApprovalAnswer
+	if err := decodeBody(r, &ans); err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := p.Approve(r.Context(), r.PathValue("callId"), ans); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]any{"callId": r.PathValue("callId"), "decision": ans.Decision})
+}
+
+// runEvents streams the run's lifecycle events from its first one, as SSE, until the run
+// is done or the client leaves. Each event's SSE id is its stream sequence.
+func (p *Planner) runEvents(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, err := p.Get(r.Context(), id); err != nil {
+		writeError(w, err)
+		return
+	}
+	subj, err := events.RunEventSubject(id, "x")
+	if err != nil {
+		writeError(w, requestErrorf("%v", err))
+		return
+	}
+	filter := strings.TrimSuffix(subj, "x") + "*"
+	cons, err := p.js.OrderedConsumer(r.Context(), events.StreamEvents, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	flusher, _ := w.(http.Flusher)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	if flusher != nil {
+		flusher.Flush()
+	}
+	msgs, err := cons.Messages()
+	if err != nil {
+		return
+	}
+	defer msgs.Stop()
+	go func() { <-r.Context().Done(); msgs.Stop() }()
+	for {
+		m, err := msgs.Next()
+		if err != nil {
+			return
+		}
+		what := m.Subject()[strings.LastIndexByte(m.Subject(), '.')+1:]
+		meta, _ := m.Metadata()
+		var seq uint64
+		if meta != nil {
+			seq = meta.Sequence.Stream
+		}
+		data := m.Data()
+		if e, err := events.Decode(natsMsg(m), 0); err == nil {
+			data = e.Data
+		}
+		fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", seq, what, compactJSON(data))
+		if flusher != nil {
+			flusher.Flush()
+		}
+		if what == "done" {
+			return
+		}
+	}
+}
+
+// compactJSON puts data on one line, as an SSE data field needs.
+func compactJSON(b []byte) []byte {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		return bytes.ReplaceAll(b, []byte("\n"), []byte(" "))
+	}
+	return buf.Bytes()
+}
+
+// decodeBody reads a JSON body strictly: unknown fields and trailing data are errors.
+func decodeBody(r *http.Request, v any) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		return &APIError{Status: http.StatusUnsupportedMediaType, Message: "send a JSON body with Content-Type: application/json"}
+	}
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxRequestBytes+1))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return requestErrorf("the request body is empty; send a JSON object")
+		}
+		return requestErrorf("malformed JSON body: %v", err)
+	}
+	if dec.More() {
+		return requestErrorf("malformed JSON body: trailing data after the object")
+	}
+	if dec.InputOffset() > maxRequestBytes {
+		return &APIError{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("the request body is larger than %d bytes", maxRequestBytes)}
+	}
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	var apiErr *APIError
+	if !errors.As(err, &apiErr) {
+		apiErr = &APIError{Status: http.StatusInternalServerError, Message: err.Error()}
+	}
+	writeJSON(w, apiErr.Status, map[string]any{"error": apiErr})
+}
+
+// RunView is a run as the API shows it: its outcome and metadata, every tool call with its
+// timeline, without the internal bookkeeping.
+type RunView struct {
+	ID          string            `json:"id"`
+	ParentID    string            `json:"parentId,omitempty"`
+	Depth       int               `json:"depth"`
+	Status      Status            `json:"status"`
+	Termination Termination       `json:"termination,omitempty"`
+	Detail      string            `json:"detail,omitempty"`
+	Answer      string            `json:"answer,omitempty"`
+	Model       string            `json:"model"`
+	Steps       int               `json:"steps"`
+	Calls       []*CallRecord     `json:"calls"`
+	Tokens      int               `json:"tokens"`
+	Usage       any               `json:"usage"`
+	Warnings    []string          `json:"warnings,omitempty"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
+	CreatedAt   time.Time         `json:"createdAt"`
+	FinishedAt  *time.Time        `json:"finishedAt,omitempty"`
+	DurationMS  int64             `json:"durationMs"`
+}
+
+func view(r *Run) RunView {
+	v := RunView{ID: r.ID, ParentID: r.ParentID, Depth: r.Depth, Status: r.Status, Termination: r.Termination,
+		Detail: r.Detail, Answer: r.Answer, Model: r.Model, Steps: r.Step, Calls: r.Calls,
+		Tokens: r.Usage.Total(), Usage: r.Usage, Warnings: r.Warnings, Metadata: r.Metadata,
+		CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt}
+	if v.Calls == nil {
+		v.Calls = []*CallRecord{}
+	}
+	if r.FinishedAt != nil {
+		v.DurationMS = r.FinishedAt.Sub(r.CreatedAt).Milliseconds()
+		v.Steps = r.Step + 1
+	}
+	return v
+}

@@ -1,0 +1,33 @@
+package planner
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/toolfleet/toolfleet/pkg/tools"
+)
+
+// APIError is an error the HTTP API answers with its status and a JSON body
+// {"error":{"status","message","violations"}} that says what is wrong.
+type APIError struct {
+	Status     int               `json:"status"`
+	Message    string            `json:"message"`
+	Violations []tools.Violation `json:"violations,omitempty"`
+}
+
+func (e *APIError) Error() string { return e.Message }
+
+func requestErrorf(format string, args ...any) error {
+	return &APIError{Status: http.StatusBadRequest, Message: fmt.Sprintf(format, args...)}
+}
+
+func notFoundf(format string, args ...any) error {
+	return &APIError{Status: http.StatusNotFound, Message: fmt.Sprintf(format, args...)}
+}
+
+func conflictf(format string, args ...any) error {
+	return &APIError{Status: http.StatusConflict, Message: fmt.Sprintf(format, args...)}
+}
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

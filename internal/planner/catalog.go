@@ -1,0 +1,117 @@
+package planner
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/toolfleet/toolfleet/pkg/events"
+	"github.com/toolfleet/toolfleet/pkg/tools"
+)
+
+// catalogView is the planner's copy of the live tool catalog: the definitions executors
+// serve, compiled into a registry so that the planner validates a model's calls before
+// publishing them. Tools here never run in the planner; they run on the fleet.
+type catalogView struct {
+	catalog *events.Catalog
+	log     zerolog.Logger
+
+	mu   sync.RWMutex
+	reg  *tools.Registry
+	defs map[string]tools.Definition
+}
+
+func newCatalogView(c *events.Catalog, log zerolog.Logger) *catalogView {
+	return &catalogView{catalog: c, log: log, reg: tools.NewRegistry(), defs: map[string]tools.Definition{}}
+}
+
+// runsOnTheFleet stands in for a tool's code in the planner's registry.
+func runsOnTheFleet(context.Context, json.RawMessage) (any, error) {
+	return nil, tools.Errorf(tools.CodeInternal, "catalog tools run on the fleet, not in the planner")
+}
+
+// start loads the catalog and follows its changes until ctx ends, watching again when a
+// watch breaks (a server restart).
+func (v *catalogView) start(ctx context.Context) error {
+	defs, err := v.catalog.List(ctx)
+	if err != nil {
+		return err
+	}
+	for _, d := range defs {
+		v.put(d)
+	}
+	go func() {
+		for ctx.Err() == nil {
+			changes, err := v.catalog.Watch(ctx)
+			if err != nil {
+				v.log.Warn().Err(err).Msg("catalog watch failed; retrying")
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Second):
+				}
+				continue
+			}
+			for ch := range changes {
+				if ch.Removed {
+					v.remove(ch.Name)
+				} else {
+					v.put(ch.Definition)
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+func (v *catalogView) put(d tools.Definition) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if err := v.reg.AddFunc(d, runsOnTheFleet); err != nil {
+		v.log.Warn().Err(err).Str("tool", d.Name).Msg("catalog entry cannot be registered; calls of it will be refused")
+		return
+	}
+	v.defs[d.Name] = d
+}
+
+func (v *catalogView) remove(name string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.reg.Remove(name)
+	delete(v.defs, name)
+}
+
+// hydrate validates a call's arguments against the tool's schema.
+func (v *catalogView) hydrate(name string, args json.RawMessage) (*tools.Call, error) {
+	v.mu.RLock()
+	reg := v.reg
+	v.mu.RUnlock()
+	return reg.Hydrate(name, args)
+}
+
+func (v *catalogView) get(name string) (tools.Definition, bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	d, ok := v.defs[name]
+	return d, ok
+}
+
+func (v *catalogView) isFinal(name string) bool {
+	d, ok := v.get(name)
+	return ok && d.Final
+}
+
+// names returns the catalog's tool names, sorted.
+func (v *catalogView) names() []string {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	out := make([]string, 0, len(v.defs))
+	for n := range v.defs {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}

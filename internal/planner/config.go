@@ -1,0 +1,85 @@
+package planner
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/toolfleet/toolfleet/internal/provider"
+	"github.com/toolfleet/toolfleet/pkg/events"
+)
+
+// Picker narrows a large tool set to the tools that matter for an input. The planner asks
+// it at each step when a run's tool set is larger than Config.PickThreshold.
+type Picker interface {
+	// Pick returns tool names, best first, at most max of them.
+	Pick(ctx context.Context, input string, max int) ([]string, error)
+}
+
+// Config configures a Planner. The zero value of each field takes the default beside it,
+// except Models, which must name at least one model.
+type Config struct {
+	// Models are the models a run may use, by name (the name a request gives in "model").
+	Models map[string]provider.Model
+	// DefaultModel is the model of a run that names none. Default: the only model, when
+	// there is one.
+	DefaultModel string
+	// Events is the JetStream settings shared by every part.
+	Events events.Config
+	// Picker, when set, is asked for candidates when a run has more than PickThreshold
+	// tools. Default: none (the model sees every tool of the run).
+	Picker Picker
+	// PickThreshold is the tool-set size above which the picker is asked. Default 20.
+	PickThreshold int
+	// PickMax is how many tools the picker returns. Default 8.
+	PickMax int
+	// ModelTimeout bounds one model call. Default 2m.
+	ModelTimeout time.Duration
+	// Source is the CloudEvents source of what the planner publishes. Default
+	// "/toolfleet/planner".
+	Source string
+	// ID names this planner replica in logs. Default: the NATS client name or "planner".
+	ID string
+	// Log receives the planner's logs. Default: none.
+	Log zerolog.Logger
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if len(c.Models) == 0 {
+		return c, fmt.Errorf("planner: no model configured")
+	}
+	if c.DefaultModel == "" && len(c.Models) == 1 {
+		for name := range c.Models {
+			c.DefaultModel = name
+		}
+	}
+	if c.DefaultModel != "" {
+		if _, ok := c.Models[c.DefaultModel]; !ok {
+			return c, fmt.Errorf("planner: default model %q is not among the configured models", c.DefaultModel)
+		}
+	}
+	c.Events = c.Events.WithDefaults()
+	if c.PickThreshold == 0 {
+		c.PickThreshold = 20
+	}
+	if c.PickMax == 0 {
+		c.PickMax = 8
+	}
+	if c.ModelTimeout == 0 {
+		c.ModelTimeout = 2 * time.Minute
+	}
+	if c.Source == "" {
+		c.Source = "/toolfleet/planner"
+	}
+	if c.ID == "" {
+		c.ID = "planner"
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c, nil
+}

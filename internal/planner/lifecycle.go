@@ -1,0 +1,116 @@
+package planner
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/toolfleet/toolfleet/pkg/events"
+)
+
+// emit publishes a run lifecycle event on toolfleet.event.run.<run>.<what>, for the SSE
+// stream and any NATS subscriber. Its id is derived from what it reports, so a repeated
+// emission (a step resumed after a crash) is dropped by JetStream. Emission is best
+// effort: the run's state in the runs bucket is the record; an event lost to a broken
+// connection is logged, not retried.
+func (p *Planner) emit(ctx context.Context, run, what string, step int, call string, detail any) {
+	subj, err := events.RunEventSubject(run, what)
+	if err != nil {
+		p.log.Error().Err(err).Msg("run event subject")
+		return
+	}
+	id := fmt.Sprintf("%s-%s-%d", run, what, step)
+	if call != "" {
+		id = fmt.Sprintf("%s-%s-%s", run, what, call)
+	}
+	e := events.Event{ID: id, Type: events.RunType(what), Source: p.cfg.Source, Time: p.cfg.Now(), RunID: run}
+	if err := e.SetData(events.RunEvent{RunID: run, Step: step, CallID: call, Detail: jsonText(detail)}); err != nil {
+		p.log.Error().Err(err).Msg("run event data")
+		return
+	}
+	msg, err := events.Encode(subj, e)
+	if err != nil {
+		p.log.Error().Err(err).Msg("run event encode")
+		return
+	}
+	if _, err := p.js.PublishMsgAsync(msg); err != nil {
+		p.log.Warn().Err(err).Str("run_id", run).Str("event", what).Msg("run event not published")
+	}
+}
+
+// watchRuns follows the runs bucket to know the deadlines of running runs, for sweep.
+func (p *Planner) watchRuns(ctx context.Context) error {
+	w, err := p.runs.kv.WatchAll(ctx)
+	if err != nil {
+		return err
+	}
+	go func() {
+		defer w.Stop()
+		for e := range w.Updates() {
+			if e == nil {
+				continue
+			}
+			var r struct {
+				ID       string    `json:"id"`
+				Status   Status    `json:"status"`
+				Deadline time.Time `json:"deadline"`
+			}
+			if e.Value() == nil || jsonUnmarshal(e.Value(), &r) != nil || r.Status != StatusRunning || r.Deadline.IsZero() {
+				p.forget(e.Key())
+				continue
+			}
+			p.mu.Lock()
+			p.deadlines[r.ID] = r.Deadline
+			p.mu.Unlock()
+		}
+	}()
+	return nil
+}
+
+func (p *Planner) forget(run string) {
+	p.mu.Lock()
+	delete(p.deadlines, run)
+	p.mu.Unlock()
+}
+
+// sweep ends runs whose wall-clock time is up while they wait for tool results or
+// approvals (a run waiting for the model is ended by the model call's own deadline).
+// Every replica sweeps; the compare-and-set on the run lets one of them win.
+func (p *Planner) sweep(ctx context.Context) {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := p.cfg.Now()
+		var due []string
+		p.mu.Lock()
+		for id, d := range p.deadlines {
+			if !now.Before(d) {
+				due = append(due, id)
+			}
+		}
+		p.mu.Unlock()
+		for _, id := range due {
+			run, err := p.runs.update(ctx, id, func(r *Run) (bool, error) {
+				if r.Status != StatusRunning || now.Before(r.Deadline) {
+					return false, nil
+				}
+				r.finish(TerminationTimeout, fmt.Sprintf("the run's time limit of %s is up", r.Limits.Timeout.D()), now)
+				return true, nil
+			})
+			if err != nil {
+				p.forget(id)
+				continue
+			}
+			if run.Status == StatusDone {
+				if err := p.afterDone(ctx, run); err != nil {
+					p.log.Warn().Err(err).Str("run_id", id).Msg("announcing the end of a timed-out run")
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,155 @@
+package planner
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/toolfleet/toolfleet/internal/provider"
+	"github.com/toolfleet/toolfleet/pkg/tools"
+)
+
+// Status is where a run is in its life.
+type Status string
+
+const (
+	// StatusRunning: the planner is asking the model or waiting for tool results.
+	StatusRunning Status = "running"
+	// StatusDone: the run ended; Termination says why.
+	StatusDone Status = "done"
+)
+
+// Termination says why a run ended. Every stop condition has its own.
+type Termination string
+
+const (
+	// TerminationCompleted: the model answered without tool calls.
+	TerminationCompleted Termination = "completed"
+	// TerminationFinalTool: a tool marked final succeeded.
+	TerminationFinalTool Termination = "final_tool"
+	// TerminationMaxSteps: the run used its steps.
+	TerminationMaxSteps Termination = "max_steps"
+	// TerminationTimeout: the run's wall-clock time ran out.
+	TerminationTimeout Termination = "timeout"
+	// TerminationTokenBudget: the run used its token budget.
+	TerminationTokenBudget Termination = "token_budget"
+	// TerminationErrorThreshold: too many tool calls failed.
+	TerminationErrorThreshold Termination = "error_threshold"
+	// TerminationLoopDetected: the model repeated the same call, with loopAction stop.
+	TerminationLoopDetected Termination = "loop_detected"
+	// TerminationModelError: the model could not be reached or gave an unusable answer.
+	TerminationModelError Termination = "model_error"
+	// TerminationCanceled: someone canceled the run.
+	TerminationCanceled Termination = "canceled"
+)
+
+// Run is the whole state of a run. It lives in the runs KV bucket, so any planner
+// replica can continue any run; every change is a compare-and-set on its revision.
+type Run struct {
+	ID string `json:"id"`
+	// ParentID and ParentCallID are set on a nested run: its answer becomes the result of
+	// that call of the parent run.
+	ParentID     string `json:"parentId,omitempty"`
+	ParentCallID string `json:"parentCallId,omitempty"`
+	Depth        int    `json:"depth"`
+
+	Status      Status      `json:"status"`
+	Termination Termination `json:"termination,omitempty"`
+	// Detail says more about the termination, e.g. which tool looped.
+	Detail string `json:"detail,omitempty"`
+	Answer string `json:"answer,omitempty"`
+
+	Model      string              `json:"model"`
+	System     string              `json:"system,omitempty"`
+	Tools      []string            `json:"tools"`
+	ToolChoice provider.ToolChoice `json:"toolChoice"`
+	Limits     Limits              `json:"limits"`
+	Pick       bool                `json:"pick,omitempty"`
+	Metadata   map[string]string   `json:"metadata,omitempty"`
+
+	Messages []provider.Message `json:"messages"`
+	// Step counts model turns taken; the current step's calls are those with Step == Step.
+	Step  int           `json:"step"`
+	Calls []*CallRecord `json:"calls"`
+	// Dispatched is true once the current step's calls were published; a planner that
+	// resumes a step with Dispatched false publishes them (again: deduplicated by id).
+	Dispatched bool           `json:"dispatched"`
+	Usage      provider.Usage `json:"usage"`
+	Errors     int            `json:"errors"`
+	// Repaired lists tools whose one free repair (an invalid call answered with the
+	// validator's messages, not counted as an error) is used.
+	Repaired []string `json:"repaired,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
+	// History holds the loop-detection keys of all calls in order.
+	History []string `json:"history,omitempty"`
+
+	CreatedAt  time.Time  `json:"createdAt"`
+	Deadline   time.Time  `json:"deadline"`
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+}
+
+// CallStatus is a tool call's state in a run.
+type CallStatus string
+
+const (
+	// CallPending: published, no result yet.
+	CallPending CallStatus = "pending"
+	// CallAwaitingApproval: the executor asked for an approval.
+	CallAwaitingApproval CallStatus = "awaiting_approval"
+)
+
+// CallRecord is one tool call of a run, with its timeline. Its Status is CallPending,
+// CallAwaitingApproval, or a result status from pkg/events once answered.
+type CallRecord struct {
+	ID string `json:"id"`
+	// ModelCallID is the id the model gave the call; results are fed back under it.
+	ModelCallID string          `json:"modelCallId"`
+	Name        string          `json:"name"`
+	Arguments   json.RawMessage `json:"arguments"`
+	Step        int             `json:"step"`
+	Status      string          `json:"status"`
+	Output      json.RawMessage `json:"output,omitempty"`
+	Error       *tools.Error    `json:"error,omitempty"`
+	Attempts    int             `json:"attempts,omitempty"`
+	Validated   bool            `json:"validated"`
+	Executor    string          `json:"executor,omitempty"`
+	// Local marks a call answered by the planner itself (invalid input, unknown tool,
+	// loop warning, nested run), never published to the fleet.
+	Local      bool       `json:"local,omitempty"`
+	CalledAt   time.Time  `json:"calledAt"`
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+	DurationMS int64      `json:"durationMs,omitempty"`
+}
+
+// Done reports whether the call has its result.
+func (c *CallRecord) Done() bool {
+	return c.Status != string(CallPending) && c.Status != string(CallAwaitingApproval)
+}
+
+// Failed reports whether the call ended in an error of any kind.
+func (c *CallRecord) Failed() bool { return c.Done() && c.Status != "ok" }
+
+// stepCalls returns the calls of the current step.
+func (r *Run) stepCalls() []*CallRecord {
+	var out []*CallRecord
+	for _, c := range r.Calls {
+		if c.Step == r.Step {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// call returns the call with the fleet id, or nil.
+func (r *Run) call(id string) *CallRecord {
+	for _, c := range r.Calls {
+		if c.ID == id {
+			return c
+		}
+	}
+	return nil
+}
+
+// finish ends the run.
+func (r *Run) finish(t Termination, detail string, now time.Time) {
+	r.Status, r.Termination, r.Detail, r.FinishedAt = StatusDone, t, detail, &now
+}

@@ -1,0 +1,228 @@
+package planner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolfleet/toolfleet/internal/provider"
+	"github.com/toolfleet/toolfleet/pkg/tools"
+)
+
+// StartRequest asks for a run. It is the body of POST /v1/runs.
+type StartRequest struct {
+	// Messages is the conversation to continue; Input is a shorthand for one user message.
+	Messages []provider.Message `json:"messages,omitempty"`
+	Input    string             `json:"input,omitempty"`
+	System   string             `json:"system,omitempty"`
+	// Model names one of the planner's models; empty: the default model.
+	Model string `json:"model,omitempty"`
+	// Tools is the run's tool set, by name; empty: the whole catalog, as it is at each step.
+	Tools []string `json:"tools,omitempty"`
+	// ActiveTools narrows the tool set further (e.g. a UI's toggles); names must be in it.
+	ActiveTools []string `json:"activeTools,omitempty"`
+	// ToolChoice is auto (default), required, none, or the name of one tool.
+	ToolChoice string `json:"toolChoice,omitempty"`
+	Limits     Limits `json:"limits,omitempty"`
+	// Pick asks the picker for candidates at each step even when the tool set is small;
+	// false never asks; absent asks when the set is larger than the planner's threshold.
+	Pick     *bool             `json:"pick,omitempty"`
+	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+// Start validates req, stores a new run and asks for its first step. It returns at once;
+// follow the run with Get, Wait or the run's events.
+func (p *Planner) Start(ctx context.Context, req StartRequest) (*Run, error) {
+	return p.start(ctx, req, newRunID(), nil, "")
+}
+
+func (p *Planner) start(ctx context.Context, req StartRequest, id string, parent *Run, parentCall string) (*Run, error) {
+	run, err := p.newRun(req, id)
+	if err != nil {
+		return nil, err
+	}
+	if parent != nil {
+		run.ParentID, run.ParentCallID, run.Depth = parent.ID, parentCall, parent.Depth+1
+	}
+	if err := p.runs.create(ctx, run); err != nil {
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return nil, errRunExists
+		}
+		return nil, err
+	}
+	p.emit(ctx, run.ID, "started", 0, "", map[string]any{"model": run.Model, "tools": run.Tools, "parent": run.ParentID})
+	if err := p.publishAdvance(ctx, run.ID, 0); err != nil {
+		return nil, err
+	}
+	return run, nil
+}
+
+var errRunExists = errors.New("run exists")
+
+func isRunExists(err error) bool { return errors.Is(err, errRunExists) }
+
+// newRun checks a request and builds the run it asks for.
+func (p *Planner) newRun(req StartRequest, id string) (*Run, error) {
+	msgs := slices.Clone(req.Messages)
+	if strings.TrimSpace(req.Input) != "" {
+		msgs = append(msgs, provider.Message{Role: provider.RoleUser, Text: req.Input})
+	}
+	if len(msgs) == 0 {
+		return nil, requestErrorf("give the run an input or messages")
+	}
+	for i, m := range msgs {
+		switch m.Role {
+		case provider.RoleUser, provider.RoleAssistant, provider.RoleTool:
+		default:
+			return nil, requestErrorf("messages[%d].role must be user, assistant or tool, got %q", i, m.Role)
+		}
+	}
+	model := req.Model
+	if model == "" {
+		model = p.cfg.DefaultModel
+	}
+	if _, ok := p.cfg.Models[model]; !ok {
+		return nil, requestErrorf("unknown model %q; configured: %s", model, strings.Join(p.modelNames(), ", "))
+	}
+	if err := req.Limits.Validate(); err != nil {
+		return nil, requestErrorf("%v", err)
+	}
+	limits := req.Limits.WithDefaults()
+
+	known := func(n string) bool { _, ok := p.cat.get(n); return ok || n == AgentToolName }
+	toolSet := req.Tools
+	for _, n := range req.Tools {
+		if !known(n) {
+			return nil, requestErrorf("unknown tool %q in tools: no executor serves it", n)
+		}
+	}
+	if len(req.ActiveTools) > 0 {
+		for _, n := range req.ActiveTools {
+			if !known(n) || (len(req.Tools) > 0 && !slices.Contains(req.Tools, n)) {
+				return nil, requestErrorf("unknown tool %q in activeTools", n)
+			}
+		}
+		toolSet = req.ActiveTools
+	}
+	if toolSet != nil {
+		toolSet = slices.Compact(slices.Sorted(slices.Values(toolSet)))
+	}
+	choice, err := provider.ParseToolChoice(req.ToolChoice)
+	if err != nil {
+		return nil, requestErrorf("bad toolChoice: %v", err)
+	}
+	if choice.Tool != "" && toolSet != nil && !slices.Contains(toolSet, choice.Tool) {
+		return nil, requestErrorf("toolChoice names %q, which is not in the run's tools", choice.Tool)
+	}
+	if choice.Tool != "" && !known(choice.Tool) {
+		return nil, requestErrorf("toolChoice names unknown tool %q", choice.Tool)
+	}
+	now := p.cfg.Now()
+	pick := req.Pick != nil && *req.Pick
+	return &Run{ID: id, Status: StatusRunning, Model: model, System: req.System, Tools: toolSet,
+		ToolChoice: choice, Limits: limits, Pick: pick, Metadata: req.Metadata, Messages: msgs,
+		CreatedAt: now, Deadline: now.Add(limits.Timeout.D())}, nil
+}
+
+func (p *Planner) modelNames() []string {
+	out := make([]string, 0, len(p.cfg.Models))
+	for n := range p.cfg.Models {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Get returns a run.
+func (p *Planner) Get(ctx context.Context, id string) (*Run, error) {
+	run, _, err := p.runs.get(ctx, id)
+	if errors.Is(err, errRunNotFound) {
+		return nil, notFoundf("no run %q", id)
+	}
+	return run, err
+}
+
+// Wait returns the run once it is done, or when ctx ends (with the run as it is then).
+func (p *Planner) Wait(ctx context.Context, id string) (*Run, error) {
+	w, err := p.runs.kv.Watch(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("watch run %s: %w", id, err)
+	}
+	defer w.Stop()
+	var last *Run
+	for {
+		select {
+		case <-ctx.Done():
+			if last == nil {
+				return p.Get(context.WithoutCancel(ctx), id)
+			}
+			return last, ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok {
+				return p.Get(context.WithoutCancel(ctx), id)
+			}
+			if e == nil {
+				if last == nil {
+					return nil, notFoundf("no run %q", id)
+				}
+				continue
+			}
+			var r Run
+			if jsonUnmarshal(e.Value(), &r) != nil {
+				continue
+			}
+			last = &r
+			if r.Status == StatusDone {
+				return last, nil
+			}
+		}
+	}
+}
+
+// stepTools returns the definitions the model is shown at this step: the run's tools as
+// the catalog has them now, narrowed by the picker when the set is large.
+func (p *Planner) stepTools(ctx context.Context, r *Run) ([]tools.Definition, error) {
+	names := r.toolNames(p.cat.names())
+	if p.cfg.Picker != nil && (r.Pick || len(names) > p.cfg.PickThreshold) {
+		picked, err := p.cfg.Picker.Pick(ctx, lastUserText(r.Messages), p.cfg.PickMax)
+		if err != nil {
+			p.log.Warn().Err(err).Str("run_id", r.ID).Msg("picker failed; showing the model every tool of the run")
+		} else {
+			var keep []string
+			for _, n := range picked {
+				if slices.Contains(names, n) {
+					keep = append(keep, n)
+				}
+			}
+			if len(keep) > 0 {
+				names = keep
+			}
+		}
+	}
+	var defs []tools.Definition
+	for _, n := range names {
+		if n == AgentToolName {
+			if r.Depth < r.Limits.MaxDepth {
+				defs = append(defs, AgentDefinition())
+			}
+			continue
+		}
+		if d, ok := p.cat.get(n); ok {
+			defs = append(defs, d)
+		}
+	}
+	return defs, nil
+}
+
+func lastUserText(msgs []provider.Message) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == provider.RoleUser && msgs[i].Text != "" {
+			return msgs[i].Text
+		}
+	}
+	return ""
+}

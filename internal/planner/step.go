@@ -1,0 +1,360 @@
+package planner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolfleet/toolfleet/internal/provider"
+	"github.com/toolfleet/toolfleet/pkg/events"
+	"github.com/toolfleet/toolfleet/pkg/tools"
+)
+
+// advance is the body of a plan message: take step Step of the run.
+type advance struct {
+	Step int `json:"step"`
+}
+
+// publishAdvance asks some planner replica to take step of run. The message id is
+// "<run>-<step>", so asking twice for the same step is one message.
+func (p *Planner) publishAdvance(ctx context.Context, run string, step int) error {
+	e := events.Event{ID: run + "-" + strconv.Itoa(step), Type: events.RunType("advance"),
+		Source: p.cfg.Source, Time: p.cfg.Now(), RunID: run}
+	if err := e.SetData(advance{Step: step}); err != nil {
+		return err
+	}
+	msg, err := events.Encode(planSubjectPrefix+run, e)
+	if err != nil {
+		return err
+	}
+	if _, err := p.js.PublishMsg(ctx, msg); err != nil {
+		return fmt.Errorf("publish step %d of run %s: %w", step, run, err)
+	}
+	return nil
+}
+
+// handleAdvance takes one step of a run: ask the model, answer what the planner can answer
+// itself, and publish the rest of the calls to the fleet. It is idempotent: a step that
+// was already taken is skipped, and a step whose calls were saved but maybe not published
+// publishes them again (JetStream drops the repeats by id).
+func (p *Planner) handleAdvance(ctx context.Context, m jetstream.Msg) {
+	e, err := events.Decode(natsMsg(m), 0)
+	var adv advance
+	if err == nil {
+		err = e.DataAs(&adv)
+	}
+	if err != nil || e.RunID == "" {
+		p.log.Error().Err(err).Str("subject", m.Subject()).Msg("dropping a plan message that cannot be read")
+		_ = m.Term()
+		return
+	}
+	log := p.log.With().Str("run_id", e.RunID).Int("step", adv.Step).Logger()
+	if err := p.takeStep(ctx, m, e.RunID, adv.Step); err != nil {
+		if ctx.Err() != nil {
+			_ = m.Nak() // shutting down: another replica takes the step
+			return
+		}
+		log.Error().Err(err).Msg("step failed; it will be retried")
+		_ = m.NakWithDelay(time.Second)
+		return
+	}
+	p.ack(m)
+}
+
+func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, step int) error {
+	run, _, err := p.runs.get(ctx, runID)
+	if errors.Is(err, errRunNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if run.Status == StatusDone {
+		return p.afterDone(ctx, run)
+	}
+	if run.Step != step {
+		return nil // a stale or repeated request
+	}
+	if calls := run.stepCalls(); len(calls) > 0 {
+		// The model already answered this step; make sure its calls went out.
+		return p.dispatch(ctx, run)
+	}
+	if t, detail := p.stopBeforeModel(run); t != "" {
+		run, err = p.runs.update(ctx, runID, func(r *Run) (bool, error) {
+			if r.Status == StatusDone || r.Step != step || len(r.stepCalls()) > 0 {
+				return false, nil
+			}
+			r.finish(t, detail, p.cfg.Now())
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
+		return p.afterDone(ctx, run)
+	}
+
+	resp, modelErr := p.askModel(ctx, m, run)
+	if modelErr != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	now := p.cfg.Now()
+	run, err = p.runs.update(ctx, runID, func(r *Run) (bool, error) {
+		if r.Status == StatusDone || r.Step != step || len(r.stepCalls()) > 0 {
+			return false, nil // another replica took the step meanwhile
+		}
+		if modelErr != nil {
+			r.finish(TerminationModelError, modelErr.Error(), now)
+			return true, nil
+		}
+		p.applyModelResponse(r, resp, now)
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	p.emit(ctx, run.ID, "step", step, "", map[string]any{"usage": run.Usage})
+	if run.Status == StatusDone || len(run.stepCalls()) == 0 {
+		return p.afterChange(ctx, run)
+	}
+	return p.dispatch(ctx, run)
+}
+
+// stopBeforeModel checks the stop conditions that forbid another model call.
+func (p *Planner) stopBeforeModel(r *Run) (Termination, string) {
+	now := p.cfg.Now()
+	switch {
+	case !r.Deadline.IsZero() && !now.Before(r.Deadline):
+		return TerminationTimeout, fmt.Sprintf("the run's time limit of %s is up", r.Limits.Timeout.D())
+	case r.Step >= r.Limits.MaxSteps:
+		return TerminationMaxSteps, fmt.Sprintf("the run used its %d steps", r.Limits.MaxSteps)
+	case r.Limits.TokenBudget > 0 && r.Usage.Total() >= r.Limits.TokenBudget:
+		return TerminationTokenBudget, fmt.Sprintf("the run used %d tokens of its budget of %d", r.Usage.Total(), r.Limits.TokenBudget)
+	case r.Errors >= r.Limits.ErrorThreshold:
+		return TerminationErrorThreshold, fmt.Sprintf("%d tool calls failed (threshold %d)", r.Errors, r.Limits.ErrorThreshold)
+	}
+	return "", ""
+}
+
+// askModel calls the run's model, keeping the plan message alive while it thinks.
+func (p *Planner) askModel(ctx context.Context, m jetstream.Msg, run *Run) (*provider.Response, error) {
+	model, ok := p.cfg.Models[run.Model]
+	if !ok {
+		return nil, fmt.Errorf("model %q is not configured on this planner", run.Model)
+	}
+	defs, err := p.stepTools(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	mctx, cancel := context.WithTimeout(ctx, p.cfg.ModelTimeout)
+	defer cancel()
+	if !run.Deadline.IsZero() {
+		var cancelDeadline context.CancelFunc
+		mctx, cancelDeadline = context.WithDeadline(mctx, run.Deadline)
+		defer cancelDeadline()
+	}
+	stop := keepAlive(m, 10*time.Second)
+	defer stop()
+	resp, err := model.Generate(mctx, provider.Request{
+		System: run.System, Messages: run.Messages, Tools: defs, ToolChoice: run.ToolChoice,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", run.Model, err)
+	}
+	return resp, nil
+}
+
+// keepAlive sends in-progress acks for m every period until stop is called, so a long
+// model call is not redelivered to another replica.
+func keepAlive(m jetstream.Msg, period time.Duration) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = m.InProgress()
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+// applyModelResponse records the model's answer in the run: usage, the assistant message,
+// and a call record for every tool call, answering at once those the planner can answer
+// itself (unknown tool, invalid arguments, a loop warning, the depth limit).
+func (p *Planner) applyModelResponse(r *Run, resp *provider.Response, now time.Time) {
+	r.Usage = r.Usage.Add(resp.Usage)
+	msg := resp.Message
+	msg.Role = provider.RoleAssistant
+	r.Messages = append(r.Messages, msg)
+	if len(msg.ToolCalls) == 0 {
+		r.Answer = msg.Text
+		r.finish(TerminationCompleted, "", now)
+		return
+	}
+	r.Dispatched = false
+	for i, tc := range msg.ToolCalls {
+		c := &CallRecord{ID: callID(r.ID, r.Step, i), ModelCallID: tc.ID, Name: tc.Name,
+			Arguments: tc.Arguments, Step: r.Step, Status: string(CallPending), CalledAt: now, Validated: true}
+		r.Calls = append(r.Calls, c)
+
+		key := callKey(tc.Name, tc.Arguments)
+		n := repeatRun(r.History, key)
+		r.History = append(r.History, key)
+		if n >= r.Limits.LoopThreshold {
+			warning := fmt.Sprintf("%s was called %d times in a row with the same arguments", tc.Name, n)
+			switch r.Limits.LoopAction {
+			case LoopStop:
+				c.answerLocal(string(events.StatusError), tools.Errorf(codeLoopDetected, "%s; the run is stopped", warning), now)
+				r.finish(TerminationLoopDetected, warning, now)
+				return
+			case LoopInject:
+				c.answerLocal(string(events.StatusError), tools.Errorf(codeLoopDetected,
+					"%s; calling it again will not give a different result. Change the arguments, use another tool, or answer with what you have", warning), now)
+				r.Warnings = append(r.Warnings, warning)
+				continue
+			default:
+				r.Warnings = append(r.Warnings, warning)
+			}
+		}
+		p.checkCall(r, c, now)
+	}
+	if r.stepComplete() {
+		p.completeStep(r, now)
+	}
+}
+
+// codeLoopDetected is the error code of a call answered by the loop detector.
+const codeLoopDetected tools.Code = "loop_detected"
+
+// checkCall validates one call before it goes to the fleet, answering it locally when it
+// cannot go: a tool outside the run's set or unknown to the catalog, arguments that break
+// the schema, or a nested run past the depth limit.
+func (p *Planner) checkCall(r *Run, c *CallRecord, now time.Time) {
+	if !r.allows(c.Name) {
+		c.answerLocal(string(events.StatusNoSuchTool), tools.Errorf(tools.CodeNoSuchTool,
+			"tool %q is not available in this run; available: %v", c.Name, r.toolNames(p.cat.names())), now)
+		r.Errors++
+		return
+	}
+	if c.Name == AgentToolName {
+		if err := p.checkAgentCall(r, c); err != nil {
+			c.answerLocal(string(events.StatusError), err, now)
+			r.Errors++
+		}
+		return
+	}
+	call, err := p.cat.hydrate(c.Name, c.Arguments)
+	if err != nil {
+		te := tools.AsError(err, tools.CodeInvalidInput)
+		c.answerLocal(string(events.StatusOf(te)), te, now)
+		if te.Code == tools.CodeInvalidInput && !r.repaired(c.Name) {
+			r.Repaired = append(r.Repaired, c.Name) // the one free repair
+			return
+		}
+		r.Errors++
+		return
+	}
+	c.Validated = call.Validated()
+	c.Arguments = call.Arguments()
+}
+
+// answerLocal gives c a result decided by the planner.
+func (c *CallRecord) answerLocal(status string, err *tools.Error, now time.Time) {
+	c.Status, c.Error, c.Local, c.FinishedAt = status, err, true, &now
+	c.Output = err.ForModel()
+	c.DurationMS = now.Sub(c.CalledAt).Milliseconds()
+}
+
+// dispatch publishes the current step's calls that go to the fleet, in parallel, and
+// records that they went out. Calls already published are published again with the same
+// id, which JetStream drops.
+func (p *Planner) dispatch(ctx context.Context, run *Run) error {
+	if run.Dispatched || len(run.stepCalls()) == 0 {
+		return p.afterChange(ctx, run)
+	}
+	var futures []jetstream.PubAckFuture
+	for _, c := range run.stepCalls() {
+		if c.Local || c.Done() {
+			continue
+		}
+		if c.Name == AgentToolName {
+			if err := p.startChild(ctx, run, c); err != nil {
+				return err
+			}
+			continue
+		}
+		msg, err := events.NewCall(p.cfg.Source, c.ID, run.ID, events.Call{Tool: c.Name, Arguments: c.Arguments, Metadata: run.Metadata})
+		if err != nil {
+			return err
+		}
+		if !run.Deadline.IsZero() {
+			msg.Header.Set(events.HeaderDeadline, run.Deadline.UTC().Format(time.RFC3339Nano))
+		}
+		f, err := p.js.PublishMsgAsync(msg)
+		if err != nil {
+			return fmt.Errorf("publish call %s: %w", c.ID, err)
+		}
+		futures = append(futures, f)
+		p.emit(ctx, run.ID, "tool_called", run.Step, c.ID, map[string]any{"tool": c.Name, "arguments": c.Arguments})
+	}
+	for _, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return fmt.Errorf("publish call: %w", err)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	step := run.Step
+	run, err := p.runs.update(ctx, run.ID, func(r *Run) (bool, error) {
+		if r.Step != step || r.Dispatched {
+			return false, nil
+		}
+		r.Dispatched = true
+		if r.Status == StatusRunning && r.stepComplete() {
+			p.completeStep(r, p.cfg.Now())
+		}
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	return p.afterChange(ctx, run)
+}
+
+// afterChange does what a stored change of the run calls for: the next step's request, or
+// the end of the run. Both are idempotent.
+func (p *Planner) afterChange(ctx context.Context, run *Run) error {
+	if run.Status == StatusDone {
+		return p.afterDone(ctx, run)
+	}
+	if len(run.stepCalls()) == 0 {
+		return p.publishAdvance(ctx, run.ID, run.Step)
+	}
+	return nil
+}
+
+// natsMsg rebuilds the core message of a JetStream message for the event codec.
+func natsMsg(m jetstream.Msg) *nats.Msg {
+	return &nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}
+}
+
+// jsonText returns v as JSON, or null.
+func jsonText(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return json.RawMessage("null")
+	}
+	return b
+}

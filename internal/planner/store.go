@@ -1,0 +1,78 @@
+package planner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// errRunNotFound is returned for a run id the runs bucket does not hold.
+var errRunNotFound = errors.New("run not found")
+
+// store keeps runs in the runs KV bucket. Every change is a compare-and-set on the
+// entry's revision, so two replicas (or two goroutines) handling results of the same run
+// never overwrite each other: the loser reloads and applies its change again.
+type store struct {
+	kv jetstream.KeyValue
+}
+
+func (s store) create(ctx context.Context, r *Run) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encode run %s: %w", r.ID, err)
+	}
+	if _, err := s.kv.Create(ctx, r.ID, b); err != nil {
+		return fmt.Errorf("store run %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+func (s store) get(ctx context.Context, id string) (*Run, uint64, error) {
+	e, err := s.kv.Get(ctx, id)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, 0, errRunNotFound
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("load run %s: %w", id, err)
+	}
+	var r Run
+	if err := json.Unmarshal(e.Value(), &r); err != nil {
+		return nil, 0, fmt.Errorf("decode run %s: %w", id, err)
+	}
+	return &r, e.Revision(), nil
+}
+
+// update loads the run, applies change and stores the result if the run was not changed
+// meanwhile; otherwise it starts over. change reports whether it changed anything; when
+// it did not, nothing is written. The run as stored is returned.
+func (s store) update(ctx context.Context, id string, change func(r *Run) (bool, error)) (*Run, error) {
+	for {
+		r, rev, err := s.get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		changed, err := change(r)
+		if err != nil || !changed {
+			return r, err
+		}
+		b, err := json.Marshal(r)
+		if err != nil {
+			return nil, fmt.Errorf("encode run %s: %w", id, err)
+		}
+		_, err = s.kv.Update(ctx, id, b, rev)
+		if err == nil {
+			return r, nil
+		}
+		if !isWrongRevision(err) {
+			return nil, fmt.Errorf("store run %s: %w", id, err)
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func isWrongRevision(err error) bool { return errors.Is(err, jetstream.ErrKeyRevisionMismatch) }

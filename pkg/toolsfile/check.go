@@ -1,0 +1,139 @@
+package toolsfile
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/toolfleet/toolfleet/pkg/tools"
+)
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// check lists what is wrong with a decoded spec, and resolves the command's paths
+// against base (the tools file's directory).
+func (s *Spec) check(base string) []string {
+	var p []string
+	d := &s.Definition
+	if d.Type != "" && d.Type != "function" {
+		p = append(p, fmt.Sprintf("type %q: the only type is \"function\"", d.Type))
+	}
+	if !tools.NamePattern.MatchString(d.Name) {
+		p = append(p, fmt.Sprintf("name %q must match %s", d.Name, tools.NamePattern))
+	}
+	switch {
+	case len(d.Parameters) > 0:
+		if t := bytes.TrimSpace(d.Parameters); len(t) == 0 || t[0] != '{' {
+			p = append(p, "parameters must be a JSON Schema object")
+		}
+	case !d.AllowNoSchema:
+		p = append(p, "no parameters: give a JSON Schema, or set allowNoSchema: true with a noSchemaMode (read-only, human-approval or full)")
+	case !d.NoSchemaMode.Valid():
+		p = append(p, fmt.Sprintf("allowNoSchema needs a noSchemaMode of read-only, human-approval or full, not %q", d.NoSchemaMode))
+	}
+	switch {
+	case s.Command == nil && s.HTTP == nil:
+		p = append(p, "no runner: add command or http")
+	case s.Command != nil && s.HTTP != nil:
+		p = append(p, "both command and http: a tool has one runner")
+	case s.Command != nil:
+		p = append(p, s.Command.check(base)...)
+	default:
+		p = append(p, s.HTTP.check()...)
+	}
+	return p
+}
+
+func (c *Command) check(base string) []string {
+	var p []string
+	if len(c.Argv) == 0 || c.Argv[0] == "" {
+		return []string{"command: argv needs at least the program"}
+	}
+	prog := c.Argv[0]
+	switch {
+	case strings.ContainsRune(prog, '/'):
+		if !filepath.IsAbs(prog) {
+			prog = filepath.Join(base, prog)
+		}
+		st, err := os.Stat(prog)
+		switch {
+		case err != nil:
+			p = append(p, fmt.Sprintf("command: program %s: %v", c.Argv[0], err))
+		case st.IsDir() || st.Mode().Perm()&0o111 == 0:
+			p = append(p, fmt.Sprintf("command: program %s is not executable", c.Argv[0]))
+		}
+	default:
+		found, err := exec.LookPath(prog)
+		if err != nil {
+			p = append(p, fmt.Sprintf("command: program %q is not in PATH", prog))
+		}
+		prog = found
+	}
+	c.Argv[0] = prog
+	dir := c.Dir
+	if dir == "" {
+		dir = base
+	} else if !filepath.IsAbs(dir) {
+		dir = filepath.Join(base, dir)
+	}
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		p = append(p, fmt.Sprintf("command: dir %s is not a directory", c.Dir))
+	}
+	c.Dir = dir
+	for _, n := range c.PassEnv {
+		if !envName.MatchString(n) {
+			p = append(p, fmt.Sprintf("command: passEnv %q is not a variable name", n))
+		}
+	}
+	for k := range c.Env {
+		if !envName.MatchString(k) {
+			p = append(p, fmt.Sprintf("command: env %q is not a variable name", k))
+		} else if slices.Contains(c.PassEnv, k) {
+			p = append(p, fmt.Sprintf("command: %s is both passed through and set; choose one", k))
+		}
+	}
+	if c.Timeout < 0 || c.MaxOutputBytes < 0 {
+		p = append(p, "command: timeout and maxOutputBytes cannot be negative")
+	}
+	return p
+}
+
+func (h *HTTP) check() []string {
+	var p []string
+	u, err := url.Parse(h.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		p = append(p, fmt.Sprintf("http: url %q must be an absolute http or https URL", h.URL))
+	}
+	switch strings.ToUpper(h.Method) {
+	case "", http.MethodPost, http.MethodPut, http.MethodPatch:
+		h.Method = strings.ToUpper(h.Method)
+	default:
+		p = append(p, fmt.Sprintf("http: method %q: the arguments travel in the body, so use POST, PUT or PATCH", h.Method))
+	}
+	for _, n := range h.PassEnv {
+		if !envName.MatchString(n) {
+			p = append(p, fmt.Sprintf("http: passEnv %q is not a variable name", n))
+		}
+	}
+	for k, v := range h.Headers {
+		if k == "" || strings.ContainsAny(k, " :\r\n") {
+			p = append(p, fmt.Sprintf("http: header name %q is not valid", k))
+		}
+		for _, m := range envRef.FindAllStringSubmatch(v, -1) {
+			if !slices.Contains(h.PassEnv, m[1]) {
+				p = append(p, fmt.Sprintf("http: header %s references ${%s}, which is not in passEnv", k, m[1]))
+			}
+		}
+	}
+	if h.Timeout < 0 || h.MaxResponseBytes < 0 {
+		p = append(p, "http: timeout and maxResponseBytes cannot be negative")
+	}
+	return p
+}

@@ -1,0 +1,122 @@
+package toolsfile
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/toolfleet/toolfleet/pkg/tools"
+)
+
+// ExitError is the cause (reachable with errors.As) of the tool_error a command that
+// exits with a non-zero code produces.
+type ExitError struct {
+	// ExitCode is the process's exit code, or -1 when a signal ended it.
+	ExitCode int
+	// Stderr is the end of what the process wrote to stderr, at most 2 KiB.
+	Stderr string
+}
+
+func (e *ExitError) Error() string {
+	if e.Stderr == "" {
+		return fmt.Sprintf("exit code %d", e.ExitCode)
+	}
+	return fmt.Sprintf("exit code %d: %s", e.ExitCode, e.Stderr)
+}
+
+// run starts the process, writes args to its stdin and reads its output. A non-zero
+// exit is tool_error (retried by default: a program may fail for passing reasons); a
+// timeout kills the whole process group and is timeout; stdout larger than the limit is
+// tool_error_permanent.
+func (c *Command) run(ctx context.Context, tool string, args json.RawMessage) (any, error) {
+	if len(c.Argv) == 0 || c.Argv[0] == "" {
+		return nil, tools.Errorf(tools.CodeInvalidDefinition, "tool %s: command has no argv", tool)
+	}
+	timeout := timeoutOr(c.Timeout)
+	runCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	cmd := exec.CommandContext(runCtx, c.Argv[0], c.Argv[1:]...)
+	cmd.Dir = c.Dir
+	cmd.Env = c.environ(ctx, tool)
+	cmd.Stdin = bytes.NewReader(args)
+	stdout := &limitBuffer{max: limitOr(c.MaxOutputBytes)}
+	stderr := &tailBuffer{max: stderrTailBytes}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	// The process gets its own group so that a timeout kills what it started too (a
+	// shell's children); WaitDelay stops Wait from hanging on pipes a stray grandchild
+	// still holds.
+	startInGroup(cmd)
+	cmd.WaitDelay = time.Second
+
+	err := cmd.Start()
+	if err != nil {
+		return nil, tools.Wrap(tools.CodeToolFailed, err, fmt.Sprintf("tool %s: cannot start %s: %v", tool, c.Argv[0], err))
+	}
+	err = cmd.Wait()
+	// Whatever happened, nothing the command started outlives the call.
+	killGroup(cmd)
+
+	if runCtx.Err() != nil {
+		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, tools.Wrap(tools.CodeCanceled, ctx.Err(), fmt.Sprintf("tool %s: canceled; the command's process group was killed", tool))
+		}
+		if ctx.Err() != nil { // the call's own deadline came first
+			return nil, tools.Wrap(tools.CodeTimeout, ctx.Err(), fmt.Sprintf("tool %s: the call's deadline passed; the command's process group was killed", tool))
+		}
+		return nil, tools.Wrap(tools.CodeTimeout, runCtx.Err(), fmt.Sprintf("tool %s: command timed out after %s; its process group was killed", tool, timeout))
+	}
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) {
+		ee := &ExitError{ExitCode: exitErr.ExitCode(), Stderr: stderr.String()}
+		msg := fmt.Sprintf("tool %s: command exited with code %d", tool, ee.ExitCode)
+		if ee.ExitCode < 0 {
+			msg = fmt.Sprintf("tool %s: command was killed (%s)", tool, exitErr.ProcessState)
+		}
+		if ee.Stderr != "" {
+			msg += "; stderr: " + ee.Stderr
+		}
+		return nil, &tools.Error{Code: tools.CodeToolFailed, Message: msg, Err: ee}
+	}
+	if err != nil {
+		return nil, tools.Wrap(tools.CodeToolFailed, err, fmt.Sprintf("tool %s: command: %v", tool, err))
+	}
+	if stdout.overflow {
+		return nil, tools.Errorf(tools.CodeToolFailedPermanent, "tool %s: command wrote more than %d bytes to stdout", tool, stdout.max)
+	}
+	return outputValue(stdout.buf.Bytes()), nil
+}
+
+// environ is the process's whole environment: the passed-through variables, the fixed
+// ones, and TOOLFLEET_TOOL, TOOLFLEET_CALL_ID, TOOLFLEET_RUN_ID and TOOLFLEET_ATTEMPT so
+// that a program can make its side effects idempotent per call.
+func (c *Command) environ(ctx context.Context, tool string) []string {
+	env := make(map[string]string)
+	for _, name := range c.PassEnv {
+		if v, ok := os.LookupEnv(name); ok {
+			env[name] = v
+		}
+	}
+	for k, v := range c.Env {
+		env[k] = v
+	}
+	env["TOOLFLEET_TOOL"] = tool
+	if info, ok := tools.CallInfoFrom(ctx); ok {
+		env["TOOLFLEET_CALL_ID"] = info.CallID
+		env["TOOLFLEET_RUN_ID"] = info.RunID
+		env["TOOLFLEET_ATTEMPT"] = strconv.Itoa(info.Attempt)
+	}
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}

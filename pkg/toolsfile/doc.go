@@ -1,0 +1,71 @@
+// Package toolsfile declares tools without recompiling: a tools file lists tools by their
+// canonical definition (the JSON names of tools.Definition) and says how each runs, as a
+// process or as an HTTP endpoint. A tool can so be written in any language.
+//
+// # The file
+//
+// YAML (.yaml, .yml) or JSON (.json), chosen by the extension; both have the same shape:
+//
+//	tools:
+//	  - name: word_count
+//	    description: Count the words of a text.
+//	    safe: true
+//	    parameters:
+//	      type: object
+//	      properties: {text: {type: string}}
+//	      required: [text]
+//	      additionalProperties: false
+//	    command:
+//	      argv: [./bin/word_count.sh]   # relative to this file's directory; no shell implied
+//	      passEnv: [PATH, LANG]          # all the process sees of the executor's environment
+//	      env: {MODE: strict}            # plus these
+//	      timeout: 5s                    # then the process group is killed
+//	  - name: weather
+//	    parameters: {type: object, properties: {city: {type: string}}, required: [city]}
+//	    http:
+//	      url: https://weather.internal/v1/now
+//	      passEnv: [WEATHER_TOKEN]
+//	      headers: {Authorization: "Bearer ${WEATHER_TOKEN}"}
+//	      timeout: 3s
+//
+// [Load] refuses, all problems at once and each with the file and tool it concerns: an
+// unknown field anywhere, a tool with no runner or with both, a name the providers refuse,
+// a duplicate name, a missing schema without allowNoSchema and a noSchemaMode, a program
+// that does not exist or cannot be executed, a header that references a variable not in
+// passEnv. [Register] then adds the tools to a registry, whose rules also apply (the
+// schema compiles, no remote $ref).
+//
+// # The command contract
+//
+// The process gets the validated arguments, one JSON object, on stdin, and prints its
+// result on stdout:
+//   - stdout holding one JSON value is the output as is;
+//   - empty stdout is null;
+//   - any other stdout is text, and the output is that text as a JSON string, so that a
+//     plain program (date, wc) is a tool too;
+//   - more than maxOutputBytes (1 MiB) of stdout is tool_error_permanent.
+//
+// A non-zero exit is tool_error (retried by the tool's policy: a program may fail for
+// passing reasons), with the exit code and the last 2 KiB of stderr in the message and in
+// an [ExitError]. When the timeout or the call's deadline passes, the whole process group
+// is killed (what the program started dies with it) and the call is a timeout. The
+// environment holds only passEnv, env, and TOOLFLEET_TOOL, TOOLFLEET_CALL_ID,
+// TOOLFLEET_RUN_ID, TOOLFLEET_ATTEMPT, so that a program can make its effects idempotent
+// per call.
+//
+// # The HTTP contract
+//
+// The arguments are POSTed (or PUT, PATCH) as application/json with the headers
+// Toolfleet-Tool, Toolfleet-Call-Id, Toolfleet-Run-Id and Toolfleet-Attempt. The answer
+// maps to:
+//
+//	2xx                  the body is the output, by the same rule as a command's stdout
+//	408, 429, 5xx        tool_error: retried by the tool's policy
+//	other 4xx, any 3xx   tool_error_permanent: retrying the same request cannot help, and
+//	                     redirects are not followed (the arguments go where declared only)
+//	no answer in time    timeout
+//	body over the limit  tool_error_permanent
+//
+// A failed answer's status and the start of its body are in the message and in a
+// [StatusError].
+package toolsfile

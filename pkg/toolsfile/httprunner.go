@@ -1,0 +1,133 @@
+package toolsfile
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"regexp"
+	"strconv"
+
+	"github.com/toolfleet/toolfleet/pkg/tools"
+)
+
+// envRef matches ${NAME} in a header value.
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// StatusError is the cause (reachable with errors.As) of the error an endpoint's non-2xx
+// answer produces.
+type StatusError struct {
+	Status int
+	// Body is the start of the response body, at most 512 bytes.
+	Body string
+}
+
+func (e *StatusError) Error() string {
+	if e.Body == "" {
+		return fmt.Sprintf("status %d", e.Status)
+	}
+	return fmt.Sprintf("status %d: %s", e.Status, e.Body)
+}
+
+func (h *HTTP) httpClient() *http.Client {
+	h.once.Do(func() {
+		h.client = &http.Client{
+			// A configured endpoint that redirects is misconfigured; following it would
+			// resend the arguments somewhere nobody declared.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+	})
+	return h.client
+}
+
+// run POSTs the arguments and maps the answer:
+//
+//	2xx                      the body is the output (the same rule as a command's stdout)
+//	408, 429, 5xx            tool_error: retried by the default policy
+//	other 4xx, 3xx           tool_error_permanent: the request itself is wrong or misrouted
+//	no answer in time        timeout
+//	network failure          tool_error
+func (h *HTTP) run(ctx context.Context, tool string, args json.RawMessage) (any, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeoutOr(h.Timeout))
+	defer cancel()
+	method := h.Method
+	if method == "" {
+		method = http.MethodPost
+	}
+	req, err := http.NewRequestWithContext(ctx, method, h.URL, bytes.NewReader(args))
+	if err != nil {
+		return nil, tools.Wrap(tools.CodeInvalidDefinition, err, fmt.Sprintf("tool %s: %v", tool, err))
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	for k, v := range h.Headers {
+		req.Header.Set(k, envRef.ReplaceAllStringFunc(v, func(ref string) string {
+			return os.Getenv(ref[2 : len(ref)-1])
+		}))
+	}
+	// The call's identity lets the endpoint make its side effects idempotent.
+	req.Header.Set("Toolfleet-Tool", tool)
+	if info, ok := tools.CallInfoFrom(ctx); ok {
+		req.Header.Set("Toolfleet-Call-Id", info.CallID)
+		req.Header.Set("Toolfleet-Run-Id", info.RunID)
+		req.Header.Set("Toolfleet-Attempt", strconv.Itoa(info.Attempt))
+	}
+
+	resp, err := h.httpClient().Do(req)
+	if err != nil {
+		return nil, requestError(ctx, tool, err)
+	}
+	defer resp.Body.Close()
+	limit := limitOr(h.MaxResponseBytes)
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, requestError(ctx, tool, err)
+	}
+	if int64(len(body)) > limit {
+		return nil, tools.Errorf(tools.CodeToolFailedPermanent, "tool %s: the endpoint's response is larger than %d bytes", tool, limit)
+	}
+
+	code := resp.StatusCode
+	if code >= 200 && code < 300 {
+		return outputValue(body), nil
+	}
+	se := &StatusError{Status: code, Body: snippet(body)}
+	msg := fmt.Sprintf("tool %s: the endpoint answered %s", tool, resp.Status)
+	if se.Body != "" {
+		msg += ": " + se.Body
+	}
+	switch {
+	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500:
+		return nil, &tools.Error{Code: tools.CodeToolFailed, Message: msg, Err: se}
+	default:
+		return nil, &tools.Error{Code: tools.CodeToolFailedPermanent, Message: msg, Err: se}
+	}
+}
+
+func requestError(ctx context.Context, tool string, err error) *tools.Error {
+	if ctx.Err() != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return tools.Wrap(tools.CodeTimeout, err, fmt.Sprintf("tool %s: the endpoint did not answer in time", tool))
+		}
+		return tools.Wrap(tools.CodeCanceled, err, fmt.Sprintf("tool %s: canceled", tool))
+	}
+	return tools.Wrap(tools.CodeToolFailed, err, fmt.Sprintf("tool %s: %v", tool, err))
+}
+
+// snippet is the start of a response body, as valid UTF-8, for an error message.
+func snippet(b []byte) string {
+	b = bytes.TrimSpace(b)
+	cut := len(b) > responseSnippetBytes
+	if cut {
+		b = b[:responseSnippetBytes]
+	}
+	s := string(bytes.ToValidUTF8(b, []byte("\uFFFD")))
+	if cut {
+		s += "…"
+	}
+	return s
+}

@@ -1,0 +1,22 @@
+//go:build unix
+
+package toolsfile
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+// startInGroup makes the command the leader of a new process group and has a canceled
+// context kill the whole group, not just the leader.
+func startInGroup(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+}
+
+// killGroup kills what is left of the command's process group.
+func killGroup(cmd *exec.Cmd) {
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+}
