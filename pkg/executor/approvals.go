@@ -1,0 +1,224 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolfleet/toolfleet/pkg/events"
+	"github.com/toolfleet/toolfleet/pkg/tools"
+)
+
+// Approvals park calls instead of holding them: a call of a tool that needs approval is
+// stored in the toolfleet-approvals bucket (key <tool>.<call id>), an approval request
+// event is published, and the call message is acked — so no slot and no message is
+// held while a human thinks, and an executor restart loses nothing. The answer arrives on
+// toolfleet.event.approval.answered.<tool>.<call>, through a durable consumer shared by
+// the replicas serving the tool, so any of them resumes the call. Each replica sweeps the
+// bucket and denies calls whose approval expired.
+
+const (
+	statePending = "pending"
+	stateRunning = "running"
+)
+
+// parked is a call waiting for its approval, as stored in the approvals bucket.
+type parked struct {
+	Subject   string      `json:"subject"`
+	Headers   nats.Header `json:"headers"`
+	Data      []byte      `json:"data"`
+	ParkedAt  time.Time   `json:"parked_at"`
+	ExpiresAt time.Time   `json:"expires_at"`
+	State     string      `json:"state"`
+	// AnswerSeq is the stream sequence of the answer being carried out, so a second
+	// answer to the same call is ignored while a redelivery of the first proceeds.
+	AnswerSeq uint64 `json:"answer_seq,omitempty"`
+}
+
+func approvalKey(tool, callID string) string { return tool + "." + callID }
+
+// park stores the call, announces the approval request and acks the call.
+func (ex *Executor) park(j *job) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ex.runCtx), 10*time.Second)
+	defer cancel()
+	now := time.Now().UTC()
+	exp := now.Add(ex.o.approvalTimeout)
+	if !j.ce.Deadline.IsZero() && j.ce.Deadline.Before(exp) {
+		exp = j.ce.Deadline
+	}
+	p := parked{Subject: j.msg.Subject(), Headers: j.msg.Headers(), Data: j.msg.Data(), ParkedAt: now,
+		ExpiresAt: exp, State: statePending}
+	v, _ := json.Marshal(p)
+	key := approvalKey(j.def.Name, j.ce.ID)
+	if _, err := ex.approvals.Create(ctx, key, v); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		ex.o.log.Warn().Err(err).Str("call_id", j.ce.ID).Msg("park call for approval; handing it back")
+		_ = j.msg.NakWithDelay(time.Second)
+		return
+	} else if err == nil {
+		ex.m.parkedCall(j.def.Name)
+	}
+	// Published again on a redelivery (deduplicated by the call id): the request must
+	// exist once the call is acked.
+	answerSubj, _ := events.ApprovalAnsweredSubject(j.def.Name, j.ce.ID)
+	subj, err := events.ApprovalRequestedSubject(j.def.Name, j.ce.ID)
+	if err == nil {
+		reason := fmt.Sprintf("tool %q is not marked safe", j.def.Name)
+		if !j.def.Validated() && j.def.NoSchemaMode == tools.NoSchemaHumanApproval {
+			reason = fmt.Sprintf("tool %q takes unvalidated arguments (noSchemaMode human-approval)", j.def.Name)
+		}
+		req := events.ApprovalRequest{Tool: j.def.Name, CallID: j.ce.ID, RunID: j.res.RunID, Arguments: j.ce.Call.Arguments,
+			Metadata: j.ce.Call.Metadata, Reason: reason, Validated: j.def.Validated(), ExpiresAt: exp, AnswerSubject: answerSubj}
+		e := events.Event{ID: j.ce.ID, Type: events.TypeApprovalRequest, Source: ex.source, Time: now, RunID: j.res.RunID,
+			TraceParent: j.ce.TraceParent}
+		if err = e.SetData(req); err == nil {
+			var m *nats.Msg
+			if m, err = events.Encode(subj, e); err == nil {
+				err = ex.publish(m)
+			}
+		}
+	}
+	if err != nil {
+		ex.o.log.Warn().Err(err).Str("call_id", j.ce.ID).Msg("publish approval request; handing the call back")
+		_ = j.msg.NakWithDelay(time.Second)
+		return
+	}
+	ex.o.log.Info().Str("tool", j.def.Name).Str("call_id", j.ce.ID).Str("run_id", j.res.RunID).
+		Time("expires_at", exp).Msg("call waits for approval")
+	_ = j.msg.Ack()
+}
+
+// handleAnswer carries out an approval answer: deny, approve, or approve with new
+// arguments (validated again).
+func (ex *Executor) handleAnswer(w *worker, msg jetstream.Msg) {
+	tool := w.def.Name
+	callID := msg.Subject()[strings.LastIndexByte(msg.Subject(), '.')+1:]
+	nm := &nats.Msg{Subject: msg.Subject(), Header: msg.Headers(), Data: msg.Data()}
+	e, err := events.Decode(nm, int(ex.cfg.MaxMsgSize))
+	var ans events.ApprovalAnswer
+	if err == nil {
+		err = e.DataAs(&ans)
+	}
+	if err == nil && ans.Decision != events.DecisionApprove && ans.Decision != events.DecisionDeny {
+		err = tools.Errorf(tools.CodeInvalidEvent, "approval answer for call %s: decision %q is neither %q nor %q",
+			callID, ans.Decision, events.DecisionApprove, events.DecisionDeny)
+	}
+	if err != nil {
+		// A malformed answer answers nothing; it stays in the events stream for the record
+		// and the call keeps waiting for a valid answer or its expiry.
+		ex.o.log.Warn().Err(err).Str("tool", tool).Str("call_id", callID).Msg("refused approval answer")
+		_ = msg.TermWithReason(err.Error())
+		return
+	}
+	meta, err := msg.Metadata()
+	if err != nil {
+		_ = msg.Nak()
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ex.runCtx), 10*time.Second)
+	defer cancel()
+	key := approvalKey(tool, callID)
+	entry, err := ex.approvals.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		_ = msg.Ack() // answered before, or expired: nothing left to do
+		return
+	}
+	if err != nil {
+		_ = msg.NakWithDelay(time.Second)
+		return
+	}
+	var p parked
+	if err := json.Unmarshal(entry.Value(), &p); err != nil {
+		_ = msg.TermWithReason("parked call is unreadable: " + err.Error())
+		return
+	}
+	if p.State == stateRunning && p.AnswerSeq != meta.Sequence.Stream {
+		_ = msg.Ack() // another answer is being carried out
+		return
+	}
+	p.State, p.AnswerSeq = stateRunning, meta.Sequence.Stream
+	v, _ := json.Marshal(p)
+	rev, err := ex.approvals.Update(ctx, key, v, entry.Revision())
+	if err != nil {
+		_ = msg.Ack() // lost the race to an expiry or to another answer
+		return
+	}
+
+	call := &nats.Msg{Subject: p.Subject, Header: p.Headers, Data: p.Data}
+	ce, _ := events.DecodeCall(call, 0) // it decoded when it was parked
+	j := &job{msg: msg, ce: ce, def: w.def, start: p.ParkedAt,
+		res: events.Result{Tool: tool, CallID: ce.ID, RunID: ce.RunIDOrSelf(), Executor: ex.o.id, Validated: w.def.Validated()}}
+	j.afterStore = func() {
+		if err := ex.approvals.Delete(context.WithoutCancel(ctx), key, jetstream.LastRevision(rev)); err != nil {
+			ex.o.log.Debug().Err(err).Str("key", key).Msg("remove answered approval")
+		}
+	}
+	ex.o.log.Info().Str("tool", tool).Str("call_id", ce.ID).Str("decision", string(ans.Decision)).Str("by", ans.By).
+		Bool("modified", len(ans.Arguments) > 0).Msg("approval answered")
+	if ans.Decision == events.DecisionDeny {
+		msgText := fmt.Sprintf("call of %q was denied", tool)
+		if ans.By != "" {
+			msgText += " by " + ans.By
+		}
+		if ans.Reason != "" {
+			msgText += ": " + ans.Reason
+		}
+		ex.fail(j, &tools.Error{Code: tools.CodeDenied, Message: msgText})
+		return
+	}
+	args := ce.Call.Arguments
+	if len(ans.Arguments) > 0 {
+		args = ans.Arguments
+	}
+	hc, err := ex.reg.Hydrate(tool, args)
+	if err != nil {
+		ex.fail(j, tools.AsError(err, tools.CodeInvalidInput))
+		return
+	}
+	ex.runAndAnswer(j, hc)
+}
+
+// sweepApprovals denies, every little while, the parked calls of w's tool whose
+// approval expired. Replicas sweep concurrently; the result is deduplicated by call id
+// and the bucket entry removed only at the revision that was read.
+func (ex *Executor) sweepApprovals(ctx context.Context, w *worker) {
+	every := min(max(ex.o.approvalTimeout/4, 100*time.Millisecond), 5*time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		lister, err := ex.approvals.ListKeysFiltered(ctx, w.def.Name+".*")
+		if err != nil {
+			continue
+		}
+		for key := range lister.Keys() {
+			ex.expireIfDue(ctx, w, key)
+		}
+	}
+}
+
+func (ex *Executor) expireIfDue(ctx context.Context, w *worker, key string) {
+	entry, err := ex.approvals.Get(ctx, key)
+	if err != nil {
+		return
+	}
+	var p parked
+	if json.Unmarshal(entry.Value(), &p) != nil || p.State != statePending || time.Now().Before(p.ExpiresAt) {
+		return
+	}
+	ce, _ := events.DecodeCall(&nats.Msg{Subject: p.Subject, Header: p.Headers, Data: p.Data}, 0)
+	j := &job{ce: ce, def: w.def, start: p.ParkedAt,
+		res: events.Result{Tool: w.def.Name, CallID: ce.ID, RunID: ce.RunIDOrSelf(), Executor: ex.o.id, Validated: w.def.Validated()}}
+	j.afterStore = func() { _ = ex.approvals.Delete(ctx, key, jetstream.LastRevision(entry.Revision())) }
+	ex.fail(j, tools.Errorf(tools.CodeDenied, "call of %q was denied: no approval arrived before %s",
+		w.def.Name, p.ExpiresAt.Format(time.RFC3339)))
+}

@@ -1,0 +1,150 @@
+package executor_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
+
+	"github.com/toolfleet/toolfleet/pkg/events"
+	"github.com/toolfleet/toolfleet/pkg/executor"
+	"github.com/toolfleet/toolfleet/pkg/tools"
+)
+
+// writeRegistry serves write_file, an unsafe tool that needs approval, and records what
+// it wrote.
+func writeRegistry(t testing.TB, written *sync.Map) *tools.Registry {
+	t.Helper()
+	reg := tools.NewRegistry()
+	schema := json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"text":{"type":"string"}},"required":["path","text"]}`)
+	must(t, reg.AddFunc(tools.Definition{Name: "write_file", Parameters: schema, Safe: false},
+		func(ctx context.Context, args json.RawMessage) (any, error) {
+			var a struct{ Path, Text string }
+			_ = json.Unmarshal(args, &a)
+			info, _ := tools.CallInfoFrom(ctx)
+			written.Store(info.CallID, a.Path+"="+a.Text)
+			return map[string]string{"wrote": a.Path}, nil
+		}))
+	return reg
+}
+
+// awaitRequest waits for the approval request of a call.
+func awaitRequest(t testing.TB, sub *nats.Subscription) events.ApprovalRequest {
+	t.Helper()
+	m, err := sub.NextMsg(15 * time.Second)
+	if err != nil {
+		t.Fatalf("no approval request: %v", err)
+	}
+	e, err := events.Decode(m, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var req events.ApprovalRequest
+	must(t, e.DataAs(&req))
+	return req
+}
+
+func (b *testBundle) answer(t testing.TB, req events.ApprovalRequest, ans events.ApprovalAnswer) {
+	t.Helper()
+	e := events.Event{ID: nuid.Next(), Type: events.TypeApprovalAnswer, Source: "/human", Time: time.Now()}
+	must(t, e.SetData(ans))
+	m, err := events.Encode(req.AnswerSubject, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.publish(t, m)
+}
+
+func TestApprovals(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var written sync.Map
+	b.start(t, writeRegistry(t, &written), executor.WithApprovalTimeout(time.Minute))
+	requests := subscribe(t, b, "toolfleet.event.approval.requested.write_file.*")
+
+	tests := []struct {
+		name   string
+		args   string
+		answer events.ApprovalAnswer
+		status events.Status
+		wrote  string
+		text   string
+	}{
+		{"approve", `{"path":"a.txt","text":"hi"}`, events.ApprovalAnswer{Decision: events.DecisionApprove, By: "ann"},
+			events.StatusOK, "a.txt=hi", ""},
+		{"deny", `{"path":"b.txt","text":"hi"}`, events.ApprovalAnswer{Decision: events.DecisionDeny, Reason: "not in /tmp", By: "ann"},
+			events.StatusDenied, "", "denied by ann: not in /tmp"},
+		{"modify", `{"path":"/etc/passwd","text":"x"}`, events.ApprovalAnswer{Decision: events.DecisionApprove,
+			Arguments: json.RawMessage(`{"path":"safe.txt","text":"x"}`)}, events.StatusOK, "safe.txt=x", ""},
+		{"modify invalid", `{"path":"c.txt","text":"x"}`, events.ApprovalAnswer{Decision: events.DecisionApprove,
+			Arguments: json.RawMessage(`{"path":"c.txt"}`)}, events.StatusInvalid, "", "text"},
+	}
+	for i, tt := range tests {
+		id := "w" + string(rune('0'+i))
+		b.call(t, "write_file", id, "run-a", tt.args)
+		req := awaitRequest(t, requests)
+		if req.CallID != id || req.Tool != "write_file" || string(req.Arguments) != tt.args || req.RunID != "run-a" ||
+			!strings.Contains(req.Reason, "not marked safe") || req.ExpiresAt.IsZero() {
+			t.Fatalf("%s: request %+v", tt.name, req)
+		}
+		if _, ran := written.Load(id); ran {
+			t.Fatalf("%s: the tool ran before approval", tt.name)
+		}
+		b.answer(t, req, tt.answer)
+		r := b.results.one(t, id)
+		if r.Status != tt.status {
+			t.Errorf("%s: status %s, want %s (%+v)", tt.name, r.Status, tt.status, r.Error)
+		}
+		if tt.text != "" && (r.Error == nil || !strings.Contains(r.Error.Message, tt.text)) {
+			t.Errorf("%s: error %+v, want it to mention %q", tt.name, r.Error, tt.text)
+		}
+		got, _ := written.Load(id)
+		if tt.wrote == "" && got != nil || tt.wrote != "" && got != tt.wrote {
+			t.Errorf("%s: wrote %v, want %q", tt.name, got, tt.wrote)
+		}
+	}
+	// A second answer to an answered call changes nothing.
+	b.answer(t, events.ApprovalRequest{AnswerSubject: "toolfleet.event.approval.answered.write_file.w0"},
+		events.ApprovalAnswer{Decision: events.DecisionDeny})
+	b.call(t, "write_file", "sync", "run-a", `{"path":"s","text":"s"}`)
+	b.answer(t, awaitRequest(t, requests), events.ApprovalAnswer{Decision: events.DecisionApprove})
+	b.results.one(t, "sync")
+	if n := b.results.count("w0"); n != 1 {
+		t.Errorf("w0 has %d results after a late second answer", n)
+	}
+}
+
+// A call waiting for approval survives the executor: a new replica carries out the
+// answer; and an approval that never comes ends as denied.
+func TestApprovalSurvivesRestartAndExpires(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var written sync.Map
+	requests := subscribe(t, b, "toolfleet.event.approval.requested.write_file.*")
+	stop := b.start(t, writeRegistry(t, &written), executor.WithExecutorID("first"))
+	b.call(t, "write_file", "p1", "r", `{"path":"p","text":"1"}`)
+	req := awaitRequest(t, requests)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	b.answer(t, req, events.ApprovalAnswer{Decision: events.DecisionApprove})
+	b.start(t, writeRegistry(t, &written), executor.WithExecutorID("second"), executor.WithApprovalTimeout(500*time.Millisecond))
+	if r := b.results.one(t, "p1"); r.Status != events.StatusOK || r.Executor != "second" {
+		t.Errorf("after restart: %+v %+v", r, r.Error)
+	}
+
+	b.call(t, "write_file", "p2", "r", `{"path":"p","text":"2"}`)
+	awaitRequest(t, requests)
+	r := b.results.one(t, "p2")
+	if r.Status != events.StatusDenied || !strings.Contains(r.Error.Message, "no approval arrived") {
+		t.Errorf("expired approval: %+v %+v", r, r.Error)
+	}
+	if _, ran := written.Load("p2"); ran {
+		t.Error("the tool ran without approval")
+	}
+}

@@ -1,0 +1,248 @@
+package executor_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolfleet/toolfleet/internal/natstest"
+	"github.com/toolfleet/toolfleet/pkg/events"
+	"github.com/toolfleet/toolfleet/pkg/executor"
+	"github.com/toolfleet/toolfleet/pkg/tools"
+)
+
+// The load harness: N calls of a no-op tool through the fleet on an embedded JetStream
+// with file storage, with 1, 2 and 4 replicas, against the raw pattern with nats.go
+// alone (publish to a stream → a shared pull consumer acks on the reply's PubAck and
+// publishes the reply to a second stream → a second consumer reads it), measured in the
+// same run. Each fleet figure is also reported as a ratio to the raw pattern's:
+//
+//	go test -run '^$' -bench Fleet -benchtime 5000x ./pkg/executor/
+//
+// x-raw-calls/s is the fleet's throughput over the raw pattern's (target ≥ 0.6);
+// added-p50-µs is the fleet's p50 minus the raw pattern's (target < 1000).
+
+// baseline holds the raw pattern's figures per window, for the fleet's ratios.
+var baseline = struct {
+	sync.Mutex
+	m map[int]loadFigures
+}{m: map[int]loadFigures{}}
+
+type loadFigures struct{ callsPerSec, p50, p99 float64 }
+
+func BenchmarkFleet(b *testing.B) {
+	for _, window := range []int{1, 256} {
+		b.Run(fmt.Sprintf("inflight=%d/raw", window), func(b *testing.B) { benchRaw(b, window) })
+		replicas := []int{1, 2, 4}
+		if window == 1 {
+			replicas = []int{1}
+		}
+		for _, n := range replicas {
+			b.Run(fmt.Sprintf("inflight=%d/fleet-%d", window, n), func(b *testing.B) { benchFleet(b, window, n) })
+		}
+	}
+}
+
+var payload = `{"text":"` + strings.Repeat("x", 180) + `"}` // a 200-byte body
+
+// driver publishes calls with at most window in flight and reads the replies with an
+// ordered consumer on the reply stream, timing each from publish to read.
+type driver struct {
+	slots   chan struct{}
+	mu      sync.Mutex
+	sent    map[string]time.Time
+	lat     []time.Duration
+	done    chan struct{}
+	once    sync.Once
+	want    int // 0 while publishing
+	started time.Time
+}
+
+// checkDone closes done once every published call has its reply; d.mu is held.
+func (d *driver) checkDone() {
+	if d.want > 0 && len(d.lat) == d.want {
+		d.once.Do(func() { close(d.done) })
+	}
+}
+
+func newDriver(b *testing.B, js jetstream.JetStream, replyStream string, window int) *driver {
+	d := &driver{slots: make(chan struct{}, window), sent: map[string]time.Time{}, done: make(chan struct{})}
+	cons, err := js.OrderedConsumer(context.Background(), replyStream, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		subj := m.Subject()
+		id := subj[strings.LastIndexByte(subj, '.')+1:]
+		now := time.Now()
+		d.mu.Lock()
+		t0, ok := d.sent[id]
+		if ok {
+			delete(d.sent, id)
+			d.lat = append(d.lat, now.Sub(t0))
+			d.checkDone()
+		}
+		d.mu.Unlock()
+		if ok {
+			<-d.slots
+		}
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(cc.Stop)
+	return d
+}
+
+// run publishes one message per benchmark iteration and waits for every reply.
+func (d *driver) run(b *testing.B, js jetstream.JetStream, msg func(i int) *nats.Msg) loadFigures {
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		d.slots <- struct{}{}
+		m := msg(i)
+		d.mu.Lock()
+		if i == 0 {
+			d.started = time.Now()
+		}
+		d.sent[m.Header.Get(nats.MsgIdHdr)] = time.Now()
+		d.mu.Unlock()
+		if _, err := js.PublishMsgAsync(m); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+	d.mu.Lock()
+	d.want = i // b.N is only known once b.Loop is done
+	d.checkDone()
+	d.mu.Unlock()
+	select {
+	case <-d.done:
+	case <-time.After(60 * time.Second):
+		b.Fatalf("only %d of %d replies arrived", len(d.lat), i)
+	}
+	elapsed := time.Since(d.started)
+	slices.Sort(d.lat)
+	f := loadFigures{callsPerSec: float64(i) / elapsed.Seconds(),
+		p50: float64(d.lat[len(d.lat)/2].Microseconds()), p99: float64(d.lat[len(d.lat)*99/100].Microseconds())}
+	b.ReportMetric(f.callsPerSec, "calls/s")
+	b.ReportMetric(f.p50, "p50-µs")
+	b.ReportMetric(f.p99, "p99-µs")
+	return f
+}
+
+func benchServer(b *testing.B) (*natstest.Server, jetstream.JetStream) {
+	srv := natstest.Start(b)
+	js, err := jetstream.New(srv.Connect(), jetstream.WithPublishAsyncMaxPending(4096))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return srv, js
+}
+
+func benchRaw(b *testing.B, window int) {
+	srv, js := benchServer(b)
+	ctx := context.Background()
+	cfg := events.DefaultConfig()
+	for _, s := range []jetstream.StreamConfig{
+		{Name: "RAW_CALLS", Subjects: []string{"raw.call.>"}, Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage, Duplicates: cfg.DuplicateWindow.D()},
+		{Name: "RAW_REPLIES", Subjects: []string{"raw.reply.>"}, Storage: jetstream.FileStorage, Duplicates: cfg.DuplicateWindow.D()},
+	} {
+		if _, err := js.CreateOrUpdateStream(ctx, s); err != nil {
+			b.Fatal(err)
+		}
+	}
+	wjs, err := jetstream.New(srv.Connect(), jetstream.WithPublishAsyncMaxPending(4096))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cons, err := wjs.CreateOrUpdateConsumer(ctx, "RAW_CALLS", jetstream.ConsumerConfig{Durable: "worker",
+		AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 1000, AckWait: 30 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The worker: reply asynchronously, ack when the reply's PubAck arrives.
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		id := m.Headers().Get(nats.MsgIdHdr)
+		reply := &nats.Msg{Subject: "raw.reply." + id, Header: nats.Header{nats.MsgIdHdr: []string{id}}, Data: m.Data()}
+		f, err := wjs.PublishMsgAsync(reply)
+		if err != nil {
+			_ = m.Nak()
+			return
+		}
+		go func() {
+			select {
+			case <-f.Ok():
+				_ = m.Ack()
+			case <-f.Err():
+				_ = m.Nak()
+			}
+		}()
+	}, jetstream.PullMaxMessages(max(window, 16)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(cc.Stop)
+	d := newDriver(b, js, "RAW_REPLIES", window)
+	f := d.run(b, js, func(i int) *nats.Msg {
+		id := fmt.Sprintf("c%09d", i)
+		return &nats.Msg{Subject: "raw.call.noop", Header: nats.Header{nats.MsgIdHdr: []string{id}}, Data: []byte(payload)}
+	})
+	baseline.Lock()
+	baseline.m[window] = f
+	baseline.Unlock()
+}
+
+func benchFleet(b *testing.B, window, replicas int) {
+	srv, js := benchServer(b)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	if err := events.Ensure(ctx, js, events.Config{}); err != nil {
+		b.Fatal(err)
+	}
+	for i := range replicas {
+		reg := tools.NewRegistry()
+		must(b, reg.AddFunc(tools.Definition{Name: "noop", Parameters: echoSchema, Safe: true},
+			func(ctx context.Context, args json.RawMessage) (any, error) { return true, nil }))
+		ex, err := executor.New(srv.Connect(), reg, executor.WithConcurrency(max(window/replicas, 16)),
+			executor.WithExecutorID(fmt.Sprintf("bench-%d", i)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		wg.Go(func() { _ = ex.Run(ctx) })
+	}
+	b.Cleanup(func() { cancel(); wg.Wait() }) // before the connections close (cleanups run last in, first out)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := js.Consumer(ctx, events.StreamCalls, events.ConsumerName("noop")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("executor did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	d := newDriver(b, js, events.StreamResults, window)
+	f := d.run(b, js, func(i int) *nats.Msg {
+		m, err := events.NewCall("/bench", fmt.Sprintf("c%09d", i), "bench", events.Call{Tool: "noop", Arguments: json.RawMessage(payload)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return m
+	})
+	baseline.Lock()
+	raw, ok := baseline.m[window]
+	baseline.Unlock()
+	if ok {
+		b.ReportMetric(f.callsPerSec/raw.callsPerSec, "x-raw-calls/s")
+		b.ReportMetric(f.p50-raw.p50, "added-p50-µs")
+	}
+}

@@ -1,0 +1,192 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolfleet/toolfleet/pkg/events"
+	"github.com/toolfleet/toolfleet/pkg/tools"
+)
+
+// Executor runs the calls of the tools in its registry, taken from JetStream, and
+// publishes their results. Create it with [New], start it with [Executor.Run]. Any
+// number of Executors (replicas) serving the same tools share the work.
+type Executor struct {
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	reg    *tools.Registry
+	o      options
+	cfg    events.Config
+	source string
+	m      *metrics
+
+	inflight  jetstream.KeyValue
+	approvals jetstream.KeyValue
+	catalog   *events.Catalog
+	workers   map[string]*worker
+
+	// runCtx is the context tools run under; it outlives Run's context by the grace
+	// period, so calls in flight can finish after shutdown starts.
+	runCtx context.Context
+
+	mu       sync.Mutex // guards stopping and wg.Add
+	stopping bool
+	wg       sync.WaitGroup
+}
+
+// New returns an executor serving every tool of reg over nc. It checks the options; it
+// does not touch the server until [Executor.Run].
+func New(nc *nats.Conn, reg *tools.Registry, opts ...Option) (*Executor, error) {
+	if nc == nil {
+		return nil, fmt.Errorf("%w: nil NATS connection", ErrInvalidOption)
+	}
+	if reg == nil || len(reg.Definitions()) == 0 {
+		return nil, fmt.Errorf("%w: the registry has no tools to serve", ErrInvalidOption)
+	}
+	o := defaultOptions()
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	cfg := o.stream.WithDefaults()
+	if o.maxAckPending > 0 {
+		cfg.MaxAckPending = o.maxAckPending
+	}
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
+	if err != nil {
+		return nil, fmt.Errorf("executor: jetstream: %w", err)
+	}
+	m, err := newMetrics(o.metrics)
+	if err != nil {
+		return nil, err
+	}
+	return &Executor{nc: nc, js: js, reg: reg, o: o, cfg: cfg, m: m,
+		source: "/toolfleet/executor/" + o.id}, nil
+}
+
+// ID is the replica's id, as written in results.
+func (ex *Executor) ID() string { return ex.o.id }
+
+// Run ensures the streams, publishes the served tools to the catalog and runs calls
+// until ctx ends. Then it stops taking calls, lets the calls in flight finish within the
+// grace period, cancels and hands back (Nak) the ones still running, waits for the
+// results already being published, and returns nil. Start-up failures are returned.
+func (ex *Executor) Run(ctx context.Context) (err error) {
+	// A stop requested while the executor is still setting up is a stop, not a failure:
+	// whatever was set up is torn down below, and nothing was taken yet.
+	defer func() {
+		if err != nil && ctx.Err() != nil {
+			err = nil
+		}
+	}()
+	if err := events.Ensure(ctx, ex.js, ex.cfg); err != nil {
+		return fmt.Errorf("executor: %w", err)
+	}
+	if ex.inflight, err = ex.js.KeyValue(ctx, events.BucketInflight); err != nil {
+		return fmt.Errorf("executor: open %s: %w", events.BucketInflight, err)
+	}
+	if ex.approvals, err = ex.js.KeyValue(ctx, events.BucketApprovals); err != nil {
+		return fmt.Errorf("executor: open %s: %w", events.BucketApprovals, err)
+	}
+	if ex.catalog, err = events.OpenCatalog(ctx, ex.js, ex.cfg); err != nil {
+		return fmt.Errorf("executor: %w", err)
+	}
+
+	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRun()
+	ex.runCtx = runCtx
+	bgCtx, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBackground()
+
+	defs := ex.reg.Definitions()
+	// The catalog first: the janitors of other replicas must see the tools before any
+	// call of them is old enough to be answered no_such_tool.
+	if err := ex.catalog.Keep(bgCtx, defs, func(err error) {
+		ex.o.log.Warn().Err(err).Msg("refresh catalog")
+	}); err != nil {
+		return fmt.Errorf("executor: %w", err)
+	}
+	ex.workers = make(map[string]*worker, len(defs))
+	var consumers []jetstream.ConsumeContext
+	stopConsumers := func() {
+		for _, cc := range consumers {
+			cc.Drain()
+		}
+		// Closed never fires on a connection that is already closed; do not hang on it.
+		deadline := time.After(5 * time.Second)
+		for _, cc := range consumers {
+			select {
+			case <-cc.Closed():
+			case <-deadline:
+				return
+			}
+		}
+	}
+	for _, def := range defs {
+		w, err := ex.startWorker(ctx, def)
+		if err != nil {
+			stopConsumers()
+			return err
+		}
+		ex.workers[def.Name] = w
+		consumers = append(consumers, w.consumers...)
+	}
+	for _, w := range ex.workers {
+		if w.def.NeedsApproval() {
+			go ex.sweepApprovals(bgCtx, w)
+		}
+	}
+	go ex.janitor(bgCtx)
+	ex.o.log.Info().Str("executor", ex.o.id).Int("tools", len(defs)).Msg("executor running")
+
+	<-ctx.Done()
+	ex.o.log.Info().Str("executor", ex.o.id).Msg("executor stopping")
+	ex.mu.Lock()
+	ex.stopping = true
+	ex.mu.Unlock()
+	stopConsumers()
+	stopBackground()
+	ex.waitInFlight(cancelRun)
+	select {
+	case <-ex.js.PublishAsyncComplete():
+	case <-time.After(5 * time.Second):
+		ex.o.log.Warn().Msg("results still unacknowledged at shutdown; their calls will be redelivered")
+	}
+	ex.o.log.Info().Str("executor", ex.o.id).Msg("executor stopped")
+	return nil
+}
+
+// waitInFlight waits for the calls in flight for the grace period, then cancels the
+// rest (they hand their messages back) and waits for them to return.
+func (ex *Executor) waitInFlight(cancelRun context.CancelFunc) {
+	done := make(chan struct{})
+	go func() { ex.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return
+	case <-time.After(ex.o.grace):
+	}
+	ex.o.log.Warn().Dur("grace", ex.o.grace).Msg("grace period over: cancelling calls in flight and handing them back")
+	cancelRun()
+	<-done
+}
+
+// track registers a call handler; false once the executor is stopping.
+func (ex *Executor) track() bool {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	if ex.stopping {
+		return false
+	}
+	ex.wg.Add(1)
+	return true
+}
+
+// shuttingDown reports whether tools are being cancelled because the grace period ran out.
+func (ex *Executor) shuttingDown() bool { return ex.runCtx.Err() != nil }

@@ -1,0 +1,26 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// markStarted records durably, before a non-idempotent tool runs, that the call
+// started. first is false when a marker was already there: the call started before (on
+// this or another replica, which then crashed or lost its ack) and must not run again.
+// The marker lives in the toolfleet-inflight bucket, keyed by call id, for
+// InflightMaxAge; only non-idempotent tools pay for it.
+func (ex *Executor) markStarted(j *job) (first bool, err error) {
+	v, _ := json.Marshal(map[string]any{"executor": ex.o.id, "tool": j.def.Name, "started_at": time.Now().UTC()})
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ex.runCtx), 10*time.Second)
+	defer cancel()
+	_, err = ex.inflight.Create(ctx, j.ce.ID, v)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return false, nil
+	}
+	return err == nil, err
+}

@@ -1,0 +1,117 @@
+package executor
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/toolfleet/toolfleet/pkg/events"
+)
+
+// metrics are the executor's Prometheus collectors; a nil *metrics records nothing, so
+// the hot path pays one nil check when metrics are off (the default).
+type metrics struct {
+	calls        *prometheus.CounterVec
+	duration     *prometheus.HistogramVec
+	inFlight     *prometheus.GaugeVec
+	retries      *prometheus.CounterVec
+	redeliveries *prometheus.CounterVec
+	deadLetters  *prometheus.CounterVec
+	parked       *prometheus.CounterVec
+}
+
+func newMetrics(r prometheus.Registerer) (*metrics, error) {
+	if r == nil {
+		return nil, nil
+	}
+	m := &metrics{
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "toolfleet", Subsystem: "executor",
+			Name: "calls_total", Help: "Calls answered, by tool and result status."}, []string{"tool", "status"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "toolfleet", Subsystem: "executor",
+			Name: "call_duration_seconds", Help: "Time from taking a call to its answer, by tool.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10)}, []string{"tool"}),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "toolfleet", Subsystem: "executor",
+			Name: "in_flight", Help: "Calls running now, by tool."}, []string{"tool"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "toolfleet", Subsystem: "executor",
+			Name: "retries_total", Help: "Attempts retried after a retryable failure, by tool."}, []string{"tool"}),
+		redeliveries: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "toolfleet", Subsystem: "executor",
+			Name: "redeliveries_total", Help: "Calls delivered again by JetStream (crash, ack timeout, hand-back), by tool."}, []string{"tool"}),
+		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "toolfleet", Subsystem: "executor",
+			Name: "dead_letters_total", Help: "Messages set aside on the dead-letter subject, by tool."}, []string{"tool"}),
+		parked: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "toolfleet", Subsystem: "executor",
+			Name: "approvals_requested_total", Help: "Calls parked to wait for an approval, by tool."}, []string{"tool"}),
+	}
+	var err error
+	m.calls = register(r, m.calls, &err)
+	m.duration = register(r, m.duration, &err)
+	m.inFlight = register(r, m.inFlight, &err)
+	m.retries = register(r, m.retries, &err)
+	m.redeliveries = register(r, m.redeliveries, &err)
+	m.deadLetters = register(r, m.deadLetters, &err)
+	m.parked = register(r, m.parked, &err)
+	if err != nil {
+		return nil, fmt.Errorf("%w: register metrics: %v", ErrInvalidOption, err)
+	}
+	return m, nil
+}
+
+// register registers c, or reuses the collector already registered under its name (two
+// executors in one process share one registry).
+func register[C prometheus.Collector](r prometheus.Registerer, c C, errp *error) C {
+	if err := r.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+		*errp = errors.Join(*errp, err)
+	}
+	return c
+}
+
+func (m *metrics) finished(tool string, s events.Status, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.calls.WithLabelValues(tool, string(s)).Inc()
+	m.duration.WithLabelValues(tool).Observe(d.Seconds())
+}
+
+func (m *metrics) started(tool string) {
+	if m != nil {
+		m.inFlight.WithLabelValues(tool).Inc()
+	}
+}
+
+func (m *metrics) stopped(tool string) {
+	if m != nil {
+		m.inFlight.WithLabelValues(tool).Dec()
+	}
+}
+
+func (m *metrics) retry(tool string) {
+	if m != nil {
+		m.retries.WithLabelValues(tool).Inc()
+	}
+}
+
+func (m *metrics) redelivery(tool string) {
+	if m != nil {
+		m.redeliveries.WithLabelValues(tool).Inc()
+	}
+}
+
+func (m *metrics) deadLettered(tool string) {
+	if m != nil {
+		m.deadLetters.WithLabelValues(tool).Inc()
+	}
+}
+
+func (m *metrics) parkedCall(tool string) {
+	if m != nil {
+		m.parked.WithLabelValues(tool).Inc()
+	}
+}

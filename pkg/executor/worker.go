@@ -1,0 +1,123 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolfleet/toolfleet/pkg/events"
+	"github.com/toolfleet/toolfleet/pkg/tools"
+)
+
+// worker serves one tool on this replica: the tool class's shared durable consumer and a
+// semaphore bounding the calls running here.
+type worker struct {
+	def       tools.Definition
+	sem       chan struct{}
+	consumers []jetstream.ConsumeContext
+}
+
+func (ex *Executor) startWorker(ctx context.Context, def tools.Definition) (*worker, error) {
+	n := ex.o.concurrency
+	if c, ok := ex.o.concurrencyByTool[def.Name]; ok {
+		n = c
+	}
+	w := &worker{def: def, sem: make(chan struct{}, n)}
+	cc, err := ex.cfg.CallConsumer(def.Name)
+	if err != nil {
+		return nil, fmt.Errorf("executor: tool %s: %w", def.Name, err)
+	}
+	cons, err := ex.js.CreateOrUpdateConsumer(ctx, events.StreamCalls, cc)
+	if err != nil {
+		return nil, fmt.Errorf("executor: consumer for tool %s: %w", def.Name, err)
+	}
+	// Pull as many as may run, no more: a call waiting in a client buffer is a call
+	// another replica could be running.
+	consume, err := cons.Consume(func(msg jetstream.Msg) { ex.dispatch(w, msg, ex.handleCall) },
+		jetstream.PullMaxMessages(n), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			ex.o.log.Debug().Err(err).Str("tool", def.Name).Msg("consume")
+		}))
+	if err != nil {
+		return nil, fmt.Errorf("executor: consume tool %s: %w", def.Name, err)
+	}
+	w.consumers = append(w.consumers, consume)
+	if def.NeedsApproval() {
+		ac, err := ex.cfg.ApprovalConsumer(def.Name)
+		if err != nil {
+			consume.Stop()
+			return nil, err
+		}
+		acons, err := ex.js.CreateOrUpdateConsumer(ctx, events.StreamEvents, ac)
+		if err != nil {
+			consume.Stop()
+			return nil, fmt.Errorf("executor: approval consumer for tool %s: %w", def.Name, err)
+		}
+		answers, err := acons.Consume(func(msg jetstream.Msg) { ex.dispatch(w, msg, ex.handleAnswer) },
+			jetstream.PullMaxMessages(n))
+		if err != nil {
+			consume.Stop()
+			return nil, fmt.Errorf("executor: consume approvals of tool %s: %w", def.Name, err)
+		}
+		w.consumers = append(w.consumers, answers)
+	}
+	return w, nil
+}
+
+// dispatch runs handle for msg in its own goroutine once a slot of w is free. While it
+// waits for a slot it keeps msg alive; once the executor stops it hands msg back.
+func (ex *Executor) dispatch(w *worker, msg jetstream.Msg, handle func(*worker, jetstream.Msg)) {
+	if !ex.track() {
+		_ = msg.Nak()
+		return
+	}
+	select {
+	case w.sem <- struct{}{}:
+	default:
+		stop := ex.keepAlive(msg)
+		w.sem <- struct{}{}
+		stop()
+	}
+	go func() {
+		defer ex.wg.Done()
+		defer func() { <-w.sem }()
+		handle(w, msg)
+	}()
+}
+
+// keepAlive tells JetStream every third of the ack wait that msg is still being worked
+// on, so that a long call is not redelivered to another replica. It returns the stop.
+func (ex *Executor) keepAlive(msg jetstream.Msg) (stop func()) {
+	k := &alive{msg: msg, every: ex.cfg.AckWait.D() / 3}
+	k.mu.Lock()
+	k.t = time.AfterFunc(k.every, k.fire)
+	k.mu.Unlock()
+	return k.stop
+}
+
+type alive struct {
+	mu      sync.Mutex
+	t       *time.Timer
+	msg     jetstream.Msg
+	every   time.Duration
+	stopped bool
+}
+
+func (k *alive) fire() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.stopped {
+		return
+	}
+	_ = k.msg.InProgress()
+	k.t.Reset(k.every)
+}
+
+func (k *alive) stop() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.stopped = true
+	k.t.Stop()
+}
