@@ -34,9 +34,8 @@ func runsOnTheFleet(context.Context, json.RawMessage) (any, error) {
 	return nil, tools.Errorf(tools.CodeInternal, "catalog tools run on the fleet, not in the planner")
 }
 
-// start loads the catalog and follows its changes until ctx ends, watching again when a
-// watch breaks (a server restart).
-func (v *catalogView) start(ctx context.Context) error {
+// load reads the whole catalog once.
+func (v *catalogView) load(ctx context.Context) error {
 	defs, err := v.catalog.List(ctx)
 	if err != nil {
 		return err
@@ -44,6 +43,12 @@ func (v *catalogView) start(ctx context.Context) error {
 	for _, d := range defs {
 		v.put(d)
 	}
+	return nil
+}
+
+// follow applies the catalog's changes until ctx ends, watching again when a watch
+// breaks (a server restart).
+func (v *catalogView) follow(ctx context.Context) {
 	go func() {
 		for ctx.Err() == nil {
 			changes, err := v.catalog.Watch(ctx)
@@ -64,7 +69,6 @@ func (v *catalogView) start(ctx context.Context) error {
 			}
 		}
 	}()
-	return nil
 }
 
 func (v *catalogView) put(d tools.Definition) {

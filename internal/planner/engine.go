@@ -27,12 +27,15 @@ type Planner struct {
 	runs store
 	cat  *catalogView
 
+	consumers []consumer
+
 	mu        sync.Mutex
 	deadlines map[string]time.Time // running runs by id, for the timeout sweeper
 }
 
 // New connects a planner to JetStream, creating the streams, consumers and buckets it
-// needs if they are missing. Call Run to start serving.
+// needs if they are missing, and loads the tool catalog. Runs may be started as soon as
+// it returns; Run takes their steps.
 func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Planner, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -55,7 +58,48 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Planner, error) {
 	}
 	p := &Planner{nc: nc, js: js, cfg: cfg, log: cfg.Log.With().Str("planner", cfg.ID).Logger(),
 		runs: store{kv: kv}, cat: newCatalogView(catalog, cfg.Log), deadlines: map[string]time.Time{}}
+	if err := p.cat.load(ctx); err != nil {
+		return nil, fmt.Errorf("planner: catalog: %w", err)
+	}
+	if err := p.createConsumers(ctx); err != nil {
+		return nil, fmt.Errorf("planner: %w", err)
+	}
 	return p, nil
+}
+
+// consumer is one of the planner's durable consumers and what handles its messages.
+type consumer struct {
+	name   string
+	cons   jetstream.Consumer
+	handle func(context.Context, jetstream.Msg)
+}
+
+// createConsumers creates (or updates) the planner's durable consumers. It runs in New,
+// before any run can start, so that no result or approval request of a run is published
+// before the consumer that must see it exists (results and events are read from new
+// messages on, not from a week of history).
+func (p *Planner) createConsumers(ctx context.Context) error {
+	ackWait := p.cfg.Events.AckWait.D() // a long model call is kept alive by keepAlive
+	specs := []struct {
+		stream, name, filter string
+		deliver              jetstream.DeliverPolicy
+		handle               func(context.Context, jetstream.Msg)
+	}{
+		{streamPlan, consumerPlan, planSubjectPrefix + ">", jetstream.DeliverAllPolicy, p.handleAdvance},
+		{events.StreamResults, consumerResults, "toolfleet.result.>", jetstream.DeliverNewPolicy, p.handleResult},
+		{events.StreamEvents, consumerApprovals, "toolfleet.event.approval.requested.>", jetstream.DeliverNewPolicy, p.handleApprovalRequest},
+	}
+	for _, c := range specs {
+		cons, err := p.js.CreateOrUpdateConsumer(ctx, c.stream, jetstream.ConsumerConfig{
+			Durable: c.name, FilterSubject: c.filter, AckPolicy: jetstream.AckExplicitPolicy,
+			AckWait: ackWait, MaxDeliver: -1, MaxAckPending: 1000, DeliverPolicy: c.deliver,
+		})
+		if err != nil {
+			return fmt.Errorf("consumer %s: %w", c.name, err)
+		}
+		p.consumers = append(p.consumers, consumer{name: c.name, cons: cons, handle: c.handle})
+	}
+	return nil
 }
 
 // Run serves until ctx ends: it follows the tool catalog, takes run steps and results from
@@ -64,59 +108,35 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Planner, error) {
 func (p *Planner) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if err := p.cat.start(ctx); err != nil {
-		return fmt.Errorf("planner: catalog: %w", err)
-	}
+	p.cat.follow(ctx)
 	if err := p.watchRuns(ctx); err != nil {
 		return fmt.Errorf("planner: watch runs: %w", err)
 	}
-	type consumer struct {
-		stream, name, filter string
-		ackWait              time.Duration
-		handle               func(context.Context, jetstream.Msg)
-	}
-	consumers := []consumer{
-		// A step's model call may outlast the ack wait: in-progress acks keep it (keepAlive).
-		{streamPlan, consumerPlan, planSubjectPrefix + ">", p.cfg.Events.AckWait.D(), p.handleAdvance},
-		{events.StreamResults, consumerResults, "toolfleet.result.>", p.cfg.Events.AckWait.D(), p.handleResult},
-		{events.StreamEvents, consumerApprovals, "toolfleet.event.approval.requested.>", p.cfg.Events.AckWait.D(), p.handleApprovalRequest},
-	}
 	var wg sync.WaitGroup
 	var stops []jetstream.ConsumeContext
-	for _, c := range consumers {
-		cons, err := p.js.CreateOrUpdateConsumer(ctx, c.stream, jetstream.ConsumerConfig{
-			Durable: c.name, FilterSubject: c.filter, AckPolicy: jetstream.AckExplicitPolicy,
-			AckWait: c.ackWait, MaxDeliver: -1, MaxAckPending: 1000, DeliverPolicy: deliverPolicy(c.stream),
-		})
-		if err != nil {
-			return fmt.Errorf("planner: consumer %s: %w", c.name, err)
+	defer func() {
+		for _, cc := range stops {
+			cc.Stop()
 		}
+		wg.Wait()
+	}()
+	for _, c := range p.consumers {
 		handle := c.handle
-		cc, err := cons.Consume(func(m jetstream.Msg) {
+		cc, err := c.cons.Consume(func(m jetstream.Msg) {
 			wg.Add(1)
 			go func() { defer wg.Done(); handle(ctx, m) }()
 		}, jetstream.PullMaxMessages(64))
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
 			return fmt.Errorf("planner: consume %s: %w", c.name, err)
 		}
 		stops = append(stops, cc)
 	}
 	go p.sweep(ctx)
 	<-ctx.Done()
-	for _, cc := range stops {
-		cc.Stop()
-	}
-	wg.Wait()
 	return nil
-}
-
-// deliverPolicy: a new planner consumer of results and events starts at new messages, not
-// at a week of history; the plan stream is a work queue and starts at the beginning.
-func deliverPolicy(stream string) jetstream.DeliverPolicy {
-	if stream == streamPlan {
-		return jetstream.DeliverAllPolicy
-	}
-	return jetstream.DeliverNewPolicy
 }
 
 // newRunID returns a run id: "r" and a NUID, letters and digits only, so that a call id

@@ -10,7 +10,12 @@ import (
 
 // emit publishes a run lifecycle event on toolfleet.event.run.<run>.<what>, for the SSE
 // stream and any NATS subscriber. Its id is derived from what it reports, so a repeated
-// emission (a step resumed after a crash) is dropped by JetStream. Emission is best
+// emission (a step resumed after a crash) is dropped by JetStream.
+//
+// Order: the planner announces an event before it stores the change that could lead to
+// later events. Everything goes out on one connection, whose messages the server
+// handles in order, so an event is stored before anything it caused, across replicas
+// too (another replica acts only on the stored change). Emission is otherwise best
 // effort: the run's state in the runs bucket is the record; an event lost to a broken
 // connection is logged, not retried.
 func (p *Planner) emit(ctx context.Context, run, what string, step int, call string, detail any) {

@@ -38,9 +38,7 @@ func (p *Planner) handleResult(ctx context.Context, m jetstream.Msg) {
 
 func (p *Planner) recordResult(ctx context.Context, res events.Result) error {
 	now := p.cfg.Now()
-	var recorded *CallRecord
 	run, err := p.runs.update(ctx, res.RunID, func(r *Run) (bool, error) {
-		recorded = nil
 		c := r.call(res.CallID)
 		if c == nil || c.Done() {
 			return false, nil
@@ -59,7 +57,13 @@ func (p *Planner) recordResult(ctx context.Context, res events.Result) error {
 				c.Output = c.Error.ForModel()
 			}
 		}
-		recorded = c
+		// Announced before the change is stored: whatever the change leads to (the next
+		// step, the end of the run) is announced after it. A repeat is deduplicated.
+		what := "tool_result"
+		if c.Failed() {
+			what = "tool_error"
+		}
+		p.emit(ctx, r.ID, what, c.Step, c.ID, c)
 		if r.Status == StatusRunning && r.Dispatched && r.stepComplete() {
 			p.completeStep(r, now)
 		}
@@ -70,13 +74,6 @@ func (p *Planner) recordResult(ctx context.Context, res events.Result) error {
 	}
 	if err != nil {
 		return err
-	}
-	if recorded != nil {
-		what := "tool_result"
-		if recorded.Failed() {
-			what = "tool_error"
-		}
-		p.emit(ctx, run.ID, what, recorded.Step, recorded.ID, recorded)
 	}
 	return p.afterChange(ctx, run)
 }

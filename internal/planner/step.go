@@ -297,6 +297,8 @@ func (p *Planner) dispatch(ctx context.Context, run *Run) error {
 		if err != nil {
 			return err
 		}
+		// Announced before the call goes out, so it precedes its result's announcement.
+		p.emit(ctx, run.ID, "tool_called", run.Step, c.ID, map[string]any{"tool": c.Name, "arguments": c.Arguments})
 		if !run.Deadline.IsZero() {
 			msg.Header.Set(events.HeaderDeadline, run.Deadline.UTC().Format(time.RFC3339Nano))
 		}
@@ -305,7 +307,6 @@ func (p *Planner) dispatch(ctx context.Context, run *Run) error {
 			return fmt.Errorf("publish call %s: %w", c.ID, err)
 		}
 		futures = append(futures, f)
-		p.emit(ctx, run.ID, "tool_called", run.Step, c.ID, map[string]any{"tool": c.Name, "arguments": c.Arguments})
 	}
 	for _, f := range futures {
 		select {
