@@ -79,17 +79,17 @@ func (ex *Executor) ID() string { return ex.o.id }
 // results already being published, and returns nil. Start-up failures are returned.
 func (ex *Executor) Run(ctx context.Context) error {
 	if err := events.Ensure(ctx, ex.js, ex.cfg); err != nil {
-		return fmt.Errorf("executor: %w", err)
+		return startFailed(ctx, fmt.Errorf("executor: %w", err))
 	}
 	var err error
 	if ex.inflight, err = ex.js.KeyValue(ctx, events.BucketInflight); err != nil {
-		return fmt.Errorf("executor: open %s: %w", events.BucketInflight, err)
+		return startFailed(ctx, fmt.Errorf("executor: open %s: %w", events.BucketInflight, err))
 	}
 	if ex.approvals, err = ex.js.KeyValue(ctx, events.BucketApprovals); err != nil {
-		return fmt.Errorf("executor: open %s: %w", events.BucketApprovals, err)
+		return startFailed(ctx, fmt.Errorf("executor: open %s: %w", events.BucketApprovals, err))
 	}
 	if ex.catalog, err = events.OpenCatalog(ctx, ex.js, ex.cfg); err != nil {
-		return fmt.Errorf("executor: %w", err)
+		return startFailed(ctx, fmt.Errorf("executor: %w", err))
 	}
 
 	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
@@ -104,7 +104,7 @@ func (ex *Executor) Run(ctx context.Context) error {
 	if err := ex.catalog.Keep(bgCtx, defs, func(err error) {
 		ex.o.log.Warn().Err(err).Msg("refresh catalog")
 	}); err != nil {
-		return fmt.Errorf("executor: %w", err)
+		return startFailed(ctx, fmt.Errorf("executor: %w", err))
 	}
 	ex.workers = make(map[string]*worker, len(defs))
 	var consumers []jetstream.ConsumeContext
@@ -122,24 +122,28 @@ func (ex *Executor) Run(ctx context.Context) error {
 			}
 		}
 	}
+	var startErr error
 	for _, def := range defs {
 		w, err := ex.startWorker(ctx, def)
 		if err != nil {
-			stopConsumers()
-			return err
+			startErr = err
+			break
 		}
 		ex.workers[def.Name] = w
 		consumers = append(consumers, w.consumers...)
 	}
-	for _, w := range ex.workers {
-		if w.def.NeedsApproval() {
-			go ex.sweepApprovals(bgCtx, w)
+	if startErr == nil {
+		for _, w := range ex.workers {
+			if w.def.NeedsApproval() {
+				go ex.sweepApprovals(bgCtx, w)
+			}
 		}
+		go ex.janitor(bgCtx)
+		ex.o.log.Info().Str("executor", ex.o.id).Int("tools", len(defs)).Msg("executor running")
+		<-ctx.Done()
 	}
-	go ex.janitor(bgCtx)
-	ex.o.log.Info().Str("executor", ex.o.id).Int("tools", len(defs)).Msg("executor running")
 
-	<-ctx.Done()
+	// Shutdown, also after a failed start: calls already taken must finish or go back.
 	ex.o.log.Info().Str("executor", ex.o.id).Msg("executor stopping")
 	ex.mu.Lock()
 	ex.stopping = true
@@ -151,6 +155,9 @@ func (ex *Executor) Run(ctx context.Context) error {
 	case <-ex.js.PublishAsyncComplete():
 	case <-time.After(5 * time.Second):
 		ex.o.log.Warn().Msg("results still unacknowledged at shutdown; their calls will be redelivered")
+	}
+	if startErr != nil && ctx.Err() == nil { // a start cut short by ctx is a normal stop
+		return startErr
 	}
 	ex.o.log.Info().Str("executor", ex.o.id).Msg("executor stopped")
 	return nil
@@ -184,3 +191,11 @@ func (ex *Executor) track() bool {
 
 // shuttingDown reports whether tools are being cancelled because the grace period ran out.
 func (ex *Executor) shuttingDown() bool { return ex.runCtx.Err() != nil }
+
+// startFailed returns err, unless ctx ended: a start cut short by ctx is a normal stop.
+func startFailed(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
