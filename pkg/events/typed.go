@@ -2,6 +2,8 @@ package events
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -45,7 +47,7 @@ func NewCall(source, callID, runID string, c Call) (*nats.Msg, error) {
 func DecodeCall(msg *nats.Msg, maxBytes int) (CallEvent, error) {
 	var ce CallEvent
 	ce.Call.Tool, _ = ToolOfCallSubject(msg.Subject)
-	e, err := Decode(msg, maxBytes)
+	e, err := decode(msg, maxBytes, false)
 	ce.Event = e
 	if err != nil {
 		return ce, err
@@ -54,9 +56,13 @@ func DecodeCall(msg *nats.Msg, maxBytes int) (CallEvent, error) {
 		return ce, tools.Errorf(tools.CodeInvalidEvent, "call %s: subject %q does not name a valid tool", e.ID, msg.Subject)
 	}
 	subjTool := ce.Call.Tool
-	if err := e.DataAs(&ce.Call); err != nil {
+	if err := json.Unmarshal(e.Data, &ce.Call); err != nil {
 		ce.Call.Tool = subjTool
-		return ce, err
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) {
+			return ce, notJSON(e)
+		}
+		return ce, tools.Wrap(tools.CodeInvalidEvent, err, "call "+e.ID+": data does not match the call type: "+err.Error())
 	}
 	switch ce.Call.Tool {
 	case "":
