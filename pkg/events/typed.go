@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
 
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
@@ -102,4 +103,22 @@ func DecodeResult(msg *nats.Msg) (Event, Result, error) {
 	}
 	err = e.DataAs(&r)
 	return e, r, err
+}
+
+// NewApprovalAnswer encodes an approver's answer to the approval of callID (a call of
+// tool) on [ApprovalAnsweredSubject], with a fresh event id.
+func NewApprovalAnswer(source, tool, callID string, a ApprovalAnswer) (*nats.Msg, error) {
+	subj, err := ApprovalAnsweredSubject(tool, callID)
+	if err != nil {
+		return nil, err
+	}
+	if a.Decision != DecisionApprove && a.Decision != DecisionDeny {
+		return nil, tools.Errorf(tools.CodeInvalidEvent, "approval answer for call %s: decision %q is neither %q nor %q",
+			callID, a.Decision, DecisionApprove, DecisionDeny)
+	}
+	e := Event{ID: nuid.Next(), Type: TypeApprovalAnswer, Source: source, Time: time.Now()}
+	if err := e.SetData(a); err != nil {
+		return nil, err
+	}
+	return Encode(subj, e)
 }
