@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
@@ -16,7 +17,9 @@ func publishApproval(ctx context.Context, js jetstream.JetStream, source, tool, 
 	if err != nil {
 		return err
 	}
-	e := events.Event{ID: call, Type: events.TypeApprovalAnswer, Source: source, RunID: run}
+	// Not the call id: the approval request in the same stream already carries it, and
+	// JetStream would drop the answer as a duplicate. The call is named by the subject.
+	e := events.Event{ID: "answer-" + nuid.Next(), Type: events.TypeApprovalAnswer, Source: source, RunID: run}
 	if err := e.SetData(ans); err != nil {
 		return err
 	}

@@ -14,8 +14,8 @@ import (
 // Picker narrows a large tool set to the tools that matter for an input. The planner asks
 // it at each step when a run's tool set is larger than Config.PickThreshold.
 type Picker interface {
-	// Pick returns tool names, best first, at most max of them.
-	Pick(ctx context.Context, input string, max int) ([]string, error)
+	// Pick returns tool names, best first, at most q.Max of them.
+	Pick(ctx context.Context, q PickQuery) ([]string, error)
 }
 
 // Config configures a Planner. The zero value of each field takes the default beside it,

@@ -76,9 +76,10 @@ func (p *Planner) Run(ctx context.Context) error {
 		handle               func(context.Context, jetstream.Msg)
 	}
 	consumers := []consumer{
-		{streamPlan, consumerPlan, planSubjectPrefix + ">", p.cfg.ModelTimeout + 30*time.Second, p.handleAdvance},
-		{events.StreamResults, consumerResults, "toolfleet.result.>", 30 * time.Second, p.handleResult},
-		{events.StreamEvents, consumerApprovals, "toolfleet.event.approval.requested.>", 30 * time.Second, p.handleApprovalRequest},
+		// A step's model call may outlast the ack wait: in-progress acks keep it (keepAlive).
+		{streamPlan, consumerPlan, planSubjectPrefix + ">", p.cfg.Events.AckWait.D(), p.handleAdvance},
+		{events.StreamResults, consumerResults, "toolfleet.result.>", p.cfg.Events.AckWait.D(), p.handleResult},
+		{events.StreamEvents, consumerApprovals, "toolfleet.event.approval.requested.>", p.cfg.Events.AckWait.D(), p.handleApprovalRequest},
 	}
 	var wg sync.WaitGroup
 	var stops []jetstream.ConsumeContext

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
@@ -103,11 +102,9 @@ func (p *Planner) startChild(ctx context.Context, parent *Run, c *CallRecord) er
 	if len(scoped) == 0 {
 		scoped = parent.toolNames(p.cat.names())
 	}
-	// The child may nest again only while the depth allows it; run_agent stays in its set
-	// only if the parent's set has it.
-	scoped = slices.DeleteFunc(slices.Clone(scoped), func(n string) bool {
-		return n == AgentToolName && parent.Depth+2 > parent.Limits.MaxDepth
-	})
+	// run_agent stays in the child's set when the parent's has it: the child is offered it
+	// only below the depth limit (stepTools), and a call of it at the limit is answered
+	// with the limit, so the model learns why.
 	model := a.Model
 	if model == "" {
 		model = parent.Model

@@ -7,10 +7,23 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/toolfleet/toolfleet/internal/pick"
+	"github.com/toolfleet/toolfleet/internal/picker"
 )
 
-// PickerSubject is the subject of the toolfleet-picker service's pick endpoint.
-const PickerSubject = "toolfleet.picker.pick"
+// PickQuery is what the planner asks the picker at a step.
+type PickQuery struct {
+	// Input is the text to rank tools for (the last user message).
+	Input string
+	// Tools limits candidates to the run's tool set; nil: the whole catalog.
+	Tools []string
+	// AllowUnsafe lets unsafe tools be candidates: true when the run named its tools.
+	AllowUnsafe bool
+	// Role is the caller's role (run metadata "role"), checked against tools' roles.
+	Role string
+	Max  int
+}
 
 // PickerClient asks the toolfleet-picker micro service for candidates.
 type PickerClient struct {
@@ -24,22 +37,24 @@ func NewPickerClient(nc *nats.Conn, timeout time.Duration) *PickerClient {
 }
 
 // Pick implements Picker.
-func (c *PickerClient) Pick(ctx context.Context, input string, max int) ([]string, error) {
-	req, _ := json.Marshal(map[string]any{"input": input, "options": map[string]any{"maxCandidates": max}})
+func (c *PickerClient) Pick(ctx context.Context, q PickQuery) ([]string, error) {
+	input, _ := json.Marshal(q.Input)
+	minScore := 0.0 // the model decides among the candidates; never return none for a weak match
+	req, err := json.Marshal(picker.Request{Input: input, Options: picker.RequestOptions{Options: pick.Options{
+		MaxCandidates: q.Max, MinScore: &minScore, AllowUnsafe: q.AllowUnsafe, Tools: q.Tools, Role: q.Role}}})
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	msg, err := c.nc.RequestWithContext(ctx, PickerSubject, req)
+	msg, err := c.nc.RequestWithContext(ctx, picker.PickSubject, req)
 	if err != nil {
 		return nil, fmt.Errorf("picker: %w", err)
 	}
 	if code := msg.Header.Get("Nats-Service-Error-Code"); code != "" {
 		return nil, fmt.Errorf("picker: %s %s", code, msg.Header.Get("Nats-Service-Error"))
 	}
-	var resp struct {
-		Results []struct {
-			Name string `json:"name"`
-		} `json:"results"`
-	}
+	var resp picker.Response
 	if err := json.Unmarshal(msg.Data, &resp); err != nil {
 		return nil, fmt.Errorf("picker: bad response: %w", err)
 	}

@@ -3,6 +3,8 @@ package planner
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/natstest"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
+	"github.com/toolfleet/toolfleet/pkg/executor"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
@@ -21,26 +24,49 @@ type testBundle struct {
 	srv *natstest.Server
 	nc  *nats.Conn
 	js  jetstream.JetStream
+	cfg events.Config
 	p   *Planner
 	ctx context.Context
+	// stopPlanner stops the bundle's planner from serving (it can still start and read
+	// runs), for tests where other planners take the steps.
+	stopPlanner func()
 }
 
-// testTools are put in the catalog of every test bundle.
-var testTools = []tools.Definition{
-	{Type: "function", Name: "add", Description: "Add two integers.", Safe: true,
+// testTools are served by a real executor in every test bundle.
+var testTools = []struct {
+	def tools.Definition
+	fn  tools.Func
+}{
+	{tools.Definition{Type: "function", Name: "add", Description: "Add two integers.", Safe: true,
 		Parameters: json.RawMessage(`{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"}},"required":["a","b"],"additionalProperties":false}`)},
-	{Type: "function", Name: "echo", Description: "Echo the input.", Safe: true,
+		func(_ context.Context, args json.RawMessage) (any, error) {
+			var in struct{ A, B int }
+			if err := json.Unmarshal(args, &in); err != nil {
+				return nil, err
+			}
+			return map[string]int{"sum": in.A + in.B}, nil
+		}},
+	{tools.Definition{Type: "function", Name: "echo", Description: "Echo the input.", Safe: true,
 		Parameters: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`)},
-	{Type: "function", Name: "fail", Description: "Always fails.", Safe: true,
-		Parameters: json.RawMessage(`{"type":"object"}`)},
-	{Type: "function", Name: "finish", Description: "Ends the run with its input.", Safe: true, Final: true,
+		func(_ context.Context, args json.RawMessage) (any, error) { return args, nil }},
+	{tools.Definition{Type: "function", Name: "fail", Description: "Always fails.", Safe: true,
+		Parameters: json.RawMessage(`{"type":"object"}`), Retry: &tools.RetryPolicy{MaxRetries: new(int)}},
+		func(context.Context, json.RawMessage) (any, error) { return nil, errors.New("the disk is on fire") }},
+	{tools.Definition{Type: "function", Name: "finish", Description: "Ends the run with its input.", Safe: true, Final: true,
 		Parameters: json.RawMessage(`{"type":"object","properties":{"answer":{"type":"string"}}}`)},
-	{Type: "function", Name: "delete_all", Description: "Deletes everything.", Safe: false,
+		func(_ context.Context, args json.RawMessage) (any, error) { return args, nil }},
+	{tools.Definition{Type: "function", Name: "delete_all", Description: "Deletes everything.", Safe: false,
 		Parameters: json.RawMessage(`{"type":"object","properties":{"where":{"type":"string"}},"required":["where"]}`)},
+		func(_ context.Context, args json.RawMessage) (any, error) {
+			return map[string]any{"deleted": args}, nil
+		}},
+	{tools.Definition{Type: "function", Name: "slow", Description: "Waits until cancelled.", Safe: true,
+		Parameters: json.RawMessage(`{"type":"object"}`), Timeout: tools.Duration(time.Minute)},
+		func(ctx context.Context, _ json.RawMessage) (any, error) { <-ctx.Done(); return nil, ctx.Err() }},
 }
 
 // scripts names scripted models for the bundle: name → YAML script.
-func setup(t *testing.T, scripts map[string]string) *testBundle {
+func setup(t testing.TB, scripts map[string]string) *testBundle {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
@@ -50,18 +76,26 @@ func setup(t *testing.T, scripts map[string]string) *testBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := events.Config{CatalogTTL: tools.Duration(time.Hour)}
+	cfg := events.Config{AckWait: tools.Duration(5 * time.Second)}
 	if err := events.Ensure(ctx, js, cfg); err != nil {
 		t.Fatal(err)
 	}
-	cat, err := events.OpenCatalog(ctx, js, cfg)
+	reg := tools.NewRegistry()
+	for _, tt := range testTools {
+		if err := reg.AddFunc(tt.def, tt.fn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ex, err := executor.New(srv.Connect(), reg, executor.WithStreamConfig(cfg), executor.WithLogger(zerolog.Nop()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range testTools {
-		if err := cat.Put(ctx, d); err != nil {
-			t.Fatal(err)
-		}
+	exCtx, exStop := context.WithCancel(context.Background())
+	exDone := make(chan error, 1)
+	go func() { exDone <- ex.Run(exCtx) }()
+	t.Cleanup(func() { exStop(); <-exDone })
+	if len(scripts) == 0 {
+		scripts = map[string]string{"main": answerScript}
 	}
 	models := map[string]provider.Model{}
 	for name, script := range scripts {
@@ -79,27 +113,49 @@ func setup(t *testing.T, scripts map[string]string) *testBundle {
 	if _, ok := scripts["main"]; ok {
 		defaultModel = "main"
 	}
-	p, err := New(ctx, nc, Config{Models: models, DefaultModel: defaultModel, Events: cfg, Log: zerolog.Nop()})
+	p, err := New(ctx, srv.Connect(), Config{Models: models, DefaultModel: defaultModel, Events: cfg, Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(runCtx) }()
-	t.Cleanup(func() {
-		stop()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Error("planner did not stop within 10s")
-		}
-	})
+	var once sync.Once
+	stopPlanner := func() {
+		once.Do(func() {
+			stop()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Error("planner did not stop within 10s")
+			}
+		})
+	}
+	t.Cleanup(stopPlanner)
 	waitFor(t, "the planner's catalog", func() bool { _, ok := p.cat.get("delete_all"); return ok })
-	return &testBundle{srv: srv, nc: nc, js: js, p: p, ctx: ctx}
+	return &testBundle{srv: srv, nc: nc, js: js, cfg: cfg, p: p, ctx: ctx, stopPlanner: stopPlanner}
+}
+
+// startExecutor serves one more tool from its own executor until the test ends.
+func startExecutor(t testing.TB, b *testBundle, def tools.Definition, fn tools.Func) {
+	t.Helper()
+	reg := tools.NewRegistry()
+	if err := reg.AddFunc(def, fn); err != nil {
+		t.Fatal(err)
+	}
+	ex, err := executor.New(b.srv.Connect(), reg, executor.WithStreamConfig(b.cfg), executor.WithLogger(zerolog.Nop()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ex.Run(ctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	waitFor(t, "the catalog to list "+def.Name, func() bool { _, ok := b.p.cat.get(def.Name); return ok })
 }
 
 // waitFor polls cond until it holds or 20 seconds pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {

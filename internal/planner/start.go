@@ -188,7 +188,8 @@ func (p *Planner) Wait(ctx context.Context, id string) (*Run, error) {
 func (p *Planner) stepTools(ctx context.Context, r *Run) ([]tools.Definition, error) {
 	names := r.toolNames(p.cat.names())
 	if p.cfg.Picker != nil && (r.Pick || len(names) > p.cfg.PickThreshold) {
-		picked, err := p.cfg.Picker.Pick(ctx, lastUserText(r.Messages), p.cfg.PickMax)
+		picked, err := p.cfg.Picker.Pick(ctx, PickQuery{Input: lastUserText(r.Messages), Tools: r.Tools,
+			AllowUnsafe: r.Tools != nil, Role: r.Metadata["role"], Max: p.cfg.PickMax})
 		if err != nil {
 			p.log.Warn().Err(err).Str("run_id", r.ID).Msg("picker failed; showing the model every tool of the run")
 		} else {

@@ -158,7 +158,7 @@ func (p *Planner) askModel(ctx context.Context, m jetstream.Msg, run *Run) (*pro
 		mctx, cancelDeadline = context.WithDeadline(mctx, run.Deadline)
 		defer cancelDeadline()
 	}
-	stop := keepAlive(m, 10*time.Second)
+	stop := keepAlive(m, p.cfg.Events.AckWait.D()/3)
 	defer stop()
 	resp, err := model.Generate(mctx, provider.Request{
 		System: run.System, Messages: run.Messages, Tools: defs, ToolChoice: run.ToolChoice,
@@ -240,7 +240,7 @@ const codeLoopDetected tools.Code = "loop_detected"
 // cannot go: a tool outside the run's set or unknown to the catalog, arguments that break
 // the schema, or a nested run past the depth limit.
 func (p *Planner) checkCall(r *Run, c *CallRecord, now time.Time) {
-	if !r.allows(c.Name) {
+	if _, inCatalog := p.cat.get(c.Name); !r.allows(c.Name) || (!inCatalog && c.Name != AgentToolName) {
 		c.answerLocal(string(events.StatusNoSuchTool), tools.Errorf(tools.CodeNoSuchTool,
 			"tool %q is not available in this run; available: %v", c.Name, r.toolNames(p.cat.names())), now)
 		r.Errors++

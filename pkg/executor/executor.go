@@ -77,11 +77,17 @@ func (ex *Executor) ID() string { return ex.o.id }
 // until ctx ends. Then it stops taking calls, lets the calls in flight finish within the
 // grace period, cancels and hands back (Nak) the ones still running, waits for the
 // results already being published, and returns nil. Start-up failures are returned.
-func (ex *Executor) Run(ctx context.Context) error {
+func (ex *Executor) Run(ctx context.Context) (err error) {
+	// A stop requested while the executor is still setting up is a stop, not a failure:
+	// whatever was set up is torn down below, and nothing was taken yet.
+	defer func() {
+		if err != nil && ctx.Err() != nil {
+			err = nil
+		}
+	}()
 	if err := events.Ensure(ctx, ex.js, ex.cfg); err != nil {
 		return startFailed(ctx, fmt.Errorf("executor: %w", err))
 	}
-	var err error
 	if ex.inflight, err = ex.js.KeyValue(ctx, events.BucketInflight); err != nil {
 		return startFailed(ctx, fmt.Errorf("executor: open %s: %w", events.BucketInflight, err))
 	}

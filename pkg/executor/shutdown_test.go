@@ -146,3 +146,28 @@ func gather(t testing.TB, g prometheus.Gatherer) map[string]float64 {
 	}
 	return out
 }
+
+// Stopping an executor that is still setting up (streams, consumers, catalog) is a clean
+// stop: Run returns nil, however early the stop comes.
+func TestStopDuringStartupIsClean(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	reg := tools.NewRegistry()
+	for _, name := range []string{"a", "b", "c", "d"} {
+		def := tools.Definition{Type: "function", Name: name, Parameters: json.RawMessage(`{"type":"object"}`)}
+		if err := reg.AddFunc(def, func(context.Context, json.RawMessage) (any, error) { return nil, nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, after := range []time.Duration{0, time.Millisecond, 5 * time.Millisecond, 20 * time.Millisecond} {
+		ex, err := executor.New(b.srv.Connect(), reg, executor.WithStreamConfig(b.cfg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(after, cancel)
+		if err := ex.Run(ctx); err != nil {
+			t.Errorf("stop after %s: Run = %v, want nil", after, err)
+		}
+	}
+}

@@ -1,0 +1,172 @@
+package planner
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
+	"github.com/rs/zerolog"
+
+	"github.com/toolfleet/toolfleet/pkg/events"
+)
+
+const benchScript = `
+name: bench
+steps:
+  - calls: [{name: add, arguments: {a: 1, b: 2}}]
+  - text: three
+`
+
+// signals delivers the keys of messages on subject (the last token, or the run id of a
+// run event) to whoever waits for them.
+type signals struct {
+	mu      sync.Mutex
+	waiting map[string]chan struct{}
+}
+
+func listen(tb testing.TB, nc *nats.Conn, subject string, key func(subject string) string) *signals {
+	s := &signals{waiting: map[string]chan struct{}{}}
+	sub, err := nc.Subscribe(subject, func(m *nats.Msg) {
+		s.mu.Lock()
+		ch := s.waiting[key(m.Subject)]
+		delete(s.waiting, key(m.Subject))
+		s.mu.Unlock()
+		if ch != nil {
+			close(ch)
+		}
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = sub.Unsubscribe() })
+	return s
+}
+
+func (s *signals) expect(key string) chan struct{} {
+	ch := make(chan struct{})
+	s.mu.Lock()
+	s.waiting[key] = ch
+	s.mu.Unlock()
+	return ch
+}
+
+func lastToken(subject string) string { return subject[strings.LastIndexByte(subject, '.')+1:] }
+
+// runOfEvent is the run id in toolfleet.event.run.<run>.<what>.
+func runOfEvent(subject string) string { return strings.Split(subject, ".")[3] }
+
+// BenchmarkLoopStep measures, one at a time on the same fleet, a run of one tool-call
+// step (model → call → result → model → answer) against the fleet's raw round trip of one
+// call (publish the call event, wait for its result event). The difference is the
+// planner's overhead per tool call: two scripted model turns, the run state's
+// compare-and-set updates, the step messages and the lifecycle events.
+func BenchmarkLoopStep(b *testing.B) {
+	tb := setup(b, map[string]string{"main": benchScript})
+	results := listen(b, tb.nc, "toolfleet.result.braw.*", lastToken)
+	dones := listen(b, tb.nc, "toolfleet.event.run.*.done", runOfEvent)
+	args := json.RawMessage(`{"a":1,"b":2}`)
+	timeout := func() <-chan time.Time { return time.After(30 * time.Second) }
+
+	var raw, loop []time.Duration
+	for b.Loop() {
+		id := "c" + nuid.Next()
+		ch := results.expect(id)
+		msg, err := events.NewCall("/bench", id, "braw", events.Call{Tool: "add", Arguments: args})
+		if err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		if _, err := tb.js.PublishMsg(tb.ctx, msg); err != nil {
+			b.Fatal(err)
+		}
+		select {
+		case <-ch:
+		case <-timeout():
+			b.Fatal("no result")
+		}
+		raw = append(raw, time.Since(t0))
+
+		runID := newRunID()
+		ch = dones.expect(runID)
+		t0 = time.Now()
+		if _, err := tb.p.start(context.Background(), StartRequest{Input: "add", Tools: []string{"add"}}, runID, nil, ""); err != nil {
+			b.Fatal(err)
+		}
+		select {
+		case <-ch:
+		case <-timeout():
+			b.Fatal("run not done")
+		}
+		loop = append(loop, time.Since(t0))
+	}
+	rawP50, loopP50 := percentile(raw, 50), percentile(loop, 50)
+	b.ReportMetric(ms(rawP50), "raw-call-p50-ms")
+	b.ReportMetric(ms(loopP50), "loop-step-p50-ms")
+	b.ReportMetric(ms(loopP50-rawP50), "overhead-per-call-ms")
+	b.ReportMetric(float64(loopP50)/float64(rawP50), "loop/raw")
+}
+
+// BenchmarkConcurrentRuns drives many one-step runs at once through 1 and 2 planner
+// replicas sharing the same consumers and state.
+func BenchmarkConcurrentRuns(b *testing.B) {
+	for _, replicas := range []int{1, 2} {
+		b.Run(map[int]string{1: "replicas=1", 2: "replicas=2"}[replicas], func(b *testing.B) {
+			tb := setup(b, map[string]string{"main": benchScript})
+			for range replicas - 1 {
+				p, err := New(tb.ctx, tb.srv.Connect(), Config{Models: tb.p.cfg.Models, DefaultModel: "main", Events: tb.cfg, Log: zerolog.Nop()})
+				if err != nil {
+					b.Fatal(err)
+				}
+				ctx, stop := context.WithCancel(context.Background())
+				done := make(chan struct{})
+				go func() { _ = p.Run(ctx); close(done) }()
+				b.Cleanup(func() { stop(); <-done })
+			}
+			dones := listen(b, tb.nc, "toolfleet.event.run.*.done", runOfEvent)
+			const inFlight = 32
+			sem := make(chan struct{}, inFlight)
+			var wg sync.WaitGroup
+			runs := 0
+			start := time.Now()
+			for b.Loop() {
+				sem <- struct{}{}
+				wg.Add(1)
+				runs++
+				id := newRunID()
+				ch := dones.expect(id)
+				go func() {
+					defer wg.Done()
+					defer func() { <-sem }()
+					if _, err := tb.p.start(context.Background(), StartRequest{Input: "add", Tools: []string{"add"}}, id, nil, ""); err != nil {
+						b.Error(err)
+						return
+					}
+					select {
+					case <-ch:
+					case <-time.After(60 * time.Second):
+						b.Error("run not done within 60s")
+					}
+				}()
+			}
+			wg.Wait()
+			b.ReportMetric(float64(runs)/time.Since(start).Seconds(), "runs/s")
+		})
+	}
+}
+
+func percentile(d []time.Duration, p int) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[min(len(s)-1, len(s)*p/100)]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
