@@ -86,16 +86,16 @@ func (ex *Executor) Run(ctx context.Context) (err error) {
 		}
 	}()
 	if err := events.Ensure(ctx, ex.js, ex.cfg); err != nil {
-		return startFailed(ctx, fmt.Errorf("executor: %w", err))
+		return fmt.Errorf("executor: %w", err)
 	}
 	if ex.inflight, err = ex.js.KeyValue(ctx, events.BucketInflight); err != nil {
-		return startFailed(ctx, fmt.Errorf("executor: open %s: %w", events.BucketInflight, err))
+		return fmt.Errorf("executor: open %s: %w", events.BucketInflight, err)
 	}
 	if ex.approvals, err = ex.js.KeyValue(ctx, events.BucketApprovals); err != nil {
-		return startFailed(ctx, fmt.Errorf("executor: open %s: %w", events.BucketApprovals, err))
+		return fmt.Errorf("executor: open %s: %w", events.BucketApprovals, err)
 	}
 	if ex.catalog, err = events.OpenCatalog(ctx, ex.js, ex.cfg); err != nil {
-		return startFailed(ctx, fmt.Errorf("executor: %w", err))
+		return fmt.Errorf("executor: %w", err)
 	}
 
 	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
@@ -110,7 +110,7 @@ func (ex *Executor) Run(ctx context.Context) (err error) {
 	if err := ex.catalog.Keep(bgCtx, defs, func(err error) {
 		ex.o.log.Warn().Err(err).Msg("refresh catalog")
 	}); err != nil {
-		return startFailed(ctx, fmt.Errorf("executor: %w", err))
+		return fmt.Errorf("executor: %w", err)
 	}
 	ex.workers = make(map[string]*worker, len(defs))
 	var consumers []jetstream.ConsumeContext
@@ -162,8 +162,8 @@ func (ex *Executor) Run(ctx context.Context) (err error) {
 	case <-time.After(5 * time.Second):
 		ex.o.log.Warn().Msg("results still unacknowledged at shutdown; their calls will be redelivered")
 	}
-	if startErr != nil && ctx.Err() == nil { // a start cut short by ctx is a normal stop
-		return startErr
+	if startErr != nil {
+		return startErr // nil after all if ctx ended (see the deferred check above)
 	}
 	ex.o.log.Info().Str("executor", ex.o.id).Msg("executor stopped")
 	return nil
@@ -197,11 +197,3 @@ func (ex *Executor) track() bool {
 
 // shuttingDown reports whether tools are being cancelled because the grace period ran out.
 func (ex *Executor) shuttingDown() bool { return ex.runCtx.Err() != nil }
-
-// startFailed returns err, unless ctx ended: a start cut short by ctx is a normal stop.
-func startFailed(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return nil
-	}
-	return err
-}
