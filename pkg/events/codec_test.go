@@ -257,3 +257,25 @@ func TestStatusOf(t *testing.T) {
 		t.Errorf("StatusOf(nil) = %s", got)
 	}
 }
+
+func TestNewApprovalAnswer(t *testing.T) {
+	t.Parallel()
+	m, err := events.NewApprovalAnswer("/human", "write_file", "c1", events.ApprovalAnswer{Decision: events.DecisionDeny, Reason: "no"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := events.Decode(m, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a events.ApprovalAnswer
+	if err := e.DataAs(&a); err != nil {
+		t.Fatal(err)
+	}
+	if m.Subject != "toolfleet.event.approval.answered.write_file.c1" || e.ID == "c1" || a.Decision != events.DecisionDeny || a.Reason != "no" {
+		t.Errorf("answer %s %+v %+v", m.Subject, e, a)
+	}
+	if _, err := events.NewApprovalAnswer("/human", "write_file", "c1", events.ApprovalAnswer{Decision: "maybe"}); !errors.Is(err, tools.ErrInvalidEvent) {
+		t.Errorf("decision maybe: %v", err)
+	}
+}

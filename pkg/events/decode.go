@@ -19,6 +19,12 @@ import (
 // decoded so far is returned alongside, so a caller can still address an answer to its
 // id and run.
 func Decode(msg *nats.Msg, maxBytes int) (Event, error) {
+	return decode(msg, maxBytes, true)
+}
+
+// decode is Decode; checkJSON false leaves the JSON check of the body to a caller that
+// unmarshals it anyway (one scan of the body instead of two).
+func decode(msg *nats.Msg, maxBytes int, checkJSON bool) (Event, error) {
 	if maxBytes <= 0 {
 		maxBytes = int(DefaultConfig().MaxMsgSize)
 	}
@@ -34,7 +40,7 @@ func Decode(msg *nats.Msg, maxBytes int) (Event, error) {
 	if err := checkIncoming(msg.Subject, msg.Header, &e); err != nil {
 		return e, err
 	}
-	if err := checkBody(msg.Data, &e); err != nil {
+	if err := checkBody(msg.Data, &e, checkJSON); err != nil {
 		return e, err
 	}
 	e.Data = msg.Data
@@ -126,12 +132,17 @@ func checkIncoming(subject string, h nats.Header, e *Event) error {
 	return nil
 }
 
-func checkBody(body []byte, e *Event) error {
+func checkBody(body []byte, e *Event, checkJSON bool) error {
 	if len(body) == 0 {
 		return tools.Errorf(tools.CodeInvalidEvent, "event %s: the body is empty (want JSON data)", e.ID)
 	}
-	if !json.Valid(body) {
+	if checkJSON && !json.Valid(body) {
 		return tools.Errorf(tools.CodeInvalidEvent, "event %s: the body is not valid JSON", e.ID)
 	}
 	return nil
+}
+
+// notJSON is the refusal of a body that does not parse.
+func notJSON(e Event) error {
+	return tools.Errorf(tools.CodeInvalidEvent, "event %s: the body is not valid JSON", e.ID)
 }

@@ -20,31 +20,39 @@ func Encode(subject string, e Event) (*nats.Msg, error) {
 	if err := checkOutgoing(subject, e); err != nil {
 		return nil, err
 	}
-	h := make(nats.Header, 12)
-	h[HeaderSpecVersion] = []string{SpecVersion}
-	h[HeaderID] = []string{e.ID}
-	h[HeaderType] = []string{e.Type}
-	h[HeaderSource] = []string{e.Source}
-	h[HeaderDataContentType] = []string{ContentType}
+	// One backing array for every header value: a value is a one-element slice of it,
+	// capped so that an Add by a later writer cannot overwrite its neighbour.
+	vals := make([]string, 0, 11)
+	h := make(nats.Header, 11)
+	set := func(k, v string) {
+		vals = append(vals, v)
+		n := len(vals)
+		h[k] = vals[n-1 : n : n]
+	}
+	set(HeaderSpecVersion, SpecVersion)
+	set(HeaderID, e.ID)
+	set(HeaderType, e.Type)
+	set(HeaderSource, e.Source)
+	set(HeaderDataContentType, ContentType)
 	if e.Subject != "" {
-		h[HeaderSubject] = []string{e.Subject}
+		set(HeaderSubject, e.Subject)
 	}
 	if !e.Time.IsZero() {
-		h[HeaderTime] = []string{e.Time.UTC().Format(timeFormat)}
+		set(HeaderTime, e.Time.UTC().Format(timeFormat))
 	}
 	if e.RunID != "" {
-		h[HeaderRunID] = []string{e.RunID}
+		set(HeaderRunID, e.RunID)
 	}
 	if e.Attempt > 0 {
-		h[HeaderAttempt] = []string{strconv.Itoa(e.Attempt)}
+		set(HeaderAttempt, strconv.Itoa(e.Attempt))
 	}
 	if !e.Deadline.IsZero() {
-		h[HeaderDeadline] = []string{e.Deadline.UTC().Format(timeFormat)}
+		set(HeaderDeadline, e.Deadline.UTC().Format(timeFormat))
 	}
 	if e.TraceParent != "" {
-		h[HeaderTraceParent] = []string{e.TraceParent}
+		set(HeaderTraceParent, e.TraceParent)
 	}
-	h[HeaderMsgID] = []string{e.ID}
+	set(HeaderMsgID, e.ID)
 	return &nats.Msg{Subject: subject, Header: h, Data: e.Data}, nil
 }
 

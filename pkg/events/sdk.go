@@ -89,7 +89,7 @@ func DecodeSDK(ctx context.Context, msg *nats.Msg, maxBytes int) (event.Event, e
 	if err := checkIncoming(msg.Subject, msg.Header, &e); err != nil {
 		return *ce, err
 	}
-	if err := checkBody(ce.Data(), &e); err != nil {
+	if err := checkBody(ce.Data(), &e, true); err != nil {
 		return *ce, err
 	}
 	return *ce, nil

@@ -2,9 +2,12 @@ package events
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
 
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
@@ -45,7 +48,7 @@ func NewCall(source, callID, runID string, c Call) (*nats.Msg, error) {
 func DecodeCall(msg *nats.Msg, maxBytes int) (CallEvent, error) {
 	var ce CallEvent
 	ce.Call.Tool, _ = ToolOfCallSubject(msg.Subject)
-	e, err := Decode(msg, maxBytes)
+	e, err := decode(msg, maxBytes, false)
 	ce.Event = e
 	if err != nil {
 		return ce, err
@@ -54,9 +57,13 @@ func DecodeCall(msg *nats.Msg, maxBytes int) (CallEvent, error) {
 		return ce, tools.Errorf(tools.CodeInvalidEvent, "call %s: subject %q does not name a valid tool", e.ID, msg.Subject)
 	}
 	subjTool := ce.Call.Tool
-	if err := e.DataAs(&ce.Call); err != nil {
+	if err := json.Unmarshal(e.Data, &ce.Call); err != nil {
 		ce.Call.Tool = subjTool
-		return ce, err
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) {
+			return ce, notJSON(e)
+		}
+		return ce, tools.Wrap(tools.CodeInvalidEvent, err, "call "+e.ID+": data does not match the call type: "+err.Error())
 	}
 	switch ce.Call.Tool {
 	case "":
@@ -96,4 +103,22 @@ func DecodeResult(msg *nats.Msg) (Event, Result, error) {
 	}
 	err = e.DataAs(&r)
 	return e, r, err
+}
+
+// NewApprovalAnswer encodes an approver's answer to the approval of callID (a call of
+// tool) on [ApprovalAnsweredSubject], with a fresh event id.
+func NewApprovalAnswer(source, tool, callID string, a ApprovalAnswer) (*nats.Msg, error) {
+	subj, err := ApprovalAnsweredSubject(tool, callID)
+	if err != nil {
+		return nil, err
+	}
+	if a.Decision != DecisionApprove && a.Decision != DecisionDeny {
+		return nil, tools.Errorf(tools.CodeInvalidEvent, "approval answer for call %s: decision %q is neither %q nor %q",
+			callID, a.Decision, DecisionApprove, DecisionDeny)
+	}
+	e := Event{ID: nuid.Next(), Type: TypeApprovalAnswer, Source: source, Time: time.Now()}
+	if err := e.SetData(a); err != nil {
+		return nil, err
+	}
+	return Encode(subj, e)
 }

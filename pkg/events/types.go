@@ -124,8 +124,10 @@ const (
 	DecisionDeny    Decision = "deny"
 )
 
-// ApprovalAnswer is the data of an approval-answered event. The event id is the call id
-// being answered.
+// ApprovalAnswer is the data of an approval-answered event, published on
+// [ApprovalAnsweredSubject] (see [NewApprovalAnswer]). The subject names the call; the
+// event id must be unique and must not be the call id, which the approval request
+// already uses as its deduplication id in the same stream.
 type ApprovalAnswer struct {
 	Decision Decision `json:"decision"`
 	// Reason is shown to the caller when the call is denied.

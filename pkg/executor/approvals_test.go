@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nuid"
 
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/executor"
@@ -51,11 +50,12 @@ func awaitRequest(t testing.TB, sub *nats.Subscription) events.ApprovalRequest {
 
 func (b *testBundle) answer(t testing.TB, req events.ApprovalRequest, ans events.ApprovalAnswer) {
 	t.Helper()
-	e := events.Event{ID: nuid.Next(), Type: events.TypeApprovalAnswer, Source: "/human", Time: time.Now()}
-	must(t, e.SetData(ans))
-	m, err := events.Encode(req.AnswerSubject, e)
+	m, err := events.NewApprovalAnswer("/human", req.Tool, req.CallID, ans)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if m.Subject != req.AnswerSubject {
+		t.Fatalf("answer subject %s, the request said %s", m.Subject, req.AnswerSubject)
 	}
 	b.publish(t, m)
 }
@@ -109,7 +109,7 @@ func TestApprovals(t *testing.T) {
 		}
 	}
 	// A second answer to an answered call changes nothing.
-	b.answer(t, events.ApprovalRequest{AnswerSubject: "toolfleet.event.approval.answered.write_file.w0"},
+	b.answer(t, events.ApprovalRequest{Tool: "write_file", CallID: "w0", AnswerSubject: "toolfleet.event.approval.answered.write_file.w0"},
 		events.ApprovalAnswer{Decision: events.DecisionDeny})
 	b.call(t, "write_file", "sync", "run-a", `{"path":"s","text":"s"}`)
 	b.answer(t, awaitRequest(t, requests), events.ApprovalAnswer{Decision: events.DecisionApprove})

@@ -23,29 +23,31 @@ import (
 // with file storage, with 1, 2 and 4 replicas, against the raw pattern with nats.go
 // alone (publish to a stream → a shared pull consumer acks on the reply's PubAck and
 // publishes the reply to a second stream → a second consumer reads it), measured in the
-// same run. Each fleet figure is also reported as a ratio to the raw pattern's:
+// same run. raw-N has N worker connections sharing the consumer, as fleet-N has N
+// replicas. Each fleet figure is also reported as a ratio to raw-N's and raw-1's:
 //
 //	go test -run '^$' -bench Fleet -benchtime 5000x ./pkg/executor/
 //
-// x-raw-calls/s is the fleet's throughput over the raw pattern's (target ≥ 0.6);
-// added-p50-µs is the fleet's p50 minus the raw pattern's (target < 1000).
+// x-raw-calls/s is the fleet's throughput over raw-N's and x-raw1-calls/s over raw-1's
+// (target ≥ 0.6); added-p50-µs is the fleet's p50 minus raw-N's (target < 1000 at one
+// call in flight; with 256 in flight p50 is mostly queueing, window / throughput).
 
 // baseline holds the raw pattern's figures per window, for the fleet's ratios.
 var baseline = struct {
 	sync.Mutex
-	m map[int]loadFigures
-}{m: map[int]loadFigures{}}
+	m map[[2]int]loadFigures // by window and worker count
+}{m: map[[2]int]loadFigures{}}
 
 type loadFigures struct{ callsPerSec, p50, p99 float64 }
 
 func BenchmarkFleet(b *testing.B) {
 	for _, window := range []int{1, 256} {
-		b.Run(fmt.Sprintf("inflight=%d/raw", window), func(b *testing.B) { benchRaw(b, window) })
-		replicas := []int{1, 2, 4}
+		workers := []int{1, 2, 4}
 		if window == 1 {
-			replicas = []int{1}
+			workers = []int{1}
 		}
-		for _, n := range replicas {
+		for _, n := range workers {
+			b.Run(fmt.Sprintf("inflight=%d/raw-%d", window, n), func(b *testing.B) { benchRaw(b, window, n) })
 			b.Run(fmt.Sprintf("inflight=%d/fleet-%d", window, n), func(b *testing.B) { benchFleet(b, window, n) })
 		}
 	}
@@ -148,7 +150,7 @@ func benchServer(b *testing.B) (*natstest.Server, jetstream.JetStream) {
 	return srv, js
 }
 
-func benchRaw(b *testing.B, window int) {
+func benchRaw(b *testing.B, window, workers int) {
 	srv, js := benchServer(b)
 	ctx := context.Background()
 	cfg := events.DefaultConfig()
@@ -160,44 +162,20 @@ func benchRaw(b *testing.B, window int) {
 			b.Fatal(err)
 		}
 	}
-	wjs, err := jetstream.New(srv.Connect(), jetstream.WithPublishAsyncMaxPending(4096))
-	if err != nil {
+	if _, err := js.CreateOrUpdateConsumer(ctx, "RAW_CALLS", jetstream.ConsumerConfig{Durable: "worker",
+		AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 1000, AckWait: 30 * time.Second}); err != nil {
 		b.Fatal(err)
 	}
-	cons, err := wjs.CreateOrUpdateConsumer(ctx, "RAW_CALLS", jetstream.ConsumerConfig{Durable: "worker",
-		AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 1000, AckWait: 30 * time.Second})
-	if err != nil {
-		b.Fatal(err)
+	for range workers {
+		rawWorker(b, srv, max(window/workers, 16))
 	}
-	// The worker: reply asynchronously, ack when the reply's PubAck arrives.
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		id := m.Headers().Get(nats.MsgIdHdr)
-		reply := &nats.Msg{Subject: "raw.reply." + id, Header: nats.Header{nats.MsgIdHdr: []string{id}}, Data: m.Data()}
-		f, err := wjs.PublishMsgAsync(reply)
-		if err != nil {
-			_ = m.Nak()
-			return
-		}
-		go func() {
-			select {
-			case <-f.Ok():
-				_ = m.Ack()
-			case <-f.Err():
-				_ = m.Nak()
-			}
-		}()
-	}, jetstream.PullMaxMessages(max(window, 16)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(cc.Stop)
 	d := newDriver(b, js, "RAW_REPLIES", window)
 	f := d.run(b, js, func(i int) *nats.Msg {
 		id := fmt.Sprintf("c%09d", i)
 		return &nats.Msg{Subject: "raw.call.noop", Header: nats.Header{nats.MsgIdHdr: []string{id}}, Data: []byte(payload)}
 	})
 	baseline.Lock()
-	baseline.m[window] = f
+	baseline.m[[2]int{window, workers}] = f
 	baseline.Unlock()
 }
 
@@ -239,10 +217,48 @@ func benchFleet(b *testing.B, window, replicas int) {
 		return m
 	})
 	baseline.Lock()
-	raw, ok := baseline.m[window]
+	raw, ok := baseline.m[[2]int{window, replicas}]
+	raw1, ok1 := baseline.m[[2]int{window, 1}]
 	baseline.Unlock()
 	if ok {
 		b.ReportMetric(f.callsPerSec/raw.callsPerSec, "x-raw-calls/s")
 		b.ReportMetric(f.p50-raw.p50, "added-p50-µs")
 	}
+	if ok1 && replicas > 1 {
+		b.ReportMetric(f.callsPerSec/raw1.callsPerSec, "x-raw1-calls/s")
+	}
+}
+
+// rawWorker is one worker of the raw pattern on its own connection: reply
+// asynchronously, ack when the reply's PubAck arrives.
+func rawWorker(b *testing.B, srv *natstest.Server, batch int) {
+	wjs, err := jetstream.New(srv.Connect(), jetstream.WithPublishAsyncMaxPending(4096))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cons, err := wjs.Consumer(context.Background(), "RAW_CALLS", "worker")
+	if err != nil {
+		b.Fatal(err)
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		id := m.Headers().Get(nats.MsgIdHdr)
+		reply := &nats.Msg{Subject: "raw.reply." + id, Header: nats.Header{nats.MsgIdHdr: []string{id}}, Data: m.Data()}
+		f, err := wjs.PublishMsgAsync(reply)
+		if err != nil {
+			_ = m.Nak()
+			return
+		}
+		go func() {
+			select {
+			case <-f.Ok():
+				_ = m.Ack()
+			case <-f.Err():
+				_ = m.Nak()
+			}
+		}()
+	}, jetstream.PullMaxMessages(batch))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(cc.Stop)
 }

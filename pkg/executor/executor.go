@@ -128,24 +128,28 @@ func (ex *Executor) Run(ctx context.Context) (err error) {
 			}
 		}
 	}
+	var startErr error
 	for _, def := range defs {
 		w, err := ex.startWorker(ctx, def)
 		if err != nil {
-			stopConsumers()
-			return err
+			startErr = err
+			break
 		}
 		ex.workers[def.Name] = w
 		consumers = append(consumers, w.consumers...)
 	}
-	for _, w := range ex.workers {
-		if w.def.NeedsApproval() {
-			go ex.sweepApprovals(bgCtx, w)
+	if startErr == nil {
+		for _, w := range ex.workers {
+			if w.def.NeedsApproval() {
+				go ex.sweepApprovals(bgCtx, w)
+			}
 		}
+		go ex.janitor(bgCtx)
+		ex.o.log.Info().Str("executor", ex.o.id).Int("tools", len(defs)).Msg("executor running")
+		<-ctx.Done()
 	}
-	go ex.janitor(bgCtx)
-	ex.o.log.Info().Str("executor", ex.o.id).Int("tools", len(defs)).Msg("executor running")
 
-	<-ctx.Done()
+	// Shutdown, also after a failed start: calls already taken must finish or go back.
 	ex.o.log.Info().Str("executor", ex.o.id).Msg("executor stopping")
 	ex.mu.Lock()
 	ex.stopping = true
@@ -157,6 +161,9 @@ func (ex *Executor) Run(ctx context.Context) (err error) {
 	case <-ex.js.PublishAsyncComplete():
 	case <-time.After(5 * time.Second):
 		ex.o.log.Warn().Msg("results still unacknowledged at shutdown; their calls will be redelivered")
+	}
+	if startErr != nil {
+		return startErr // nil after all if ctx ended (see the deferred check above)
 	}
 	ex.o.log.Info().Str("executor", ex.o.id).Msg("executor stopped")
 	return nil

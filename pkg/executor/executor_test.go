@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -190,4 +191,26 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		t.Error("nil registry accepted")
 	}
 	_ = json.Valid
+}
+
+// A start that cannot take its tool's calls fails with the reason: here another consumer
+// group already owns the tool's work queue.
+func TestRunReportsStartFailure(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cc, _ := b.cfg.CallConsumer("echo")
+	cc.Durable = "someone-else"
+	if _, err := b.js.CreateOrUpdateConsumer(context.Background(), events.StreamCalls, cc); err != nil {
+		t.Fatal(err)
+	}
+	ex, err := executor.New(b.srv.Connect(), echoRegistry(t), executor.WithStreamConfig(b.cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err = ex.Run(ctx)
+	if err == nil || !strings.Contains(err.Error(), "consumer for tool echo") {
+		t.Errorf("Run = %v, want the consumer conflict", err)
+	}
 }
