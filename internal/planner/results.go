@@ -214,5 +214,5 @@ func (p *Planner) Approve(ctx context.Context, callID string, ans events.Approva
 			return &APIError{Status: 400, Message: "the modified arguments are invalid: " + te.Message, Violations: te.Violations}
 		}
 	}
-	return publishApproval(ctx, p.js, p.cfg.Source, c.Name, callID, run.ID, ans)
+	return publishApproval(ctx, p.js, p.cfg.Source, c.Name, callID, ans)
 }
