@@ -1,0 +1,117 @@
+package planner
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/toolfleet/toolfleet/internal/picker"
+	"github.com/toolfleet/toolfleet/internal/provider"
+)
+
+// recordingModel remembers the tools it was shown at each turn.
+type recordingModel struct {
+	provider.Model
+	mu    sync.Mutex
+	shown [][]string
+}
+
+func (m *recordingModel) Generate(ctx context.Context, req provider.Request) (*provider.Response, error) {
+	var names []string
+	for _, d := range req.Tools {
+		names = append(names, d.Name)
+	}
+	m.mu.Lock()
+	m.shown = append(m.shown, names)
+	m.mu.Unlock()
+	return m.Model.Generate(ctx, req)
+}
+
+// With a tool set larger than the threshold, the planner asks the picker service and the
+// model is shown only the picked tools, best first; with a small set it is not asked.
+func TestPickerNarrowsLargeToolSets(t *testing.T) {
+	b := setup(t, nil)
+	svc, err := picker.New(b.srv.Connect(), picker.WithLogger(zerolog.Nop()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	t.Cleanup(func() { stop(); <-done })
+
+	s, err := provider.ParseScript([]byte("steps:\n  - calls: [{name: add, arguments: {a: 2, b: 2}}]\n  - text: four\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	scripted, err := provider.NewScripted(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := &recordingModel{Model: scripted}
+	p, err := New(b.ctx, b.srv.Connect(), Config{Models: map[string]provider.Model{"rec": model},
+		Events: b.cfg, Picker: NewPickerClient(b.nc, 5*time.Second), PickThreshold: 3, PickMax: 2, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.stopPlanner()
+	runCtx, stopRun := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- p.Run(runCtx) }()
+	t.Cleanup(func() { stopRun(); <-ran })
+
+	all := []string{"add", "echo", "fail", "finish", "delete_all", "slow"}
+	var run *Run
+	// The picker loads the catalog on its own; until it has, the planner shows everything.
+	waitFor(t, "a narrowed tool set", func() bool {
+		model.mu.Lock()
+		model.shown = nil
+		model.mu.Unlock()
+		run, err = p.Start(b.ctx, StartRequest{Input: "add two integers", Tools: all})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+		defer cancel()
+		if run, err = p.Wait(wctx, run.ID); err != nil {
+			t.Fatal(err)
+		}
+		model.mu.Lock()
+		defer model.mu.Unlock()
+		return len(model.shown) > 0 && len(model.shown[0]) < len(all)
+	})
+	model.mu.Lock()
+	first := model.shown[0]
+	model.mu.Unlock()
+	// At most PickMax tools, the best match first; tools that match nothing are left out.
+	if len(first) > 2 || first[0] != "add" {
+		t.Fatalf("model was shown %v; want add first and at most 2 tools", first)
+	}
+	for _, n := range first {
+		if !slices.Contains(all, n) {
+			t.Fatalf("model was shown %s, which is not in the run's tools", n)
+		}
+	}
+	if run.Answer != "four" {
+		t.Fatalf("answer %q", run.Answer)
+	}
+
+	// A small tool set is shown whole, without asking the picker.
+	model.mu.Lock()
+	model.shown = nil
+	model.mu.Unlock()
+	small, err := p.Start(b.ctx, StartRequest{Input: "add two integers", Tools: []string{"add", "echo"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.wait(t, small.ID)
+	model.mu.Lock()
+	defer model.mu.Unlock()
+	if len(model.shown[0]) != 2 {
+		t.Fatalf("small set: model was shown %v, want both tools", model.shown[0])
+	}
+}
