@@ -148,3 +148,39 @@ func TestPlannerKilledMidRun(t *testing.T) {
 		t.Errorf("%d distinct calls ran, want 12", len(ran))
 	}
 }
+
+// A run whose time runs out while the model is still answering ends as a timeout.
+func TestTimeoutDuringModelCall(t *testing.T) {
+	b := setup(t, nil)
+	s, err := provider.ParseScript([]byte("steps:\n  - text: too late\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := provider.NewScripted(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(b.ctx, b.srv.Connect(), Config{Models: map[string]provider.Model{"slow": slowModel{m, 10 * time.Second}},
+		Events: b.cfg, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.stopPlanner()
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	run, err := p.Start(b.ctx, StartRequest{Input: "hurry", Limits: Limits{Timeout: tools.Duration(300 * time.Millisecond)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+	defer cancel()
+	got, err := p.Wait(wctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Termination != TerminationTimeout {
+		t.Fatalf("termination %s (%s), want timeout", got.Termination, got.Detail)
+	}
+}

@@ -108,6 +108,10 @@ func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, s
 		if r.Status == StatusDone || r.Step != step || len(r.stepCalls()) > 0 {
 			return false, nil // another replica took the step meanwhile
 		}
+		if modelErr != nil && !r.Deadline.IsZero() && !now.Before(r.Deadline) {
+			r.finish(TerminationTimeout, fmt.Sprintf("the run's time limit of %s ran out while the model was answering", r.Limits.Timeout.D()), now)
+			return true, nil
+		}
 		if modelErr != nil {
 			r.finish(TerminationModelError, modelErr.Error(), now)
 			return true, nil
