@@ -1,0 +1,55 @@
+// Package planner runs the tool loop of LLM agents over the toolfleet fleet: it asks a
+// model, turns the model's tool calls into validated call events on JetStream, gathers
+// their results from the executors, feeds them back and asks again, until a stop
+// condition ends the run.
+//
+// # A run
+//
+//	p, err := planner.New(ctx, nc, planner.Config{Models: map[string]provider.Model{"main": m}})
+//	go p.Run(ctx)                                   // take steps, results, approvals
+//	run, err := p.Start(ctx, planner.StartRequest{Input: "What is 6*7?", Tools: []string{"calculator"}})
+//	run, err = p.Wait(ctx, run.ID)                  // run.Answer, run.Calls, run.Termination
+//
+// Each step: the run's tools (narrowed by the picker service when the set is larger than
+// Config.PickThreshold) are translated for the model's provider; the model answers; every
+// tool call is checked against the catalog's schema — an invalid call is answered at once
+// with the validator's messages (the first invalid call of each tool is a free repair, a
+// second counts as an error), an unknown tool with the list of available ones — and the
+// rest are published in parallel as call events. When the last result of the step is in,
+// the results join the conversation in the order of the model's calls and the next step
+// is asked for.
+//
+// # Stop conditions
+//
+// A run ends with a [Termination]: completed (the model answered without calls),
+// final_tool, max_steps, timeout (wall clock, also while waiting for tools or the model),
+// token_budget, error_threshold, loop_detected, or model_error. Loop detection compares
+// calls by tool and canonical arguments; at Limits.LoopThreshold repeats it warns, stops,
+// or (the default) answers the repeated call with a warning instead of running it.
+//
+// # Durability
+//
+// A run's whole state is one entry of the KV bucket toolfleet-runs, changed only by
+// compare-and-set. Steps are messages on the work-queue stream TOOLFLEET_PLAN; results
+// and approval requests are read by durable consumers all planner replicas share. Every
+// handler is idempotent (call ids are derived from run, step and position; JetStream
+// drops repeated publications), so any replica continues any run, and a planner killed
+// mid-run loses nothing and repeats nothing when it or another replica comes back.
+//
+// # Approvals and nested runs
+//
+// Executors park calls of unsafe tools and announce them; the planner marks the call
+// awaiting_approval and relays the request as a run event. [Planner.Approve] (or POST
+// /v1/approvals/{callId}, or any NATS client publishing events.NewApprovalAnswer)
+// approves, denies, or approves with modified arguments. The planner's own tool run_agent
+// starts a child run with a subset of the tools; its answer is the call's result; depth
+// is bounded by Limits.MaxDepth.
+//
+// # Inspection
+//
+// [Planner.Handler] serves the HTTP API: POST /v1/runs, GET /v1/runs/{id} (status,
+// answer, every call with its timeline, tokens, steps, termination), GET
+// /v1/runs/{id}/events (the run's lifecycle as Server-Sent Events, replayed from its
+// start), POST /v1/approvals/{callId}, /healthz and /readyz. The same lifecycle is
+// published on toolfleet.event.run.<run>.<what> for any NATS subscriber.
+package planner
