@@ -1,0 +1,247 @@
+package allinone
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/toolfleet/toolfleet/internal/picker"
+	"github.com/toolfleet/toolfleet/internal/planner"
+	"github.com/toolfleet/toolfleet/internal/provider"
+	"github.com/toolfleet/toolfleet/pkg/builtin"
+	"github.com/toolfleet/toolfleet/pkg/events"
+	"github.com/toolfleet/toolfleet/pkg/executor"
+	"github.com/toolfleet/toolfleet/pkg/tools"
+)
+
+//go:embed demo.yaml
+var demoScript []byte
+
+// ScriptedModelName is the name of the offline scripted model in the fleet.
+const ScriptedModelName = "scripted/demo"
+
+// Options configure an all-in-one fleet.
+type Options struct {
+	// DataDir holds JetStream's files; empty: a temporary directory removed on Stop.
+	DataDir string
+	// NATSHost and NATSPort are where the embedded server listens; port -1 picks a free
+	// one. Default 127.0.0.1 and -1.
+	NATSHost string
+	NATSPort int
+	// SandboxRoot is the directory of the file tools; empty: a temporary one with a
+	// sample file, removed on Stop.
+	SandboxRoot string
+	Log         zerolog.Logger
+}
+
+// Fleet is an embedded JetStream server with an executor serving the built-in tools, the
+// picker service and a planner, all in this process.
+type Fleet struct {
+	Server  *server.Server
+	NC      *nats.Conn
+	Planner *planner.Planner
+	// Model is the name of the model runs use by default: the one TOOLFLEET_MODEL names,
+	// or the scripted demo model.
+	Model   string
+	Sandbox string
+
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	errs    chan error
+	cleanup []func()
+}
+
+// Start starts the fleet; Stop ends it.
+func Start(ctx context.Context, o Options) (f *Fleet, err error) {
+	f = &Fleet{errs: make(chan error, 4)}
+	defer func() {
+		if err != nil {
+			f.Stop()
+		}
+	}()
+	if o.NATSHost == "" {
+		o.NATSHost = "127.0.0.1"
+	}
+	if o.NATSPort == 0 {
+		o.NATSPort = -1
+	}
+	dataDir, err := dirOrTemp(f, o.DataDir, "toolfleet-data-")
+	if err != nil {
+		return f, err
+	}
+	f.Sandbox, err = dirOrTemp(f, o.SandboxRoot, "toolfleet-sandbox-")
+	if err != nil {
+		return f, err
+	}
+	if o.SandboxRoot == "" {
+		sample := "order 1: 17 widgets\norder 2: 25 widgets\n"
+		if err := os.WriteFile(filepath.Join(f.Sandbox, "orders.txt"), []byte(sample), 0o644); err != nil {
+			return f, err
+		}
+	}
+
+	srv, err := server.NewServer(&server.Options{Host: o.NATSHost, Port: o.NATSPort, JetStream: true,
+		StoreDir: dataDir, NoLog: true, NoSigs: true, MaxPayload: 8 << 20})
+	if err != nil {
+		return f, fmt.Errorf("embedded nats-server: %w", err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		return f, errors.New("embedded nats-server not ready after 10s")
+	}
+	f.Server = srv
+	f.cleanup = append(f.cleanup, func() { srv.Shutdown(); srv.WaitForShutdown() })
+	connect := func(name string) (*nats.Conn, error) {
+		nc, err := nats.Connect(srv.ClientURL(), nats.Name(name), nats.InProcessServer(srv))
+		if err != nil {
+			return nil, fmt.Errorf("connect %s: %w", name, err)
+		}
+		f.cleanup = append(f.cleanup, nc.Close)
+		return nc, nil
+	}
+	if f.NC, err = connect("toolfleet"); err != nil {
+		return f, err
+	}
+
+	reg := tools.NewRegistry()
+	if err := builtin.Register(reg, builtin.Config{SandboxRoot: f.Sandbox}); err != nil {
+		return f, err
+	}
+	cfg := events.Config{}
+	exNC, err := connect("toolfleet-executor")
+	if err != nil {
+		return f, err
+	}
+	ex, err := executor.New(exNC, reg, executor.WithConcurrency(64), executor.WithExecutorID("allinone"),
+		executor.WithStreamConfig(cfg), executor.WithLogger(o.Log))
+	if err != nil {
+		return f, err
+	}
+	pkNC, err := connect("toolfleet-picker")
+	if err != nil {
+		return f, err
+	}
+	pk, err := picker.New(pkNC, picker.WithLogger(o.Log))
+	if err != nil {
+		return f, err
+	}
+	models, def, err := models()
+	if err != nil {
+		return f, err
+	}
+	f.Model = def
+	plNC, err := connect("toolfleet-planner")
+	if err != nil {
+		return f, err
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	f.cancel = cancel
+	f.serve(func() error { return ex.Run(runCtx) })
+	f.serve(func() error { return pk.Run(runCtx) })
+	// The executor creates the streams and the catalog; the planner starts once the
+	// catalog lists the tools, so that the first run can name them.
+	if err := waitCatalog(ctx, f.NC, cfg, len(reg.Definitions())); err != nil {
+		return f, err
+	}
+	p, err := planner.New(ctx, plNC, planner.Config{Models: models, DefaultModel: def, Events: cfg,
+		Picker: planner.NewPickerClient(plNC, 2*time.Second), Log: o.Log})
+	if err != nil {
+		return f, err
+	}
+	f.Planner = p
+	f.serve(func() error { return p.Run(runCtx) })
+	return f, nil
+}
+
+// models returns the scripted demo model and, when TOOLFLEET_MODEL names one, that real
+// model, which is then the default.
+func models() (map[string]provider.Model, string, error) {
+	s, err := provider.ParseScript(demoScript)
+	if err != nil {
+		return nil, "", err
+	}
+	scripted, err := provider.NewScripted(s)
+	if err != nil {
+		return nil, "", err
+	}
+	ms := map[string]provider.Model{ScriptedModelName: scripted}
+	real, err := provider.FromEnv()
+	switch {
+	case errors.Is(err, provider.ErrNoModel):
+		return ms, ScriptedModelName, nil
+	case err != nil:
+		return nil, "", err
+	}
+	ms[real.Name()] = real
+	return ms, real.Name(), nil
+}
+
+func (f *Fleet) serve(run func() error) {
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		if err := run(); err != nil {
+			f.errs <- err
+		}
+	}()
+}
+
+// Err reports the first part that stopped with an error, if any.
+func (f *Fleet) Err() <-chan error { return f.errs }
+
+// Stop stops every part (the executor finishes or hands back its calls), then the server,
+// and removes temporary directories.
+func (f *Fleet) Stop() {
+	if f.cancel != nil {
+		f.cancel()
+	}
+	f.wg.Wait()
+	for i := len(f.cleanup) - 1; i >= 0; i-- {
+		f.cleanup[i]()
+	}
+	f.cleanup = nil
+}
+
+func dirOrTemp(f *Fleet, dir, pattern string) (string, error) {
+	if dir != "" {
+		return dir, os.MkdirAll(dir, 0o755)
+	}
+	d, err := os.MkdirTemp("", pattern)
+	if err != nil {
+		return "", err
+	}
+	f.cleanup = append(f.cleanup, func() { _ = os.RemoveAll(d) })
+	return d, nil
+}
+
+// waitCatalog waits until the catalog lists n tools.
+func waitCatalog(ctx context.Context, nc *nats.Conn, cfg events.Config, n int) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	for {
+		if cat, err := events.OpenCatalog(ctx, js, cfg); err == nil {
+			if defs, err := cat.List(ctx); err == nil && len(defs) >= n {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the executor did not publish its tools: %w", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
