@@ -239,3 +239,18 @@ steps:
 		t.Fatalf("answer %q, call %+v", run.Answer, run.Calls[0])
 	}
 }
+
+// With loopAction warn, a repeated call still runs; the run records a warning and goes on.
+func TestLoopDetectionWarns(t *testing.T) {
+	b := setup(t, map[string]string{"main": "steps:\n" +
+		strings.Repeat("  - calls: [{name: add, arguments: {a: 1, b: 1}}]\n", 3) + "  - text: done\n"})
+	run := b.run(t, StartRequest{Input: "go", Limits: Limits{LoopThreshold: 2, LoopAction: LoopWarn}})
+	if run.Termination != TerminationCompleted || len(run.Calls) != 3 || len(run.Warnings) != 2 {
+		t.Fatalf("run %s, %d calls, warnings %v; want all three calls run and two warnings", run.Termination, len(run.Calls), run.Warnings)
+	}
+	for _, c := range run.Calls {
+		if c.Status != "ok" || c.Local {
+			t.Fatalf("call %+v: a warned call must still run", c)
+		}
+	}
+}
