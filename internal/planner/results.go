@@ -64,7 +64,7 @@ func (p *Planner) recordResult(ctx context.Context, res events.Result) error {
 			what = "tool_error"
 		}
 		p.emit(ctx, r.ID, what, c.Step, c.ID, c)
-		if r.Status == StatusRunning && r.Dispatched && r.stepComplete() {
+		if r.Status == StatusRunning && r.stepComplete() {
 			p.completeStep(r, now)
 		}
 		return true, nil
@@ -118,7 +118,6 @@ func (p *Planner) completeStep(r *Run, now time.Time) {
 		return
 	}
 	r.Step++
-	r.Dispatched = false
 }
 
 // afterDone announces the end of a run and, for a nested run, answers the parent's call.

@@ -68,13 +68,12 @@ type Run struct {
 
 	Messages []provider.Message `json:"messages"`
 	// Step counts model turns taken; the current step's calls are those with Step == Step.
-	Step  int           `json:"step"`
-	Calls []*CallRecord `json:"calls"`
-	// Dispatched is true once the current step's calls were published; a planner that
-	// resumes a step with Dispatched false publishes them (again: deduplicated by id).
-	Dispatched bool           `json:"dispatched"`
-	Usage      provider.Usage `json:"usage"`
-	Errors     int            `json:"errors"`
+	// A planner that resumes a step whose calls are recorded publishes the unanswered ones
+	// again: JetStream drops the repeats by id.
+	Step   int            `json:"step"`
+	Calls  []*CallRecord  `json:"calls"`
+	Usage  provider.Usage `json:"usage"`
+	Errors int            `json:"errors"`
 	// Repaired lists tools whose one free repair (an invalid call answered with the
 	// validator's messages, not counted as an error) is used.
 	Repaired []string `json:"repaired,omitempty"`

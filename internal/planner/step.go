@@ -82,7 +82,7 @@ func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, s
 		return nil // a stale or repeated request
 	}
 	if calls := run.stepCalls(); len(calls) > 0 {
-		// The model already answered this step; make sure its calls went out.
+		// The model already answered this step (a resumed step); make sure its calls went out.
 		return p.dispatch(ctx, run)
 	}
 	if t, detail := p.stopBeforeModel(run); t != "" {
@@ -205,7 +205,6 @@ func (p *Planner) applyModelResponse(r *Run, resp *provider.Response, now time.T
 		r.finish(TerminationCompleted, "", now)
 		return
 	}
-	r.Dispatched = false
 	for i, tc := range msg.ToolCalls {
 		c := &CallRecord{ID: callID(r.ID, r.Step, i), ModelCallID: tc.ID, Name: tc.Name,
 			Arguments: tc.Arguments, Step: r.Step, Status: string(CallPending), CalledAt: now, Validated: true}
@@ -279,13 +278,10 @@ func (c *CallRecord) answerLocal(status string, err *tools.Error, now time.Time)
 	c.DurationMS = now.Sub(c.CalledAt).Milliseconds()
 }
 
-// dispatch publishes the current step's calls that go to the fleet, in parallel, and
-// records that they went out. Calls already published are published again with the same
-// id, which JetStream drops.
+// dispatch publishes the current step's unanswered calls to the fleet, in parallel, and
+// starts its nested runs. A step resumed after a crash is dispatched again: the calls
+// carry the same ids, so JetStream drops the repeats, and a nested run is created once.
 func (p *Planner) dispatch(ctx context.Context, run *Run) error {
-	if run.Dispatched || len(run.stepCalls()) == 0 {
-		return p.afterChange(ctx, run)
-	}
 	var futures []jetstream.PubAckFuture
 	for _, c := range run.stepCalls() {
 		if c.Local || c.Done() {
@@ -301,11 +297,11 @@ func (p *Planner) dispatch(ctx context.Context, run *Run) error {
 		if err != nil {
 			return err
 		}
-		// Announced before the call goes out, so it precedes its result's announcement.
-		p.emit(ctx, run.ID, "tool_called", run.Step, c.ID, map[string]any{"tool": c.Name, "arguments": c.Arguments})
 		if !run.Deadline.IsZero() {
 			msg.Header.Set(events.HeaderDeadline, run.Deadline.UTC().Format(time.RFC3339Nano))
 		}
+		// Announced before the call goes out, so it precedes its result's announcement.
+		p.emit(ctx, run.ID, "tool_called", run.Step, c.ID, map[string]any{"tool": c.Name, "arguments": c.Arguments})
 		f, err := p.js.PublishMsgAsync(msg)
 		if err != nil {
 			return fmt.Errorf("publish call %s: %w", c.ID, err)
@@ -321,21 +317,7 @@ func (p *Planner) dispatch(ctx context.Context, run *Run) error {
 			return ctx.Err()
 		}
 	}
-	step := run.Step
-	run, err := p.runs.update(ctx, run.ID, func(r *Run) (bool, error) {
-		if r.Step != step || r.Dispatched {
-			return false, nil
-		}
-		r.Dispatched = true
-		if r.Status == StatusRunning && r.stepComplete() {
-			p.completeStep(r, p.cfg.Now())
-		}
-		return true, nil
-	})
-	if err != nil {
-		return err
-	}
-	return p.afterChange(ctx, run)
+	return nil
 }
 
 // afterChange does what a stored change of the run calls for: the next step's request, or

@@ -1,0 +1,188 @@
+package deploytest
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/toolfleet/toolfleet/internal/picker"
+	"github.com/toolfleet/toolfleet/internal/planner"
+	"github.com/toolfleet/toolfleet/internal/provider"
+	"github.com/toolfleet/toolfleet/pkg/builtin"
+	"github.com/toolfleet/toolfleet/pkg/events"
+	"github.com/toolfleet/toolfleet/pkg/executor"
+	"github.com/toolfleet/toolfleet/pkg/tools"
+)
+
+const realPartsScript = `
+steps:
+  - calls:
+      - {name: calculator, arguments: {expression: "6*7"}}
+      - {name: echo, arguments: {value: hi}}
+  - calls: [{name: write_file, arguments: {path: out.txt, content: "42"}}]
+  - text: wrote 42
+`
+
+// The real executor, picker and planner, each logged in as its own user of the
+// deployment's auth.conf, carry a whole run — parallel calls, an approval, the picker
+// narrowing the tool set — and a call of a tool nobody serves is answered; the server
+// refuses none of what they do.
+func TestRealPartsUnderTheirUsers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs every part against an authenticated server")
+	}
+	s := startAuthServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cfg := events.Config{}
+
+	exec := s.connect(t, "executor")
+	sandbox := t.TempDir()
+	reg := tools.NewRegistry()
+	if err := builtin.Register(reg, builtin.Config{Enable: []string{"calculator", "echo", "write_file"}, SandboxRoot: sandbox}); err != nil {
+		t.Fatal(err)
+	}
+	ex, err := executor.New(exec.nc, reg, executor.WithStreamConfig(cfg), executor.WithNoSuchToolTimeout(time.Second),
+		executor.WithLogger(zerolog.Nop()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runPart(t, ex.Run)
+
+	pick := s.connect(t, "picker")
+	svc, err := picker.New(pick.nc, picker.WithLogger(zerolog.Nop()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runPart(t, svc.Run)
+
+	plan := s.connect(t, "planner")
+	script, err := provider.ParseScript([]byte(realPartsScript))
+	if err != nil {
+		t.Fatal(err)
+	}
+	model, err := provider.NewScripted(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the executor's tools in the catalog", func() bool {
+		cat, err := events.OpenCatalog(ctx, plan.js, cfg)
+		if err != nil {
+			return false
+		}
+		defs, err := cat.List(ctx)
+		return err == nil && len(defs) == 3
+	})
+	p, err := planner.New(ctx, plan.nc, planner.Config{Models: map[string]provider.Model{"main": model}, Events: cfg,
+		Picker: planner.NewPickerClient(plan.nc, 5*time.Second), PickThreshold: 2, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runPart(t, p.Run)
+
+	run, err := p.Start(ctx, planner.StartRequest{Input: "compute and write", Tools: []string{"calculator", "echo", "write_file"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pending *planner.CallRecord
+	waitUntil(t, "the write_file approval request", func() bool {
+		r, err := p.Get(ctx, run.ID)
+		if err != nil {
+			return false
+		}
+		for _, c := range r.Calls {
+			if c.Name == "write_file" && c.Status == string(planner.CallAwaitingApproval) {
+				pending = c
+				return true
+			}
+		}
+		return false
+	})
+	if err := p.Approve(ctx, pending.ID, events.ApprovalAnswer{Decision: events.DecisionApprove, By: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	done, err := p.Wait(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done.Termination != planner.TerminationCompleted || done.Answer != "wrote 42" || len(done.Calls) != 3 {
+		t.Fatalf("run ended %s (%s) with %q and %d calls", done.Termination, done.Detail, done.Answer, len(done.Calls))
+	}
+	for _, c := range done.Calls {
+		if c.Status != "ok" {
+			t.Errorf("call %s of %s: %s %s", c.ID, c.Name, c.Status, c.Output)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(sandbox, "out.txt")); err != nil || string(b) != "42" {
+		t.Errorf("out.txt = %q, %v", b, err)
+	}
+
+	// A client's call of a tool nobody serves is answered by the executor's janitor; the
+	// client reads the result through its own consumer, as its permissions intend.
+	caller := s.connect(t, "client")
+	msg, err := events.NewCall("/client", "ghost1", "ghostrun", events.Call{Tool: "ghost", Arguments: []byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := caller.js.PublishMsg(ctx, msg); err != nil {
+		t.Fatal(err)
+	}
+	subj, err := events.ResultSubject("ghostrun", "ghost1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := caller.js.OrderedConsumer(ctx, events.StreamResults, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := cons.Next(jetstream.FetchMaxWait(30 * time.Second))
+	if err != nil {
+		caller.noViolations()
+		t.Fatalf("no answer for a call of a tool nobody serves: %v", err)
+	}
+	if _, r, err := events.DecodeResult(&nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}); err != nil || r.Status != events.StatusNoSuchTool {
+		t.Errorf("call of an unserved tool: %+v %v", r, err)
+	}
+
+	for _, c := range []*client{exec, pick, plan} {
+		c.noViolations()
+	}
+	caller.noViolations(refusedCleanup(events.StreamResults))
+}
+
+// runPart runs a part until the test ends and checks it stops cleanly.
+func runPart(t *testing.T, run func(context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil && !strings.Contains(err.Error(), "context canceled") {
+				t.Errorf("part stopped with %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Error("part did not stop within 20s")
+		}
+	})
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
