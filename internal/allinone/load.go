@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -95,10 +96,13 @@ func load(ctx context.Context, f *Fleet, o DemoOptions) (loadSummary, error) {
 	if rep.PublishErrors > 0 {
 		return sum, fmt.Errorf("%d of %d calls were refused by JetStream: %w", rep.PublishErrors, o.Calls, g.FirstPublishError())
 	}
+	// A late reply of a call counted lost could still arrive: hand back a copy.
 	mu.Lock()
 	defer mu.Unlock()
-	sum.Report = rep
-	return sum, nil
+	out := sum
+	out.Report = rep
+	out.byStatus = maps.Clone(sum.byStatus)
+	return out, nil
 }
 
 // loadCall is the i-th call of the load: mostly echo, with calculator and sleep 0 mixed in.
