@@ -3,6 +3,9 @@
 //	toolfleet demo [-calls N] [-data DIR]   an agent run and a load, then a summary
 //	toolfleet dev  [-http ADDR] [-nats-port N] [-data DIR]   the fleet and its HTTP API until Ctrl-C
 //
+// Both take -http-allow HOSTS (the hosts http_get may reach; none by default) and -v
+// (the parts' warnings on stderr). dev protects its API with TOOLFLEET_API_TOKEN when set.
+//
 // With TOOLFLEET_MODEL set (e.g. ollama/llama3.1, or openai/gpt-4o-mini with
 // OPENAI_API_KEY), runs use that model; otherwise an offline scripted model.
 package main
@@ -14,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/rs/zerolog"
@@ -35,6 +39,7 @@ func run(args []string) int {
 	calls := fs.Int("calls", 3000, "demo: tool calls in the load")
 	httpAddr := fs.String("http", "127.0.0.1:8080", "dev: the planner API's listen address")
 	natsPort := fs.Int("nats-port", 4222, "dev: the embedded NATS server's port on 127.0.0.1")
+	httpAllow := fs.String("http-allow", "", "comma-separated hosts http_get may reach (default: none, and no http_get)")
 	verbose := fs.Bool("v", false, "log the parts' warnings and errors to stderr")
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -49,6 +54,9 @@ func run(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	fleet := allinone.Options{DataDir: *data, Log: log}
+	if *httpAllow != "" {
+		fleet.HTTPAllowlist = strings.Split(*httpAllow, ",")
+	}
 	var err error
 	switch args[0] {
 	case "demo":

@@ -4,81 +4,257 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/toolfleet/toolfleet/internal/planner"
+	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
-// The demo's run takes the scripted path and its load loses and doubles nothing.
+// The demo's run takes the scripted path — a parallel step, an invalid call repaired, an
+// approved write — and its load loses and doubles nothing.
 func TestDemo(t *testing.T) {
 	t.Setenv("TOOLFLEET_MODEL", "")
+	sandbox, data := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(sandbox, "orders.txt"), []byte("order 1: 17 widgets\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	var out, progress bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := Demo(ctx, DemoOptions{Calls: 500, Out: &out, Progress: &progress}); err != nil {
-		t.Fatalf("demo: %v\n%s", err, out.String())
-	}
+	err := Demo(ctx, DemoOptions{Calls: 500, Out: &out, Progress: &progress,
+		Fleet: Options{SandboxRoot: sandbox, DataDir: data}})
 	s := out.String()
-	for _, want := range []string{
-		"scripted model — no LLM",
-		"approval requested for write_file",
-		"the demo approves it automatically",
-		"calculator  {\"expr\"",       // the invalid call
-		"invalid",                     // answered invalid
-		"calculator  {\"expression\"", // and repaired
-		"termination: completed",
-		"summary: 500 calls",
-		"lost 0, doubled 0",
-		"demo ok",
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, s)
+	}
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`scripted model — no LLM`),
+		regexp.MustCompile(`timeline of run r\w+`),
+		// the parallel step: two calls in step 0
+		regexp.MustCompile(`(?m)^  0 +get_time .* ok +1 .*\n  0 +list_dir .* ok +1 `),
+		// the invalid call, answered with the validator's messages, then repaired
+		regexp.MustCompile(`(?m)^  1 +calculator +\{"expr":.* invalid +0 .*invalid_tool_input`),
+		regexp.MustCompile(`↳ fed back to the model to repair its call: missing property 'expression'`),
+		regexp.MustCompile(`(?m)^  2 +calculator +\{"expression":.* ok +1 .*"result":84`),
+		// the approval, by the demo, labelled as such
+		regexp.MustCompile(`approval requested: write_file \{"content":"orders total: 84`),
+		regexp.MustCompile(`the demo auto-approves it`),
+		regexp.MustCompile(`(?m)^  3 +write_file .* ok +1 `),
+		regexp.MustCompile(`(?m)^  4 +read_file .* ok +1 .*orders total: 84`),
+		regexp.MustCompile(`answer: The orders total 84`),
+		regexp.MustCompile(`termination: completed, steps: 6, tool calls: 6, tokens: \d+`),
+		regexp.MustCompile(`summary: 500 calls in \S+: \d+ calls/s, p50 [\d.]+ms, p99 [\d.]+ms, retries 0, failures 0, lost 0, doubled 0`),
+		regexp.MustCompile(`results by status: ok 500; every call got exactly one result: yes`),
+		regexp.MustCompile(`demo ok`),
 	} {
-		if !strings.Contains(s, want) {
-			t.Errorf("demo output lacks %q:\n%s", want, s)
+		if !want.MatchString(s) {
+			t.Errorf("demo output lacks %s:\n%s", want, s)
 		}
 	}
 	if !strings.Contains(progress.String(), "100% (500/500)") {
-		t.Errorf("progress lacks the last line:\n%s", progress.String())
+		t.Errorf("progress lacks its last line:\n%s", progress.String())
+	}
+	// The approved write happened, in the sandbox; JetStream's files stayed in -data.
+	if b, err := os.ReadFile(filepath.Join(sandbox, "report.txt")); err != nil || string(b) != "orders total: 84\n" {
+		t.Errorf("report.txt = %q, %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(data, "jetstream")); err != nil {
+		t.Errorf("the data directory holds no JetStream files: %v", err)
 	}
 }
 
-// dev serves the planner API on the fleet until its context ends.
+// A model that cannot be configured, or a context already ended, is a clear error, not a
+// hang or a half-started fleet.
+func TestDemoStartErrors(t *testing.T) {
+	t.Setenv("TOOLFLEET_MODEL", "bogus")
+	err := Demo(context.Background(), DemoOptions{Calls: 10, Out: io.Discard})
+	if err == nil || !strings.Contains(err.Error(), "TOOLFLEET_MODEL") {
+		t.Errorf("bad TOOLFLEET_MODEL: %v", err)
+	}
+	t.Setenv("TOOLFLEET_MODEL", "")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := Demo(ctx, DemoOptions{Calls: 10, Out: io.Discard}); !errors.Is(err, context.Canceled) {
+		t.Errorf("ended context: %v", err)
+	}
+}
+
+// The scripted run's check catches a run that strayed from the script.
+func TestScriptedRunProblem(t *testing.T) {
+	calls := func(spec ...string) []*planner.CallRecord {
+		var cs []*planner.CallRecord
+		for _, s := range spec {
+			var c planner.CallRecord
+			fmt.Sscanf(strings.ReplaceAll(s, ":", " "), "%d %s %s", &c.Step, &c.Name, &c.Status)
+			cs = append(cs, &c)
+		}
+		return cs
+	}
+	good := []string{"0:get_time:ok", "0:list_dir:ok", "1:calculator:invalid", "2:calculator:ok", "3:write_file:ok", "4:read_file:ok"}
+	for _, tc := range []struct {
+		name   string
+		calls  []string
+		answer string
+		ok     bool
+	}{
+		{"as scripted", good, "The orders total 84.", true},
+		{"no answer", good, "", false},
+		{"not parallel", []string{"0:get_time:ok", "1:list_dir:ok", "2:calculator:invalid", "3:calculator:ok", "4:write_file:ok", "5:read_file:ok"}, "84", false},
+		{"write denied", []string{"0:get_time:ok", "0:list_dir:ok", "1:calculator:invalid", "2:calculator:ok", "3:write_file:denied"}, "84", false},
+		{"no repair", []string{"0:get_time:ok", "0:list_dir:ok", "1:calculator:ok", "2:write_file:ok", "3:read_file:ok"}, "84", false},
+	} {
+		got := scriptedRunProblem(&planner.Run{Calls: calls(tc.calls...), Answer: tc.answer})
+		if (got == "") != tc.ok {
+			t.Errorf("%s: problem %q", tc.name, got)
+		}
+	}
+}
+
+// On a terminal the bar is redrawn in place; elsewhere it is a line every 10%.
+func TestProgress(t *testing.T) {
+	var tty, plain bytes.Buffer
+	pt, pp := newProgress(&tty, true, 200), newProgress(&plain, false, 200)
+	for _, n := range []int{0, 10, 25, 100, 190, 200} {
+		pt.show(n)
+		pp.show(n)
+	}
+	pt.done()
+	pp.done()
+	if strings.Count(tty.String(), "\r") != 6 || strings.Count(tty.String(), "\n") != 1 ||
+		!strings.HasSuffix(tty.String(), "\r  ["+strings.Repeat("#", 40)+"] 200/200\n") {
+		t.Errorf("terminal bar = %q", tty.String())
+	}
+	want := "    0% (0/200)\n   10% (25/200)\n   50% (100/200)\n   90% (190/200)\n  100% (200/200)\n"
+	if plain.String() != want {
+		t.Errorf("plain progress = %q, want %q", plain.String(), want)
+	}
+}
+
+// dev serves the planner API and NATS until its context ends: a run started over HTTP
+// waits for its approval, is approved over HTTP and answers; a NATS client's call gets
+// its result; then a clean stop.
 func TestDev(t *testing.T) {
 	t.Setenv("TOOLFLEET_MODEL", "")
 	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan string, 1)
+	defer cancel()
+	type addrs struct{ api, nats string }
+	ready := make(chan addrs, 1)
 	done := make(chan error, 1)
+	var out bytes.Buffer
 	go func() {
-		done <- Dev(ctx, DevOptions{HTTPAddr: "127.0.0.1:0", Fleet: Options{NATSPort: -1}, Out: &bytes.Buffer{},
-			Ready: func(api, _ string) { ready <- api }})
+		done <- Dev(ctx, DevOptions{HTTPAddr: "127.0.0.1:0", Fleet: Options{NATSPort: -1}, Out: &out,
+			Ready: func(api, nats string) { ready <- addrs{api, nats} }})
 	}()
-	var api string
+	var a addrs
 	select {
-	case api = <-ready:
+	case a = <-ready:
 	case err := <-done:
 		t.Fatalf("dev stopped: %v", err)
 	case <-time.After(30 * time.Second):
 		t.Fatal("dev not ready after 30s")
 	}
-	body := `{"input":"orders","model":"scripted/demo","tools":["get_time","list_dir","calculator","write_file","read_file"],"wait":true,"waitTimeout":"2s"}`
-	resp, err := http.Post(api+"/v1/runs", "application/json", strings.NewReader(body))
+	if !strings.Contains(out.String(), "curl -s "+a.api+"/v1/runs") || !strings.Contains(out.String(), a.nats) {
+		t.Errorf("dev did not print how to start a run and reach NATS:\n%s", out.String())
+	}
+
+	// The approver: it sees the approval request on NATS, as a console would.
+	nc, err := nats.Connect(a.nats)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer nc.Close()
+	requests := make(chan events.ApprovalRequest, 4)
+	if _, err := nc.Subscribe(events.AllEvents, func(m *nats.Msg) {
+		var req events.ApprovalRequest
+		if e, err := events.Decode(m, 0); err == nil && e.Type == events.TypeApprovalRequest && e.DataAs(&req) == nil {
+			requests <- req
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	// POST /v1/runs with wait answers once the run is done, which needs the approval.
+	type answer struct {
+		code int
+		view planner.RunView
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		body, _ := json.Marshal(map[string]any{"input": demoInput, "tools": demoTools, "wait": true, "waitTimeout": "60s"})
+		var ans answer
+		ans.code, ans.view = post(a.api+"/v1/runs", string(body))
+		answered <- ans
+	}()
+	var req events.ApprovalRequest
+	select {
+	case req = <-requests:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no approval request within 30s")
+	}
+	// Until it is approved, the run waits, visibly.
 	var v planner.RunView
-	err = json.NewDecoder(resp.Body).Decode(&v)
-	resp.Body.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for !awaiting(v, req.CallID) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the run does not show its call awaiting approval: %+v", v)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the API, as a client would
+		call(t, http.MethodGet, a.api+"/v1/runs/"+req.RunID, "", &v)
+	}
+	if req.Tool != "write_file" || v.Status != planner.StatusRunning {
+		t.Fatalf("approval of %s; run %s", req.Tool, v.Status)
+	}
+	if code := call(t, http.MethodPost, a.api+"/v1/approvals/"+req.CallID, `{"decision":"approve","by":"test"}`, nil); code != http.StatusAccepted {
+		t.Fatalf("POST /v1/approvals: %d", code)
+	}
+	var got answer
+	select {
+	case got = <-answered:
+	case <-time.After(60 * time.Second):
+		t.Fatal("POST /v1/runs with wait did not answer within 60s of the approval")
+	}
+	if got.code != http.StatusOK || got.view.ID != req.RunID || got.view.Status != planner.StatusDone ||
+		got.view.Termination != planner.TerminationCompleted || !strings.Contains(got.view.Answer, "84") {
+		t.Errorf("POST /v1/runs with wait = %d %+v", got.code, got.view)
+	}
+	if code := call(t, http.MethodPost, a.api+"/v1/runs", `{"input":"x","tools":["nope"]}`, nil); code != http.StatusBadRequest {
+		t.Errorf("a run with an unknown tool: %d, want 400", code)
+	}
+
+	// Any NATS client reaches the fleet on the printed address.
+	sub, err := nc.SubscribeSync("toolfleet.result.cli.*")
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Nobody approves write_file here: the run waits, visible through the API.
-	if v.Status != planner.StatusRunning || len(v.Calls) < 4 {
-		t.Fatalf("run = %+v", v)
+	msg, err := events.NewCall("/test", "c1", "cli", events.Call{Tool: "calculator", Arguments: json.RawMessage(`{"expression":"6*7"}`)})
+	if err != nil {
+		t.Fatal(err)
 	}
+	if err := nc.PublishMsg(msg); err != nil {
+		t.Fatal(err)
+	}
+	m, err := sub.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatalf("no result for a NATS client's call: %v", err)
+	}
+	if _, res, err := events.DecodeResult(m); err != nil || res.Status != events.StatusOK || !strings.Contains(string(res.Output), "42") {
+		t.Errorf("result = %+v, %v", res, err)
+	}
+
 	cancel()
 	select {
 	case err := <-done:
@@ -88,29 +264,51 @@ func TestDev(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("dev did not stop within 30s")
 	}
+	if _, err := http.Get(a.api + "/v1/runs/" + req.RunID); err == nil {
+		t.Error("the API still answers after dev stopped")
+	}
 }
 
-// The command itself, built and run as a user runs it: `toolfleet demo` exits 0 with its
-// summary.
-func TestDemoCommand(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs cmd/toolfleet")
+func awaiting(v planner.RunView, callID string) bool {
+	for _, c := range v.Calls {
+		if c.ID == callID && c.Status == "awaiting_approval" {
+			return true
+		}
 	}
-	bin := filepath.Join(t.TempDir(), "toolfleet")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/toolfleet").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	return false
+}
+
+// post is call for a goroutine: failures come back as a zero code.
+func post(url, body string) (int, planner.RunView) {
+	var v planner.RunView
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		return 0, v
 	}
-	cmd := exec.Command(bin, "demo", "-calls", "300")
-	cmd.Env = append(os.Environ(), "TOOLFLEET_MODEL=")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("toolfleet demo: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	defer resp.Body.Close()
+	if json.NewDecoder(resp.Body).Decode(&v) != nil {
+		return 0, v
 	}
-	if !strings.Contains(stdout.String(), "summary: 300 calls") || !strings.Contains(stdout.String(), "demo ok") {
-		t.Fatalf("toolfleet demo printed:\n%s", stdout.String())
+	return resp.StatusCode, v
+}
+
+// call sends a JSON request and decodes the answer into v (when not nil).
+func call(t *testing.T, method, url, body string, v any) int {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if out, err := exec.Command(bin, "nonsense").CombinedOutput(); err == nil || !strings.Contains(string(out), "usage:") {
-		t.Fatalf("an unknown subcommand gave %v:\n%s", err, out)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer resp.Body.Close()
+	if v != nil {
+		if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+			t.Fatalf("%s %s: %v", method, url, err)
+		}
+	}
+	return resp.StatusCode
 }

@@ -2,6 +2,7 @@ package allinone
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +21,29 @@ type DevOptions struct {
 	Out   io.Writer
 	// Ready, when set, is called with the API's and NATS's addresses once both serve.
 	Ready func(apiURL, natsURL string)
+}
+
+// printDevHelp shows how to start a run with curl. The scripted model follows the demo's
+// script whatever the input, so its example is the demo's request, which stops at an
+// approval the user gives; a real model gets a question of its own.
+func printDevHelp(out io.Writer, api string, token bool, model string) {
+	auth := ""
+	if token {
+		auth = ` -H "Authorization: Bearer $TOOLFLEET_API_TOKEN"`
+	}
+	body, _ := json.Marshal(map[string]any{"input": "What is 6*7?", "tools": []string{"calculator"}, "wait": true})
+	if isScripted(model) {
+		fmt.Fprintln(out, "model: scripted model — no LLM; it follows the demo's script whatever the input (set TOOLFLEET_MODEL for a real one)")
+		body, _ = json.Marshal(map[string]any{"input": demoInput, "tools": demoTools, "wait": true, "waitTimeout": "5s"})
+	} else {
+		fmt.Fprintf(out, "model: %s\n", model)
+	}
+	fmt.Fprintf(out, "start a run:\n  curl -s%s %s/v1/runs -H 'Content-Type: application/json' -d '%s'\n", auth, api, body)
+	if isScripted(model) {
+		fmt.Fprintln(out, "  (it waits at write_file, which is unsafe: its call shows \"status\":\"awaiting_approval\")")
+	}
+	fmt.Fprintf(out, "approve a call:\n  curl -s%s %s/v1/approvals/<callId> -H 'Content-Type: application/json' -d '{\"decision\":\"approve\"}'\n", auth, api)
+	fmt.Fprintf(out, "see a run:    curl -s%s %s/v1/runs/<id>\nfollow a run: curl -sN%s %s/v1/runs/<id>/events\nstop with Ctrl-C\n", auth, api, auth, api)
 }
 
 // Dev runs the fleet with the planner's HTTP API until ctx ends, then stops gracefully.
@@ -43,16 +67,9 @@ func Dev(ctx context.Context, o DevOptions) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	api := "http://" + ln.Addr().String()
-	fmt.Fprintf(o.Out, "toolfleet dev: NATS %s, planner API %s, model %s, sandbox %s\n", f.Server.ClientURL(), api, f.Model, f.Sandbox)
-	auth := ""
-	if o.Token != "" {
-		auth = ` -H "Authorization: Bearer $TOOLFLEET_API_TOKEN"`
-	}
-	fmt.Fprintf(o.Out, "start a run:\n  curl -s%s %s/v1/runs -H 'Content-Type: application/json' -d '{\"input\":\"What is 6*7?\",\"tools\":[\"calculator\"],\"wait\":true}'\n", auth, api)
-	fmt.Fprintf(o.Out, "follow it:   curl -sN%s %s/v1/runs/<id>/events\nstop with Ctrl-C\n", auth, api)
-	if f.Model == ScriptedModelName {
-		fmt.Fprintln(o.Out, "model: scripted model — no LLM; it follows the demo script whatever the input (set TOOLFLEET_MODEL for a real one)")
-	}
+	fmt.Fprintf(o.Out, "toolfleet dev: NATS %s (connect any NATS client, e.g. nats --server %s sub 'toolfleet.>'), planner API %s, sandbox %s\n",
+		f.Server.ClientURL(), f.Server.ClientURL(), api, f.Sandbox)
+	printDevHelp(o.Out, api, o.Token != "", f.Model)
 	if o.Ready != nil {
 		o.Ready(api, f.Server.ClientURL())
 	}

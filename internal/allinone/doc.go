@@ -3,13 +3,35 @@
 // picker service and the planner. It is the first run (`toolfleet demo`), the
 // interactive playground (`toolfleet dev`), and a fixture for tests.
 //
+// # The fleet
+//
+// [Start] brings the parts up in the order they depend on each other — the server, the
+// executor (which creates the streams and publishes its tools to the catalog), the picker,
+// then the planner once the catalog lists the tools — and [Fleet.Stop] takes them down in
+// reverse, the executor finishing or handing back the calls in flight. Parts connect
+// in-process (nats.InProcessServer), so the demo needs no port of its own; the server
+// still listens on loopback for outside clients such as the nats CLI.
+//
+//	f, err := allinone.Start(ctx, allinone.Options{})
+//	if err != nil {
+//		return err
+//	}
+//	defer f.Stop()
+//	run, err := f.Planner.Start(ctx, planner.StartRequest{Input: "What is 6*7?", Tools: []string{"calculator"}})
+//
 // # The demo
 //
-// [Demo] runs a scripted agent conversation through the fleet — a parallel step, an
-// invalid call repaired after the validator's messages, an unsafe write_file that waits
-// for an approval (the demo approves it, and says so), a final answer — prints the run's
-// timeline, then publishes a few thousand tool calls as call events and prints calls/s,
-// latency percentiles, retries, failures, and how many calls were lost or doubled (none,
-// or the demo fails). With TOOLFLEET_MODEL set the run uses that model instead of the
-// script; the scripted model is labelled as such wherever it is used.
+// [Demo] runs a scripted agent conversation through the fleet (demo.yaml, embedded): a
+// parallel step, an invalid call repaired after the validator's messages, an unsafe
+// write_file that waits for an approval (the demo plays the approver and says so), a
+// final answer. It prints the run's timeline, then publishes a few thousand tool calls as
+// call events through internal/loadgen and prints calls/s, latency percentiles, retries,
+// failures, and how many calls were lost or doubled — none, or the demo fails. With
+// TOOLFLEET_MODEL set the run uses that model instead of the script; the scripted model is
+// labelled as such wherever it is used.
+//
+// # dev
+//
+// [Dev] keeps the fleet running with the planner's HTTP API until its context ends, and
+// prints how to start a run with curl.
 package allinone

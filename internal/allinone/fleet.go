@@ -41,7 +41,11 @@ type Options struct {
 	// SandboxRoot is the directory of the file tools; empty: a temporary one with a
 	// sample file, removed on Stop.
 	SandboxRoot string
-	Log         zerolog.Logger
+	// HTTPAllowlist are the hosts http_get may reach (see builtin.Config); empty: no
+	// http_get, so the demo needs no network.
+	HTTPAllowlist []string
+	// Log receives the parts' logs. Default: none.
+	Log zerolog.Logger
 }
 
 // Fleet is an embedded JetStream server with an executor serving the built-in tools, the
@@ -52,8 +56,11 @@ type Fleet struct {
 	Planner *planner.Planner
 	// Model is the name of the model runs use by default: the one TOOLFLEET_MODEL names,
 	// or the scripted demo model.
-	Model   string
-	Sandbox string
+	Model string
+	// Sandbox is the directory of the file tools; DataDir holds JetStream's files.
+	Sandbox, DataDir string
+	// Tools are the names of the tools the executor serves, in registration order.
+	Tools []string
 
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -75,7 +82,7 @@ func Start(ctx context.Context, o Options) (f *Fleet, err error) {
 	if o.NATSPort == 0 {
 		o.NATSPort = -1
 	}
-	dataDir, err := dirOrTemp(f, o.DataDir, "toolfleet-data-")
+	f.DataDir, err = dirOrTemp(f, o.DataDir, "toolfleet-data-")
 	if err != nil {
 		return f, err
 	}
@@ -91,7 +98,7 @@ func Start(ctx context.Context, o Options) (f *Fleet, err error) {
 	}
 
 	srv, err := server.NewServer(&server.Options{Host: o.NATSHost, Port: o.NATSPort, JetStream: true,
-		StoreDir: dataDir, NoLog: true, NoSigs: true, MaxPayload: 8 << 20})
+		StoreDir: f.DataDir, NoLog: true, NoSigs: true, MaxPayload: 8 << 20})
 	if err != nil {
 		return f, fmt.Errorf("embedded nats-server: %w", err)
 	}
@@ -114,8 +121,11 @@ func Start(ctx context.Context, o Options) (f *Fleet, err error) {
 	}
 
 	reg := tools.NewRegistry()
-	if err := builtin.Register(reg, builtin.Config{SandboxRoot: f.Sandbox}); err != nil {
+	if err := builtin.Register(reg, builtin.Config{SandboxRoot: f.Sandbox, HTTPAllowlist: o.HTTPAllowlist}); err != nil {
 		return f, err
+	}
+	for _, d := range reg.Definitions() {
+		f.Tools = append(f.Tools, d.Name)
 	}
 	cfg := events.Config{}
 	exNC, err := connect("toolfleet-executor")

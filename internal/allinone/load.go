@@ -4,8 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
-	"strings"
+	"maps"
 	"sync"
 	"time"
 
@@ -13,112 +12,97 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/toolfleet/toolfleet/internal/loadgen"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
+// loadSummary is the load's report and what the results said.
 type loadSummary struct {
-	elapsed, p50, p99                time.Duration
-	retries, failures, lost, doubled int
+	loadgen.Report
+	calls                        int
+	retries, failures, undecoded int
+	byStatus                     map[string]int
 }
 
-// load publishes o.Calls calls of the built-in tools (echo, calculator, sleep 0) with at
-// most 256 in flight, and gathers their results from the results subject: latency from
-// publish to result, and a count per call id to check none is lost or doubled.
+// load publishes o.Calls calls of the built-in tools (echo, calculator, sleep 0) as call
+// events with at most 256 in flight, with internal/loadgen as the executor's benchmark
+// does: each timed from publish to its result stored in JetStream, and counted per call
+// id so that a lost or doubled result shows.
 func load(ctx context.Context, f *Fleet, o DemoOptions) (loadSummary, error) {
-	js, err := jetstream.New(f.NC)
+	run := "load-" + nuid.Next()
+	filter, err := events.RunResultsSubject(run)
 	if err != nil {
 		return loadSummary{}, err
 	}
-	run := "load" + nuid.Next()[:8]
-	var (
-		mu       sync.Mutex
-		sent     = make(map[string]time.Time, o.Calls)
-		lat      = make([]time.Duration, 0, o.Calls)
-		seen     = make(map[string]int, o.Calls)
-		sum      loadSummary
-		slots    = make(chan struct{}, 256)
-		finished = make(chan struct{})
-	)
-	sub, err := f.NC.Subscribe("toolfleet.result."+run+".*", func(m *nats.Msg) {
-		_, res, err := events.DecodeResult(m)
-		if err != nil {
-			return
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		seen[res.CallID]++
-		if seen[res.CallID] > 1 {
-			sum.doubled++
-			return
-		}
-		lat = append(lat, time.Since(sent[res.CallID]))
-		sum.retries += max(res.Attempts-1, 0)
-		if res.Status != events.StatusOK {
-			sum.failures++
-		}
-		<-slots
-		if len(lat) == o.Calls {
-			close(finished)
-		}
-	})
+	sum := loadSummary{calls: o.Calls, byStatus: map[string]int{}}
+	var mu sync.Mutex
+	g, err := loadgen.Start(ctx, f.NC, loadgen.Config{ReplyStream: events.StreamResults, ReplyFilter: filter,
+		Window: 256, StallTimeout: o.StallTimeout,
+		OnReply: func(_ string, m jetstream.Msg) {
+			_, res, err := events.DecodeResult(&nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				sum.undecoded++
+				return
+			}
+			sum.byStatus[string(res.Status)]++
+			sum.retries += max(res.Attempts-1, 0)
+			if res.Status != events.StatusOK {
+				sum.failures++
+			}
+		}})
 	if err != nil {
 		return sum, err
 	}
-	defer func() { _ = sub.Unsubscribe() }()
+	defer g.Stop()
 
-	progress := newProgress(o, o.Calls)
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	start := time.Now()
+	bar := newProgress(o.Progress, o.ProgressTTY, o.Calls)
+	stopBar := make(chan struct{})
+	barDone := make(chan struct{})
 	go func() {
-		for i := range o.Calls {
+		defer close(barDone)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
 			select {
-			case slots <- struct{}{}:
-			case <-ctx.Done():
+			case <-tick.C:
+				bar.show(g.Answered())
+			case <-stopBar:
+				bar.show(g.Answered())
+				bar.done()
 				return
-			}
-			tool, args := loadCall(i)
-			id := fmt.Sprintf("%s-%d", run, i)
-			msg, err := events.NewCall("/toolfleet/demo", id, run, events.Call{Tool: tool, Arguments: args})
-			if err != nil {
-				continue
-			}
-			mu.Lock()
-			sent[id] = time.Now()
-			mu.Unlock()
-			if _, err := js.PublishMsgAsync(msg); err != nil {
-				continue
 			}
 		}
 	}()
-	timeout := time.After(2 * time.Minute)
-wait:
-	for {
-		select {
-		case <-finished:
-			break wait
-		case <-tick.C:
-			mu.Lock()
-			progress.show(len(lat))
-			mu.Unlock()
-		case <-timeout:
-			break wait
-		case <-ctx.Done():
-			return sum, ctx.Err()
+	finishBar := sync.OnceFunc(func() { close(stopBar); <-barDone })
+	defer finishBar()
+
+	for i := range o.Calls {
+		tool, args := loadCall(i)
+		msg, err := events.NewCall("/toolfleet/demo", fmt.Sprintf("%s-%d", run, i), run, events.Call{Tool: tool, Arguments: args})
+		if err != nil {
+			return sum, err
+		}
+		if err := g.Publish(ctx, msg); err != nil {
+			return sum, err
 		}
 	}
-	sum.elapsed = time.Since(start)
+	rep, err := g.Wait(ctx)
+	if err != nil {
+		return sum, err
+	}
+	finishBar()
+	if rep.PublishErrors > 0 {
+		return sum, fmt.Errorf("%d of %d calls were refused by JetStream: %w", rep.PublishErrors, o.Calls, g.FirstPublishError())
+	}
+	// A late reply of a call counted lost could still arrive: hand back a copy.
 	mu.Lock()
 	defer mu.Unlock()
-	progress.show(len(lat))
-	progress.done()
-	sum.lost = o.Calls - len(seen)
-	slices.Sort(lat)
-	if len(lat) > 0 {
-		sum.p50 = lat[len(lat)*50/100]
-		sum.p99 = lat[min(len(lat)-1, len(lat)*99/100)]
-	}
-	return sum, nil
+	out := sum
+	out.Report = rep
+	out.byStatus = maps.Clone(sum.byStatus)
+	return out, nil
 }
 
 // loadCall is the i-th call of the load: mostly echo, with calculator and sleep 0 mixed in.
@@ -130,37 +114,4 @@ func loadCall(i int) (string, json.RawMessage) {
 		return "sleep", json.RawMessage(`{"duration":"0s"}`)
 	}
 	return "echo", json.RawMessage(fmt.Sprintf(`{"value":{"n":%d}}`, i))
-}
-
-// progress draws a bar in place on a terminal, or a line every 10% elsewhere (CI logs).
-type progress struct {
-	o        DemoOptions
-	total    int
-	lastTens int
-}
-
-func newProgress(o DemoOptions, total int) *progress {
-	return &progress{o: o, total: total, lastTens: -1}
-}
-
-func (p *progress) show(n int) {
-	if p.o.Progress == nil {
-		return
-	}
-	if p.o.ProgressTTY {
-		const width = 40
-		filled := width * n / p.total
-		fmt.Fprintf(p.o.Progress, "\r  [%s%s] %d/%d", strings.Repeat("#", filled), strings.Repeat(".", width-filled), n, p.total)
-		return
-	}
-	if tens := 10 * n / p.total; tens > p.lastTens {
-		p.lastTens = tens
-		fmt.Fprintf(p.o.Progress, "  %3d%% (%d/%d)\n", tens*10, n, p.total)
-	}
-}
-
-func (p *progress) done() {
-	if p.o.Progress != nil && p.o.ProgressTTY {
-		fmt.Fprintln(p.o.Progress)
-	}
 }

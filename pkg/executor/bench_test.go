@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,13 +12,14 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolfleet/toolfleet/internal/loadgen"
 	"github.com/toolfleet/toolfleet/internal/natstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/executor"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
-// The load harness: N calls of a no-op tool through the fleet on an embedded JetStream
+// The load harness (internal/loadgen, which `toolfleet demo` uses too): N calls of a no-op tool through the fleet on an embedded JetStream
 // with file storage, with 1, 2 and 4 replicas, against the raw pattern with nats.go
 // alone (publish to a stream → a shared pull consumer acks on the reply's PubAck and
 // publishes the reply to a second stream → a second consumer reads it), measured in the
@@ -55,103 +55,50 @@ func BenchmarkFleet(b *testing.B) {
 
 var payload = `{"text":"` + strings.Repeat("x", 180) + `"}` // a 200-byte body
 
-// driver publishes calls with at most window in flight and reads the replies with an
-// ordered consumer on the reply stream, timing each from publish to read.
-type driver struct {
-	slots   chan struct{}
-	mu      sync.Mutex
-	sent    map[string]time.Time
-	lat     []time.Duration
-	done    chan struct{}
-	once    sync.Once
-	want    int // 0 while publishing
-	started time.Time
-}
-
-// checkDone closes done once every published call has its reply; d.mu is held.
-func (d *driver) checkDone() {
-	if d.want > 0 && len(d.lat) == d.want {
-		d.once.Do(func() { close(d.done) })
-	}
-}
-
-func newDriver(b *testing.B, js jetstream.JetStream, replyStream string, window int) *driver {
-	d := &driver{slots: make(chan struct{}, window), sent: map[string]time.Time{}, done: make(chan struct{})}
-	cons, err := js.OrderedConsumer(context.Background(), replyStream, jetstream.OrderedConsumerConfig{})
+// drive publishes one call per benchmark iteration through the load generator, which
+// reads the replies with an ordered consumer on replyStream and times each from publish
+// to stored reply, then waits for every reply.
+func drive(b *testing.B, nc *nats.Conn, replyStream string, window int, msg func(i int) *nats.Msg) loadFigures {
+	ctx := context.Background()
+	g, err := loadgen.Start(ctx, nc, loadgen.Config{ReplyStream: replyStream, Window: window, StallTimeout: 60 * time.Second})
 	if err != nil {
 		b.Fatal(err)
 	}
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		subj := m.Subject()
-		id := subj[strings.LastIndexByte(subj, '.')+1:]
-		now := time.Now()
-		d.mu.Lock()
-		t0, ok := d.sent[id]
-		if ok {
-			delete(d.sent, id)
-			d.lat = append(d.lat, now.Sub(t0))
-			d.checkDone()
-		}
-		d.mu.Unlock()
-		if ok {
-			<-d.slots
-		}
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(cc.Stop)
-	return d
-}
-
-// run publishes one message per benchmark iteration and waits for every reply.
-func (d *driver) run(b *testing.B, js jetstream.JetStream, msg func(i int) *nats.Msg) loadFigures {
+	b.Cleanup(g.Stop)
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		d.slots <- struct{}{}
-		m := msg(i)
-		d.mu.Lock()
-		if i == 0 {
-			d.started = time.Now()
-		}
-		d.sent[m.Header.Get(nats.MsgIdHdr)] = time.Now()
-		d.mu.Unlock()
-		if _, err := js.PublishMsgAsync(m); err != nil {
+		if err := g.Publish(ctx, msg(i)); err != nil {
 			b.Fatal(err)
 		}
 		i++
 	}
-	d.mu.Lock()
-	d.want = i // b.N is only known once b.Loop is done
-	d.checkDone()
-	d.mu.Unlock()
-	select {
-	case <-d.done:
-	case <-time.After(60 * time.Second):
-		b.Fatalf("only %d of %d replies arrived", len(d.lat), i)
+	r, err := g.Wait(ctx)
+	if err != nil {
+		b.Fatal(err)
 	}
-	elapsed := time.Since(d.started)
-	slices.Sort(d.lat)
-	f := loadFigures{callsPerSec: float64(i) / elapsed.Seconds(),
-		p50: float64(d.lat[len(d.lat)/2].Microseconds()), p99: float64(d.lat[len(d.lat)*99/100].Microseconds())}
+	if r.Answered != i || r.Doubled != 0 {
+		b.Fatalf("%d calls: %d answered, %d lost, %d doubled, %d refused (%v)", i, r.Answered, r.Lost, r.Doubled, r.PublishErrors, g.FirstPublishError())
+	}
+	f := loadFigures{callsPerSec: r.CallsPerSec(), p50: float64(r.P50.Microseconds()), p99: float64(r.P99.Microseconds())}
 	b.ReportMetric(f.callsPerSec, "calls/s")
 	b.ReportMetric(f.p50, "p50-µs")
 	b.ReportMetric(f.p99, "p99-µs")
 	return f
 }
 
-func benchServer(b *testing.B) (*natstest.Server, jetstream.JetStream) {
+func benchServer(b *testing.B) (*natstest.Server, *nats.Conn, jetstream.JetStream) {
 	srv := natstest.Start(b)
-	js, err := jetstream.New(srv.Connect(), jetstream.WithPublishAsyncMaxPending(4096))
+	nc := srv.Connect()
+	js, err := jetstream.New(nc)
 	if err != nil {
 		b.Fatal(err)
 	}
-	return srv, js
+	return srv, nc, js
 }
 
 func benchRaw(b *testing.B, window, workers int) {
-	srv, js := benchServer(b)
+	srv, nc, js := benchServer(b)
 	ctx := context.Background()
 	cfg := events.DefaultConfig()
 	for _, s := range []jetstream.StreamConfig{
@@ -169,8 +116,7 @@ func benchRaw(b *testing.B, window, workers int) {
 	for range workers {
 		rawWorker(b, srv, max(window/workers, 16))
 	}
-	d := newDriver(b, js, "RAW_REPLIES", window)
-	f := d.run(b, js, func(i int) *nats.Msg {
+	f := drive(b, nc, "RAW_REPLIES", window, func(i int) *nats.Msg {
 		id := fmt.Sprintf("c%09d", i)
 		return &nats.Msg{Subject: "raw.call.noop", Header: nats.Header{nats.MsgIdHdr: []string{id}}, Data: []byte(payload)}
 	})
@@ -180,7 +126,7 @@ func benchRaw(b *testing.B, window, workers int) {
 }
 
 func benchFleet(b *testing.B, window, replicas int) {
-	srv, js := benchServer(b)
+	srv, nc, js := benchServer(b)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	if err := events.Ensure(ctx, js, events.Config{}); err != nil {
@@ -208,8 +154,7 @@ func benchFleet(b *testing.B, window, replicas int) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	d := newDriver(b, js, events.StreamResults, window)
-	f := d.run(b, js, func(i int) *nats.Msg {
+	f := drive(b, nc, events.StreamResults, window, func(i int) *nats.Msg {
 		m, err := events.NewCall("/bench", fmt.Sprintf("c%09d", i), "bench", events.Call{Tool: "noop", Arguments: json.RawMessage(payload)})
 		if err != nil {
 			b.Fatal(err)
