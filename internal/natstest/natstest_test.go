@@ -18,8 +18,7 @@ func TestRestartKeepsStoredMessages(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	stream, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "T", Subjects: []string{"t.>"}, Storage: jetstream.FileStorage})
-	if err != nil {
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "T", Subjects: []string{"t.>"}, Storage: jetstream.FileStorage}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := js.Publish(ctx, "t.a", []byte("kept")); err != nil {
@@ -30,7 +29,7 @@ func TestRestartKeepsStoredMessages(t *testing.T) {
 	if s.URL() != url {
 		t.Fatalf("restart moved the server from %s to %s", url, s.URL())
 	}
-	stream, err = js.Stream(ctx, "T")
+	stream, err := js.Stream(ctx, "T")
 	if err != nil {
 		t.Fatalf("stream after restart: %v", err)
 	}

@@ -54,17 +54,3 @@ func (m cowMap[V]) with(changes map[string]entry[V]) cowMap[V] {
 	}
 	return cowMap[V]{base: m.base, delta: delta}
 }
-
-// each calls f with every live entry, in no particular order.
-func (m cowMap[V]) each(f func(string, V)) {
-	for k, v := range m.base {
-		if _, shadowed := m.delta[k]; !shadowed {
-			f(k, v)
-		}
-	}
-	for k, e := range m.delta {
-		if !e.deleted {
-			f(k, e.v)
-		}
-	}
-}

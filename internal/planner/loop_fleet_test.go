@@ -33,16 +33,6 @@ func (b *testBundle) wait(t *testing.T, id string) *Run {
 	return run
 }
 
-func callsNamed(r *Run, name string) []*CallRecord {
-	var out []*CallRecord
-	for _, c := range r.Calls {
-		if c.Name == name {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
 func TestLoopMultiStepWithParallelCalls(t *testing.T) {
 	b := setup(t, map[string]string{"main": `
 name: multi

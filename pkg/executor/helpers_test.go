@@ -208,15 +208,6 @@ func eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 	}
 }
 
-func obj(t testing.TB, v any) json.RawMessage {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 var echoSchema = json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"],"additionalProperties":false}`)
 
 // echoRegistry serves echo, a safe idempotent tool returning its text, plus extra tools.

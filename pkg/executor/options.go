@@ -30,7 +30,6 @@ type options struct {
 	defaultTimeout    time.Duration
 	stream            events.Config
 	metrics           prometheus.Registerer
-	source            string
 }
 
 func defaultOptions() options {

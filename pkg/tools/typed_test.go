@@ -162,7 +162,7 @@ type derived struct {
 	Labels  map[string]string `json:"labels,omitempty"`
 	Nested  struct{ On bool } `json:"nested,omitempty"`
 	Skipped string            `json:"-"`
-	private int
+	private int               // unexported: derivation must leave it out of the schema
 }
 
 func (derived) Definition() tools.Definition        { return tools.Definition{Name: "derived"} }
