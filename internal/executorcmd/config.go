@@ -14,6 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/toolfleet/toolfleet/internal/envflag"
 	"github.com/toolfleet/toolfleet/internal/natsconn"
 	"github.com/toolfleet/toolfleet/pkg/builtin"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -61,27 +62,31 @@ type Config struct {
 func Parse(args []string, out io.Writer) (Config, error) {
 	var c Config
 	var errs []error
+	var env envflag.Env
 	fs := flag.NewFlagSet("executor", flag.ContinueOnError)
 	fs.SetOutput(out)
 	c.NATS.Register(fs)
 	c.NATS.Name = "toolfleet-executor"
 
-	concurrency := envInt("TOOLFLEET_CONCURRENCY", DefaultConcurrency, &errs)
-	grace := envDuration("TOOLFLEET_GRACE_PERIOD", DefaultGracePeriod, &errs)
-	replicas := envInt("TOOLFLEET_STREAM_REPLICAS", 1, &errs)
+	concurrency := env.Int("TOOLFLEET_CONCURRENCY", DefaultConcurrency)
+	grace := env.Duration("TOOLFLEET_GRACE_PERIOD", DefaultGracePeriod)
+	replicas := env.Int("TOOLFLEET_STREAM_REPLICAS", 1)
 	host, _ := os.Hostname()
 	fs.IntVar(&c.Concurrency, "concurrency", concurrency, "calls of one tool run at once by this replica (env TOOLFLEET_CONCURRENCY)")
-	builtins := fs.String("builtins", envOr("TOOLFLEET_BUILTINS", "all"), `built-in tools to serve, comma-separated, or "all" or "none" (env TOOLFLEET_BUILTINS)`)
+	builtins := fs.String("builtins", envflag.String("TOOLFLEET_BUILTINS", "all"), `built-in tools to serve, comma-separated, or "all" or "none" (env TOOLFLEET_BUILTINS)`)
 	fs.StringVar(&c.SandboxRoot, "sandbox-root", os.Getenv("TOOLFLEET_SANDBOX_ROOT"), "directory read_file, list_dir and write_file are confined to; empty leaves them out (env TOOLFLEET_SANDBOX_ROOT)")
 	allow := fs.String("http-allowlist", os.Getenv("TOOLFLEET_HTTP_ALLOWLIST"), "hosts http_get may reach, comma-separated (example.com, *.example.com, host:port); empty leaves http_get out (env TOOLFLEET_HTTP_ALLOWLIST)")
 	fs.StringVar(&c.ToolsFile, "tools-file", os.Getenv("TOOLFLEET_TOOLS_FILE"), "YAML or JSON file of command and HTTP tools (env TOOLFLEET_TOOLS_FILE)")
-	fs.StringVar(&c.MetricsAddr, "metrics-addr", envOr("TOOLFLEET_METRICS_ADDR", DefaultMetricsAddr), `listen address of /metrics, /healthz and /readyz, or "off" (env TOOLFLEET_METRICS_ADDR)`)
-	level := fs.String("log-level", envOr("TOOLFLEET_LOG_LEVEL", "info"), "debug, info, warn or error (env TOOLFLEET_LOG_LEVEL)")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", envflag.String("TOOLFLEET_METRICS_ADDR", DefaultMetricsAddr), `listen address of /metrics, /healthz and /readyz, or "off" (env TOOLFLEET_METRICS_ADDR)`)
+	level := fs.String("log-level", envflag.String("TOOLFLEET_LOG_LEVEL", "info"), "debug, info, warn or error (env TOOLFLEET_LOG_LEVEL)")
 	fs.DurationVar(&c.GracePeriod, "grace-period", grace, "how long in-flight calls may finish on SIGTERM (env TOOLFLEET_GRACE_PERIOD)")
-	fs.StringVar(&c.ExecutorID, "executor-id", envOr("TOOLFLEET_EXECUTOR_ID", host), "name of this replica in results and logs (env TOOLFLEET_EXECUTOR_ID; default the host name)")
+	fs.StringVar(&c.ExecutorID, "executor-id", envflag.String("TOOLFLEET_EXECUTOR_ID", host), "name of this replica in results and logs (env TOOLFLEET_EXECUTOR_ID; default the host name)")
 	fs.IntVar(&c.StreamReplicas, "stream-replicas", replicas, "replicas of streams and buckets created by this executor: 1 on one server, 3 in a cluster (env TOOLFLEET_STREAM_REPLICAS)")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
+	}
+	if err := env.Err(); err != nil {
+		errs = append(errs, err)
 	}
 	if fs.NArg() > 0 {
 		errs = append(errs, fmt.Errorf("unexpected arguments %q; every setting is a flag", fs.Args()))
@@ -181,39 +186,6 @@ func (c Config) Registry() (*tools.Registry, error) {
 		return nil, errors.New("no tool to serve: enable built-ins or give a tools file")
 	}
 	return reg, nil
-}
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
-func envInt(name string, def int, errs *[]error) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(v))
-	if err != nil {
-		*errs = append(*errs, fmt.Errorf("%s=%q is not a whole number", name, v))
-		return def
-	}
-	return n
-}
-
-func envDuration(name string, def time.Duration, errs *[]error) time.Duration {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	d, err := time.ParseDuration(strings.TrimSpace(v))
-	if err != nil {
-		*errs = append(*errs, fmt.Errorf("%s=%q is not a duration such as 30s", name, v))
-		return def
-	}
-	return d
 }
 
 // splitList splits a comma-separated setting, dropping blanks.

@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
+
+	"github.com/toolfleet/toolfleet/internal/envflag"
 )
 
 // Config says how to reach NATS.
@@ -32,7 +34,7 @@ type Config struct {
 
 // Register adds the -nats-* flags to fs, with defaults from the environment.
 func (c *Config) Register(fs *flag.FlagSet) {
-	fs.StringVar(&c.URL, "nats-url", env("TOOLFLEET_NATS_URL", nats.DefaultURL), "NATS server URL(s), comma-separated (env TOOLFLEET_NATS_URL)")
+	fs.StringVar(&c.URL, "nats-url", envflag.String("TOOLFLEET_NATS_URL", nats.DefaultURL), "NATS server URL(s), comma-separated (env TOOLFLEET_NATS_URL)")
 	fs.StringVar(&c.CredsFile, "nats-creds", os.Getenv("TOOLFLEET_NATS_CREDS"), "NATS credentials file (env TOOLFLEET_NATS_CREDS)")
 	fs.StringVar(&c.User, "nats-user", os.Getenv("TOOLFLEET_NATS_USER"), "NATS user (env TOOLFLEET_NATS_USER)")
 	c.Password = os.Getenv("TOOLFLEET_NATS_PASSWORD") // never a flag: flags show in process lists
@@ -104,11 +106,4 @@ func (c Config) Connect(log zerolog.Logger, extra ...nats.Option) (*nats.Conn, e
 		return nil, fmt.Errorf("nats: connect to %s: %w", c.URL, err)
 	}
 	return nc, nil
-}
-
-func env(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
 }

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -17,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
+	"github.com/toolfleet/toolfleet/internal/envflag"
 	"github.com/toolfleet/toolfleet/internal/natsconn"
 	"github.com/toolfleet/toolfleet/internal/pick"
 )
@@ -43,19 +43,17 @@ func Flags(args []string) (Config, error) {
 	fs := flag.NewFlagSet("picker", flag.ContinueOnError)
 	c.NATS.Register(fs)
 	c.NATS.Name = ServiceName
-	fs.StringVar(&c.HTTPAddr, "http", env("TOOLFLEET_PICKER_HTTP", ":9090"), "address of /metrics and /healthz; empty disables them (env TOOLFLEET_PICKER_HTTP)")
+	fs.StringVar(&c.HTTPAddr, "http", envflag.String("TOOLFLEET_PICKER_HTTP", ":9090"), "address of /metrics and /healthz; empty disables them (env TOOLFLEET_PICKER_HTTP)")
 	fs.StringVar(&c.EmbeddingsURL, "embeddings-url", os.Getenv("TOOLFLEET_EMBEDDINGS_URL"), "OpenAI-compatible server for the embedding and hybrid scorers (env TOOLFLEET_EMBEDDINGS_URL)")
-	fs.StringVar(&c.EmbeddingsModel, "embeddings-model", env("TOOLFLEET_EMBEDDINGS_MODEL", "text-embedding-3-small"), "embedding model (env TOOLFLEET_EMBEDDINGS_MODEL)")
+	fs.StringVar(&c.EmbeddingsModel, "embeddings-model", envflag.String("TOOLFLEET_EMBEDDINGS_MODEL", "text-embedding-3-small"), "embedding model (env TOOLFLEET_EMBEDDINGS_MODEL)")
 	c.EmbeddingsAPIKey = os.Getenv("TOOLFLEET_EMBEDDINGS_API_KEY") // never a flag: flags show in process lists
-	var errs []error
-	replicas, err := strconv.Atoi(env("TOOLFLEET_STREAM_REPLICAS", "1"))
-	errs = append(errs, wrapEnv("TOOLFLEET_STREAM_REPLICAS", err))
+	var env envflag.Env
+	replicas := env.Int("TOOLFLEET_STREAM_REPLICAS", 1)
 	fs.IntVar(&c.StreamReplicas, "stream-replicas", replicas, "replicas of the embeddings bucket: 1 on one server, 3 in a cluster (env TOOLFLEET_STREAM_REPLICAS)")
-	timeout, err := time.ParseDuration(env("TOOLFLEET_PICKER_TIMEOUT", "2s"))
-	errs = append(errs, wrapEnv("TOOLFLEET_PICKER_TIMEOUT", err))
+	timeout := env.Duration("TOOLFLEET_PICKER_TIMEOUT", 2*time.Second)
 	fs.DurationVar(&c.Timeout, "timeout", timeout, "scoring bound for requests without their own timeout (env TOOLFLEET_PICKER_TIMEOUT)")
-	if err := errors.Join(errs...); err != nil {
-		return c, err
+	if err := env.Err(); err != nil {
+		return c, fmt.Errorf("picker: %w", err)
 	}
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -67,20 +65,6 @@ func Flags(args []string) (Config, error) {
 		return c, fmt.Errorf("picker: timeout must not be negative, got %s", c.Timeout)
 	}
 	return c, c.NATS.Validate()
-}
-
-func wrapEnv(name string, err error) error {
-	if err != nil {
-		return fmt.Errorf("picker: env %s: %w", name, err)
-	}
-	return nil
-}
-
-func env(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
 }
 
 // Run connects to NATS, serves picks and the HTTP endpoints until ctx ends.

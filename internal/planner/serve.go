@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/toolfleet/toolfleet/internal/envflag"
 	"github.com/toolfleet/toolfleet/internal/natsconn"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
@@ -40,9 +41,10 @@ type ServeConfig struct {
 // Flags parses the planner's flags and environment.
 func Flags(args []string) (ServeConfig, error) {
 	var c ServeConfig
+	var env envflag.Env
 	fs := flag.NewFlagSet("planner", flag.ContinueOnError)
 	c.NATS.Register(fs)
-	fs.StringVar(&c.HTTPAddr, "http-addr", envOr("TOOLFLEET_HTTP_ADDR", ":8080"), "HTTP API listen address (env TOOLFLEET_HTTP_ADDR)")
+	fs.StringVar(&c.HTTPAddr, "http-addr", envflag.String("TOOLFLEET_HTTP_ADDR", ":8080"), "HTTP API listen address (env TOOLFLEET_HTTP_ADDR)")
 	c.Token = os.Getenv("TOOLFLEET_API_TOKEN")
 	fs.Func("script", "a scripted model, name=path to its YAML or JSON script (repeatable)", func(s string) error {
 		if !strings.Contains(s, "=") {
@@ -51,8 +53,11 @@ func Flags(args []string) (ServeConfig, error) {
 		c.Scripts = append(c.Scripts, s)
 		return nil
 	})
-	fs.IntVar(&c.StreamReplicas, "stream-replicas", envInt("TOOLFLEET_STREAM_REPLICAS", 1), "replicas of streams and buckets: 1 on one server, 3 in a cluster (env TOOLFLEET_STREAM_REPLICAS)")
+	fs.IntVar(&c.StreamReplicas, "stream-replicas", env.Int("TOOLFLEET_STREAM_REPLICAS", 1), "replicas of streams and buckets: 1 on one server, 3 in a cluster (env TOOLFLEET_STREAM_REPLICAS)")
 	fs.BoolVar(&c.UsePicker, "picker", true, "ask the toolfleet-picker service for candidates when a run has many tools")
+	if err := env.Err(); err != nil {
+		return c, fmt.Errorf("planner: %w", err)
+	}
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -135,19 +140,4 @@ func Serve(ctx context.Context, c ServeConfig) error {
 		err = dErr
 	}
 	return err
-}
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
-func envInt(name string, def int) int {
-	var n int
-	if _, err := fmt.Sscan(os.Getenv(name), &n); err == nil {
-		return n
-	}
-	return def
 }
