@@ -68,7 +68,7 @@ func (p *Planner) handleAdvance(ctx context.Context, m jetstream.Msg) {
 }
 
 func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, step int) error {
-	run, _, err := p.runs.get(ctx, runID)
+	run, rev, err := p.runs.get(ctx, runID)
 	if errors.Is(err, errRunNotFound) {
 		return nil
 	}
@@ -86,7 +86,7 @@ func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, s
 		return p.dispatch(ctx, run)
 	}
 	if t, detail := p.stopBeforeModel(run); t != "" {
-		run, err = p.runs.update(ctx, runID, func(r *Run) (bool, error) {
+		run, err = p.runs.updateFrom(ctx, runID, run, rev, func(r *Run) (bool, error) {
 			if r.Status == StatusDone || r.Step != step || len(r.stepCalls()) > 0 {
 				return false, nil
 			}
@@ -104,7 +104,7 @@ func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, s
 		return ctx.Err()
 	}
 	now := p.cfg.Now()
-	run, err = p.runs.update(ctx, runID, func(r *Run) (bool, error) {
+	run, err = p.runs.updateFrom(ctx, runID, run, rev, func(r *Run) (bool, error) {
 		if r.Status == StatusDone || r.Step != step || len(r.stepCalls()) > 0 {
 			return false, nil // another replica took the step meanwhile
 		}

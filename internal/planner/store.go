@@ -49,10 +49,20 @@ func (s store) get(ctx context.Context, id string) (*Run, uint64, error) {
 // meanwhile; otherwise it starts over. change reports whether it changed anything; when
 // it did not, nothing is written. The run as stored is returned.
 func (s store) update(ctx context.Context, id string, change func(r *Run) (bool, error)) (*Run, error) {
+	return s.updateFrom(ctx, id, nil, 0, change)
+}
+
+// updateFrom is update starting from a run the caller loaded at revision rev, so the
+// usual case costs no second read; a run changed meanwhile is read again. loaded is
+// handed over: change may modify it, and the caller uses the returned run instead.
+func (s store) updateFrom(ctx context.Context, id string, loaded *Run, rev uint64, change func(r *Run) (bool, error)) (*Run, error) {
+	r := loaded
 	for {
-		r, rev, err := s.get(ctx, id)
-		if err != nil {
-			return nil, err
+		if r == nil {
+			var err error
+			if r, rev, err = s.get(ctx, id); err != nil {
+				return nil, err
+			}
 		}
 		changed, err := change(r)
 		if err != nil || !changed {
@@ -72,6 +82,7 @@ func (s store) update(ctx context.Context, id string, change func(r *Run) (bool,
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		r = nil // changed meanwhile: read it again
 	}
 }
 
