@@ -1,7 +1,6 @@
 package planner
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 
@@ -29,5 +28,3 @@ func notFoundf(format string, args ...any) error {
 func conflictf(format string, args ...any) error {
 	return &APIError{Status: http.StatusConflict, Message: fmt.Sprintf(format, args...)}
 }
-
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -149,12 +150,8 @@ func callID(run string, step, n int) string { return fmt.Sprintf("%s-%d-%d", run
 
 // runOfCall returns the run id part of a call id made by callID.
 func runOfCall(call string) (string, bool) {
-	for i := 0; i < len(call); i++ {
-		if call[i] == '-' {
-			return call[:i], i > 0
-		}
-	}
-	return "", false
+	run, _, ok := strings.Cut(call, "-")
+	return run, ok && run != ""
 }
 
 // ack acknowledges m, logging a failure (the message is then redelivered, and handlers

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -60,7 +61,7 @@ func (p *Planner) watchRuns(ctx context.Context) error {
 				Status   Status    `json:"status"`
 				Deadline time.Time `json:"deadline"`
 			}
-			if e.Value() == nil || jsonUnmarshal(e.Value(), &r) != nil || r.Status != StatusRunning || r.Deadline.IsZero() {
+			if e.Value() == nil || json.Unmarshal(e.Value(), &r) != nil || r.Status != StatusRunning || r.Deadline.IsZero() {
 				p.forget(e.Key())
 				continue
 			}

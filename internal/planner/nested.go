@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
@@ -78,19 +79,7 @@ func (p *Planner) checkAgentCall(r *Run, c *CallRecord) *tools.Error {
 
 // childID is the id of the run started by a run_agent call: derived from the call so that
 // starting it twice (a resumed step) finds the same run.
-func childID(call string) string { return "c" + stripDashes(call) }
-
-func stripDashes(s string) string {
-	out := make([]byte, 0, len(s))
-	for i := 0; i < len(s); i++ {
-		if s[i] != '-' {
-			out = append(out, s[i])
-		} else {
-			out = append(out, '_')
-		}
-	}
-	return string(out)
-}
+func childID(call string) string { return "c" + strings.ReplaceAll(call, "-", "_") }
 
 // startChild starts the nested run of a run_agent call, once.
 func (p *Planner) startChild(ctx context.Context, parent *Run, c *CallRecord) error {

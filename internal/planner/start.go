@@ -2,6 +2,7 @@ package planner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -172,7 +173,7 @@ func (p *Planner) Wait(ctx context.Context, id string) (*Run, error) {
 				continue
 			}
 			var r Run
-			if jsonUnmarshal(e.Value(), &r) != nil {
+			if json.Unmarshal(e.Value(), &r) != nil {
 				continue
 			}
 			last = &r
