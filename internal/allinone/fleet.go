@@ -242,8 +242,12 @@ func waitCatalog(ctx context.Context, nc *nats.Conn, cfg events.Config, n int) e
 	if err != nil {
 		return err
 	}
+	var cat *events.Catalog
 	for {
-		if cat, err := events.OpenCatalog(ctx, js, cfg); err == nil {
+		if cat == nil { // the bucket exists once the executor has run events.Ensure
+			cat, _ = events.OpenCatalog(ctx, js, cfg)
+		}
+		if cat != nil {
 			if defs, err := cat.List(ctx); err == nil && len(defs) >= n {
 				return nil
 			}
