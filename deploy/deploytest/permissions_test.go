@@ -11,18 +11,19 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/toolfleet/toolfleet/internal/picker"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
-// Names the planner keeps besides pkg/events' (internal/planner/storage.go).
+// Names of the planner's storage and the picker's subject, from the code that uses them.
 const (
-	streamPlan       = "TOOLFLEET_PLAN"
-	bucketRuns       = "toolfleet-runs"
-	consumerResults  = "toolfleet-planner-results"
-	consumerPlan     = "toolfleet-planner"
-	consumerApproval = "toolfleet-planner-approvals"
-	pickSubject      = "toolfleet.picker.pick"
+	streamPlan       = events.StreamPlan
+	bucketRuns       = events.BucketRuns
+	consumerResults  = events.PlannerResultsConsumer
+	consumerPlan     = events.PlannerStepsConsumer
+	consumerApproval = events.PlannerApprovalsConsumer
+	pickSubject      = picker.PickSubject
 )
 
 var echoDef = tools.Definition{Type: "function", Name: "echo", Description: "Echoes its input.",
@@ -107,13 +108,9 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 
 	// The planner: its own stream and bucket, its durable consumers, a pick, a call.
-	if _, err := planner.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: streamPlan,
-		Subjects: []string{"toolfleet.plan.>"}, Retention: jetstream.WorkQueuePolicy}); err != nil {
-		t.Fatalf("planner: create %s: %v", streamPlan, err)
-	}
-	runs, err := planner.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucketRuns, History: 1})
+	runs, err := events.EnsurePlanner(ctx, planner.js, cfg)
 	if err != nil {
-		t.Fatalf("planner: create %s: %v", bucketRuns, err)
+		t.Fatalf("planner: ensure %s and %s: %v", streamPlan, bucketRuns, err)
 	}
 	plannerCatalog, err := events.OpenCatalog(ctx, planner.js, cfg)
 	if err != nil {
@@ -128,7 +125,7 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 	next(t, plannerChanges)
 	results := durable(ctx, t, planner, events.StreamResults, consumerResults, events.AllResults)
-	plan := durable(ctx, t, planner, streamPlan, consumerPlan, "toolfleet.plan.>")
+	plan := durable(ctx, t, planner, streamPlan, consumerPlan, events.AllPlanSteps)
 	approvals := durable(ctx, t, planner, events.StreamEvents, consumerApproval, "toolfleet.event.approval.requested.>")
 
 	reply, err := planner.nc.Request(pickSubject, []byte(`{"input":"repeat after me"}`), 5*time.Second)

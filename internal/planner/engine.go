@@ -49,7 +49,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Planner, error) {
 	if err := events.Ensure(ctx, js, cfg.Events); err != nil {
 		return nil, fmt.Errorf("planner: %w", err)
 	}
-	kv, err := ensurePlannerStorage(ctx, js, cfg.Events)
+	kv, err := events.EnsurePlanner(ctx, js, cfg.Events)
 	if err != nil {
 		return nil, fmt.Errorf("planner: %w", err)
 	}
@@ -86,9 +86,9 @@ func (p *Planner) createConsumers(ctx context.Context) error {
 		deliver              jetstream.DeliverPolicy
 		handle               func(context.Context, jetstream.Msg)
 	}{
-		{streamPlan, consumerPlan, planSubjectPrefix + ">", jetstream.DeliverAllPolicy, p.handleAdvance},
-		{events.StreamResults, consumerResults, "toolfleet.result.>", jetstream.DeliverNewPolicy, p.handleResult},
-		{events.StreamEvents, consumerApprovals, "toolfleet.event.approval.requested.>", jetstream.DeliverNewPolicy, p.handleApprovalRequest},
+		{events.StreamPlan, events.PlannerStepsConsumer, events.AllPlanSteps, jetstream.DeliverAllPolicy, p.handleAdvance},
+		{events.StreamResults, events.PlannerResultsConsumer, events.AllResults, jetstream.DeliverNewPolicy, p.handleResult},
+		{events.StreamEvents, events.PlannerApprovalsConsumer, events.AllApprovalRequests, jetstream.DeliverNewPolicy, p.handleApprovalRequest},
 	}
 	for _, c := range specs {
 		cons, err := p.js.CreateOrUpdateConsumer(ctx, c.stream, jetstream.ConsumerConfig{

@@ -29,7 +29,11 @@ func (p *Planner) publishAdvance(ctx context.Context, run string, step int) erro
 	if err := e.SetData(advance{Step: step}); err != nil {
 		return err
 	}
-	msg, err := events.Encode(planSubjectPrefix+run, e)
+	subj, err := events.PlanSubject(run)
+	if err != nil {
+		return err
+	}
+	msg, err := events.Encode(subj, e)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,10 @@ const (
 	BucketCatalog     = "toolfleet-catalog"
 	BucketInflight    = "toolfleet-inflight"
 	BucketApprovals   = "toolfleet-approvals"
+	// StreamPlan and BucketRuns are the planner's: only planners create and use them
+	// (see [EnsurePlanner]).
+	StreamPlan = "TOOLFLEET_PLAN"
+	BucketRuns = "toolfleet-runs"
 )
 
 // headerAllowance is added to MaxMsgSize for the stream limit: the limit applies to
@@ -77,6 +81,9 @@ type Config struct {
 	// ApprovalsMaxAge bounds how long a parked call may wait for its approval in storage;
 	// each approval's own expiry is set by the executor and is shorter. Default 7 days.
 	ApprovalsMaxAge tools.Duration `json:"approvalsMaxAge,omitempty"`
+	// RunsMaxAge is how long a planner run's state is kept after its last change.
+	// Default 7 days.
+	RunsMaxAge tools.Duration `json:"runsMaxAge,omitempty"`
 }
 
 // DefaultConfig returns the defaults: one replica, file storage, and the values written
@@ -97,6 +104,7 @@ func DefaultConfig() Config {
 		CatalogTTL:        tools.Duration(30 * time.Second),
 		InflightMaxAge:    tools.Duration(24 * time.Hour),
 		ApprovalsMaxAge:   tools.Duration(7 * 24 * time.Hour),
+		RunsMaxAge:        tools.Duration(7 * 24 * time.Hour),
 	}
 }
 
@@ -121,6 +129,7 @@ func (c Config) WithDefaults() Config {
 	setDur(&c.CatalogTTL, d.CatalogTTL)
 	setDur(&c.InflightMaxAge, d.InflightMaxAge)
 	setDur(&c.ApprovalsMaxAge, d.ApprovalsMaxAge)
+	setDur(&c.RunsMaxAge, d.RunsMaxAge)
 	return c
 }
 
@@ -253,4 +262,27 @@ func (c Config) Buckets() []jetstream.KeyValueConfig {
 			History: 1, TTL: c.ApprovalsMaxAge.D(), Storage: st, Replicas: c.Replicas,
 			MaxValueSize: c.MaxMsgSize + headerAllowance},
 	}
+}
+
+// Durable consumers of the planner, shared by all its replicas.
+const (
+	PlannerStepsConsumer     = "toolfleet-planner"
+	PlannerResultsConsumer   = "toolfleet-planner-results"
+	PlannerApprovalsConsumer = "toolfleet-planner-approvals"
+)
+
+// PlanStream is the planner's work queue of run steps ([PlanSubject]): one message "take
+// step N of run R" per step, consumed by whichever planner replica is free.
+func (c Config) PlanStream() jetstream.StreamConfig {
+	c = c.WithDefaults()
+	return jetstream.StreamConfig{Name: StreamPlan, Description: "toolfleet run steps waiting for a planner",
+		Subjects: []string{AllPlanSteps}, Retention: jetstream.WorkQueuePolicy, Storage: c.storage(),
+		Replicas: c.Replicas, MaxAge: c.CallsMaxAge.D(), Duplicates: c.DuplicateWindow.D()}
+}
+
+// RunsBucket holds each planner run's whole state, key = run id.
+func (c Config) RunsBucket() jetstream.KeyValueConfig {
+	c = c.WithDefaults()
+	return jetstream.KeyValueConfig{Bucket: BucketRuns, Description: "toolfleet run state", History: 1,
+		TTL: c.RunsMaxAge.D(), Storage: c.storage(), Replicas: c.Replicas}
 }

@@ -40,7 +40,10 @@
 // The calls stream is a work queue: a call is gone once acknowledged, and JetStream
 // allows one consumer per filter, which is what a tool class is: one durable consumer
 // per tool ([ConsumerName]) shared by all its replicas. Results, events and dead letters
-// use limits retention. See [Config] for durability (sync_interval vs replicas).
+// use limits retention. See [Config] for durability (sync_interval vs replicas). The
+// planner's own work queue of run steps ([Config.PlanStream], [PlanSubject]) and its
+// run-state bucket ([Config.RunsBucket]) are defined here too, and created only by
+// planners with [EnsurePlanner].
 //
 // # Catalog
 //

@@ -61,3 +61,27 @@ func isRace(err error) bool {
 		errors.Is(err, jetstream.ErrConsumerExists) ||
 		errors.Is(err, jetstream.ErrStreamNotFound)
 }
+
+// EnsurePlanner creates or updates what only planners use, the plan stream and the runs
+// bucket, on top of [Ensure]; it returns the runs bucket. Other parts neither need nor
+// may create them.
+func EnsurePlanner(ctx context.Context, js jetstream.JetStream, cfg Config) (jetstream.KeyValue, error) {
+	if err := Ensure(ctx, js, cfg); err != nil {
+		return nil, err
+	}
+	sc := cfg.PlanStream()
+	if err := retryRace(ctx, func() error { _, err := js.CreateOrUpdateStream(ctx, sc); return err }); err != nil {
+		return nil, fmt.Errorf("ensure stream %s: %w", sc.Name, err)
+	}
+	var kv jetstream.KeyValue
+	kc := cfg.RunsBucket()
+	err := retryRace(ctx, func() error {
+		var err error
+		kv, err = js.CreateOrUpdateKeyValue(ctx, kc)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ensure bucket %s: %w", kc.Bucket, err)
+	}
+	return kv, nil
+}

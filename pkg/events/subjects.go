@@ -18,11 +18,16 @@ const (
 	approvalReqPrefix  = "toolfleet.event.approval.requested."
 	approvalAnsPrefix  = "toolfleet.event.approval.answered."
 	runEventPrefix     = "toolfleet.event.run."
+	planPrefix         = "toolfleet.plan."
 	AllCalls           = "toolfleet.call.>"
 	AllResults         = "toolfleet.result.>"
 	AllEvents          = "toolfleet.event.>"
 	AllDeadLetters     = "toolfleet.dlq.>"
 	AllApprovalAnswers = "toolfleet.event.approval.answered.>"
+	// AllApprovalRequests matches every approval request, of any tool.
+	AllApprovalRequests = "toolfleet.event.approval.requested.>"
+	// AllPlanSteps matches the planner's step messages ([PlanSubject]).
+	AllPlanSteps = "toolfleet.plan.>"
 )
 
 // IDPattern is the alphabet of call ids and run ids: one NATS subject token of letters,
@@ -186,4 +191,12 @@ func isIDToken(s string, max int) bool {
 		}
 	}
 	return true
+}
+
+// PlanSubject is where a planner asks for the next step of run: toolfleet.plan.<run>.
+func PlanSubject(run string) (string, error) {
+	if err := ValidateID("run id", run); err != nil {
+		return "", err
+	}
+	return planPrefix + run, nil
 }
