@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/toolfleet/toolfleet/internal/ops"
 )
 
 // cleanEnv empties every TOOLFLEET_ variable for the test, so the machine's environment
@@ -24,7 +26,7 @@ func cleanEnv(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"TOOLFLEET_NATS_URL", "TOOLFLEET_CONCURRENCY", "TOOLFLEET_BUILTINS", "TOOLFLEET_SANDBOX_ROOT",
-		"TOOLFLEET_HTTP_ALLOWLIST", "TOOLFLEET_TOOLS_FILE", "TOOLFLEET_METRICS_ADDR", "TOOLFLEET_LOG_LEVEL", "TOOLFLEET_GRACE_PERIOD", "TOOLFLEET_EXECUTOR_ID", "TOOLFLEET_STREAM_REPLICAS"} {
+		"TOOLFLEET_HTTP_ALLOWLIST", "TOOLFLEET_TOOLS_FILE", "TOOLFLEET_METRICS_ADDR", "TOOLFLEET_OPS_ADDR", "TOOLFLEET_LOG_LEVEL", "TOOLFLEET_GRACE_PERIOD", "TOOLFLEET_EXECUTOR_ID", "TOOLFLEET_STREAM_REPLICAS"} {
 		t.Setenv(name, "")
 	}
 }
@@ -36,7 +38,7 @@ func TestParseDefaults(t *testing.T) {
 		t.Fatalf("Parse: %v", err)
 	}
 	if c.NATS.URL != "nats://127.0.0.1:4222" || c.Concurrency != DefaultConcurrency || c.Builtins != nil ||
-		c.MetricsAddr != DefaultMetricsAddr || c.LogLevel != zerolog.InfoLevel || c.GracePeriod != DefaultGracePeriod || c.StreamReplicas != 1 || c.ExecutorID == "" {
+		c.Ops.Addr != ops.DefaultAddr || c.Ops.LogLevel != zerolog.InfoLevel || len(c.Ops.Deprecated) > 0 || c.GracePeriod != DefaultGracePeriod || c.StreamReplicas != 1 || c.ExecutorID == "" {
 		t.Fatalf("defaults = %+v", c)
 	}
 	reg, err := c.Registry()
@@ -70,13 +72,13 @@ func TestParseFromTheEnvironmentAndFlags(t *testing.T) {
 	t.Setenv("TOOLFLEET_BUILTINS", "calculator,read_file")
 
 	// Flags win over the environment.
-	c, err := Parse([]string{"-concurrency", "2", "-metrics-addr", "off"}, io.Discard)
+	c, err := Parse([]string{"-concurrency", "2", "-ops-addr", "off"}, io.Discard)
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
 	if c.NATS.URL != "nats://nats-a:4222,nats://nats-b:4222" || c.Concurrency != 2 || c.SandboxRoot != dir ||
 		!slices.Equal(c.HTTPAllowlist, []string{"api.example.com", "*.wiki.org"}) || c.ToolsFile != toolsFile ||
-		c.LogLevel != zerolog.DebugLevel || c.GracePeriod != time.Minute || c.ExecutorID != "executor-7f9c" || c.StreamReplicas != 3 || c.MetricsAddr != "" ||
+		c.Ops.LogLevel != zerolog.DebugLevel || c.GracePeriod != time.Minute || c.ExecutorID != "executor-7f9c" || c.StreamReplicas != 3 || c.Ops.Addr != "" ||
 		!slices.Equal(c.Builtins, []string{"calculator", "read_file"}) {
 		t.Fatalf("config = %+v", c)
 	}
@@ -119,8 +121,11 @@ func TestParseRefuses(t *testing.T) {
 		{"unknown builtin", nil, []string{"-builtins", "calculator,shell"}, `unknown built-in tool "shell"`},
 		{"tools file missing", nil, []string{"-tools-file", filepath.Join(dir, "tools.yaml")}, "tools file"},
 		{"tools file extension", nil, []string{"-tools-file", file}, `extension ".txt"`},
-		{"bad metrics address", nil, []string{"-metrics-addr", "9090"}, "metrics address"},
-		{"bad log level", nil, []string{"-log-level", "loud"}, `log level "loud"`},
+		{"bad ops address", nil, []string{"-ops-addr", "9090"}, `-ops-addr "9090"`},
+		{"bad ops address env", map[string]string{"TOOLFLEET_OPS_ADDR": "host:http"}, nil, `TOOLFLEET_OPS_ADDR "host:http": port "http"`},
+		{"bad old metrics address", nil, []string{"-metrics-addr", "9090"}, `-metrics-addr "9090"`},
+		{"bad log level", nil, []string{"-log-level", "loud"}, `-log-level "loud"`},
+		{"bad log level env", map[string]string{"TOOLFLEET_LOG_LEVEL": "loud"}, nil, `TOOLFLEET_LOG_LEVEL "loud"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -131,6 +136,39 @@ func TestParseRefuses(t *testing.T) {
 			_, err := Parse(tt.args, io.Discard)
 			if err == nil || !strings.Contains(err.Error(), tt.fragment) {
 				t.Fatalf("Parse error = %v, want it to mention %q", err, tt.fragment)
+			}
+		})
+	}
+}
+
+// The older names of the ops address still work, below the new ones, and leave a
+// deprecation warning for Run to log.
+func TestParseOldOpsAddressNames(t *testing.T) {
+	tests := []struct {
+		name     string
+		env      map[string]string
+		args     []string
+		addr     string
+		warnings int
+	}{
+		{"old flag", nil, []string{"-metrics-addr", ":9191"}, ":9191", 1},
+		{"old variable", map[string]string{"TOOLFLEET_METRICS_ADDR": ":9292"}, nil, ":9292", 1},
+		{"new variable over old one", map[string]string{"TOOLFLEET_METRICS_ADDR": ":9292", "TOOLFLEET_OPS_ADDR": ":9393"}, nil, ":9393", 0},
+		{"new flag over old flag", nil, []string{"-metrics-addr", ":9191", "-ops-addr", "off"}, "", 0},
+		{"old flag over new variable", map[string]string{"TOOLFLEET_OPS_ADDR": ":9393"}, []string{"-metrics-addr", "off"}, "", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cleanEnv(t)
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			c, err := Parse(tt.args, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Ops.Addr != tt.addr || len(c.Ops.Deprecated) != tt.warnings {
+				t.Fatalf("ops address %q with warnings %q, want %q and %d", c.Ops.Addr, c.Ops.Deprecated, tt.addr, tt.warnings)
 			}
 		})
 	}
