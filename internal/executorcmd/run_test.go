@@ -1,0 +1,73 @@
+package executorcmd
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolfleet/toolfleet/internal/natstest"
+	"github.com/toolfleet/toolfleet/internal/ops/opstest"
+	"github.com/toolfleet/toolfleet/pkg/events"
+)
+
+// Run serves on an embedded JetStream until its context ends: the ops server's probes
+// and metrics answer, a call gets its result, the start is logged with what it serves,
+// and the older ops address variable works with one warning.
+func TestRun(t *testing.T) {
+	cleanEnv(t)
+	srv := natstest.Start(t)
+	addr := opstest.FreeAddr(t)
+	t.Setenv("TOOLFLEET_METRICS_ADDR", addr)
+	c, err := Parse([]string{"-nats-url", srv.URL(), "-builtins", "calculator,echo", "-concurrency", "3", "-executor-id", "ex1"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log opstest.Log
+	c.Ops.LogTo = &log
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, c) }()
+
+	opstest.WaitReady(t, addr)
+	nc := srv.Connect()
+	sub, err := nc.SubscribeSync("toolfleet.result.r1.*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := events.NewCall("/test", "c1", "r1", events.Call{Tool: "calculator", Arguments: json.RawMessage(`{"expression":"6*7"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.PublishMsg(msg); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := sub.NextMsg(10 * time.Second); err != nil {
+		t.Fatalf("no result: %v", err)
+	} else if _, res, err := events.DecodeResult(m); err != nil || res.Status != events.StatusOK {
+		t.Fatalf("result %+v %v", res, err)
+	}
+	opstest.Serves(t, addr, "toolfleet_executor_calls_total")
+
+	if got := log.Lines(`"message":"executor starting"`, `"tools":["calculator","echo"]`, `"concurrency":3`, `"executor":"ex1"`, `"level":"info"`); len(got) != 1 {
+		t.Errorf("start line not logged once with the tools and concurrency:\n%s", log.String())
+	}
+	if got := log.Lines(`"level":"warn"`, "TOOLFLEET_METRICS_ADDR is deprecated"); len(got) != 1 {
+		t.Errorf("deprecation warnings %q, want one", got)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run returned %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return within 30s of the end of its context")
+	}
+	if strings.Contains(log.String(), `"level":"debug"`) {
+		t.Errorf("debug lines at the default level:\n%s", log.String())
+	}
+}
