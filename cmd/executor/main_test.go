@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -61,15 +60,7 @@ func health(t *testing.T, bin, addr string) (int, string) {
 	t.Helper()
 	cmd := exec.Command(bin, "health")
 	cmd.Env = append(os.Environ(), "TOOLFLEET_OPS_ADDR="+addr)
-	out, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		return exit.ExitCode(), string(out)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return 0, string(out)
+	return opstest.ExitCode(t, cmd)
 }
 
 // publishCall publishes a call the way any NATS client can: hand-written ce-* headers.

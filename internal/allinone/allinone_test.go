@@ -149,23 +149,8 @@ func TestProgress(t *testing.T) {
 // its result; then a clean stop.
 func TestDev(t *testing.T) {
 	t.Setenv("TOOLFLEET_MODEL", "")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ready := make(chan DevAddrs, 1)
-	done := make(chan error, 1)
 	var out bytes.Buffer
-	go func() {
-		done <- Dev(ctx, DevOptions{HTTPAddr: ":0", OpsAddr: ":0", Fleet: Options{NATSPort: -1}, Out: &out,
-			Ready: func(a DevAddrs) { ready <- a }})
-	}()
-	var a DevAddrs
-	select {
-	case a = <-ready:
-	case err := <-done:
-		t.Fatalf("dev stopped: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("dev not ready after 30s")
-	}
+	a, stop := startDev(t, DevOptions{HTTPAddr: ":0", OpsAddr: ":0", Out: &out})
 	if !strings.Contains(out.String(), "curl -s "+a.API+"/v1/runs") || !strings.Contains(out.String(), a.NATS) ||
 		!strings.Contains(out.String(), "http://"+a.Ops+"/metrics") {
 		t.Errorf("dev did not print how to start a run and reach NATS and the ops server:\n%s", out.String())
@@ -268,14 +253,8 @@ func TestDev(t *testing.T) {
 	// Its metrics are every part's.
 	opstest.Serves(t, a.Ops, "toolfleet_picker_catalog_tools", "toolfleet_executor_calls_total")
 
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("dev returned %v after its context ended", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("dev did not stop within 30s")
+	if err := stop(); err != nil {
+		t.Fatalf("dev returned %v after its context ended", err)
 	}
 	if _, err := http.Get(a.API + "/v1/runs/" + req.RunID); err == nil {
 		t.Error("the API still answers after dev stopped")
@@ -287,22 +266,7 @@ func TestDev(t *testing.T) {
 // loopback.
 func TestDevHost(t *testing.T) {
 	t.Setenv("TOOLFLEET_MODEL", "")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ready := make(chan DevAddrs, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- Dev(ctx, DevOptions{Host: "0.0.0.0", HTTPAddr: ":0", OpsAddr: ":0", Fleet: Options{NATSPort: -1}, Out: io.Discard,
-			Ready: func(a DevAddrs) { ready <- a }})
-	}()
-	var a DevAddrs
-	select {
-	case a = <-ready:
-	case err := <-done:
-		t.Fatalf("dev stopped: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("dev not ready after 30s")
-	}
+	a, stop := startDev(t, DevOptions{Host: "0.0.0.0", HTTPAddr: ":0", OpsAddr: ":0", Out: io.Discard})
 	for what, addr := range map[string]string{"API": strings.TrimPrefix(a.API, "http://"), "ops": a.Ops} {
 		host, _, err := net.SplitHostPort(addr)
 		if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsUnspecified() {
@@ -312,17 +276,37 @@ func TestDevHost(t *testing.T) {
 	if !strings.HasPrefix(a.NATS, "nats://0.0.0.0:") {
 		t.Errorf("NATS listens on %s, want every interface", a.NATS)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for ops.Probe(ctx, a.Ops) != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("health probe of %s: %v", a.Ops, ops.Probe(ctx, a.Ops))
-		}
-		time.Sleep(20 * time.Millisecond)
+	opstest.WaitReady(t, a.Ops)
+	if err := ops.Probe(context.Background(), a.Ops); err != nil {
+		t.Errorf("the health probe of %s: %v", a.Ops, err)
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatalf("dev returned %v", err)
 	}
+}
+
+// startDev runs Dev on a free NATS port until the test calls stop, and returns where it
+// serves once it does.
+func startDev(t *testing.T, o DevOptions) (DevAddrs, func() error) {
+	t.Helper()
+	o.Fleet.NATSPort = -1
+	ready := make(chan DevAddrs, 1)
+	o.Ready = func(a DevAddrs) { ready <- a }
+	failed := make(chan error, 1)
+	stop := opstest.Run(t, func(ctx context.Context) error {
+		err := Dev(ctx, o)
+		failed <- err
+		return err
+	})
+	select {
+	case a := <-ready:
+		return a, stop
+	case err := <-failed:
+		t.Fatalf("dev stopped before it served: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("dev not ready after 30s")
+	}
+	return DevAddrs{}, nil
 }
 
 func awaiting(v planner.RunView, callID string) bool {

@@ -96,15 +96,7 @@ func testDevAndHealth(t *testing.T, bin string) {
 	health := func(env ...string) (int, string) {
 		cmd := exec.Command(bin, "health")
 		cmd.Env = append(os.Environ(), env...)
-		out, err := cmd.CombinedOutput()
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			return exit.ExitCode(), string(out)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return 0, string(out)
+		return opstest.ExitCode(t, cmd)
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {

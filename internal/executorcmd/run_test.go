@@ -17,7 +17,7 @@ import (
 // and metrics answer, a call gets its result, the start is logged with what it serves,
 // and the older ops address variable works with one warning.
 func TestRun(t *testing.T) {
-	cleanEnv(t)
+	opstest.Env(t, nil)
 	srv := natstest.Start(t)
 	addr := opstest.FreeAddr(t)
 	t.Setenv("TOOLFLEET_METRICS_ADDR", addr)
@@ -27,10 +27,7 @@ func TestRun(t *testing.T) {
 	}
 	var log opstest.Log
 	c.Ops.LogTo = &log
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, c) }()
+	stop := opstest.Run(t, func(ctx context.Context) error { return Run(ctx, c) })
 
 	opstest.WaitReady(t, addr)
 	nc := srv.Connect()
@@ -58,14 +55,8 @@ func TestRun(t *testing.T) {
 	if got := log.Lines(`"level":"warn"`, "TOOLFLEET_METRICS_ADDR is deprecated"); len(got) != 1 {
 		t.Errorf("deprecation warnings %q, want one", got)
 	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Run returned %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return within 30s of the end of its context")
+	if err := stop(); err != nil {
+		t.Fatalf("Run returned %v", err)
 	}
 	if strings.Contains(log.String(), `"level":"debug"`) {
 		t.Errorf("debug lines at the default level:\n%s", log.String())

@@ -67,13 +67,22 @@ type Flags struct {
 	addr    string
 	level   string
 	old     map[string]*string // alias flag name -> its value
+	// withLevel is false for the health subcommand, which only reads the address.
+	withLevel bool
 }
 
 // Register adds -ops-addr, -log-level and the aliases' flags to fs.
 func Register(fs *flag.FlagSet, aliases ...Alias) *Flags {
-	f := &Flags{fs: fs, aliases: aliases, old: map[string]*string{}}
-	fs.StringVar(&f.addr, AddrFlag, DefaultAddr, `listen address of /metrics, /healthz and /readyz, or "off" (env `+AddrEnv+`)`)
+	f := registerAddr(fs, aliases...)
+	f.withLevel = true
 	fs.StringVar(&f.level, LevelFlag, "info", "debug, info, warn or error (env "+LevelEnv+")")
+	return f
+}
+
+// registerAddr adds -ops-addr and the aliases' flags to fs; the level stays info.
+func registerAddr(fs *flag.FlagSet, aliases ...Alias) *Flags {
+	f := &Flags{fs: fs, aliases: aliases, level: "info", old: map[string]*string{}}
+	fs.StringVar(&f.addr, AddrFlag, DefaultAddr, `listen address of /metrics, /healthz and /readyz, or "off" (env `+AddrEnv+`)`)
 	for _, a := range aliases {
 		if a.Flag != "" {
 			f.old[a.Flag] = fs.String(a.Flag, "", "deprecated: use -"+AddrFlag)
@@ -83,8 +92,12 @@ func Register(fs *flag.FlagSet, aliases ...Alias) *Flags {
 }
 
 // Config reads the settings once fs is parsed: a flag, else its variable, else the
-// default; a new name wins over an older one.
+// default; a new name wins over an older one. Arguments left after the flags are an
+// error: every setting of a program is a flag.
 func (f *Flags) Config() (Config, error) {
+	if f.fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("unexpected arguments %q; every setting is a flag", f.fs.Args())
+	}
 	set := map[string]bool{}
 	f.fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 	var c Config
@@ -94,7 +107,7 @@ func (f *Flags) Config() (Config, error) {
 		return Config{}, err
 	}
 	level, from := f.level, "-"+LevelFlag
-	if v := os.Getenv(LevelEnv); !set[LevelFlag] && v != "" {
+	if v := os.Getenv(LevelEnv); f.withLevel && !set[LevelFlag] && v != "" {
 		level, from = v, LevelEnv
 	}
 	if c.LogLevel, err = parseLevel(level, from); err != nil {

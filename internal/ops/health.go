@@ -52,7 +52,7 @@ func Health(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("health", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	// Every older variable, so that one `toolfleet health` serves any part's container.
-	f := Register(fs, Alias{Env: ExecutorAlias.Env}, Alias{Env: PickerAlias.Env})
+	f := registerAddr(fs, Alias{Env: ExecutorAlias.Env}, Alias{Env: PickerAlias.Env})
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0

@@ -92,6 +92,7 @@ func TestHealth(t *testing.T) {
 		{"ready, by flag", nil, nil, []string{"-ops-addr", ":" + port}, 0, ""},
 		{"ready, by the executor's old variable", nil, map[string]string{"TOOLFLEET_METRICS_ADDR": ":" + port}, nil, 0, ""},
 		{"ready, by the picker's old variable", nil, map[string]string{"TOOLFLEET_PICKER_HTTP": ":" + port}, nil, 0, ""},
+		{"ready, whatever the log level", nil, map[string]string{AddrEnv: ":" + port, LevelEnv: "loud"}, nil, 0, ""},
 		{"dead port", nil, map[string]string{AddrEnv: ":" + dead}, nil, 1, "connection refused"},
 		{"any interface is asked on loopback", nil, map[string]string{AddrEnv: "[::]:" + dead}, nil, 1, "http://127.0.0.1:" + dead + "/readyz"},
 		{"off", nil, map[string]string{AddrEnv: "off"}, nil, 1, "the ops server is off"},

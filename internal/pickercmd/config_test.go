@@ -1,10 +1,7 @@
 package pickercmd
 
 import (
-	"errors"
-	"flag"
 	"io"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,21 +9,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/toolfleet/toolfleet/internal/ops"
+	"github.com/toolfleet/toolfleet/internal/ops/opstest"
 )
 
-// cleanEnv empties every TOOLFLEET_ variable for the test, so the machine's environment
-// cannot leak in (t.Setenv: not parallel).
-func cleanEnv(t *testing.T) {
-	t.Helper()
-	for _, kv := range os.Environ() {
-		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "TOOLFLEET_") {
-			t.Setenv(name, "")
-		}
-	}
-}
-
 func TestParse(t *testing.T) {
-	cleanEnv(t)
+	opstest.Env(t, nil)
 	c, err := Parse(nil, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +42,7 @@ func TestParse(t *testing.T) {
 }
 
 // The picker's older names of the ops address still work, below the new ones, with a
-// deprecation warning.
+// deprecation warning (internal/ops tests the precedence).
 func TestParseOldOpsAddressNames(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -71,10 +58,7 @@ func TestParseOldOpsAddressNames(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cleanEnv(t)
-			for k, v := range tt.env {
-				t.Setenv(k, v)
-			}
+			opstest.Env(t, tt.env)
 			c, err := Parse(tt.args, io.Discard)
 			if err != nil {
 				t.Fatal(err)
@@ -89,40 +73,19 @@ func TestParseOldOpsAddressNames(t *testing.T) {
 
 // Every error names the setting it is about.
 func TestParseRefuses(t *testing.T) {
-	tests := []struct {
-		name string
-		env  map[string]string
-		args []string
-		want string
-	}{
-		{"replicas out of range", nil, []string{"-stream-replicas", "0"}, "-stream-replicas: must be 1 to 5, got 0"},
-		{"malformed replicas variable", map[string]string{"TOOLFLEET_STREAM_REPLICAS": "three"}, nil, `TOOLFLEET_STREAM_REPLICAS="three"`},
-		{"negative timeout", nil, []string{"-timeout", "-1s"}, "-timeout: must not be negative"},
-		{"malformed timeout variable", map[string]string{"TOOLFLEET_PICKER_TIMEOUT": "soon"}, nil, `TOOLFLEET_PICKER_TIMEOUT="soon"`},
-		{"TLS certificate without its key", nil, []string{"-nats-tls-cert", "only-cert.pem"}, "nats: give both a TLS certificate and its key"},
-		{"bad old address variable", map[string]string{"TOOLFLEET_PICKER_HTTP": "9090"}, nil, `TOOLFLEET_PICKER_HTTP "9090"`},
-		{"bad log level", nil, []string{"-log-level", "chatty"}, `-log-level "chatty"`},
-		{"unknown flag", nil, []string{"-no-such-flag"}, "flag provided but not defined"},
-		{"stray argument", nil, []string{"serve"}, "unexpected arguments"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			cleanEnv(t)
-			for k, v := range tt.env {
-				t.Setenv(k, v)
-			}
-			if _, err := Parse(tt.args, io.Discard); err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("error %v, want it to say %q", err, tt.want)
-			}
-		})
-	}
+	opstest.Refuses(t, Parse, []opstest.Refusal{
+		{Name: "replicas out of range", Args: []string{"-stream-replicas", "0"}, Says: "-stream-replicas: must be 1 to 5, got 0"},
+		{Name: "malformed replicas variable", Env: map[string]string{"TOOLFLEET_STREAM_REPLICAS": "three"}, Says: `TOOLFLEET_STREAM_REPLICAS="three"`},
+		{Name: "negative timeout", Args: []string{"-timeout", "-1s"}, Says: "-timeout: must not be negative"},
+		{Name: "malformed timeout variable", Env: map[string]string{"TOOLFLEET_PICKER_TIMEOUT": "soon"}, Says: `TOOLFLEET_PICKER_TIMEOUT="soon"`},
+		{Name: "TLS certificate without its key", Args: []string{"-nats-tls-cert", "only-cert.pem"}, Says: "nats: give both a TLS certificate and its key"},
+		{Name: "bad old address variable", Env: map[string]string{"TOOLFLEET_PICKER_HTTP": "9090"}, Says: `TOOLFLEET_PICKER_HTTP "9090"`},
+		{Name: "bad log level", Args: []string{"-log-level", "chatty"}, Says: `-log-level "chatty"`},
+		{Name: "unknown flag", Args: []string{"-no-such-flag"}, Says: "flag provided but not defined"},
+		{Name: "stray argument", Args: []string{"serve"}, Says: "unexpected arguments"},
+	})
 }
 
 func TestParseHelp(t *testing.T) {
-	cleanEnv(t)
-	var out strings.Builder
-	_, err := Parse([]string{"-h"}, &out)
-	if !errors.Is(err, flag.ErrHelp) || !strings.Contains(out.String(), "TOOLFLEET_OPS_ADDR") || !strings.Contains(out.String(), "deprecated: use -ops-addr") {
-		t.Fatalf("Parse -h = %v, usage %q", err, out.String())
-	}
+	opstest.Help(t, Parse, "TOOLFLEET_OPS_ADDR", "deprecated: use -ops-addr")
 }

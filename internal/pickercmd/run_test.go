@@ -23,7 +23,7 @@ import (
 // picker indexes it, is ready and picks it. Run returns nil when its context ends. The
 // re-indexing of each batch stays below the default info level.
 func TestRun(t *testing.T) {
-	cleanEnv(t)
+	opstest.Env(t, nil)
 	srv := natstest.Start(t)
 	addr := opstest.FreeAddr(t)
 	c, err := Parse([]string{"-nats-url", srv.URL(), "-ops-addr", addr}, io.Discard)
@@ -32,10 +32,7 @@ func TestRun(t *testing.T) {
 	}
 	var log opstest.Log
 	c.Ops.LogTo = &log
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, c) }()
+	stop := opstest.Run(t, func(ctx context.Context) error { return Run(ctx, c) })
 
 	nc := srv.Connect()
 	deadline := time.Now().Add(10 * time.Second)
@@ -50,6 +47,7 @@ func TestRun(t *testing.T) {
 		t.Errorf("/readyz without a catalog: %d %q, want 503", code, body)
 	}
 
+	ctx := context.Background()
 	js, _ := jetstream.New(nc)
 	if err := events.Ensure(ctx, js, events.DefaultConfig()); err != nil {
 		t.Fatal(err)
@@ -72,14 +70,8 @@ func TestRun(t *testing.T) {
 		t.Errorf("pick answered %s", msg.Data)
 	}
 	opstest.Serves(t, addr, "toolfleet_picker_catalog_tools", "toolfleet_picker_requests_total")
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Run returned %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not return after cancel")
+	if err := stop(); err != nil {
+		t.Fatalf("Run returned %v", err)
 	}
 	if got := log.Lines("catalog re-indexed"); len(got) > 0 {
 		t.Errorf("re-indexing logged at the default level: %q", got)

@@ -60,9 +60,6 @@ func Parse(args []string, out io.Writer) (Config, error) {
 		return Config{}, err
 	}
 	errs := []error{env.Err()}
-	if fs.NArg() > 0 {
-		errs = append(errs, fmt.Errorf("unexpected arguments %q; every setting is a flag", fs.Args()))
-	}
 	var err error
 	if c.Ops, err = opsFlags.Config(); err != nil {
 		errs = append(errs, err)

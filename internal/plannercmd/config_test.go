@@ -1,10 +1,7 @@
 package plannercmd
 
 import (
-	"errors"
-	"flag"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,21 +10,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/toolfleet/toolfleet/internal/ops"
+	"github.com/toolfleet/toolfleet/internal/ops/opstest"
 )
 
-// cleanEnv empties every TOOLFLEET_ variable for the test, so the machine's environment
-// cannot leak in (t.Setenv: not parallel).
-func cleanEnv(t *testing.T) {
-	t.Helper()
-	for _, kv := range os.Environ() {
-		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "TOOLFLEET_") {
-			t.Setenv(name, "")
-		}
-	}
-}
-
 func TestParse(t *testing.T) {
-	cleanEnv(t)
+	opstest.Env(t, nil)
 	c, err := Parse(nil, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -56,45 +43,24 @@ func TestParse(t *testing.T) {
 
 // Every error names the setting it is about.
 func TestParseRefuses(t *testing.T) {
-	tests := []struct {
-		name string
-		env  map[string]string
-		args []string
-		want string
-	}{
-		{"malformed replicas variable", map[string]string{"TOOLFLEET_STREAM_REPLICAS": "three"}, nil, `TOOLFLEET_STREAM_REPLICAS="three"`},
-		{"replicas out of range", nil, []string{"-stream-replicas", "7"}, "-stream-replicas: must be 1 to 5, got 7"},
-		{"script without a name", nil, []string{"-script", "demo.yaml"}, `-script: want name=path, got "demo.yaml"`},
-		{"bad ops address", nil, []string{"-ops-addr", "9090"}, `-ops-addr "9090"`},
-		{"bad log level", map[string]string{"TOOLFLEET_LOG_LEVEL": "loud"}, nil, `TOOLFLEET_LOG_LEVEL "loud"`},
-		{"TLS certificate without its key", nil, []string{"-nats-tls-cert", "cert.pem"}, "nats: give both a TLS certificate and its key"},
-		{"stray argument", nil, []string{"serve"}, "unexpected arguments"},
-		{"an executor's old flag", nil, []string{"-metrics-addr", ":9090"}, "flag provided but not defined: -metrics-addr"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			cleanEnv(t)
-			for k, v := range tt.env {
-				t.Setenv(k, v)
-			}
-			if _, err := Parse(tt.args, io.Discard); err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("error %v, want it to say %q", err, tt.want)
-			}
-		})
-	}
+	opstest.Refuses(t, Parse, []opstest.Refusal{
+		{Name: "malformed replicas variable", Env: map[string]string{"TOOLFLEET_STREAM_REPLICAS": "three"}, Says: `TOOLFLEET_STREAM_REPLICAS="three"`},
+		{Name: "replicas out of range", Args: []string{"-stream-replicas", "7"}, Says: "-stream-replicas: must be 1 to 5, got 7"},
+		{Name: "script without a name", Args: []string{"-script", "demo.yaml"}, Says: `-script: want name=path, got "demo.yaml"`},
+		{Name: "bad ops address", Args: []string{"-ops-addr", "9090"}, Says: `-ops-addr "9090"`},
+		{Name: "bad log level", Env: map[string]string{"TOOLFLEET_LOG_LEVEL": "loud"}, Says: `TOOLFLEET_LOG_LEVEL "loud"`},
+		{Name: "TLS certificate without its key", Args: []string{"-nats-tls-cert", "cert.pem"}, Says: "nats: give both a TLS certificate and its key"},
+		{Name: "stray argument", Args: []string{"serve"}, Says: "unexpected arguments"},
+		{Name: "an executor's old flag", Args: []string{"-metrics-addr", ":9090"}, Says: "flag provided but not defined: -metrics-addr"},
+	})
 }
 
 func TestParseHelp(t *testing.T) {
-	cleanEnv(t)
-	var out strings.Builder
-	_, err := Parse([]string{"-h"}, &out)
-	if !errors.Is(err, flag.ErrHelp) || !strings.Contains(out.String(), "TOOLFLEET_OPS_ADDR") || !strings.Contains(out.String(), "TOOLFLEET_HTTP_ADDR") {
-		t.Fatalf("Parse -h = %v, usage %q", err, out.String())
-	}
+	opstest.Help(t, Parse, "TOOLFLEET_OPS_ADDR", "TOOLFLEET_HTTP_ADDR")
 }
 
 func TestModels(t *testing.T) {
-	cleanEnv(t)
+	opstest.Env(t, nil)
 	t.Setenv("TOOLFLEET_MODEL", "")
 	if _, _, err := (Config{}).Models(); err == nil || !strings.Contains(err.Error(), "no model: set TOOLFLEET_MODEL") {
 		t.Errorf("no model: %v", err)

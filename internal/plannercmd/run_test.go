@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/toolfleet/toolfleet/internal/natstest"
 	"github.com/toolfleet/toolfleet/internal/ops/opstest"
@@ -18,7 +17,7 @@ import (
 // Run serves on an embedded JetStream until its context ends: the ops server (metrics,
 // probes) and the API (a run answered by a scripted model) on their own ports.
 func TestRun(t *testing.T) {
-	cleanEnv(t)
+	opstest.Env(t, nil)
 	t.Setenv("TOOLFLEET_MODEL", "")
 	srv := natstest.Start(t)
 	script := filepath.Join(t.TempDir(), "hello.yaml")
@@ -32,10 +31,7 @@ func TestRun(t *testing.T) {
 	}
 	var log opstest.Log
 	c.Ops.LogTo = &log
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, c) }()
+	stop := opstest.Run(t, func(ctx context.Context) error { return Run(ctx, c) })
 
 	opstest.WaitReady(t, opsAddr)
 	opstest.Serves(t, opsAddr)
@@ -57,13 +53,7 @@ func TestRun(t *testing.T) {
 	if got := log.Lines(`"service":"planner"`, `"message":"planner API listening"`, `"default_model":"hello"`); len(got) != 1 {
 		t.Errorf("start not logged:\n%s", log.String())
 	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Run returned %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return within 30s of the end of its context")
+	if err := stop(); err != nil {
+		t.Fatalf("Run returned %v", err)
 	}
 }
