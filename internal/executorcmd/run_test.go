@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/toolfleet/toolfleet/internal/natstest"
+	"github.com/toolfleet/toolfleet/internal/ops"
 	"github.com/toolfleet/toolfleet/internal/ops/opstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
@@ -60,5 +63,43 @@ func TestRun(t *testing.T) {
 	}
 	if strings.Contains(log.String(), `"level":"debug"`) {
 		t.Errorf("debug lines at the default level:\n%s", log.String())
+	}
+}
+
+// The executor's own readiness holds only once its consumers are being consumed, and
+// then stays, also when a busy replica has no pull request waiting.
+func TestConsumersStarted(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	nc := srv.Connect()
+	c := Config{Builtins: []string{"echo"}, Concurrency: 1, ExecutorID: "ex2", GracePeriod: time.Second}
+	reg, err := c.Registry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, err := ConsumersStarted(nc, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := started(); err == nil || !strings.Contains(err.Error(), "consumer of tool echo not started") {
+		t.Fatalf("before the executor runs: %v", err)
+	}
+	ex, err := New(nc, reg, c, ops.NewRegistry(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := opstest.Run(t, ex.Run)
+	deadline := time.Now().Add(30 * time.Second)
+	for started() != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("consumers not started after 30s: %v", started())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := started(); err != nil {
+		t.Errorf("readiness lost once it held: %v", err)
 	}
 }
