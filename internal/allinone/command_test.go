@@ -110,7 +110,7 @@ func testDevAndHealth(t *testing.T, bin string) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	_, deadPort, _ := net.SplitHostPort(opstest.FreeAddr(t))
-	if code, out := health("TOOLFLEET_OPS_ADDR=:" + deadPort); code != 1 || !strings.Contains(out, "health: GET http://127.0.0.1:"+deadPort+"/readyz") {
+	if code, out := health("TOOLFLEET_OPS_ADDR=:" + deadPort); code != 1 || !strings.Contains(out, `health: Get "http://127.0.0.1:`+deadPort+`/readyz"`) {
 		t.Errorf("toolfleet health against a dead port: exit %d: %s", code, out)
 	}
 	if err := dev.Process.Signal(syscall.SIGTERM); err != nil {

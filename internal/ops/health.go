@@ -35,7 +35,7 @@ func Probe(ctx context.Context, addr string) error {
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("GET %s: %w", url, err)
+		return err // says GET, the URL and why
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
