@@ -47,8 +47,8 @@ type Options struct {
 	HTTPAllowlist []string
 	// Log receives the parts' logs. Default: none.
 	Log zerolog.Logger
-	// Metrics receives the executor's and the picker's metrics. Default: a registry of
-	// their own, unread.
+	// Metrics receives the executor's and the picker's metrics. Default: none for the
+	// executor, a private registry for the picker.
 	Metrics *prometheus.Registry
 }
 
@@ -126,9 +126,6 @@ func Start(ctx context.Context, o Options) (f *Fleet, err error) {
 	}
 
 	// The parts are the programs' own building blocks, with the fleet's settings.
-	if o.Metrics == nil {
-		o.Metrics = prometheus.NewRegistry()
-	}
 	exCfg := executorcmd.Config{Concurrency: 64, ExecutorID: "allinone", GracePeriod: executorcmd.DefaultGracePeriod,
 		SandboxRoot: f.Sandbox, HTTPAllowlist: o.HTTPAllowlist}
 	reg, err := exCfg.Registry()

@@ -59,16 +59,21 @@ func Run(ctx context.Context, c Config) error {
 // Events is the JetStream settings the executor creates streams with.
 func (c Config) Events() events.Config { return events.Config{Replicas: c.StreamReplicas} }
 
-// New builds the executor of c over nc and reg, its metrics on metrics. It is the one
-// place both the executor program and the all-in-one fleet turn settings into options.
-func New(nc *nats.Conn, reg *tools.Registry, c Config, metrics prometheus.Registerer, log zerolog.Logger) (*executor.Executor, error) {
-	return executor.New(nc, reg,
+// New builds the executor of c over nc and reg, its metrics on metrics (nil: none, and
+// the hot path records nothing). It is the one place both the executor program and the
+// all-in-one fleet turn settings into options.
+func New(nc *nats.Conn, reg *tools.Registry, c Config, metrics *prometheus.Registry, log zerolog.Logger) (*executor.Executor, error) {
+	opts := []executor.Option{
 		executor.WithConcurrency(c.Concurrency),
 		executor.WithGracePeriod(c.GracePeriod),
 		executor.WithExecutorID(c.ExecutorID),
 		executor.WithStreamConfig(c.Events()),
-		executor.WithMetrics(metrics),
-		executor.WithLogger(log))
+		executor.WithLogger(log),
+	}
+	if metrics != nil {
+		opts = append(opts, executor.WithMetrics(metrics))
+	}
+	return executor.New(nc, reg, opts...)
 }
 
 // ConsumersStarted is the executor's own readiness: it holds once every tool of reg has
