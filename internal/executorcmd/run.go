@@ -79,7 +79,9 @@ func New(nc *nats.Conn, reg *tools.Registry, c Config, metrics *prometheus.Regis
 // ConsumersStarted is the executor's own readiness: it holds once every tool of reg has
 // a pull request waiting on its call consumer, that is, the consumers were created and
 // are being consumed. It is asked only until it first holds, because a busy replica may
-// later have no request waiting.
+// later have no request waiting. The server counts the requests of every replica, so a
+// replica joining a running fleet can read ready a moment before its own consumers
+// start; pkg/executor offers no signal of its own to ask instead.
 func ConsumersStarted(nc *nats.Conn, reg *tools.Registry) (ops.Check, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
