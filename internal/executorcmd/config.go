@@ -107,13 +107,13 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if c.Concurrency < 1 {
-		errs = append(errs, fmt.Errorf("concurrency must be at least 1, got %d", c.Concurrency))
+		errs = append(errs, fmt.Errorf("-concurrency (TOOLFLEET_CONCURRENCY): must be at least 1, got %d", c.Concurrency))
 	}
 	if c.GracePeriod < 0 {
-		errs = append(errs, fmt.Errorf("grace period cannot be negative, got %s", c.GracePeriod))
+		errs = append(errs, fmt.Errorf("-grace-period (TOOLFLEET_GRACE_PERIOD): cannot be negative, got %s", c.GracePeriod))
 	}
 	if c.StreamReplicas < 1 || c.StreamReplicas > 5 {
-		errs = append(errs, fmt.Errorf("stream replicas must be 1 to 5, got %d", c.StreamReplicas))
+		errs = append(errs, fmt.Errorf("-stream-replicas (TOOLFLEET_STREAM_REPLICAS): must be 1 to 5, got %d", c.StreamReplicas))
 	}
 	if c.ExecutorID == "" {
 		errs = append(errs, errors.New("executor id is empty (set -executor-id or TOOLFLEET_EXECUTOR_ID)"))

@@ -87,9 +87,10 @@ func TestParseRefuses(t *testing.T) {
 	}
 	opstest.Refuses(t, Parse, []opstest.Refusal{
 		{Name: "bad concurrency env", Env: map[string]string{"TOOLFLEET_CONCURRENCY": "many"}, Says: `TOOLFLEET_CONCURRENCY="many" is not a whole number`},
-		{Name: "zero concurrency", Args: []string{"-concurrency", "0"}, Says: "concurrency must be at least 1"},
+		{Name: "zero concurrency", Args: []string{"-concurrency", "0"}, Says: "-concurrency (TOOLFLEET_CONCURRENCY): must be at least 1"},
+		{Name: "negative grace period", Args: []string{"-grace-period", "-1s"}, Says: "-grace-period (TOOLFLEET_GRACE_PERIOD): cannot be negative"},
 		{Name: "bad grace env", Env: map[string]string{"TOOLFLEET_GRACE_PERIOD": "30"}, Says: `TOOLFLEET_GRACE_PERIOD="30" is not a duration`},
-		{Name: "bad replicas", Args: []string{"-stream-replicas", "7"}, Says: "stream replicas must be 1 to 5, got 7"},
+		{Name: "bad replicas", Args: []string{"-stream-replicas", "7"}, Says: "-stream-replicas (TOOLFLEET_STREAM_REPLICAS): must be 1 to 5, got 7"},
 		{Name: "empty executor id", Args: []string{"-executor-id", ""}, Says: "executor id is empty"},
 		{Name: "unknown flag", Args: []string{"-colour"}, Says: "flag provided but not defined"},
 		{Name: "stray argument", Args: []string{"serve"}, Says: "unexpected arguments"},

@@ -53,10 +53,10 @@ func Parse(args []string, out io.Writer) (Config, error) {
 		errs = append(errs, err)
 	}
 	if c.StreamReplicas < 1 || c.StreamReplicas > 5 {
-		errs = append(errs, fmt.Errorf("-stream-replicas: must be 1 to 5, got %d", c.StreamReplicas))
+		errs = append(errs, fmt.Errorf("-stream-replicas (TOOLFLEET_STREAM_REPLICAS): must be 1 to 5, got %d", c.StreamReplicas))
 	}
 	if c.Timeout < 0 {
-		errs = append(errs, fmt.Errorf("-timeout: must not be negative, got %s", c.Timeout))
+		errs = append(errs, fmt.Errorf("-timeout (TOOLFLEET_PICKER_TIMEOUT): must not be negative, got %s", c.Timeout))
 	}
 	errs = append(errs, c.NATS.Validate())
 	if err := errors.Join(errs...); err != nil {

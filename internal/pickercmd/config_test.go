@@ -74,9 +74,9 @@ func TestParseOldOpsAddressNames(t *testing.T) {
 // Every error names the setting it is about.
 func TestParseRefuses(t *testing.T) {
 	opstest.Refuses(t, Parse, []opstest.Refusal{
-		{Name: "replicas out of range", Args: []string{"-stream-replicas", "0"}, Says: "-stream-replicas: must be 1 to 5, got 0"},
+		{Name: "replicas out of range", Args: []string{"-stream-replicas", "0"}, Says: "-stream-replicas (TOOLFLEET_STREAM_REPLICAS): must be 1 to 5, got 0"},
 		{Name: "malformed replicas variable", Env: map[string]string{"TOOLFLEET_STREAM_REPLICAS": "three"}, Says: `TOOLFLEET_STREAM_REPLICAS="three"`},
-		{Name: "negative timeout", Args: []string{"-timeout", "-1s"}, Says: "-timeout: must not be negative"},
+		{Name: "negative timeout", Args: []string{"-timeout", "-1s"}, Says: "-timeout (TOOLFLEET_PICKER_TIMEOUT): must not be negative"},
 		{Name: "malformed timeout variable", Env: map[string]string{"TOOLFLEET_PICKER_TIMEOUT": "soon"}, Says: `TOOLFLEET_PICKER_TIMEOUT="soon"`},
 		{Name: "TLS certificate without its key", Args: []string{"-nats-tls-cert", "only-cert.pem"}, Says: "nats: give both a TLS certificate and its key"},
 		{Name: "bad old address variable", Env: map[string]string{"TOOLFLEET_PICKER_HTTP": "9090"}, Says: `TOOLFLEET_PICKER_HTTP "9090"`},

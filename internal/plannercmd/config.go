@@ -65,7 +65,7 @@ func Parse(args []string, out io.Writer) (Config, error) {
 		errs = append(errs, err)
 	}
 	if c.StreamReplicas < 1 || c.StreamReplicas > 5 {
-		errs = append(errs, fmt.Errorf("-stream-replicas: must be 1 to 5, got %d", c.StreamReplicas))
+		errs = append(errs, fmt.Errorf("-stream-replicas (TOOLFLEET_STREAM_REPLICAS): must be 1 to 5, got %d", c.StreamReplicas))
 	}
 	if c.HTTPAddr == "" {
 		errs = append(errs, errors.New("-http-addr (TOOLFLEET_HTTP_ADDR) is empty: the API needs an address"))

@@ -45,7 +45,7 @@ func TestParse(t *testing.T) {
 func TestParseRefuses(t *testing.T) {
 	opstest.Refuses(t, Parse, []opstest.Refusal{
 		{Name: "malformed replicas variable", Env: map[string]string{"TOOLFLEET_STREAM_REPLICAS": "three"}, Says: `TOOLFLEET_STREAM_REPLICAS="three"`},
-		{Name: "replicas out of range", Args: []string{"-stream-replicas", "7"}, Says: "-stream-replicas: must be 1 to 5, got 7"},
+		{Name: "replicas out of range", Args: []string{"-stream-replicas", "7"}, Says: "-stream-replicas (TOOLFLEET_STREAM_REPLICAS): must be 1 to 5, got 7"},
 		{Name: "script without a name", Args: []string{"-script", "demo.yaml"}, Says: `-script: want name=path, got "demo.yaml"`},
 		{Name: "bad ops address", Args: []string{"-ops-addr", "9090"}, Says: `-ops-addr "9090"`},
 		{Name: "bad log level", Env: map[string]string{"TOOLFLEET_LOG_LEVEL": "loud"}, Says: `TOOLFLEET_LOG_LEVEL "loud"`},
