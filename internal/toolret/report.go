@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/toolfleet/toolfleet/internal/pick"
+	"github.com/toolfleet/toolfleet/pkg/pick"
 )
 
 // PickRanker ranks with the picker library: MaxCandidates 10 and MinScore 0, so that the

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/toolfleet/toolfleet/internal/pick"
+	"github.com/toolfleet/toolfleet/pkg/pick"
 )
 
 // TestEarlyTerminationIsExact ranks the real benchmark queries over 10,000 tools with
