@@ -53,8 +53,8 @@ type Definition struct {
 	// default. The zero value is unsafe: safety is declared, never assumed.
 	Safe bool `json:"safe"`
 	// Idempotent says whether the fleet may run the tool again for the same call id (on a
-	// retry or after a crash). Nil means true; set it to false for tools with side effects
-	// that must not repeat.
+	// retry or after a crash). Nil means true; set it to false (new(false)) for tools with side
+	// effects that must not repeat.
 	Idempotent *bool `json:"idempotent,omitempty"`
 	// Final marks a tool whose successful result ends the planner's run.
 	Final bool `json:"final,omitempty"`
@@ -90,9 +90,6 @@ func (d Definition) EffectiveRetry() RetryPolicy {
 	}
 	return d.Retry.withDefaults()
 }
-
-// Bool returns a pointer to b, for [Definition.Idempotent].
-func Bool(b bool) *bool { return &b }
 
 // RetryPolicy says how a failed attempt is retried: exponential backoff from
 // InitialBackoff, times Multiplier per attempt, capped at MaxBackoff, each delay varied by
