@@ -102,8 +102,8 @@ type RetryPolicy struct {
 	Multiplier     float64  `json:"multiplier,omitempty"`
 	Jitter         *float64 `json:"jitter,omitempty"`
 	// RetryOn lists the error codes that are retried. Empty means [RetryableByDefault].
-	// Codes that can never succeed on a retry (invalid input, unknown tool, denial) are
-	// not retried even when listed.
+	// A code that is not [Code.Retryable] (invalid input, unknown tool, denial, output too
+	// large, a code toolfleet does not know) is not retried even when listed.
 	RetryOn []Code `json:"retryOn,omitempty"`
 }
 
