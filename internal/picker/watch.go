@@ -10,7 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/toolfleet/toolfleet/internal/pick"
+	"github.com/toolfleet/toolfleet/pkg/pick"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 

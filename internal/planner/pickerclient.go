@@ -8,8 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/toolfleet/toolfleet/internal/pick"
 	"github.com/toolfleet/toolfleet/internal/picker"
+	"github.com/toolfleet/toolfleet/pkg/pick"
 )
 
 // PickQuery is what the planner asks the picker at a step.

@@ -246,7 +246,7 @@ func TestNonIdempotentNotRunTwice(t *testing.T) {
 	t.Cleanup(func() { close(release) })
 	newReg := func() *tools.Registry {
 		reg := tools.NewRegistry()
-		must(t, reg.AddFunc(tools.Definition{Name: "charge_card", Parameters: echoSchema, Safe: true, Idempotent: tools.Bool(false)},
+		must(t, reg.AddFunc(tools.Definition{Name: "charge_card", Parameters: echoSchema, Safe: true, Idempotent: new(false)},
 			func(ctx context.Context, args json.RawMessage) (any, error) {
 				runs.Add(1)
 				select {
