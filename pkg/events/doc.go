@@ -17,9 +17,11 @@
 // attempt, deadline (RFC 3339) and traceparent (W3C). A call without runid is its own
 // run.
 //
-// [Encode] writes the headers directly; [EncodeSDK] writes the same message through the
-// CloudEvents SDK and is the reference (the tests prove both produce and accept the same
-// events; the lean one is several times cheaper). [Decode] refuses, with an
+// [Encode] writes the headers directly; the CloudEvents SDK is the reference, kept in
+// package eventstest, which only tests import, so that no binary links the SDK (the tests
+// prove both produce and accept the same events; the lean codec is several times
+// cheaper). [Decode] reads any [Message] — a [jetstream.Msg] as a consumer delivers it, a
+// core message through [CoreMsg] — and refuses, with an
 // invalid_event [tools.Error] that says why, a message without headers, without
 // ce-specversion, ce-id, ce-type or ce-source, with a type that does not belong on its
 // subject, a body that is not JSON, or one larger than the limit (input_too_large).

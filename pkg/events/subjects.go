@@ -28,6 +28,9 @@ const (
 	AllApprovalRequests = "toolfleet.event.approval.requested.>"
 	// AllPlanSteps matches the planner's step messages ([PlanSubject]).
 	AllPlanSteps = "toolfleet.plan.>"
+	// PickSubject is the picker service's request/reply endpoint: a planner asks it to
+	// rank the catalog's tools for a request.
+	PickSubject = "toolfleet.picker.pick"
 )
 
 // IDPattern is the alphabet of ids that are their own subject token (see [IDToken]):
@@ -130,7 +133,18 @@ func approvalSubject(prefix, tool, call string) (string, error) {
 // subject names; ok is false unless subject is exactly
 // toolfleet.event.approval.answered.<tool>.<token>.
 func ParseApprovalAnswerSubject(subject string) (tool, callToken string, ok bool) {
-	rest, ok := strings.CutPrefix(subject, approvalAnsPrefix)
+	return parseApprovalSubject(approvalAnsPrefix, subject)
+}
+
+// ParseApprovalRequestSubject returns the tool and the call token an approval request's
+// subject names; ok is false unless subject is exactly
+// toolfleet.event.approval.requested.<tool>.<token>.
+func ParseApprovalRequestSubject(subject string) (tool, callToken string, ok bool) {
+	return parseApprovalSubject(approvalReqPrefix, subject)
+}
+
+func parseApprovalSubject(prefix, subject string) (tool, callToken string, ok bool) {
+	rest, ok := strings.CutPrefix(subject, prefix)
 	if !ok {
 		return "", "", false
 	}
@@ -141,12 +155,50 @@ func ParseApprovalAnswerSubject(subject string) (tool, callToken string, ok bool
 	return tool, callToken, true
 }
 
+// ParseResultSubject returns the run and call tokens a result's subject names; ok is
+// false unless subject is exactly toolfleet.result.<run token>.<call token>. The tokens
+// are [IDToken]s: compare them with IDToken of an id, not with the id.
+func ParseResultSubject(subject string) (runToken, callToken string, ok bool) {
+	rest, ok := strings.CutPrefix(subject, resultPrefix)
+	if !ok {
+		return "", "", false
+	}
+	runToken, callToken, ok = strings.Cut(rest, ".")
+	if !ok || !isToken(runToken) || !isToken(callToken) {
+		return "", "", false
+	}
+	return runToken, callToken, true
+}
+
+// ParseRunEventSubject returns the run token and the event word of a run lifecycle
+// event's subject; ok is false unless subject is exactly
+// toolfleet.event.run.<run token>.<what> with a valid word ([ValidateToken]).
+func ParseRunEventSubject(subject string) (runToken, what string, ok bool) {
+	rest, ok := strings.CutPrefix(subject, runEventPrefix)
+	if !ok {
+		return "", "", false
+	}
+	runToken, what, ok = strings.Cut(rest, ".")
+	if !ok || !isToken(runToken) || ValidateToken(what) != nil {
+		return "", "", false
+	}
+	return runToken, what, true
+}
+
 // ApprovalAnswersFilter matches every approval answer for tool.
 func ApprovalAnswersFilter(tool string) (string, error) {
 	if err := ValidateTool(tool); err != nil {
 		return "", err
 	}
 	return approvalAnsPrefix + tool + ".*", nil
+}
+
+// RunEventsSubject is the filter matching every lifecycle event of run.
+func RunEventsSubject(run string) (string, error) {
+	if run == "" {
+		return "", tools.Errorf(tools.CodeInvalidEvent, "run id is empty")
+	}
+	return runEventPrefix + IDToken(run) + ".*", nil
 }
 
 // RunEventSubject is where a run lifecycle event is published:
