@@ -144,45 +144,39 @@ func ParseApprovalRequestSubject(subject string) (tool, callToken string, ok boo
 }
 
 func parseApprovalSubject(prefix, subject string) (tool, callToken string, ok bool) {
+	return parseTwo(subject, prefix, isTool, isToken)
+}
+
+// parseTwo returns the two tokens that follow prefix in subject, each passing its rule;
+// ok is false unless subject is exactly prefix + first + "." + second.
+func parseTwo(subject, prefix string, first, second func(string) bool) (a, b string, ok bool) {
 	rest, ok := strings.CutPrefix(subject, prefix)
 	if !ok {
 		return "", "", false
 	}
-	tool, callToken, ok = strings.Cut(rest, ".")
-	if !ok || ValidateTool(tool) != nil || !isToken(callToken) {
+	a, b, ok = strings.Cut(rest, ".")
+	if !ok || !first(a) || !second(b) {
 		return "", "", false
 	}
-	return tool, callToken, true
+	return a, b, true
 }
+
+func isTool(s string) bool { return isIDToken(s, 64) }
+
+func isWord(s string) bool { return wordPattern.MatchString(s) }
 
 // ParseResultSubject returns the run and call tokens a result's subject names; ok is
 // false unless subject is exactly toolfleet.result.<run token>.<call token>. The tokens
 // are [IDToken]s: compare them with IDToken of an id, not with the id.
 func ParseResultSubject(subject string) (runToken, callToken string, ok bool) {
-	rest, ok := strings.CutPrefix(subject, resultPrefix)
-	if !ok {
-		return "", "", false
-	}
-	runToken, callToken, ok = strings.Cut(rest, ".")
-	if !ok || !isToken(runToken) || !isToken(callToken) {
-		return "", "", false
-	}
-	return runToken, callToken, true
+	return parseTwo(subject, resultPrefix, isToken, isToken)
 }
 
 // ParseRunEventSubject returns the run token and the event word of a run lifecycle
 // event's subject; ok is false unless subject is exactly
 // toolfleet.event.run.<run token>.<what> with a valid word ([ValidateToken]).
 func ParseRunEventSubject(subject string) (runToken, what string, ok bool) {
-	rest, ok := strings.CutPrefix(subject, runEventPrefix)
-	if !ok {
-		return "", "", false
-	}
-	runToken, what, ok = strings.Cut(rest, ".")
-	if !ok || !isToken(runToken) || ValidateToken(what) != nil {
-		return "", "", false
-	}
-	return runToken, what, true
+	return parseTwo(subject, runEventPrefix, isToken, isWord)
 }
 
 // ApprovalAnswersFilter matches every approval answer for tool.
