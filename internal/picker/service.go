@@ -183,6 +183,8 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 		return err
 	}
+	ctx, stopWatch := context.WithCancel(ctx) // the watch ends with Run, however Run ends
+	defer stopWatch()
 	changes, err := events.NewCatalog(kv, events.Config{}).Watch(ctx)
 	if err != nil {
 		return fmt.Errorf("picker: watch %s: %w", s.o.bucket, err)
