@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
@@ -67,6 +69,15 @@ func TestConstructorsRoundTrip(t *testing.T) {
 	step.Header.Del(events.HeaderRunID)
 	if _, _, err := events.DecodePlanStep(events.CoreMsg(step)); !errors.Is(err, tools.ErrInvalidEvent) {
 		t.Errorf("plan step without a run id: %v", err)
+	}
+
+	dl, err := events.NewDeadLetter("/ex", "", events.DeadLetter{Reason: "no id", Tool: "echo"},
+		events.CoreMsg(&nats.Msg{Subject: "toolfleet.call.echo", Data: []byte(`{}`)}), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, d, err := events.DecodeDeadLetter(events.CoreMsg(dl)); err != nil || d.Reason != "no id" || string(d.Body) != `{}` || d.Subject != "toolfleet.call.echo" {
+		t.Errorf("dead letter decoded as %+v, %v", d, err)
 	}
 
 	ans, _ := events.NewApprovalAnswer("/me", "write_file", "c1", events.ApprovalAnswer{Decision: events.DecisionApprove})

@@ -71,6 +71,11 @@ func NewDeadLetter(source, id string, d DeadLetter, orig Message, limit int) (*n
 	return Encode(DeadLetterSubject(d.Tool), e)
 }
 
+// DecodeDeadLetter decodes a dead letter.
+func DecodeDeadLetter(msg Message) (Event, DeadLetter, error) {
+	return decodeAs[DeadLetter](msg, 0)
+}
+
 // boundHeaders copies h, cutting each value to deadLetterMaxValue bytes and stopping
 // at budget bytes in all.
 func boundHeaders(h nats.Header, budget int) (map[string][]string, bool) {

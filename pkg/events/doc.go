@@ -34,9 +34,10 @@
 // [DecodeResult] ([CallEvent.Answer] addresses a result to its caller);
 // [NewApprovalRequest], [DecodeApprovalRequest], [NewApprovalAnswer],
 // [DecodeApprovalAnswer]; [NewRunEvent], [DecodeRunEvent]; [NewPlanStep],
-// [DecodePlanStep]; [NewDeadLetter]. Constructors return the *nats.Msg to publish;
-// decoders take a [Message]: a [jetstream.Msg] as a consumer delivers it, a core message
-// through [CoreMsg], a message read from a stream through [StoredMsg].
+// [DecodePlanStep]; [NewDeadLetter], [DecodeDeadLetter]. Constructors return the
+// *nats.Msg to publish; decoders take a [Message]: a [jetstream.Msg] as a consumer
+// delivers it, a core message through [CoreMsg], a message read from a stream through
+// [StoredMsg].
 //
 // # Subjects
 //
