@@ -295,9 +295,10 @@ func TestCatalogPutWatchExpire(t *testing.T) {
 	// to expire.
 	sleep := tools.Definition{Type: "function", Name: "sleep", Description: "Sleep.", Safe: true, AllowNoSchema: true, NoSchemaMode: tools.NoSchemaReadOnly}
 	keepCtx, stopKeep := context.WithCancel(ctx)
-	if err := cat.Keep(keepCtx, []tools.Definition{sleep}, func(err error) { t.Errorf("keep: %v", err) }); err != nil {
-		t.Fatal(err)
-	}
+	kept := make(chan error, 1)
+	go func() {
+		kept <- cat.Keep(keepCtx, []tools.Definition{sleep}, func(err error) { t.Errorf("keep: %v", err) })
+	}()
 	if c := next(); c.Name != "sleep" || c.Removed {
 		t.Errorf("added %+v", c)
 	}
@@ -312,6 +313,9 @@ func TestCatalogPutWatchExpire(t *testing.T) {
 		t.Errorf("List = %v, %v; want [sleep] (kept alive past the TTL)", defs, err)
 	}
 	stopKeep()
+	if err := <-kept; err != nil { // Keep has returned: nothing refreshes sleep any more
+		t.Fatalf("keep: %v", err)
+	}
 	if c := next(); c.Name != "sleep" || !c.Removed {
 		t.Errorf("want sleep expired once no longer kept, got %+v", c)
 	}
