@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -23,7 +24,12 @@ const maxBatch = 10_000
 func (s *Service) watch(ctx context.Context, w jetstream.KeyWatcher) error {
 	warmCh := make(chan struct{}, 1)
 	if s.o.warm != nil {
-		go s.warmLoop(ctx, warmCh)
+		// The warm-up loop stops with the watch, and the watch returns after it.
+		var warming sync.WaitGroup
+		defer warming.Wait()
+		warmCtx, stopWarming := context.WithCancel(ctx)
+		defer stopWarming()
+		warming.Go(func() { s.warmLoop(warmCtx, warmCh) })
 	}
 	var batch []pick.Change
 	loaded := false

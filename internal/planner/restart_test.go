@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
 
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
@@ -26,7 +27,8 @@ func TestMain(m *testing.M) {
 	if url := os.Getenv("TOOLFLEET_TEST_PLANNER"); url != "" {
 		os.Exit(plannerProcess(url, os.Getenv("TOOLFLEET_TEST_SCRIPT")))
 	}
-	os.Exit(m.Run())
+	// A stop is complete when Run returns: no goroutine of a planner outlives the tests.
+	goleak.VerifyTestMain(m)
 }
 
 func plannerProcess(url, script string) int {
