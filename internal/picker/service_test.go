@@ -73,20 +73,12 @@ func (b *testBundle) startReplica(t testing.TB, opts ...Option) *Service {
 			t.Errorf("Run: %v", err)
 		}
 	})
-	waitFor(t, "replica ready", svc.Ready)
+	natstest.Eventually(t, waitTimeout, "replica ready", svc.Ready)
 	return svc
 }
 
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
+// waitTimeout bounds the picker tests' waits (natstest.Eventually).
+const waitTimeout = 10 * time.Second
 
 // request sends a raw pick request and returns the reply.
 func request(t testing.TB, nc *nats.Conn, body string) *nats.Msg {
@@ -148,7 +140,7 @@ func TestServiceFollowsCatalog(t *testing.T) {
 	b := setup(t, catalog)
 	ctx := context.Background()
 	putTool(t, b.kv, tool("convert_currency", "Convert an amount of money between currencies"))
-	waitFor(t, "new tool to be picked", func() bool {
+	natstest.Eventually(t, waitTimeout, "new tool to be picked", func() bool {
 		_, names := pickNames(t, b.nc, `{"input":"convert 10 dollars to euros, currency"}`)
 		return len(names) > 0 && names[0] == "convert_currency"
 	})
@@ -159,7 +151,7 @@ func TestServiceFollowsCatalog(t *testing.T) {
 	if _, err := b.kv.Put(ctx, "translate_text", []byte(`{"name":"other","description":"translate"}`)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "mismatched entry to withdraw translate_text", func() bool {
+	natstest.Eventually(t, waitTimeout, "mismatched entry to withdraw translate_text", func() bool {
 		_, ok := b.svc.Catalog().Snapshot().Lookup("translate_text")
 		return !ok
 	})
@@ -168,7 +160,7 @@ func TestServiceFollowsCatalog(t *testing.T) {
 	putTool(t, b.kv, tool("convert_currency", "Convert an amount of money between currencies"))
 	putTool(t, b.kv, tool("send_email", "Send an email to a recipient"))
 	putTool(t, b.kv, tool("translate_text", "Translate text between languages"))
-	waitFor(t, "translate_text back", func() bool {
+	natstest.Eventually(t, waitTimeout, "translate_text back", func() bool {
 		_, ok := b.svc.Catalog().Snapshot().Lookup("translate_text")
 		return ok
 	})
@@ -178,14 +170,14 @@ func TestServiceFollowsCatalog(t *testing.T) {
 	if err := b.kv.Delete(ctx, "get_weather"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "deleted tool to vanish", func() bool {
+	natstest.Eventually(t, waitTimeout, "deleted tool to vanish", func() bool {
 		_, names := pickNames(t, b.nc, `{"input":"weather","options":{"minScore":0}}`)
 		return len(names) == 0
 	})
 	if err := b.kv.Purge(ctx, "send_email"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "purged tool to vanish", func() bool { return b.svc.Catalog().Snapshot().Len() == 2 })
+	natstest.Eventually(t, waitTimeout, "purged tool to vanish", func() bool { return b.svc.Catalog().Snapshot().Len() == 2 })
 	if got := fmt.Sprint(b.svc.Catalog().Snapshot().Definitions()); !strings.Contains(got, "convert_currency") || !strings.Contains(got, "translate_text") {
 		t.Errorf("catalog %s, want convert_currency and translate_text", got)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 
+	"github.com/toolfleet/toolfleet/internal/natstest"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -121,7 +122,7 @@ func TestPlannerKilledMidRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the run to reach its third step", func() bool {
+	natstest.Eventually(t, waitTimeout, "the run to reach its third step", func() bool {
 		r, err := b.p.Get(b.ctx, run.ID)
 		return err == nil && r.Step >= 2
 	})

@@ -25,19 +25,8 @@ type testBundle struct {
 
 func setup(t *testing.T) testBundle {
 	t.Helper()
-	srv := natstest.Start(t)
-	nc := srv.Connect()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := events.Config{CatalogTTL: tools.Duration(3 * time.Second)}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := events.Ensure(ctx, js, cfg); err != nil {
-		t.Fatal(err)
-	}
-	return testBundle{srv: srv, nc: nc, js: js, cfg: cfg}
+	f := natstest.StartJetStream(t, events.Config{CatalogTTL: tools.Duration(3 * time.Second)})
+	return testBundle{srv: f.Srv, nc: f.NC, js: f.JS, cfg: f.Cfg}
 }
 
 func fetchOne(t *testing.T, b testBundle, stream string, cc jetstream.ConsumerConfig) jetstream.Msg {
