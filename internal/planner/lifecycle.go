@@ -47,21 +47,13 @@ func (p *Planner) emit(ctx context.Context, run, what string, step int, call str
 	}
 }
 
-// watchRuns follows the runs bucket to know the deadlines of running runs, for sweep,
-// until ctx ends or the watch w (of the runs bucket) breaks; it stops w.
+// watchRuns follows the runs bucket (w watches it) to know the deadlines of running
+// runs, for sweep, until ctx ends or the watch breaks.
 func (p *Planner) watchRuns(ctx context.Context, w jetstream.KeyWatcher) {
 	defer func() { _ = w.Stop() }()
-	for {
-		var e jetstream.KeyValueEntry
-		select {
-		case <-ctx.Done():
-			return
-		case v, ok := <-w.Updates():
-			if !ok {
-				return
-			}
-			e = v
-		}
+	// A stopped watch closes its updates, which ends the loop.
+	defer context.AfterFunc(ctx, func() { _ = w.Stop() })()
+	for e := range w.Updates() {
 		if e == nil {
 			continue
 		}
