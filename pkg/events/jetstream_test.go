@@ -311,4 +311,8 @@ func TestCatalogPutWatchExpire(t *testing.T) {
 	if err := cat.Put(ctx, tools.Definition{Name: "bad.name"}); !errors.Is(err, tools.ErrInvalidEvent) {
 		t.Errorf("bad name: %v", err)
 	}
+	// A first put that fails returns at once, keeping nothing.
+	if err := cat.Keep(ctx, []tools.Definition{{Name: "bad.name"}}, nil); !errors.Is(err, tools.ErrInvalidEvent) {
+		t.Errorf("Keep of a bad name = %v, want invalid_event at once", err)
+	}
 }
