@@ -298,3 +298,76 @@ func TestServiceDiscoveryQueueGroupAndMetrics(t *testing.T) {
 		t.Error(`toolfleet_picker_requests_total{outcome="ok"} is 0 on the second replica, which answered some picks`)
 	}
 }
+
+// heldScorer tells entered when a pick reaches it and answers once release is closed.
+type heldScorer struct{ entered, release chan struct{} }
+
+func (heldScorer) Name() string { return "held" }
+func (h heldScorer) Score(ctx context.Context, _ *pick.Request) ([]pick.Hit, error) {
+	h.entered <- struct{}{}
+	select {
+	case <-h.release:
+		return nil, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// A stop is complete when Run returns: a request taken before the stop is answered
+// first.
+func TestRunReturnsAfterTheRequestsItTook(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	nc := srv.Connect()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.CreateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: CatalogBucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	putTool(t, kv, catalog[0])
+	h := heldScorer{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	svc, err := New(srv.Connect(), WithScorer("held", h), WithDefaultTimeout(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	natstest.Eventually(t, waitTimeout, "replica ready", svc.Ready)
+
+	replies := make(chan *nats.Msg, 1)
+	go func() {
+		m, err := nc.Request(PickSubject, []byte(`{"input":"weather","options":{"scorer":"held"}}`), waitTimeout)
+		if err != nil {
+			t.Errorf("request: %v", err)
+		}
+		replies <- m
+	}()
+	select {
+	case <-h.entered:
+	case <-time.After(waitTimeout):
+		t.Fatal("the request did not reach the scorer")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		close(h.release)
+		t.Fatalf("Run returned (%v) while a request it took was being served", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(h.release)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("Run did not return once the request was served")
+	}
+	if m := <-replies; m == nil || m.Header.Get(micro.ErrorCodeHeader) != "" {
+		t.Errorf("reply %+v, want an answer", m)
+	}
+}
