@@ -109,7 +109,8 @@ func (p *Planner) createConsumers(ctx context.Context) error {
 
 // Run serves until ctx ends: it follows the tool catalog, takes run steps and results from
 // their durable consumers, relays approval requests and ends runs whose time is up. On
-// return, messages being handled were either finished or left for redelivery.
+// return, messages being handled were either finished or left for redelivery, and
+// nothing Run started still runs.
 func (p *Planner) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	// Run returns only once every goroutine it started has: the catalog and runs

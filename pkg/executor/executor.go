@@ -76,6 +76,8 @@ func (ex *Executor) ID() string { return ex.o.id }
 // until ctx ends. Then it stops taking calls, lets the calls in flight finish within the
 // grace period, cancels and hands back (Nak) the ones still running, waits for the
 // results already being published, and returns nil. Start-up failures are returned.
+// Nothing Run started runs after it returns: the catalog refresh, the janitor and the
+// approval sweeps have stopped too.
 func (ex *Executor) Run(ctx context.Context) (err error) {
 	// A stop requested while the executor is still setting up is a stop, not a failure:
 	// whatever was set up is torn down below, and nothing was taken yet.
