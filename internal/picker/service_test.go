@@ -41,6 +41,14 @@ func putTool(t testing.TB, kv jetstream.KeyValue, d tools.Definition) {
 // (plus any options), waiting until it is ready.
 func setup(t testing.TB, defs []tools.Definition, opts ...Option) *testBundle {
 	t.Helper()
+	b := setupCatalog(t, defs)
+	b.svc = b.startReplica(t, opts...)
+	return b
+}
+
+// setupCatalog is setup without the replica.
+func setupCatalog(t testing.TB, defs []tools.Definition) *testBundle {
+	t.Helper()
 	b := &testBundle{srv: natstest.Start(t)}
 	b.nc = b.srv.Connect()
 	js, err := jetstream.New(b.nc)
@@ -54,7 +62,6 @@ func setup(t testing.TB, defs []tools.Definition, opts ...Option) *testBundle {
 	for _, d := range defs {
 		putTool(t, b.kv, d)
 	}
-	b.svc = b.startReplica(t, opts...)
 	return b
 }
 
@@ -317,19 +324,10 @@ func (h heldScorer) Score(ctx context.Context, _ *pick.Request) ([]pick.Hit, err
 // first.
 func TestRunReturnsAfterTheRequestsItTook(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	nc := srv.Connect()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv, err := js.CreateKeyValue(context.Background(), jetstream.KeyValueConfig{Bucket: CatalogBucket})
-	if err != nil {
-		t.Fatal(err)
-	}
-	putTool(t, kv, catalog[0])
+	b := setupCatalog(t, catalog[:1])
+	nc := b.nc
 	h := heldScorer{entered: make(chan struct{}, 1), release: make(chan struct{})}
-	svc, err := New(srv.Connect(), WithScorer("held", h), WithDefaultTimeout(time.Minute))
+	svc, err := New(b.srv.Connect(), WithScorer("held", h), WithDefaultTimeout(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
