@@ -144,10 +144,6 @@ func Start(ctx context.Context, o Options) (f *Fleet, err error) {
 	if err != nil {
 		return f, err
 	}
-	started, err := executorcmd.ConsumersStarted(exNC, reg)
-	if err != nil {
-		return f, err
-	}
 	pkNC, err := connect("toolfleet-picker")
 	if err != nil {
 		return f, err
@@ -156,7 +152,7 @@ func Start(ctx context.Context, o Options) (f *Fleet, err error) {
 	if err != nil {
 		return f, err
 	}
-	f.ready = ops.All(ops.Connected(f.NC), started, pickercmd.Indexed(pk))
+	f.ready = ops.All(ops.Connected(f.NC), executorcmd.Serving(ex), pickercmd.Indexed(pk))
 	models, def, err := models()
 	if err != nil {
 		return f, err

@@ -6,7 +6,7 @@
 //	...
 //	err = executorcmd.Run(ctx, cfg)   // ops server, NATS, the executor; nil after a graceful stop
 //
-// [New] and [ConsumersStarted] are the pieces Run is made of; the all-in-one fleet
+// [New] and [Serving] are the pieces Run is made of; the all-in-one fleet
 // builds its executor with them too.
 //
 // # Settings

@@ -2,12 +2,9 @@ package executorcmd
 
 import (
 	"context"
-	"fmt"
-	"sync/atomic"
-	"time"
+	"errors"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
@@ -42,11 +39,7 @@ func Run(ctx context.Context, c Config) error {
 	if err != nil {
 		return err
 	}
-	started, err := ConsumersStarted(nc, reg)
-	if err != nil {
-		return err
-	}
-	srv.SetReady(ops.Connected(nc), started)
+	srv.SetReady(ops.Connected(nc), Serving(ex))
 	log.Info().Str("executor", ex.ID()).Strs("tools", toolNames(reg)).Int("concurrency", c.Concurrency).
 		Dur("grace_period", c.GracePeriod).Msg("executor starting")
 	runErr := ex.Run(ctx)
@@ -76,34 +69,17 @@ func New(nc *nats.Conn, reg *tools.Registry, c Config, metrics *prometheus.Regis
 	return executor.New(nc, reg, opts...)
 }
 
-// ConsumersStarted is the executor's own readiness: it holds once every tool of reg has
-// a pull request waiting on its call consumer, that is, the consumers were created and
-// are being consumed. It is asked only until it first holds, because a busy replica may
-// later have no request waiting. The server counts the requests of every replica, so a
-// replica joining a running fleet can read ready a moment before its own consumers
-// start; pkg/executor offers no signal of its own to ask instead.
-func ConsumersStarted(nc *nats.Conn, reg *tools.Registry) (ops.Check, error) {
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, err
-	}
-	names := toolNames(reg)
-	var started atomic.Bool
+// Serving is the executor's own readiness: it holds once ex serves every tool
+// (executor.Executor.Ready).
+func Serving(ex *executor.Executor) ops.Check {
 	return func() error {
-		if started.Load() {
+		select {
+		case <-ex.Ready():
 			return nil
+		default:
+			return errors.New("executor not serving its tools yet")
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		for _, name := range names {
-			cons, err := js.Consumer(ctx, events.StreamCalls, events.ConsumerName(name))
-			if err != nil || cons.CachedInfo().NumWaiting == 0 {
-				return fmt.Errorf("consumer of tool %s not started", name)
-			}
-		}
-		started.Store(true)
-		return nil
-	}, nil
+	}
 }
 
 func toolNames(reg *tools.Registry) []string {

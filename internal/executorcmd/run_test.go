@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/toolfleet/toolfleet/internal/natstest"
@@ -66,9 +67,9 @@ func TestRun(t *testing.T) {
 	}
 }
 
-// The executor's own readiness holds only once its consumers are being consumed, and
-// then stays, also when a busy replica has no pull request waiting.
-func TestConsumersStarted(t *testing.T) {
+// The executor's own readiness holds only once it serves its tools: not before Run, and
+// from the moment its consumer takes calls.
+func TestServing(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
 	nc := srv.Connect()
@@ -77,29 +78,24 @@ func TestConsumersStarted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	started, err := ConsumersStarted(nc, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := started(); err == nil || !strings.Contains(err.Error(), "consumer of tool echo not started") {
-		t.Fatalf("before the executor runs: %v", err)
-	}
 	ex, err := New(nc, reg, c, ops.NewRegistry(), zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
+	serving := Serving(ex)
+	if err := serving(); err == nil || !strings.Contains(err.Error(), "not serving") {
+		t.Fatalf("before the executor runs: %v", err)
+	}
 	stop := opstest.Run(t, ex.Run)
-	deadline := time.Now().Add(30 * time.Second)
-	for started() != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("consumers not started after 30s: %v", started())
-		}
-		time.Sleep(10 * time.Millisecond)
+	natstest.Eventually(t, 30*time.Second, "the executor to serve", func() bool { return serving() == nil })
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Consumer(context.Background(), events.StreamCalls, events.ConsumerName("echo")); err != nil {
+		t.Errorf("ready, but the echo consumer does not exist: %v", err)
 	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
-	}
-	if err := started(); err != nil {
-		t.Errorf("readiness lost once it held: %v", err)
 	}
 }

@@ -30,6 +30,9 @@ type Executor struct {
 	// calls is the stream the janitor reads; lookups finds stored results.
 	calls   jetstream.Stream
 	lookups *resultLookups
+
+	ready     chan struct{} // closed once Run serves every tool
+	readyOnce sync.Once
 	catalog *events.Catalog
 	workers map[string]*worker
 
@@ -66,8 +69,12 @@ func New(nc *nats.Conn, reg *tools.Registry, opts ...Option) (*Executor, error) 
 		return nil, err
 	}
 	return &Executor{nc: nc, js: js, reg: reg, o: o, cfg: cfg, m: m,
-		source: "/toolfleet/executor/" + o.id}, nil
+		source: "/toolfleet/executor/" + o.id, ready: make(chan struct{})}, nil
 }
+
+// Ready is closed once Run serves every tool: the streams exist, the tools are in the
+// catalog and each tool's consumer is being consumed. A readiness probe waits for it.
+func (ex *Executor) Ready() <-chan struct{} { return ex.ready }
 
 // ID is the replica's id, as written in results.
 func (ex *Executor) ID() string { return ex.o.id }
@@ -152,6 +159,7 @@ func (ex *Executor) Run(ctx context.Context) (err error) {
 			}
 		}
 		background.Go(func() { ex.janitor(bgCtx) })
+		ex.readyOnce.Do(func() { close(ex.ready) })
 		ex.o.log.Info().Str("executor", ex.o.id).Int("tools", len(defs)).Msg("executor running")
 		<-ctx.Done()
 	}
