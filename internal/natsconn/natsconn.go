@@ -79,6 +79,15 @@ func (c Config) Options(log zerolog.Logger) []nats.Option {
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info().Str("url", nc.ConnectedUrlRedacted()).Msg("reconnected to NATS")
 		}),
+		// nats.go prints asynchronous errors (a permission refused, a slow consumer) as
+		// plain text on stderr by default; here they go into the JSON log like the rest.
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			ev := log.Warn().Err(err)
+			if sub != nil {
+				ev = ev.Str("subject", sub.Subject)
+			}
+			ev.Msg("NATS error")
+		}),
 	}
 	if c.CredsFile != "" {
 		opts = append(opts, nats.UserCredentials(c.CredsFile))
@@ -95,13 +104,22 @@ func (c Config) Options(log zerolog.Logger) []nats.Option {
 	return opts
 }
 
-// Connect validates c and connects. The first connection must succeed (a wrong URL fails
-// fast, with the reason); after that, the connection reconnects forever.
+// Connect validates c and connects. A server that is down (or restarting) when the part
+// starts is waited for: the connection keeps trying, every failed try logged, and the
+// part's own setup waits for it (see events.RetrySetup). A URL that cannot be parsed
+// fails at once; after the first connection, it reconnects forever.
 func (c Config) Connect(log zerolog.Logger, extra ...nats.Option) (*nats.Conn, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	nc, err := nats.Connect(c.URL, append(c.Options(log), extra...)...)
+	opts := append(c.Options(log), nats.RetryOnFailedConnect(true),
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
+			log.Warn().Err(err).Str("url", c.URL).Msg("cannot reach NATS; retrying")
+		}),
+		nats.ConnectHandler(func(nc *nats.Conn) {
+			log.Info().Str("url", nc.ConnectedUrlRedacted()).Msg("connected to NATS")
+		}))
+	nc, err := nats.Connect(c.URL, append(opts, extra...)...)
 	if err != nil {
 		return nil, fmt.Errorf("nats: connect to %s: %w", c.URL, err)
 	}

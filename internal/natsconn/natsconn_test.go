@@ -2,11 +2,16 @@ package natsconn
 
 import (
 	"flag"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
 	"github.com/toolfleet/toolfleet/internal/natstest"
@@ -62,7 +67,36 @@ func TestConnect(t *testing.T) {
 	if !nc.IsConnected() {
 		t.Fatal("not connected")
 	}
-	if _, err := (Config{URL: "nats://127.0.0.1:1"}).Connect(zerolog.Nop()); err == nil {
-		t.Fatal("connecting to a closed port succeeded")
+}
+
+// A part started before its server waits for it: Connect returns, and the connection
+// comes up once the server does.
+func TestConnectWaitsForAServerThatIsDown(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	nc, err := Config{URL: fmt.Sprintf("nats://127.0.0.1:%d", port)}.Connect(zerolog.Nop(), nats.ReconnectWait(20*time.Millisecond))
+	if err != nil {
+		t.Fatalf("Connect with the server down: %v (want a connection that waits)", err)
+	}
+	defer nc.Close()
+	if nc.IsConnected() {
+		t.Fatal("connected to a server that is not running")
+	}
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	defer srv.Shutdown()
+	deadline := time.Now().Add(10 * time.Second)
+	for !nc.IsConnected() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not connected 10s after the server started (status %v)", nc.Status())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -24,9 +24,10 @@ const (
 	BucketRuns = "toolfleet-runs"
 )
 
-// headerAllowance is added to MaxMsgSize for the stream limit: the limit applies to
-// headers plus body, MaxMsgSize to the body alone.
-const headerAllowance = 16 << 10
+// HeaderAllowance is added to MaxMsgSize for the stream limit: the limit applies to
+// headers plus body, MaxMsgSize to the body alone. Likewise a result's body must leave
+// this much of the server's max_payload to its headers.
+const HeaderAllowance = 16 << 10
 
 // Config is every setting JetStream stores for toolfleet, in one place: what streams,
 // consumers and buckets look like. The zero value of each field takes the default
@@ -59,11 +60,20 @@ type Config struct {
 	// at publish time and by [Decode]. Default 1 MiB.
 	MaxMsgSize int32 `json:"maxMsgSize,omitempty"`
 	// DuplicateWindow is how long JetStream remembers a Nats-Msg-Id to drop a
-	// re-published call or result. Default 2 minutes.
+	// re-published call or result. It is not what makes a call answered once: a result
+	// is stored only if its subject has none yet (see [NewResult]) and an executor looks
+	// for a stored result before it runs a call, so a call re-published or redelivered
+	// after the window gets no second run and no second result for as long as its result
+	// is kept (ResultsMaxAge). The window only spares the calls stream a copy. Default
+	// 2 minutes.
 	DuplicateWindow tools.Duration `json:"duplicateWindow,omitempty"`
 	// MaxDeliver is how many times a call may be delivered (first delivery included)
-	// before it is dead-lettered; crashes and ack timeouts use it up, a tool's own
-	// retries do not (they happen inside one delivery). Default 5.
+	// before the executor gives up on it: on that delivery its caller is answered with an
+	// error (and a copy set aside as a dead letter) instead of running it again. Crashes
+	// and ack timeouts use it up, a tool's own retries do not (they happen inside one
+	// delivery). The consumer itself never stops redelivering (its max deliver is
+	// unlimited), so a call whose answer could not be stored yet comes back until it is:
+	// none is left in the stream unanswered. Default 5.
 	MaxDeliver int `json:"maxDeliver,omitempty"`
 	// AckWait is how long a delivered call may go without an ack or an in-progress
 	// heartbeat before JetStream redelivers it. Default 30s.
@@ -191,7 +201,7 @@ func (c Config) Streams() []jetstream.StreamConfig {
 		return jetstream.StreamConfig{
 			Name: name, Description: desc, Subjects: []string{subject},
 			Retention: ret, Storage: c.storage(), Replicas: c.Replicas,
-			MaxAge: maxAge.D(), MaxMsgSize: c.MaxMsgSize + headerAllowance,
+			MaxAge: maxAge.D(), MaxMsgSize: c.MaxMsgSize + HeaderAllowance,
 			Duplicates: min(c.DuplicateWindow.D(), maxAge.D()), Discard: jetstream.DiscardOld,
 			AllowDirect: true,
 		}
@@ -222,7 +232,7 @@ func (c Config) CallConsumer(tool string) (jetstream.ConsumerConfig, error) {
 	return jetstream.ConsumerConfig{
 		Durable: ConsumerName(tool), Description: "calls of tool " + tool,
 		FilterSubject: subj, AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverAllPolicy,
-		AckWait: c.AckWait.D(), MaxDeliver: c.MaxDeliver, MaxAckPending: c.MaxAckPending,
+		AckWait: c.AckWait.D(), MaxDeliver: -1, MaxAckPending: c.MaxAckPending,
 		Replicas: c.Replicas, MemoryStorage: c.Storage == "memory",
 	}, nil
 }
@@ -260,7 +270,7 @@ func (c Config) Buckets() []jetstream.KeyValueConfig {
 			History: 1, TTL: c.InflightMaxAge.D(), Storage: st, Replicas: c.Replicas},
 		{Bucket: BucketApprovals, Description: "toolfleet calls waiting for approval",
 			History: 1, TTL: c.ApprovalsMaxAge.D(), Storage: st, Replicas: c.Replicas,
-			MaxValueSize: c.MaxMsgSize + headerAllowance},
+			MaxValueSize: c.MaxMsgSize + HeaderAllowance},
 	}
 }
 

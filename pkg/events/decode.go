@@ -11,13 +11,19 @@ import (
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
-// Decode reads a binary-mode CloudEvent from msg and checks it against the contract:
-// spec version 1.0, id, type and source present, the type agreeing with msg.Subject, a
-// JSON body of at most maxBytes (0 means [DefaultConfig]'s MaxMsgSize), well-formed
-// extensions, and Nats-Msg-Id (when set) equal to the id. Every refusal is an
-// *tools.Error with code invalid_event whose message says what is wrong; the event
-// decoded so far is returned alongside, so a caller can still address an answer to its
-// id and run.
+// Decode reads a CloudEvent from msg and checks it against the contract: spec version
+// 1.0, id, type and source present, the type agreeing with msg.Subject, a JSON body of at
+// most maxBytes (0 means [DefaultConfig]'s MaxMsgSize), well-formed extensions, and
+// Nats-Msg-Id (when set) equal to the id. Both content modes of the NATS binding are
+// read: binary (ce-* headers, the data as body; what toolfleet writes) and structured (a
+// JSON event format body, announced by a Content-Type of application/cloudevents+json,
+// or a header-less body with a specversion member as the binding's first version sent).
+//
+// Every refusal is an *tools.Error with code invalid_event (input_too_large for an
+// oversized body) whose message says what is wrong. The event decoded so far is returned
+// alongside, so a caller can still address an answer to it: its ID is the ce-id as
+// received — or, when the message has none, its Nats-Msg-Id — even when the id itself is
+// what was refused (answer it at [IDToken], with [ReplyID]).
 func Decode(msg *nats.Msg, maxBytes int) (Event, error) {
 	return decode(msg, maxBytes, true)
 }
@@ -28,6 +34,9 @@ func decode(msg *nats.Msg, maxBytes int, checkJSON bool) (Event, error) {
 	if maxBytes <= 0 {
 		maxBytes = int(DefaultConfig().MaxMsgSize)
 	}
+	if isStructured(msg) {
+		return decodeStructured(msg, maxBytes)
+	}
 	if n := len(msg.Data); n > maxBytes {
 		e, _ := attributes(msg.Header)
 		return e, tools.Errorf(tools.CodeInputTooLarge,
@@ -37,7 +46,7 @@ func decode(msg *nats.Msg, maxBytes int, checkJSON bool) (Event, error) {
 	if err != nil {
 		return e, err
 	}
-	if err := checkIncoming(msg.Subject, msg.Header, &e); err != nil {
+	if err := checkIncoming(msg.Subject, msg.Header.Get(HeaderMsgID), msg.Header.Get(HeaderDataContentType), &e); err != nil {
 		return e, err
 	}
 	if err := checkBody(msg.Data, &e, checkJSON); err != nil {
@@ -52,7 +61,7 @@ func attributes(h nats.Header) (Event, error) {
 	var e Event
 	if len(h) == 0 {
 		return e, tools.Errorf(tools.CodeInvalidEvent,
-			"not a CloudEvent: the message has no headers (binary mode needs ce-specversion, ce-id, ce-type, ce-source)")
+			"not a CloudEvent: the message has no headers (binary mode needs ce-specversion, ce-id, ce-type, ce-source; structured mode a JSON event with specversion)")
 	}
 	e.ID = h.Get(HeaderID)
 	e.Type = h.Get(HeaderType)
@@ -60,74 +69,78 @@ func attributes(h nats.Header) (Event, error) {
 	e.Subject = h.Get(HeaderSubject)
 	e.RunID = h.Get(HeaderRunID)
 	e.TraceParent = h.Get(HeaderTraceParent)
-	if e.ID != "" && ValidateID("event id", e.ID) != nil {
-		bad := e.ID
-		e.ID = "" // unusable as a subject token; keep it out of answers
-		return e, ValidateID("event id", bad)
+	if e.ID == "" {
+		// Not a valid event, but its publisher may still be found by its dedup id.
+		e.ID = h.Get(HeaderMsgID)
+		return e, missing(HeaderID)
+	}
+	return e, checkAttributes(&e, h.Get(HeaderSpecVersion), h.Get(HeaderTime), h.Get(HeaderAttempt), h.Get(HeaderDeadline))
+}
+
+// checkAttributes checks the attributes both modes share and parses the typed ones.
+func checkAttributes(e *Event, specVersion, tm, attempt, deadline string) error {
+	if err := ValidateEventID("event id", e.ID); err != nil {
+		return err
 	}
 	if e.RunID != "" {
-		if err := ValidateID("run id", e.RunID); err != nil {
-			e.RunID = ""
-			return e, err
+		if err := ValidateEventID("run id", e.RunID); err != nil {
+			return err
 		}
 	}
-	sv := h.Get(HeaderSpecVersion)
 	switch {
-	case sv == "":
-		return e, missing(HeaderSpecVersion)
-	case sv != SpecVersion:
-		return e, tools.Errorf(tools.CodeInvalidEvent, "unsupported CloudEvents version %q in %s (want %q)", sv, HeaderSpecVersion, SpecVersion)
-	case e.ID == "":
-		return e, missing(HeaderID)
+	case specVersion == "":
+		return missing(HeaderSpecVersion)
+	case specVersion != SpecVersion:
+		return tools.Errorf(tools.CodeInvalidEvent, "unsupported CloudEvents version %q (want %q)", specVersion, SpecVersion)
 	case e.Type == "":
-		return e, missing(HeaderType)
+		return missing(HeaderType)
 	case e.Source == "":
-		return e, missing(HeaderSource)
+		return missing(HeaderSource)
 	}
-	if v := h.Get(HeaderTime); v != "" {
-		t, err := time.Parse(time.RFC3339Nano, v)
+	if tm != "" {
+		t, err := time.Parse(time.RFC3339Nano, tm)
 		if err != nil {
-			return e, tools.Errorf(tools.CodeInvalidEvent, "%s %q is not an RFC 3339 time", HeaderTime, v)
+			return tools.Errorf(tools.CodeInvalidEvent, "time %q is not an RFC 3339 time", tm)
 		}
 		e.Time = t
 	}
-	if v := h.Get(HeaderAttempt); v != "" {
-		n, err := strconv.Atoi(v)
+	if attempt != "" {
+		n, err := strconv.Atoi(attempt)
 		if err != nil || n < 1 {
-			return e, tools.Errorf(tools.CodeInvalidEvent, "%s %q is not a positive integer", HeaderAttempt, v)
+			return tools.Errorf(tools.CodeInvalidEvent, "attempt %q is not a positive integer", attempt)
 		}
 		e.Attempt = n
 	}
-	if v := h.Get(HeaderDeadline); v != "" {
-		t, err := time.Parse(time.RFC3339Nano, v)
+	if deadline != "" {
+		t, err := time.Parse(time.RFC3339Nano, deadline)
 		if err != nil {
-			return e, tools.Errorf(tools.CodeInvalidEvent, "%s %q is not an RFC 3339 time", HeaderDeadline, v)
+			return tools.Errorf(tools.CodeInvalidEvent, "deadline %q is not an RFC 3339 time", deadline)
 		}
 		e.Deadline = t
 	}
-	return e, nil
+	return nil
 }
 
-func missing(header string) error {
-	return tools.Errorf(tools.CodeInvalidEvent, "not a CloudEvent: header %s is missing", header)
+func missing(attr string) error {
+	return tools.Errorf(tools.CodeInvalidEvent, "not a CloudEvent: %s is missing", attr)
 }
 
 // checkIncoming checks what ties the event to its message: type vs subject, content
 // type, deduplication id.
-func checkIncoming(subject string, h nats.Header, e *Event) error {
+func checkIncoming(subject, msgID, contentType string, e *Event) error {
 	if want, ok := TypeForSubject(subject); ok && want != e.Type {
 		return tools.Errorf(tools.CodeInvalidEvent,
 			"event %s has type %q but subject %s carries %q events", e.ID, e.Type, subject, want)
 	}
-	if ct := h.Get(HeaderDataContentType); ct != "" {
-		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != ContentType {
+	if contentType != "" {
+		if mt, _, err := mime.ParseMediaType(contentType); err != nil || mt != ContentType {
 			return tools.Errorf(tools.CodeInvalidEvent,
-				"event %s: data content type %q is not supported (want %s)", e.ID, ct, ContentType)
+				"event %s: data content type %q is not supported (want %s)", e.ID, contentType, ContentType)
 		}
 	}
-	if id := h.Get(HeaderMsgID); id != "" && id != e.ID {
+	if msgID != "" && msgID != e.ID {
 		return tools.Errorf(tools.CodeInvalidEvent,
-			"event %s: %s %q differs from the event id (they must be equal for deduplication)", e.ID, HeaderMsgID, id)
+			"event %s: %s %q differs from the event id (they must be equal for deduplication)", e.ID, HeaderMsgID, msgID)
 	}
 	return nil
 }
@@ -137,12 +150,16 @@ func checkBody(body []byte, e *Event, checkJSON bool) error {
 		return tools.Errorf(tools.CodeInvalidEvent, "event %s: the body is empty (want JSON data)", e.ID)
 	}
 	if checkJSON && !json.Valid(body) {
-		return tools.Errorf(tools.CodeInvalidEvent, "event %s: the body is not valid JSON", e.ID)
+		return notJSON(e.ID, body)
 	}
 	return nil
 }
 
-// notJSON is the refusal of a body that does not parse.
-func notJSON(e Event) error {
-	return tools.Errorf(tools.CodeInvalidEvent, "event %s: the body is not valid JSON", e.ID)
+// notJSON is the refusal of a body that does not parse; one nested beyond what any JSON
+// decoder reads says so rather than calling valid JSON invalid.
+func notJSON(id string, body []byte) error {
+	if depth := tools.JSONDepth(body); depth > tools.MaxDepth {
+		return tools.Errorf(tools.CodeInvalidEvent, "event %s: the body is nested too deeply (%d levels; the limit is %d)", id, depth, tools.MaxDepth)
+	}
+	return tools.Errorf(tools.CodeInvalidEvent, "event %s: the body is not valid JSON", id)
 }

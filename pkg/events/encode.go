@@ -59,7 +59,7 @@ func Encode(subject string, e Event) (*nats.Msg, error) {
 // checkOutgoing refuses to publish what Decode would refuse, so a bad event fails at its
 // author rather than at its reader.
 func checkOutgoing(subject string, e Event) error {
-	if err := ValidateID("event id", e.ID); err != nil {
+	if err := ValidateEventID("event id", e.ID); err != nil {
 		return err
 	}
 	if e.Type == "" || e.Source == "" {
@@ -70,7 +70,7 @@ func checkOutgoing(subject string, e Event) error {
 			"event %s: type %q cannot be published on subject %s (want %q)", e.ID, e.Type, subject, want)
 	}
 	if e.RunID != "" {
-		if err := ValidateID("run id", e.RunID); err != nil {
+		if err := ValidateEventID("run id", e.RunID); err != nil {
 			return err
 		}
 	}

@@ -60,9 +60,10 @@ type Event struct {
 	Data json.RawMessage
 }
 
-// SetData marshals v as the event's data.
+// SetData marshals v as the event's data (without HTML escaping, see
+// [tools.MarshalJSON]).
 func (e *Event) SetData(v any) error {
-	b, err := json.Marshal(v)
+	b, err := tools.MarshalJSON(v)
 	if err != nil {
 		return tools.Wrap(tools.CodeInternal, err, "encode event data: "+err.Error())
 	}

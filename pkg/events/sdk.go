@@ -75,7 +75,7 @@ func DecodeSDK(ctx context.Context, msg *nats.Msg, maxBytes int) (event.Event, e
 			"event on %s: body of %d bytes exceeds the limit of %d bytes", msg.Subject, n, maxBytes)
 	}
 	m := cejs.NewMessage(msg)
-	if m.ReadEncoding() != binding.EncodingBinary {
+	if m.ReadEncoding() == binding.EncodingUnknown {
 		return event.Event{}, missing(HeaderSpecVersion)
 	}
 	ce, err := binding.ToEvent(ctx, m)
@@ -86,7 +86,7 @@ func DecodeSDK(ctx context.Context, msg *nats.Msg, maxBytes int) (event.Event, e
 		return *ce, tools.Wrap(tools.CodeInvalidEvent, err, "not a valid CloudEvent: "+err.Error())
 	}
 	e := Event{ID: ce.ID(), Type: ce.Type(), Source: ce.Source()}
-	if err := checkIncoming(msg.Subject, msg.Header, &e); err != nil {
+	if err := checkIncoming(msg.Subject, msg.Header.Get(HeaderMsgID), ce.DataContentType(), &e); err != nil {
 		return *ce, err
 	}
 	if err := checkBody(ce.Data(), &e, true); err != nil {

@@ -30,9 +30,10 @@ const (
 	AllPlanSteps = "toolfleet.plan.>"
 )
 
-// IDPattern is the alphabet of call ids and run ids: one NATS subject token of letters,
-// digits, '_' and '-'. A UUID, a ULID, a NUID and the providers' tool call ids (call_…,
-// toolu_…) all fit.
+// IDPattern is the alphabet of ids that are their own subject token (see [IDToken]):
+// letters, digits, '_' and '-'. A UUID, a ULID, a NUID and the providers' tool call ids
+// (call_…, toolu_…) all fit; toolfleet's own ids (executor ids, planner run ids) are
+// made of it.
 var IDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 
 var wordPattern = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
@@ -74,24 +75,22 @@ func CallSubject(tool string) (string, error) {
 }
 
 // ResultSubject is where the result of call in run is published:
-// toolfleet.result.<run>.<call>. A caller subscribes to toolfleet.result.<run>.> (see
-// [RunResultsSubject]) to gather a run's results.
+// toolfleet.result.<run>.<call>, each id as its [IDToken], so any non-empty id works. A
+// caller subscribes to toolfleet.result.<run>.* (see [RunResultsSubject]) to gather a
+// run's results.
 func ResultSubject(run, call string) (string, error) {
-	if err := ValidateID("run id", run); err != nil {
-		return "", err
+	if run == "" || call == "" {
+		return "", tools.Errorf(tools.CodeInvalidEvent, "a result subject needs a run id and a call id (got %q, %q)", run, call)
 	}
-	if err := ValidateID("call id", call); err != nil {
-		return "", err
-	}
-	return resultPrefix + run + "." + call, nil
+	return resultPrefix + IDToken(run) + "." + IDToken(call), nil
 }
 
 // RunResultsSubject is the filter matching every result of run.
 func RunResultsSubject(run string) (string, error) {
-	if err := ValidateID("run id", run); err != nil {
-		return "", err
+	if run == "" {
+		return "", tools.Errorf(tools.CodeInvalidEvent, "run id is empty")
 	}
-	return resultPrefix + run + ".*", nil
+	return resultPrefix + IDToken(run) + ".*", nil
 }
 
 // DeadLetterSubject is where messages for tool that could not be processed go:
@@ -105,28 +104,41 @@ func DeadLetterSubject(tool string) string {
 }
 
 // ApprovalRequestedSubject is where an approval request for call of tool is announced:
-// toolfleet.event.approval.requested.<tool>.<call>.
+// toolfleet.event.approval.requested.<tool>.<IDToken(call)>.
 func ApprovalRequestedSubject(tool, call string) (string, error) {
-	if err := ValidateTool(tool); err != nil {
-		return "", err
-	}
-	if err := ValidateID("call id", call); err != nil {
-		return "", err
-	}
-	return approvalReqPrefix + tool + "." + call, nil
+	return approvalSubject(approvalReqPrefix, tool, call)
 }
 
 // ApprovalAnsweredSubject is where the answer to the approval of call of tool must be
-// published: toolfleet.event.approval.answered.<tool>.<call>. The tool is part of the
-// subject so that only the executors serving it consume the answer.
+// published: toolfleet.event.approval.answered.<tool>.<IDToken(call)>. The tool is part
+// of the subject so that only the executors serving it consume the answer.
 func ApprovalAnsweredSubject(tool, call string) (string, error) {
+	return approvalSubject(approvalAnsPrefix, tool, call)
+}
+
+func approvalSubject(prefix, tool, call string) (string, error) {
 	if err := ValidateTool(tool); err != nil {
 		return "", err
 	}
-	if err := ValidateID("call id", call); err != nil {
-		return "", err
+	if call == "" {
+		return "", tools.Errorf(tools.CodeInvalidEvent, "call id is empty")
 	}
-	return approvalAnsPrefix + tool + "." + call, nil
+	return prefix + tool + "." + IDToken(call), nil
+}
+
+// ParseApprovalAnswerSubject returns the tool and the call token an approval answer's
+// subject names; ok is false unless subject is exactly
+// toolfleet.event.approval.answered.<tool>.<token>.
+func ParseApprovalAnswerSubject(subject string) (tool, callToken string, ok bool) {
+	rest, ok := strings.CutPrefix(subject, approvalAnsPrefix)
+	if !ok {
+		return "", "", false
+	}
+	tool, callToken, ok = strings.Cut(rest, ".")
+	if !ok || ValidateTool(tool) != nil || !isToken(callToken) {
+		return "", "", false
+	}
+	return tool, callToken, true
 }
 
 // ApprovalAnswersFilter matches every approval answer for tool.
@@ -138,21 +150,26 @@ func ApprovalAnswersFilter(tool string) (string, error) {
 }
 
 // RunEventSubject is where a run lifecycle event is published:
-// toolfleet.event.run.<run>.<what>, e.g. what = "step" or "done".
+// toolfleet.event.run.<IDToken(run)>.<what>, e.g. what = "step" or "done".
 func RunEventSubject(run, what string) (string, error) {
-	if err := ValidateID("run id", run); err != nil {
-		return "", err
+	if run == "" {
+		return "", tools.Errorf(tools.CodeInvalidEvent, "run id is empty")
 	}
 	if err := ValidateToken(what); err != nil {
 		return "", err
 	}
-	return runEventPrefix + run + "." + what, nil
+	return runEventPrefix + IDToken(run) + "." + what, nil
 }
 
-// ToolOfCallSubject returns the tool named by a call subject.
-func ToolOfCallSubject(subject string) (string, bool) {
-	tool, ok := strings.CutPrefix(subject, callPrefix)
-	return tool, ok && ValidateTool(tool) == nil
+// ToolOfCallSubject returns the tool named by a call subject; ok is false unless subject
+// is exactly toolfleet.call.<tool> with a valid tool name (a wildcard, a second token or
+// a byte outside the name alphabet is not a tool).
+func ToolOfCallSubject(subject string) (tool string, ok bool) {
+	tool, ok = strings.CutPrefix(subject, callPrefix)
+	if !ok || ValidateTool(tool) != nil {
+		return "", false
+	}
+	return tool, true
 }
 
 // TypeForSubject returns the event type a message on subject must have, so that an

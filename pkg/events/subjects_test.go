@@ -2,6 +2,8 @@ package events_test
 
 import (
 	"errors"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/toolfleet/toolfleet/pkg/events"
@@ -46,25 +48,81 @@ func TestSubjects(t *testing.T) {
 	}
 }
 
-// Tokens that would change which subscribers see a message are refused with a message
-// naming the rule.
-func TestSubjectsRefuseBadTokens(t *testing.T) {
+// Tool names that would change which subscribers see a message are refused with a
+// message naming the rule; ids of any kind map to a token that changes nothing.
+func TestSubjectsRefuseBadTools(t *testing.T) {
 	t.Parallel()
-	for _, bad := range []string{"", "a.b", "a*", "a>", "a b", "tab\t", "é", string(make([]byte, 129))} {
-		if _, err := events.ResultSubject("run", bad); !errors.Is(err, tools.ErrInvalidEvent) {
-			t.Errorf("call id %q: got %v, want invalid_event", bad, err)
-		}
-		if _, err := events.ResultSubject(bad, "call"); !errors.Is(err, tools.ErrInvalidEvent) {
-			t.Errorf("run id %q: got %v, want invalid_event", bad, err)
-		}
+	for _, bad := range []string{"", "a.b", "a*", "a>", "a b", "tab\t", "é", string(make([]byte, 65))} {
 		if _, err := events.CallSubject(bad); !errors.Is(err, tools.ErrInvalidEvent) {
 			t.Errorf("tool %q: got %v, want invalid_event", bad, err)
 		}
+	}
+	if _, err := events.ResultSubject("run", ""); !errors.Is(err, tools.ErrInvalidEvent) {
+		t.Errorf("empty call id: got %v, want invalid_event", err)
 	}
 	if _, err := events.RunEventSubject("r", "Step"); err == nil {
 		t.Error("upper-case event word accepted")
 	}
 }
+
+// Any CloudEvents id works: one that is a subject token stays itself, any other becomes
+// "=" and its hashed form, and the subject keeps exactly its four tokens.
+func TestAnyIDMapsToOneToken(t *testing.T) {
+	t.Parallel()
+	for _, id := range []string{"urn:uuid:6e8bc430-9c3a-11d9-9669-0800200c9a66", "a.b", "a*", "a>", "a b", "tab\t", "é",
+		"/path/x", string(make([]byte, 129)), "\xff\xfe", "toolfleet.call.>"} {
+		tok := events.IDToken(id)
+		if !hashedToken.MatchString(tok) {
+			t.Errorf("IDToken(%q) = %q, not '=' and 43 base64url characters", id, tok)
+		}
+		if again := events.IDToken(tok); again != tok {
+			t.Errorf("IDToken is not idempotent: %q -> %q -> %q", id, tok, again)
+		}
+		subj, err := events.ResultSubject(id, id)
+		if err != nil {
+			t.Fatalf("ResultSubject(%q): %v", id, err)
+		}
+		if want := "toolfleet.result." + tok + "." + tok; subj != want {
+			t.Errorf("ResultSubject(%q) = %q, want %q", id, subj, want)
+		}
+	}
+	for _, id := range []string{"call_1", "toolu_01A", "6e8bc430-9c3a-11d9-9669-0800200c9a66", strings.Repeat("x", 128)} {
+		if got := events.IDToken(id); got != id {
+			t.Errorf("IDToken(%q) = %q, want the id itself", id, got)
+		}
+	}
+	// ReplyID: what an answer carries.
+	for id, want := range map[string]string{"urn:uuid:1": "urn:uuid:1", "a b": "a b", "": "",
+		"a\nb": events.IDToken("a\nb"), "\xff": events.IDToken("\xff")} {
+		if got := events.ReplyID(id); got != want {
+			t.Errorf("ReplyID(%q) = %q, want %q", id, got, want)
+		}
+	}
+}
+
+var hashedToken = regexp.MustCompile(`^=[A-Za-z0-9_-]{43}$`)
+
+// Distinct ids never share a token, and every token is one subject token that NATS and
+// KV keys accept.
+func FuzzIDToken(f *testing.F) {
+	for _, s := range [][2]string{{"a", "b"}, {"urn:x", "=abc"}, {"call_1", "call_1 "}, {"\xff", "\ufffd"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		ta, tb := events.IDToken(a), events.IDToken(b)
+		if a != "" && !kvKey.MatchString(ta) {
+			t.Errorf("IDToken(%q) = %q is not a subject token and KV key", a, ta)
+		}
+		if a != b && ta == tb && !hashedToken.MatchString(a) && !hashedToken.MatchString(b) {
+			t.Errorf("IDToken(%q) == IDToken(%q) == %q", a, b, ta)
+		}
+		if events.IDToken(ta) != ta {
+			t.Errorf("IDToken not idempotent on %q", a)
+		}
+	})
+}
+
+var kvKey = regexp.MustCompile(`^[-/_=a-zA-Z0-9]+$`)
 
 // The hand-written token check agrees with the documented patterns.
 func FuzzIDPattern(f *testing.F) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -61,7 +62,7 @@ func DecodeCall(msg *nats.Msg, maxBytes int) (CallEvent, error) {
 		ce.Call.Tool = subjTool
 		var syn *json.SyntaxError
 		if errors.As(err, &syn) {
-			return ce, notJSON(e)
+			return ce, notJSON(e.ID, e.Data)
 		}
 		return ce, tools.Wrap(tools.CodeInvalidEvent, err, "call "+e.ID+": data does not match the call type: "+err.Error())
 	}
@@ -81,7 +82,13 @@ func DecodeCall(msg *nats.Msg, maxBytes int) (CallEvent, error) {
 }
 
 // NewResult encodes r as a result message on [ResultSubject](r.RunID, r.CallID), with
-// event id = call id so a re-published result is deduplicated.
+// event id = call id so a re-published result is deduplicated. The ids must be valid
+// event ids: pass a caller's ids through [ReplyID].
+//
+// The message also says that no message may precede it on its subject
+// (Nats-Expected-Last-Subject-Sequence: 0), so JetStream stores one result per call for
+// as long as the results stream keeps it, not only within the duplicate window: a
+// second result is refused, and [IsAlreadyAnswered] tells that refusal apart.
 func NewResult(source string, r Result, attempt int) (*nats.Msg, error) {
 	subj, err := ResultSubject(r.RunID, r.CallID)
 	if err != nil {
@@ -91,7 +98,27 @@ func NewResult(source string, r Result, attempt int) (*nats.Msg, error) {
 	if err := e.SetData(r); err != nil {
 		return nil, err
 	}
-	return Encode(subj, e)
+	m, err := Encode(subj, e)
+	if err != nil {
+		return nil, err
+	}
+	m.Header[HeaderExpectedLastSubjectSeq] = []string{"0"}
+	return m, nil
+}
+
+// HeaderExpectedLastSubjectSeq is JetStream's optimistic-concurrency header: the message
+// is stored only if the last message on its subject has this sequence (0: none).
+const HeaderExpectedLastSubjectSeq = "Nats-Expected-Last-Subject-Sequence"
+
+// errCodeWrongLastSequence is JetStream's error code for a refused
+// [HeaderExpectedLastSubjectSeq].
+const errCodeWrongLastSequence = 10071
+
+// IsAlreadyAnswered reports whether err is JetStream refusing a result because its call
+// already has one stored (see [NewResult]): the call is answered, by this result's twin.
+func IsAlreadyAnswered(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeWrongLastSequence
 }
 
 // DecodeResult decodes a result message.

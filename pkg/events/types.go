@@ -90,12 +90,15 @@ type Result struct {
 	// Executor identifies the replica that produced the result.
 	Executor string `json:"executor"`
 	// Validated is false when the arguments were not checked against a schema.
-	Validated  bool      `json:"validated"`
-	Tool       string    `json:"tool"`
-	CallID     string    `json:"call_id"`
-	RunID      string    `json:"run_id"`
-	StartedAt  time.Time `json:"started_at,omitzero"`
-	FinishedAt time.Time `json:"finished_at,omitzero"`
+	Validated bool `json:"validated"`
+	// OutputUTF8Repaired is true when the tool's output held bytes that are not UTF-8;
+	// they were replaced by U+FFFD so that every JSON reader can read the result.
+	OutputUTF8Repaired bool      `json:"output_utf8_repaired,omitempty"`
+	Tool               string    `json:"tool"`
+	CallID             string    `json:"call_id"`
+	RunID              string    `json:"run_id"`
+	StartedAt          time.Time `json:"started_at,omitzero"`
+	FinishedAt         time.Time `json:"finished_at,omitzero"`
 }
 
 // ApprovalRequest is the data of an approval-requested event: a call of an unsafe tool is
@@ -140,7 +143,10 @@ type ApprovalAnswer struct {
 }
 
 // DeadLetter is the data of a call-dead-lettered event (subject [DeadLetterSubject]): a
-// message the fleet could not process, with the reason and what was received.
+// message the fleet could not process, with the reason and what was received. It is
+// built by [NewDeadLetter], which bounds it so that it can always be stored: the body is
+// kept up to a budget (BodyTruncated says when it was cut) and always described by its
+// size and SHA-256, and long headers are cut likewise.
 type DeadLetter struct {
 	Reason     string       `json:"reason"`
 	Error      *tools.Error `json:"error,omitempty"`
@@ -149,9 +155,17 @@ type DeadLetter struct {
 	RunID      string       `json:"run_id,omitempty"`
 	Subject    string       `json:"subject"`
 	Deliveries uint64       `json:"deliveries,omitempty"`
-	// Headers and Body are the original message, so nothing is lost.
+	// Sequence is the message's sequence in the calls stream, when it came from there.
+	Sequence uint64 `json:"sequence,omitempty"`
+	// Headers and Body are the original message (Body base64-encoded in JSON), within
+	// the budget.
 	Headers map[string][]string `json:"headers,omitempty"`
 	Body    []byte              `json:"body,omitempty"`
+	// BodySize and BodySHA256 (hex) describe the whole original body.
+	BodySize         int    `json:"body_size"`
+	BodySHA256       string `json:"body_sha256"`
+	BodyTruncated    bool   `json:"body_truncated,omitempty"`
+	HeadersTruncated bool   `json:"headers_truncated,omitempty"`
 }
 
 // RunEvent is the data of a run lifecycle event (type [RunType]): free-form for the

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -41,7 +40,8 @@ type parked struct {
 	AnswerSeq uint64 `json:"answer_seq,omitempty"`
 }
 
-func approvalKey(tool, callID string) string { return tool + "." + callID }
+// approvalKey is the bucket key of a parked call: <tool>.<call token>.
+func approvalKey(tool, callToken string) string { return tool + "." + callToken }
 
 // park stores the call, announces the approval request and acks the call.
 func (ex *Executor) park(j *job) {
@@ -55,10 +55,10 @@ func (ex *Executor) park(j *job) {
 	p := parked{Subject: j.msg.Subject(), Headers: j.msg.Headers(), Data: j.msg.Data(), ParkedAt: now,
 		ExpiresAt: exp, State: statePending}
 	v, _ := json.Marshal(p)
-	key := approvalKey(j.def.Name, j.ce.ID)
+	key := approvalKey(j.def.Name, events.IDToken(j.ce.ID))
 	if _, err := ex.approvals.Create(ctx, key, v); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
-		ex.o.log.Warn().Err(err).Str("call_id", j.ce.ID).Msg("park call for approval; handing it back")
-		_ = j.msg.NakWithDelay(time.Second)
+		ex.o.log.Warn().Err(err).Str("call_id", j.res.CallID).Msg("park call for approval; handing it back")
+		ex.handBack(j)
 		return
 	} else if err == nil {
 		ex.m.parkedCall(j.def.Name)
@@ -72,9 +72,9 @@ func (ex *Executor) park(j *job) {
 		if !j.def.Validated() && j.def.NoSchemaMode == tools.NoSchemaHumanApproval {
 			reason = fmt.Sprintf("tool %q takes unvalidated arguments (noSchemaMode human-approval)", j.def.Name)
 		}
-		req := events.ApprovalRequest{Tool: j.def.Name, CallID: j.ce.ID, RunID: j.res.RunID, Arguments: j.ce.Call.Arguments,
+		req := events.ApprovalRequest{Tool: j.def.Name, CallID: j.res.CallID, RunID: j.res.RunID, Arguments: j.ce.Call.Arguments,
 			Metadata: j.ce.Call.Metadata, Reason: reason, Validated: j.def.Validated(), ExpiresAt: exp, AnswerSubject: answerSubj}
-		e := events.Event{ID: j.ce.ID, Type: events.TypeApprovalRequest, Source: ex.source, Time: now, RunID: j.res.RunID,
+		e := events.Event{ID: j.res.CallID, Type: events.TypeApprovalRequest, Source: ex.source, Time: now, RunID: j.res.RunID,
 			TraceParent: j.ce.TraceParent}
 		if err = e.SetData(req); err == nil {
 			var m *nats.Msg
@@ -84,11 +84,11 @@ func (ex *Executor) park(j *job) {
 		}
 	}
 	if err != nil {
-		ex.o.log.Warn().Err(err).Str("call_id", j.ce.ID).Msg("publish approval request; handing the call back")
-		_ = j.msg.NakWithDelay(time.Second)
+		ex.o.log.Warn().Err(err).Str("call_id", j.res.CallID).Msg("publish approval request; handing the call back")
+		ex.handBack(j)
 		return
 	}
-	ex.o.log.Info().Str("tool", j.def.Name).Str("call_id", j.ce.ID).Str("run_id", j.res.RunID).
+	ex.o.log.Info().Str("tool", j.def.Name).Str("call_id", j.res.CallID).Str("run_id", j.res.RunID).
 		Time("expires_at", exp).Msg("call waits for approval")
 	_ = j.msg.Ack()
 }
@@ -96,8 +96,11 @@ func (ex *Executor) park(j *job) {
 // handleAnswer carries out an approval answer: deny, approve, or approve with new
 // arguments (validated again).
 func (ex *Executor) handleAnswer(w *worker, msg jetstream.Msg) {
-	tool := w.def.Name
-	callID := msg.Subject()[strings.LastIndexByte(msg.Subject(), '.')+1:]
+	tool, callID, ok := events.ParseApprovalAnswerSubject(msg.Subject())
+	if !ok || tool != w.def.Name { // the consumer's filter makes this impossible; never act on a guess
+		_ = msg.TermWithReason("not an approval answer subject of tool " + w.def.Name)
+		return
+	}
 	nm := &nats.Msg{Subject: msg.Subject(), Header: msg.Headers(), Data: msg.Data()}
 	e, err := events.Decode(nm, int(ex.cfg.MaxMsgSize))
 	var ans events.ApprovalAnswer
@@ -151,14 +154,18 @@ func (ex *Executor) handleAnswer(w *worker, msg jetstream.Msg) {
 
 	call := &nats.Msg{Subject: p.Subject, Header: p.Headers, Data: p.Data}
 	ce, _ := events.DecodeCall(call, 0) // it decoded when it was parked
-	j := &job{msg: msg, ce: ce, def: w.def, start: p.ParkedAt,
-		res: events.Result{Tool: tool, CallID: ce.ID, RunID: ce.RunIDOrSelf(), Executor: ex.o.id, Validated: w.def.Validated()}}
+	j := ex.newJob(msg, w.def, ce, p.ParkedAt)
 	j.afterStore = func() {
 		if err := ex.approvals.Delete(context.WithoutCancel(ctx), key, jetstream.LastRevision(rev)); err != nil {
 			ex.o.log.Debug().Err(err).Str("key", key).Msg("remove answered approval")
 		}
 	}
-	ex.o.log.Info().Str("tool", tool).Str("call_id", ce.ID).Str("decision", string(ans.Decision)).Str("by", ans.By).
+	if ex.answered(j) { // answered before (an earlier answer's result, stored before its entry was removed)
+		j.afterStore()
+		_ = msg.Ack()
+		return
+	}
+	ex.o.log.Info().Str("tool", tool).Str("call_id", j.res.CallID).Str("decision", string(ans.Decision)).Str("by", ans.By).
 		Bool("modified", len(ans.Arguments) > 0).Msg("approval answered")
 	if ans.Decision == events.DecisionDeny {
 		msgText := fmt.Sprintf("call of %q was denied", tool)
@@ -216,8 +223,7 @@ func (ex *Executor) expireIfDue(ctx context.Context, w *worker, key string) {
 		return
 	}
 	ce, _ := events.DecodeCall(&nats.Msg{Subject: p.Subject, Header: p.Headers, Data: p.Data}, 0)
-	j := &job{ce: ce, def: w.def, start: p.ParkedAt,
-		res: events.Result{Tool: w.def.Name, CallID: ce.ID, RunID: ce.RunIDOrSelf(), Executor: ex.o.id, Validated: w.def.Validated()}}
+	j := ex.newJob(nil, w.def, ce, p.ParkedAt)
 	j.afterStore = func() { _ = ex.approvals.Delete(ctx, key, jetstream.LastRevision(entry.Revision())) }
 	ex.fail(j, tools.Errorf(tools.CodeDenied, "call of %q was denied: no approval arrived before %s",
 		w.def.Name, p.ExpiresAt.Format(time.RFC3339)))

@@ -27,8 +27,11 @@ type Executor struct {
 
 	inflight  jetstream.KeyValue
 	approvals jetstream.KeyValue
-	catalog   *events.Catalog
-	workers   map[string]*worker
+	// calls and results are the streams the janitor reads and an executor looks up
+	// stored results in.
+	calls, results jetstream.Stream
+	catalog        *events.Catalog
+	workers        map[string]*worker
 
 	// runCtx is the context tools run under; it outlives Run's context by the grace
 	// period, so calls in flight can finish after shutdown starts.
@@ -85,16 +88,7 @@ func (ex *Executor) Run(ctx context.Context) (err error) {
 			err = nil
 		}
 	}()
-	if err := events.Ensure(ctx, ex.js, ex.cfg); err != nil {
-		return fmt.Errorf("executor: %w", err)
-	}
-	if ex.inflight, err = ex.js.KeyValue(ctx, events.BucketInflight); err != nil {
-		return fmt.Errorf("executor: open %s: %w", events.BucketInflight, err)
-	}
-	if ex.approvals, err = ex.js.KeyValue(ctx, events.BucketApprovals); err != nil {
-		return fmt.Errorf("executor: open %s: %w", events.BucketApprovals, err)
-	}
-	if ex.catalog, err = events.OpenCatalog(ctx, ex.js, ex.cfg); err != nil {
+	if err := events.RetrySetup(ctx, ex.setUp, ex.setupRetry("ensure streams and buckets")); err != nil {
 		return fmt.Errorf("executor: %w", err)
 	}
 
@@ -107,9 +101,10 @@ func (ex *Executor) Run(ctx context.Context) (err error) {
 	defs := ex.reg.Definitions()
 	// The catalog first: the janitors of other replicas must see the tools before any
 	// call of them is old enough to be answered no_such_tool.
-	if err := ex.catalog.Keep(bgCtx, defs, func(err error) {
-		ex.o.log.Warn().Err(err).Msg("refresh catalog")
-	}); err != nil {
+	err = events.RetrySetup(ctx, func(context.Context) error {
+		return ex.catalog.Keep(bgCtx, defs, func(err error) { ex.o.log.Warn().Err(err).Msg("refresh catalog") })
+	}, ex.setupRetry("publish the catalog"))
+	if err != nil {
 		return fmt.Errorf("executor: %w", err)
 	}
 	ex.workers = make(map[string]*worker, len(defs))
@@ -167,6 +162,34 @@ func (ex *Executor) Run(ctx context.Context) (err error) {
 	}
 	ex.o.log.Info().Str("executor", ex.o.id).Msg("executor stopped")
 	return nil
+}
+
+// setUp ensures the streams and buckets and opens what the executor uses of them.
+func (ex *Executor) setUp(ctx context.Context) (err error) {
+	if err := events.Ensure(ctx, ex.js, ex.cfg); err != nil {
+		return err
+	}
+	if ex.inflight, err = ex.js.KeyValue(ctx, events.BucketInflight); err != nil {
+		return fmt.Errorf("open %s: %w", events.BucketInflight, err)
+	}
+	if ex.approvals, err = ex.js.KeyValue(ctx, events.BucketApprovals); err != nil {
+		return fmt.Errorf("open %s: %w", events.BucketApprovals, err)
+	}
+	if ex.calls, err = ex.js.Stream(ctx, events.StreamCalls); err != nil {
+		return fmt.Errorf("open %s: %w", events.StreamCalls, err)
+	}
+	if ex.results, err = ex.js.Stream(ctx, events.StreamResults); err != nil {
+		return fmt.Errorf("open %s: %w", events.StreamResults, err)
+	}
+	ex.catalog, err = events.OpenCatalog(ctx, ex.js, ex.cfg)
+	return err
+}
+
+// setupRetry logs a start-up step that failed and will be tried again.
+func (ex *Executor) setupRetry(what string) func(error, time.Duration) {
+	return func(err error, wait time.Duration) {
+		ex.o.log.Warn().Err(err).Dur("retry_in", wait).Msg("executor start: cannot " + what + " yet (is NATS up?); retrying")
+	}
 }
 
 // waitInFlight waits for the calls in flight for the grace period, then cancels the

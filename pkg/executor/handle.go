@@ -1,11 +1,13 @@
 package executor
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -21,38 +23,49 @@ type job struct {
 	def   tools.Definition
 	start time.Time
 	res   events.Result
+	// seq is the call's sequence in the calls stream and deliveries how often it was
+	// delivered (0 for a call the janitor read directly).
+	seq, deliveries uint64
 	// msg is nil for calls answered without a delivery (the janitor, an approval
-	// expiring); afterStore, if set, runs once the result is stored, before the ack.
+	// expiring); afterStore, if set, runs once the answer is stored, before the ack.
 	afterStore func()
 }
 
-// handleCall takes one delivered call through decode → hydrate → approval gate → run
-// → result. Whatever happens, the caller gets a result or the message a dead letter;
-// nothing is acked before its answer is stored.
+// newJob starts the answer to a (possibly invalid) call of def: the result is addressed
+// to the caller's ids as [events.ReplyID] gives them.
+func (ex *Executor) newJob(msg jetstream.Msg, def tools.Definition, ce events.CallEvent, start time.Time) *job {
+	return &job{msg: msg, ce: ce, def: def, start: start,
+		res: events.Result{Tool: def.Name, CallID: events.ReplyID(ce.ID), RunID: events.ReplyID(ce.RunIDOrSelf()),
+			Executor: ex.o.id, Validated: def.Validated()}}
+}
+
+// handleCall takes one delivered call through decode → answered already? → hydrate →
+// approval gate → run → result. Whatever happens, the caller gets one result or the
+// message a dead letter; nothing is acked before its answer is stored.
 func (ex *Executor) handleCall(w *worker, msg jetstream.Msg) {
-	j := &job{msg: msg, def: w.def, start: time.Now()}
 	nm := &nats.Msg{Subject: msg.Subject(), Header: msg.Headers(), Data: msg.Data()}
-	ce, err := events.DecodeCall(nm, int(ex.cfg.MaxMsgSize))
-	j.ce = ce
-	j.res = events.Result{Tool: w.def.Name, CallID: ce.ID, RunID: ce.RunIDOrSelf(), Executor: ex.o.id,
-		Validated: w.def.Validated()}
-	if err != nil {
-		ex.refuse(j, nm, err)
-		return
-	}
+	ce, decodeErr := events.DecodeCall(nm, int(ex.cfg.MaxMsgSize))
+	j := ex.newJob(msg, w.def, ce, time.Now())
 	meta, err := msg.Metadata()
 	if err != nil {
 		ex.o.log.Error().Err(err).Msg("message without JetStream metadata")
 		_ = msg.Nak()
 		return
 	}
+	j.seq, j.deliveries = meta.Sequence.Stream, meta.NumDelivered
 	if meta.NumDelivered > 1 {
 		ex.m.redelivery(w.def.Name)
 	}
+	if decodeErr != nil {
+		ex.refuse(j, nm, decodeErr)
+		return
+	}
+	if ex.answered(j) {
+		_ = msg.Ack()
+		return
+	}
 	if meta.NumDelivered >= uint64(ex.cfg.MaxDeliver) {
-		ex.deadLetter(j, nm, meta.NumDelivered, tools.Errorf(tools.CodeInternal,
-			"call %s was delivered %d times without completing (executor crashes or ack timeouts); it is dead-lettered and not run again",
-			ce.ID, meta.NumDelivered))
+		ex.giveUp(j, nm)
 		return
 	}
 	if !ce.Deadline.IsZero() && time.Now().After(ce.Deadline) {
@@ -71,6 +84,30 @@ func (ex *Executor) handleCall(w *worker, msg jetstream.Msg) {
 	ex.runAndAnswer(j, call)
 }
 
+// answered reports whether the call already has a stored result: it ran (or was
+// answered) before, and this delivery is a redelivery after its ack was lost, or a
+// re-publication after the duplicate window. It is one direct get of the result's
+// subject; a failed look-up counts as "not answered", since the result's publish is
+// refused anyway if one exists (see [events.NewResult]).
+func (ex *Executor) answered(j *job) bool {
+	subj, err := events.ResultSubject(j.res.RunID, j.res.CallID)
+	if err != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ex.runCtx), 5*time.Second)
+	defer cancel()
+	if _, err := ex.results.GetLastMsgForSubject(ctx, subj); err != nil {
+		if !errors.Is(err, jetstream.ErrMsgNotFound) {
+			ex.o.log.Debug().Err(err).Str("call_id", j.res.CallID).Msg("look for a stored result")
+		}
+		return false
+	}
+	ex.m.alreadyAnswered(j.def.Name)
+	ex.o.log.Info().Str("tool", j.def.Name).Str("call_id", j.res.CallID).Str("run_id", j.res.RunID).
+		Uint64("deliveries", j.deliveries).Msg("call already answered; not run again")
+	return true
+}
+
 // runAndAnswer runs a hydrated call with its retries and publishes the result, or hands
 // the call back when the executor is shutting down.
 func (ex *Executor) runAndAnswer(j *job, call *tools.Call) {
@@ -79,14 +116,14 @@ func (ex *Executor) runAndAnswer(j *job, call *tools.Call) {
 	if !j.def.IsIdempotent() {
 		first, err := ex.markStarted(j)
 		if err != nil {
-			ex.o.log.Warn().Err(err).Str("call_id", j.ce.ID).Msg("record start of non-idempotent call; handing it back")
-			_ = j.msg.NakWithDelay(time.Second)
+			ex.o.log.Warn().Err(err).Str("call_id", j.res.CallID).Msg("record start of non-idempotent call; handing it back")
+			ex.handBack(j)
 			return
 		}
 		if !first {
 			ex.fail(j, tools.Errorf(tools.CodeInterrupted,
 				"tool %q is not idempotent and call %s had already started (an executor stopped or crashed while running it); it is not run again",
-				j.def.Name, j.ce.ID))
+				j.def.Name, j.res.CallID))
 			return
 		}
 	}
@@ -130,7 +167,7 @@ func (ex *Executor) runWithRetries(j *job, call *tools.Call) (tools.Outcome, int
 			return out, attempt // no time left for another attempt
 		}
 		ex.m.retry(j.def.Name)
-		ex.o.log.Debug().Str("tool", j.def.Name).Str("call_id", j.ce.ID).Int("attempt", attempt).
+		ex.o.log.Debug().Str("tool", j.def.Name).Str("call_id", j.res.CallID).Int("attempt", attempt).
 			Str("code", string(out.Err.Code)).Dur("backoff", delay).Msg("retrying")
 		t := time.NewTimer(delay)
 		select {
@@ -143,7 +180,7 @@ func (ex *Executor) runWithRetries(j *job, call *tools.Call) (tools.Outcome, int
 }
 
 func (ex *Executor) runOnce(j *job, call *tools.Call, attempt int) tools.Outcome {
-	ctx := tools.WithCallInfo(ex.runCtx, tools.CallInfo{CallID: j.ce.ID, RunID: j.res.RunID, Tool: j.def.Name,
+	ctx := tools.WithCallInfo(ex.runCtx, tools.CallInfo{CallID: j.res.CallID, RunID: j.res.RunID, Tool: j.def.Name,
 		Attempt: attempt, Deadline: j.ce.Deadline, Metadata: j.ce.Call.Metadata})
 	var cancel context.CancelFunc
 	if j.def.Timeout == 0 {
@@ -166,12 +203,14 @@ func (ex *Executor) fail(j *job, failure *tools.Error) {
 // answer completes the result and publishes it; the call is acked once JetStream has
 // stored the result.
 func (ex *Executor) answer(j *job, failure *tools.Error) {
-	j.res.Status = events.StatusOf(failure)
-	j.res.Error = failure
-	now := time.Now()
-	j.res.FinishedAt = now.UTC()
-	j.res.DurationMS = now.Sub(j.start).Milliseconds()
-	ex.m.finished(j.def.Name, j.res.Status, now.Sub(j.start))
+	failure = fitOutput(j, failure)
+	rm, failure, err := ex.encodeResult(j, failure)
+	if err != nil { // cannot happen for a decoded call; never lose the message silently
+		ex.o.log.Error().Err(err).Str("call_id", j.res.CallID).Msg("encode result; handing the call back")
+		ex.handBack(j)
+		return
+	}
+	ex.m.finished(j.def.Name, j.res.Status, time.Since(j.start))
 	log := ex.o.log.Debug()
 	if failure != nil {
 		log = ex.o.log.Info().Str("code", string(failure.Code)).Str("error", failure.Message)
@@ -179,40 +218,98 @@ func (ex *Executor) answer(j *job, failure *tools.Error) {
 	log.Str("tool", j.def.Name).Str("call_id", j.res.CallID).Str("run_id", j.res.RunID).
 		Int("attempt", j.res.Attempts).Int64("duration_ms", j.res.DurationMS).Bool("validated", j.res.Validated).
 		Str("status", string(j.res.Status)).Msg("call answered")
-	ex.publishThenAck(j)
+	ex.publishThenAck(j, rm)
+}
+
+// fitOutput makes the output one that every reader can take: valid UTF-8 (invalid bytes
+// replaced, and the result says so) and nested no deeper than [tools.MaxDepth].
+func fitOutput(j *job, failure *tools.Error) *tools.Error {
+	if !utf8.Valid(j.res.Output) {
+		j.res.Output = bytes.ToValidUTF8(j.res.Output, []byte("\uFFFD"))
+		j.res.OutputUTF8Repaired = true
+	}
+	if d := tools.JSONDepth(j.res.Output); d > tools.MaxDepth {
+		failure = tools.Errorf(tools.CodeInvalidOutput, "the output of %q is nested too deeply (%d levels; the limit is %d)",
+			j.def.Name, d, tools.MaxDepth)
+		j.res.Output = failure.ForModel()
+	}
+	return failure
+}
+
+// encodeResult settles the result's status and encodes it. An output too large for a
+// result is decided here, before anything is published: the result becomes an
+// output_too_large error saying both sizes.
+func (ex *Executor) encodeResult(j *job, failure *tools.Error) (*nats.Msg, *tools.Error, error) {
+	settle(j, failure)
+	rm, err := events.NewResult(ex.source, j.res, j.res.Attempts)
+	if err != nil {
+		return nil, failure, err
+	}
+	if limit := ex.resultLimit(); len(rm.Data) > limit {
+		failure = tools.Errorf(tools.CodeOutputTooLarge,
+			"the output of %q is %d bytes; a result holds at most %d bytes (the stream's message limit, or the server's max payload less %d bytes for headers), so it was not kept",
+			j.def.Name, len(j.res.Output), limit, events.HeaderAllowance)
+		j.res.Output = failure.ForModel()
+		j.res.OutputUTF8Repaired = false
+		settle(j, failure)
+		rm, err = events.NewResult(ex.source, j.res, j.res.Attempts)
+	}
+	return rm, failure, err
+}
+
+func settle(j *job, failure *tools.Error) {
+	j.res.Status = events.StatusOf(failure)
+	j.res.Error = failure
+	now := time.Now()
+	j.res.FinishedAt = now.UTC()
+	j.res.DurationMS = now.Sub(j.start).Milliseconds()
+}
+
+// resultLimit is the largest result body that can be stored: the configured message
+// size, or less when the server's max payload (headers included) is smaller.
+func (ex *Executor) resultLimit() int {
+	limit := int(ex.cfg.MaxMsgSize)
+	if mp := int(ex.nc.MaxPayload()) - events.HeaderAllowance; mp > 0 && mp < limit {
+		limit = mp
+	}
+	return limit
 }
 
 // publishThenAck publishes the result asynchronously and acks the call when the
 // result's PubAck arrives — never before, so a crash in between means a redelivery, not
-// a lost call. The result's Nats-Msg-Id is the call id, so a result published twice is
-// stored once. If the result cannot be stored, the call is handed back for later.
-func (ex *Executor) publishThenAck(j *job) {
-	msg, r := j.msg, j.res
-	rm, err := events.NewResult(ex.source, r, r.Attempts)
-	if err != nil { // cannot happen for a decoded call; never lose the message silently
-		ex.o.log.Error().Err(err).Str("call_id", r.CallID).Msg("encode result; terminating the call")
-		if msg != nil {
-			_ = msg.TermWithReason("result cannot be encoded: " + err.Error())
-		}
-		return
-	}
+// a lost call. JetStream stores one result per call: a second one (a redelivered call
+// that ran again) is refused, and the call counts as answered by the first. If the result
+// cannot be stored, the call is handed back for later.
+func (ex *Executor) publishThenAck(j *job, rm *nats.Msg) {
 	if err := ex.publish(rm); err != nil {
-		ex.o.log.Warn().Err(err).Str("call_id", r.CallID).Msg("result not stored; handing the call back")
-		if msg != nil {
-			_ = msg.NakWithDelay(time.Second)
+		if !events.IsAlreadyAnswered(err) {
+			ex.o.log.Warn().Err(err).Str("call_id", j.res.CallID).Msg("result not stored; handing the call back")
+			ex.handBack(j)
+			return
 		}
-		return
+		ex.m.alreadyAnswered(j.def.Name)
+		ex.o.log.Info().Str("tool", j.def.Name).Str("call_id", j.res.CallID).
+			Msg("call already answered by an earlier result; this one is dropped")
 	}
 	if j.afterStore != nil {
 		j.afterStore()
 	}
-	if msg != nil {
-		_ = msg.Ack()
+	if j.msg != nil {
+		_ = j.msg.Ack()
+	}
+}
+
+// handBack returns the call to JetStream for a later delivery, waiting longer the more
+// often it came back (1s, 2s, ... up to 30s).
+func (ex *Executor) handBack(j *job) {
+	if j.msg != nil {
+		_ = j.msg.NakWithDelay(min(time.Duration(max(j.deliveries, 1))*time.Second, 30*time.Second))
 	}
 }
 
 // publish stores m in JetStream, waiting for its PubAck; a failed publish is tried
-// again (same Nats-Msg-Id, so never doubled) a few times.
+// again (same Nats-Msg-Id, so never doubled) a few times. A refusal by the server
+// (a JetStream API error, such as a result that already exists) is returned at once.
 func (ex *Executor) publish(m *nats.Msg) error {
 	var last error
 	for try := range 3 {
@@ -225,7 +322,8 @@ func (ex *Executor) publish(m *nats.Msg) error {
 			}
 		}
 		last = err
-		if errors.Is(err, nats.ErrConnectionClosed) {
+		var apiErr *jetstream.APIError
+		if errors.Is(err, nats.ErrConnectionClosed) || errors.As(err, &apiErr) {
 			break
 		}
 		time.Sleep(time.Duration(try+1) * 200 * time.Millisecond)
@@ -233,13 +331,26 @@ func (ex *Executor) publish(m *nats.Msg) error {
 	return fmt.Errorf("publish %s: %w", m.Subject, last)
 }
 
-// refuse answers a message that is not a valid call. Without a usable call id nobody can
-// be answered, so it is dead-lettered and terminated.
+// refuse answers a message that is not a valid call. Without any caller id (no ce-id,
+// no Nats-Msg-Id) nobody can be answered, so it is set aside as a dead letter.
 func (ex *Executor) refuse(j *job, nm *nats.Msg, err error) {
 	failure := tools.AsError(err, tools.CodeInvalidEvent)
 	if j.ce.ID == "" {
-		ex.deadLetter(j, nm, 0, failure)
+		ex.setAside(j, nm, failure)
 		return
+	}
+	ex.fail(j, failure)
+}
+
+// giveUp answers a call delivered MaxDeliver times without completing (its executors
+// crashed or lost their acks each time) with an error instead of running it again, and
+// keeps a copy as a dead letter for inspection.
+func (ex *Executor) giveUp(j *job, nm *nats.Msg) {
+	failure := tools.Errorf(tools.CodeInternal,
+		"call %s was delivered %d times without completing (executor crashes or ack timeouts); it is not run again",
+		j.res.CallID, j.deliveries)
+	if err := ex.storeDeadLetter(j, nm, failure); err != nil {
+		ex.o.log.Warn().Err(err).Str("call_id", j.res.CallID).Msg("dead-letter copy not stored; answering the caller anyway")
 	}
 	ex.fail(j, failure)
 }

@@ -11,86 +11,137 @@ import (
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
-// The janitor answers calls nobody will ever run. A call of a tool that no executor
-// serves would otherwise sit in the work queue until it expires, and its caller would
-// wait in silence. Every replica looks, every quarter of the no-such-tool timeout, at
-// the subjects holding calls (the stream's per-subject counts; no consumer is created,
-// so the work queue's one-consumer-per-tool rule is untouched); for each whose tool has
-// no catalog entry it reads the oldest calls directly, answers those older than the
-// timeout no_such_tool, and deletes them. Two janitors answering the same call publish
-// the same result id, which JetStream stores once. A tool that is in the catalog is
-// never touched: its executors are merely busy or restarting.
+// The janitor answers calls nobody will ever run. Every replica looks, every quarter of
+// the no-such-tool timeout, at the subjects holding calls (the stream's per-subject
+// counts; no consumer is created, so the work queue's one-consumer-per-tool rule is
+// untouched):
+//
+//   - a tool subject (toolfleet.call.<tool>) whose tool has no catalog entry: it reads
+//     the oldest calls of exactly that subject, answers those older than the timeout
+//     no_such_tool, and deletes them. A tool that is in the catalog is never touched: its
+//     executors are merely busy or restarting.
+//   - any other subject under toolfleet.call. (a second token, a wildcard such as
+//     toolfleet.call.* published literally, bytes that are not a tool name or not UTF-8):
+//     no consumer will ever take its messages. Such a subject cannot always be read back
+//     by name (a wildcard filter matches every tool's calls; invalid UTF-8 does not
+//     survive the JSON of stream info), so the janitor walks the stream in sequence order
+//     and answers exactly the messages whose subject is not a tool subject — invalid_event,
+//     or a dead letter when they name no caller.
+//
+// The janitor only deletes a message whose subject it has compared byte for byte, and
+// only once its answer is stored. Two janitors answering the same call store one result
+// (see [events.NewResult]); a dead letter's id is the message's sequence.
 
-const janitorBatch = 256
+const (
+	janitorBatch = 256
+	// strayScanBatch bounds the messages one sweep walks looking for stray subjects.
+	strayScanBatch = 1024
+)
+
+// janitorState is the janitor's memory between sweeps: where its walk for stray
+// subjects stopped. Only the janitor goroutine uses it.
+type janitorState struct{ strayCursor uint64 }
 
 func (ex *Executor) janitor(ctx context.Context) {
 	every := max(ex.o.noSuchToolAfter/4, 50*time.Millisecond)
 	t := time.NewTicker(every)
 	defer t.Stop()
+	var st janitorState
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := ex.sweepUnserved(ctx); err != nil && ctx.Err() == nil {
+			if err := ex.sweepUnserved(ctx, &st); err != nil && ctx.Err() == nil {
 				ex.o.log.Debug().Err(err).Msg("janitor")
 			}
 		}
 	}
 }
 
-func (ex *Executor) sweepUnserved(ctx context.Context) error {
-	stream, err := ex.js.Stream(ctx, events.StreamCalls)
+func (ex *Executor) sweepUnserved(ctx context.Context, st *janitorState) error {
+	info, err := ex.calls.Info(ctx, jetstream.WithSubjectFilter(events.AllCalls))
 	if err != nil {
 		return err
 	}
-	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(events.AllCalls))
-	if err != nil {
-		return err
-	}
+	stray := false
 	for subj := range info.State.Subjects {
 		tool, ok := events.ToolOfCallSubject(subj)
-		if ok {
-			if _, served := ex.workers[tool]; served {
-				continue
-			}
-			if _, listed, err := ex.catalog.Get(ctx, tool); err != nil || listed {
-				continue
-			}
-		}
 		if !ok {
-			tool = ""
+			stray = true
+			continue
 		}
-		ex.answerUnserved(ctx, stream, subj, tool, info.State.FirstSeq)
+		if _, served := ex.workers[tool]; served {
+			continue
+		}
+		if _, listed, err := ex.catalog.Get(ctx, tool); err != nil || listed {
+			continue
+		}
+		ex.answerUnserved(ctx, subj, tool, info.State.FirstSeq)
+	}
+	if stray {
+		ex.answerStrays(ctx, st, info.State.FirstSeq)
 	}
 	return nil
 }
 
-func (ex *Executor) answerUnserved(ctx context.Context, stream jetstream.Stream, subj, tool string, seq uint64) {
+// answerUnserved answers the calls of subj (the subject of tool, which nobody serves)
+// that are older than the no-such-tool timeout.
+func (ex *Executor) answerUnserved(ctx context.Context, subj, tool string, seq uint64) {
 	for range janitorBatch {
-		raw, err := stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
-		if err != nil || time.Since(raw.Time) < ex.o.noSuchToolAfter {
-			return // none left, or the oldest is still young (the rest are younger)
-		}
-		nm := &nats.Msg{Subject: raw.Subject, Header: raw.Header, Data: raw.Data}
-		ce, err := events.DecodeCall(nm, int(ex.cfg.MaxMsgSize))
-		def := tools.Definition{Name: tool}
-		if tool == "" {
-			def.Name = "_invalid"
-		}
-		j := &job{ce: ce, def: def, start: raw.Time,
-			res: events.Result{Tool: tool, CallID: ce.ID, RunID: ce.RunIDOrSelf(), Executor: ex.o.id}}
-		j.afterStore = func() { _ = stream.DeleteMsg(ctx, raw.Sequence) }
-		switch {
-		case err != nil && ce.ID == "":
-			ex.deadLetter(j, nm, 0, tools.AsError(err, tools.CodeInvalidEvent))
-			_ = stream.DeleteMsg(ctx, raw.Sequence)
-		case err != nil:
-			ex.fail(j, tools.AsError(err, tools.CodeInvalidEvent))
-		default:
-			ex.fail(j, tools.Errorf(tools.CodeNoSuchTool,
-				"no executor serves tool %q: it has not been in the catalog for the %s this call waited", tool, ex.o.noSuchToolAfter))
+		raw, err := ex.calls.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
+		if err != nil {
+			return // none left
 		}
 		seq = raw.Sequence + 1
+		if raw.Subject != subj {
+			continue // not this subject's: never touch what was not checked
+		}
+		if time.Since(raw.Time) < ex.o.noSuchToolAfter {
+			return // the oldest is still young, and the rest are younger
+		}
+		ex.answerRaw(ctx, raw, tools.Definition{Name: tool}, tools.Errorf(tools.CodeNoSuchTool,
+			"no executor serves tool %q: it has not been in the catalog for the %s this call waited", tool, ex.o.noSuchToolAfter))
+	}
+}
+
+// answerStrays walks up to strayScanBatch messages from where the last walk stopped
+// and answers those on a subject that is not a tool subject.
+func (ex *Executor) answerStrays(ctx context.Context, st *janitorState, first uint64) {
+	seq := max(st.strayCursor, first)
+	for range strayScanBatch {
+		raw, err := ex.calls.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(events.AllCalls))
+		if err != nil {
+			st.strayCursor = 0 // the end (or a failure): start over next time
+			return
+		}
+		seq = raw.Sequence + 1
+		st.strayCursor = seq
+		if _, ok := events.ToolOfCallSubject(raw.Subject); ok {
+			continue // a call of a tool: its consumer or answerUnserved deals with it
+		}
+		ex.answerRaw(ctx, raw, tools.Definition{Name: "_invalid"}, nil)
+	}
+}
+
+// answerRaw answers a call read directly from the stream, then deletes it (only once
+// the answer is stored). failure nil means "refuse it for whatever DecodeCall says".
+func (ex *Executor) answerRaw(ctx context.Context, raw *jetstream.RawStreamMsg, def tools.Definition, failure *tools.Error) {
+	nm := &nats.Msg{Subject: raw.Subject, Header: raw.Header, Data: raw.Data}
+	ce, err := events.DecodeCall(nm, int(ex.cfg.MaxMsgSize))
+	j := ex.newJob(nil, def, ce, raw.Time)
+	j.res.Tool, j.seq = ce.Call.Tool, raw.Sequence
+	j.afterStore = func() {
+		if err := ex.calls.DeleteMsg(ctx, raw.Sequence); err != nil {
+			ex.o.log.Debug().Err(err).Uint64("seq", raw.Sequence).Msg("janitor: delete answered call")
+		}
+	}
+	switch {
+	case err != nil:
+		ex.refuse(j, nm, err)
+	case failure == nil: // DecodeCall refuses every stray subject; keep the rule local all the same
+		ex.refuse(j, nm, tools.Errorf(tools.CodeInvalidEvent, "call %s: subject %q does not name a tool", ce.ID, raw.Subject))
+	default:
+		ex.fail(j, failure)
 	}
 }

@@ -20,6 +20,7 @@ type metrics struct {
 	redeliveries *prometheus.CounterVec
 	deadLetters  *prometheus.CounterVec
 	parked       *prometheus.CounterVec
+	answered     *prometheus.CounterVec
 }
 
 func newMetrics(r prometheus.Registerer) (*metrics, error) {
@@ -42,6 +43,8 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 			Name: "dead_letters_total", Help: "Messages set aside on the dead-letter subject, by tool."}, []string{"tool"}),
 		parked: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "toolfleet", Subsystem: "executor",
 			Name: "approvals_requested_total", Help: "Calls parked to wait for an approval, by tool."}, []string{"tool"}),
+		answered: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "toolfleet", Subsystem: "executor",
+			Name: "already_answered_total", Help: "Calls found answered already (a stored result), so not run or answered again, by tool."}, []string{"tool"}),
 	}
 	var err error
 	m.calls = register(r, m.calls, &err)
@@ -51,6 +54,7 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 	m.redeliveries = register(r, m.redeliveries, &err)
 	m.deadLetters = register(r, m.deadLetters, &err)
 	m.parked = register(r, m.parked, &err)
+	m.answered = register(r, m.answered, &err)
 	if err != nil {
 		return nil, fmt.Errorf("%w: register metrics: %v", ErrInvalidOption, err)
 	}
@@ -113,5 +117,11 @@ func (m *metrics) deadLettered(tool string) {
 func (m *metrics) parkedCall(tool string) {
 	if m != nil {
 		m.parked.WithLabelValues(tool).Inc()
+	}
+}
+
+func (m *metrics) alreadyAnswered(tool string) {
+	if m != nil {
+		m.answered.WithLabelValues(tool).Inc()
 	}
 }

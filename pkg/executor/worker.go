@@ -30,7 +30,11 @@ func (ex *Executor) startWorker(ctx context.Context, def tools.Definition) (*wor
 	if err != nil {
 		return nil, fmt.Errorf("executor: tool %s: %w", def.Name, err)
 	}
-	cons, err := ex.js.CreateOrUpdateConsumer(ctx, events.StreamCalls, cc)
+	var cons jetstream.Consumer
+	err = events.RetrySetup(ctx, func(ctx context.Context) (err error) {
+		cons, err = ex.js.CreateOrUpdateConsumer(ctx, events.StreamCalls, cc)
+		return err
+	}, ex.setupRetry("create the consumer of "+def.Name))
 	if err != nil {
 		return nil, fmt.Errorf("executor: consumer for tool %s: %w", def.Name, err)
 	}
@@ -50,7 +54,11 @@ func (ex *Executor) startWorker(ctx context.Context, def tools.Definition) (*wor
 			consume.Stop()
 			return nil, err
 		}
-		acons, err := ex.js.CreateOrUpdateConsumer(ctx, events.StreamEvents, ac)
+		var acons jetstream.Consumer
+		err = events.RetrySetup(ctx, func(ctx context.Context) (err error) {
+			acons, err = ex.js.CreateOrUpdateConsumer(ctx, events.StreamEvents, ac)
+			return err
+		}, ex.setupRetry("create the approval consumer of "+def.Name))
 		if err != nil {
 			consume.Stop()
 			return nil, fmt.Errorf("executor: approval consumer for tool %s: %w", def.Name, err)

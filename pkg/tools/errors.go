@@ -34,6 +34,9 @@ const (
 	CodeCallbackFailed Code = "callback_failed"
 	// CodeInvalidOutput: the final output broke the tool's responseSchema.
 	CodeInvalidOutput Code = "invalid_tool_output"
+	// CodeOutputTooLarge: the tool's output does not fit in a result (the stream's message
+	// limit or the server's max payload); decided once, before the result is published.
+	CodeOutputTooLarge Code = "output_too_large"
 	// CodeTimeout: the attempt ran past its deadline.
 	CodeTimeout Code = "timeout"
 	// CodeDenied: an approval was refused or expired.
@@ -60,7 +63,7 @@ func (c Code) Retryable() bool {
 	switch c {
 	case CodeInvalidDefinition, CodeNoSuchTool, CodeInvalidInput, CodeInputTooLarge,
 		CodeDenied, CodeInterrupted, CodeCanceled, CodeInvalidEvent, CodeCallbackFailed,
-		CodeInvalidOutput,
+		CodeInvalidOutput, CodeOutputTooLarge,
 		CodeToolFailedPermanent:
 		return false
 	}
@@ -137,7 +140,7 @@ func (e *Error) Is(target error) bool {
 // ForModel renders the error as the JSON a model is shown as the tool's result, so that
 // it can repair its call: {"error":{"code","message","violations"}}.
 func (e *Error) ForModel() json.RawMessage {
-	b, _ := json.Marshal(map[string]any{"error": e})
+	b, _ := MarshalJSON(map[string]any{"error": e})
 	return b
 }
 

@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -8,9 +9,41 @@ import (
 	"unicode/utf8"
 )
 
-// maxJSONDepth bounds the nesting of arguments, as encoding/json does, so that a hostile
-// payload cannot exhaust the stack.
-const maxJSONDepth = 10000
+// MaxDepth bounds the nesting of arguments and outputs (the arguments object itself is
+// level 1). It is one tenth of encoding/json's own limit on purpose: what toolfleet
+// accepts is wrapped again — arguments in a call event, an output in a result, both in a
+// run's conversation — and whatever it accepts must still be answered and decoded by
+// every reader. A deeper value is refused with a message saying it is nested too deeply.
+const MaxDepth = 1000
+
+// JSONDepth returns how deeply b nests objects and arrays (a flat object is 1, a scalar
+// 0), without checking the rest of its syntax. It costs one pass over b and no
+// allocation.
+func JSONDepth(b []byte) int {
+	depth, deepest, inString := 0, 0, false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if inString {
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '{', '[':
+			depth++
+			deepest = max(deepest, depth)
+		case '}', ']':
+			depth--
+		}
+	}
+	return deepest
+}
 
 // parseJSON reads exactly one JSON value from b into the generic form the schema validator
 // walks: map[string]any, []any, string, json.Number, bool or nil. It is the single parse of
@@ -125,8 +158,8 @@ func (p *parser) literal(word string) error {
 }
 
 func (p *parser) object(depth int) (any, error) {
-	if depth > maxJSONDepth {
-		return nil, p.errorf("nesting deeper than %d levels", maxJSONDepth)
+	if depth > MaxDepth {
+		return nil, p.errorf("nested too deeply: more than %d levels", MaxDepth)
 	}
 	p.i++ // {
 	m := make(map[string]any)
@@ -172,8 +205,8 @@ func (p *parser) object(depth int) (any, error) {
 }
 
 func (p *parser) array(depth int) (any, error) {
-	if depth > maxJSONDepth {
-		return nil, p.errorf("nesting deeper than %d levels", maxJSONDepth)
+	if depth > MaxDepth {
+		return nil, p.errorf("nested too deeply: more than %d levels", MaxDepth)
 	}
 	p.i++ // [
 	a := make([]any, 0, 4)
@@ -361,4 +394,18 @@ func (p *parser) digits() int {
 		n++
 	}
 	return n
+}
+
+// MarshalJSON is json.Marshal without HTML escaping: '<', '>' and '&' stay themselves
+// instead of becoming six-byte \u escapes, so an output's size is what the tool wrote
+// (json.Marshal would turn 200,000 '<' into 1.2 MB). Every output and event body toolfleet
+// writes goes through it.
+func MarshalJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }

@@ -98,7 +98,7 @@ func (c *Call) Run(ctx context.Context) (o Outcome) {
 
 // finish encodes the final output and checks it against the responseSchema.
 func (c *Call) finish(out any, failure *Error) Outcome {
-	b, err := json.Marshal(out)
+	b, err := MarshalJSON(out)
 	if err != nil {
 		e := &Error{Code: CodeInvalidOutput, Message: fmt.Sprintf("output of %q cannot be encoded as JSON: %v", c.entry.def.Name, err), Err: err}
 		if failure != nil {
@@ -132,7 +132,7 @@ func failed(e *Error) Outcome {
 }
 
 func errorJSON(msg string) json.RawMessage {
-	b, _ := json.Marshal(ErrorOutput{Error: msg})
+	b, _ := MarshalJSON(ErrorOutput{Error: msg})
 	return b
 }
 

@@ -3,6 +3,8 @@ package toolsfile
 import (
 	"bytes"
 	"encoding/json"
+
+	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
 // outputValue turns what a command printed or an endpoint answered into the tool's
@@ -21,7 +23,7 @@ func outputValue(b []byte) json.RawMessage {
 	}
 	text := bytes.TrimSuffix(b, []byte("\n"))
 	text = bytes.TrimSuffix(text, []byte("\r"))
-	s, _ := json.Marshal(string(text)) // invalid UTF-8 becomes U+FFFD
+	s, _ := tools.MarshalJSON(string(text)) // invalid UTF-8 becomes U+FFFD
 	return s
 }
 
