@@ -167,22 +167,6 @@ func TestClusterRoutes(t *testing.T) {
 	})
 }
 
-// startServer starts a nats-server with opts and stops it when the test ends.
-func startServer(t *testing.T, opts *server.Options) *server.Server {
-	t.Helper()
-	opts.NoLog, opts.NoSigs = true, true
-	s, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatalf("new nats-server: %v", err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready after 10s")
-	}
-	t.Cleanup(s.Shutdown)
-	return s
-}
-
 // connectTo logs in to s as user.
 func connectTo(t *testing.T, s *server.Server, user string) *client {
 	return (&authServer{srv: s}).connect(t, user)

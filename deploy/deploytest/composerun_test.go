@@ -110,7 +110,7 @@ func TestComposeRun(t *testing.T) {
 				t.Logf("cmd/%s does not follow the ops contract yet (no TOOLFLEET_OPS_ADDR): readiness checked on %s", part, readyURL)
 			}
 			pr := start(t, fmt.Sprintf("%s-%d", part, replica), bin, argv(svc, img), environ)
-			pr.readyURL, pr.contract = readyURL, code.followsOpsContract()
+			pr.readyURL = readyURL
 			ready = append(ready, pr)
 		}
 	}
@@ -223,7 +223,6 @@ type process struct {
 	done     chan struct{}
 	err      error // of Wait, once done is closed
 	readyURL string
-	contract bool
 }
 
 // start runs argv, whose /usr/local/bin/<name> becomes bin/<name>, with exactly environ

@@ -114,17 +114,23 @@ func startAuthServer(t *testing.T) *authServer {
 	if err != nil {
 		t.Fatalf("load nats config with auth.conf: %v", err)
 	}
+	return &authServer{srv: startServer(t, opts)}
+}
+
+// startServer starts a nats-server with opts, quiet, and stops it when the test ends.
+func startServer(t *testing.T, opts *server.Options) *server.Server {
+	t.Helper()
 	opts.NoLog, opts.NoSigs = true, true
-	srv, err := server.NewServer(opts)
+	s, err := server.NewServer(opts)
 	if err != nil {
 		t.Fatalf("new nats-server: %v", err)
 	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
 		t.Fatal("nats-server not ready after 10s")
 	}
-	t.Cleanup(srv.Shutdown)
-	return &authServer{srv: srv}
+	t.Cleanup(s.Shutdown)
+	return s
 }
 
 func quote(s string) string { return `"` + strings.ReplaceAll(s, `\`, `\\`) + `"` }
