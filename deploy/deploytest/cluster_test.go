@@ -2,8 +2,10 @@ package deploytest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -83,6 +85,25 @@ func TestClusterRoutes(t *testing.T) {
 		}
 		return true
 	})
+
+	// KEDA's way to every node (deploy/k8s/README.md, "Scaling"): /varz lists each
+	// node's client address in connect_urls, and each node's /varz names it.
+	for _, s := range servers {
+		var varz struct {
+			ServerName  string   `json:"server_name"`
+			ConnectURLs []string `json:"connect_urls"`
+		}
+		resp, err := http.Get("http://" + s.MonitorAddr().String() + "/varz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = json.NewDecoder(resp.Body).Decode(&varz)
+		resp.Body.Close()
+		if err != nil || varz.ServerName != s.Name() || len(varz.ConnectURLs) != nodes {
+			t.Errorf("%s /varz: server_name %q, connect_urls %v (%v); KEDA needs the name and every node's address",
+				s.Name(), varz.ServerName, varz.ConnectURLs, err)
+		}
+	}
 
 	// JetStream with 3 replicas, as the prod overlay runs it.
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

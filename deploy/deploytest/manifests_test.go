@@ -688,7 +688,7 @@ func checkScaling(t *testing.T, docs []obj, ov overlay) {
 				t.Errorf("trigger account %q: the users of auth.conf live in the global account $G", a)
 			}
 			if e := str(md, "natsServerMonitoringEndpoint"); e != wantEndpoint {
-				t.Errorf("trigger endpoint %q, want %q (the headless service, so KEDA can ask the consumer leader)", e, wantEndpoint)
+				t.Errorf("trigger endpoint %q, want %q (the headless service, whose name resolves to the pods that KEDA then asks by IP)", e, wantEndpoint)
 			}
 			if n, err := strconv.Atoi(str(md, "lagThreshold")); err != nil || n < 1 {
 				t.Errorf("trigger %s: lagThreshold %q is not a positive integer", cons, str(md, "lagThreshold"))
