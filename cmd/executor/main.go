@@ -2,36 +2,17 @@
 // tools file, from their durable consumers on JetStream. Configuration comes from flags
 // and TOOLFLEET_* environment variables; run with -h for the list. SIGTERM or SIGINT
 // stops it gracefully: no new calls, in-flight calls finish or are handed back.
+//
+// `executor health` asks a running executor's ops server for /readyz (exit 0 when ready).
 package main
 
 import (
-	"context"
-	"errors"
-	"flag"
 	"os"
-	"os/signal"
-	"syscall"
-
-	"github.com/rs/zerolog"
 
 	"github.com/toolfleet/toolfleet/internal/executorcmd"
+	"github.com/toolfleet/toolfleet/internal/ops"
 )
 
 func main() {
-	cfg, err := executorcmd.Parse(os.Args[1:], os.Stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(0)
-	}
-	log := zerolog.New(os.Stderr).With().Timestamp().Str("service", "executor").Logger()
-	if err != nil {
-		log.Error().Err(err).Msg("bad configuration")
-		os.Exit(2)
-	}
-	log = log.Level(cfg.LogLevel)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	if err := executorcmd.Serve(ctx, cfg, log); err != nil {
-		log.Error().Err(err).Msg("executor stopped")
-		os.Exit(1)
-	}
+	os.Exit(ops.Main("executor", os.Args[1:], executorcmd.Parse, executorcmd.Run))
 }

@@ -3,9 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolfleet/toolfleet/internal/natstest"
+	"github.com/toolfleet/toolfleet/internal/ops/opstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
@@ -33,27 +31,17 @@ func buildExecutor(t *testing.T) string {
 	return bin
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 type process struct {
-	cmd     *exec.Cmd
-	metrics string
-	done    chan error
+	cmd  *exec.Cmd
+	ops  string
+	done chan error
 }
 
 func startExecutor(t *testing.T, bin, url, id string) *process {
 	t.Helper()
-	p := &process{metrics: freeAddr(t), done: make(chan error, 1)}
+	p := &process{ops: opstest.FreeAddr(t), done: make(chan error, 1)}
 	p.cmd = exec.Command(bin)
-	p.cmd.Env = append(os.Environ(), "TOOLFLEET_NATS_URL="+url, "TOOLFLEET_METRICS_ADDR="+p.metrics,
+	p.cmd.Env = append(os.Environ(), "TOOLFLEET_NATS_URL="+url, "TOOLFLEET_OPS_ADDR="+p.ops,
 		"TOOLFLEET_EXECUTOR_ID="+id, "TOOLFLEET_BUILTINS=calculator,sleep,echo", "TOOLFLEET_GRACE_PERIOD=10s",
 		"TOOLFLEET_CONCURRENCY=16", "TOOLFLEET_LOG_LEVEL=warn")
 	p.cmd.Stderr = os.Stderr
@@ -62,20 +50,17 @@ func startExecutor(t *testing.T, bin, url, id string) *process {
 	}
 	go func() { p.done <- p.cmd.Wait() }()
 	t.Cleanup(func() { _ = p.cmd.Process.Kill(); <-p.done })
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get("http://" + p.metrics + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return p
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("executor %s not ready after 30s", id)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	opstest.WaitReady(t, p.ops)
+	return p
+}
+
+// health runs `executor health` against the ops address addr and returns its exit code
+// and output.
+func health(t *testing.T, bin, addr string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(bin, "health")
+	cmd.Env = append(os.Environ(), "TOOLFLEET_OPS_ADDR="+addr)
+	return opstest.ExitCode(t, cmd)
 }
 
 // publishCall publishes a call the way any NATS client can: hand-written ce-* headers.
@@ -150,14 +135,12 @@ func TestExecutorBinary(t *testing.T) {
 	if len(got) != 1 || got[0].Status != events.StatusOK || !strings.Contains(string(got[0].Output), "42") || got[0].Executor != "first" {
 		t.Fatalf("calculator result = %+v", got)
 	}
-	resp, err := http.Get("http://" + first.metrics + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !strings.Contains(string(body), `tool="calculator"`) {
+	opstest.Serves(t, first.ops, "toolfleet_executor_calls_total")
+	if _, body := opstest.Get(t, first.ops, "/metrics"); !strings.Contains(body, `tool="calculator"`) {
 		t.Fatalf("/metrics does not count the calculator call:\n%.2000s", body)
+	}
+	if code, out := health(t, bin, first.ops); code != 0 {
+		t.Fatalf("executor health against a ready executor: exit %d: %s", code, out)
 	}
 
 	// SIGTERM under load: the first process stops taking calls and exits 0; a second one
@@ -178,6 +161,9 @@ func TestExecutorBinary(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("executor did not exit within 30s of SIGTERM")
+	}
+	if code, out := health(t, bin, first.ops); code != 1 || !strings.Contains(out, "connection refused") {
+		t.Errorf("executor health against a stopped executor: exit %d: %s", code, out)
 	}
 	startExecutor(t, bin, srv.URL(), "second")
 	waitFor(t, "every call's result", func() bool { return res.count() == n+1 })

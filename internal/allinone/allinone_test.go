@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,6 +18,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolfleet/toolfleet/internal/ops"
+	"github.com/toolfleet/toolfleet/internal/ops/opstest"
 	"github.com/toolfleet/toolfleet/internal/planner"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
@@ -146,30 +149,23 @@ func TestProgress(t *testing.T) {
 // its result; then a clean stop.
 func TestDev(t *testing.T) {
 	t.Setenv("TOOLFLEET_MODEL", "")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	type addrs struct{ api, nats string }
-	ready := make(chan addrs, 1)
-	done := make(chan error, 1)
 	var out bytes.Buffer
-	go func() {
-		done <- Dev(ctx, DevOptions{HTTPAddr: "127.0.0.1:0", Fleet: Options{NATSPort: -1}, Out: &out,
-			Ready: func(api, nats string) { ready <- addrs{api, nats} }})
-	}()
-	var a addrs
-	select {
-	case a = <-ready:
-	case err := <-done:
-		t.Fatalf("dev stopped: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("dev not ready after 30s")
+	a, stop := startDev(t, DevOptions{HTTPAddr: ":0", OpsAddr: ":0", Out: &out})
+	if !strings.Contains(out.String(), "curl -s "+a.API+"/v1/runs") || !strings.Contains(out.String(), a.NATS) ||
+		!strings.Contains(out.String(), "http://"+a.Ops+"/metrics") {
+		t.Errorf("dev did not print how to start a run and reach NATS and the ops server:\n%s", out.String())
 	}
-	if !strings.Contains(out.String(), "curl -s "+a.api+"/v1/runs") || !strings.Contains(out.String(), a.nats) {
-		t.Errorf("dev did not print how to start a run and reach NATS:\n%s", out.String())
+	// Without -host, everything is on loopback.
+	for _, addr := range []string{a.API, a.NATS, a.Ops} {
+		if !strings.Contains(addr, "127.0.0.1:") {
+			t.Errorf("%s is not on 127.0.0.1", addr)
+		}
 	}
+	// One ops server for the whole fleet, ready once every part is.
+	opstest.WaitReady(t, a.Ops)
 
 	// The approver: it sees the approval request on NATS, as a console would.
-	nc, err := nats.Connect(a.nats)
+	nc, err := nats.Connect(a.NATS)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +192,7 @@ func TestDev(t *testing.T) {
 	go func() {
 		body, _ := json.Marshal(map[string]any{"input": demoInput, "tools": demoTools, "wait": true, "waitTimeout": "60s"})
 		var ans answer
-		ans.code, ans.view = post(a.api+"/v1/runs", string(body))
+		ans.code, ans.view = post(a.API+"/v1/runs", string(body))
 		answered <- ans
 	}()
 	var req events.ApprovalRequest
@@ -213,12 +209,12 @@ func TestDev(t *testing.T) {
 			t.Fatalf("the run does not show its call awaiting approval: %+v", v)
 		}
 		time.Sleep(10 * time.Millisecond) // polling the API, as a client would
-		call(t, http.MethodGet, a.api+"/v1/runs/"+req.RunID, "", &v)
+		call(t, http.MethodGet, a.API+"/v1/runs/"+req.RunID, "", &v)
 	}
 	if req.Tool != "write_file" || v.Status != planner.StatusRunning {
 		t.Fatalf("approval of %s; run %s", req.Tool, v.Status)
 	}
-	if code := call(t, http.MethodPost, a.api+"/v1/approvals/"+req.CallID, `{"decision":"approve","by":"test"}`, nil); code != http.StatusAccepted {
+	if code := call(t, http.MethodPost, a.API+"/v1/approvals/"+req.CallID, `{"decision":"approve","by":"test"}`, nil); code != http.StatusAccepted {
 		t.Fatalf("POST /v1/approvals: %d", code)
 	}
 	var got answer
@@ -231,7 +227,7 @@ func TestDev(t *testing.T) {
 		got.view.Termination != planner.TerminationCompleted || !strings.Contains(got.view.Answer, "84") {
 		t.Errorf("POST /v1/runs with wait = %d %+v", got.code, got.view)
 	}
-	if code := call(t, http.MethodPost, a.api+"/v1/runs", `{"input":"x","tools":["nope"]}`, nil); code != http.StatusBadRequest {
+	if code := call(t, http.MethodPost, a.API+"/v1/runs", `{"input":"x","tools":["nope"]}`, nil); code != http.StatusBadRequest {
 		t.Errorf("a run with an unknown tool: %d, want 400", code)
 	}
 
@@ -254,19 +250,63 @@ func TestDev(t *testing.T) {
 	if _, res, err := events.DecodeResult(m); err != nil || res.Status != events.StatusOK || !strings.Contains(string(res.Output), "42") {
 		t.Errorf("result = %+v, %v", res, err)
 	}
+	// Its metrics are every part's.
+	opstest.Serves(t, a.Ops, "toolfleet_picker_catalog_tools", "toolfleet_executor_calls_total")
 
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("dev returned %v after its context ended", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("dev did not stop within 30s")
+	if err := stop(); err != nil {
+		t.Fatalf("dev returned %v after its context ended", err)
 	}
-	if _, err := http.Get(a.api + "/v1/runs/" + req.RunID); err == nil {
+	if _, err := http.Get(a.API + "/v1/runs/" + req.RunID); err == nil {
 		t.Error("the API still answers after dev stopped")
 	}
+}
+
+// dev -host binds NATS, the planner API and the ops server on that address, here every
+// interface, as inside a container; the health probe still finds the ops server on
+// loopback.
+func TestDevHost(t *testing.T) {
+	t.Setenv("TOOLFLEET_MODEL", "")
+	a, stop := startDev(t, DevOptions{Host: "0.0.0.0", HTTPAddr: ":0", OpsAddr: ":0", Out: io.Discard})
+	for what, addr := range map[string]string{"API": strings.TrimPrefix(a.API, "http://"), "ops": a.Ops} {
+		host, _, err := net.SplitHostPort(addr)
+		if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsUnspecified() {
+			t.Errorf("the %s listens on %s, want every interface", what, addr)
+		}
+	}
+	if !strings.HasPrefix(a.NATS, "nats://0.0.0.0:") {
+		t.Errorf("NATS listens on %s, want every interface", a.NATS)
+	}
+	opstest.WaitReady(t, a.Ops)
+	if err := ops.Probe(context.Background(), a.Ops); err != nil {
+		t.Errorf("the health probe of %s: %v", a.Ops, err)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("dev returned %v", err)
+	}
+}
+
+// startDev runs Dev on a free NATS port until the test calls stop, and returns where it
+// serves once it does.
+func startDev(t *testing.T, o DevOptions) (DevAddrs, func() error) {
+	t.Helper()
+	o.Fleet.NATSPort = -1
+	ready := make(chan DevAddrs, 1)
+	o.Ready = func(a DevAddrs) { ready <- a }
+	failed := make(chan error, 1)
+	stop := opstest.Run(t, func(ctx context.Context) error {
+		err := Dev(ctx, o)
+		failed <- err
+		return err
+	})
+	select {
+	case a := <-ready:
+		return a, stop
+	case err := <-failed:
+		t.Fatalf("dev stopped before it served: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("dev not ready after 30s")
+	}
+	return DevAddrs{}, nil
 }
 
 func awaiting(v planner.RunView, callID string) bool {

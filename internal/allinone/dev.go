@@ -3,24 +3,38 @@ package allinone
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
-	"time"
+
+	"github.com/toolfleet/toolfleet/internal/ops"
+	"github.com/toolfleet/toolfleet/internal/plannercmd"
 )
 
 // DevOptions configure `toolfleet dev`.
 type DevOptions struct {
 	Fleet Options
-	// HTTPAddr is the planner API's listen address. Default 127.0.0.1:8080.
+	// Host is the address NATS, the planner API and the ops server bind: 127.0.0.1 by
+	// default, 0.0.0.0 to be reached from outside a container.
+	Host string
+	// HTTPAddr is the planner API's listen address; one without a host binds Host.
+	// Default Host:8080.
 	HTTPAddr string
+	// OpsAddr is the ops server's listen address (/metrics, /healthz, /readyz); one
+	// without a host binds Host. Empty: no ops server.
+	OpsAddr string
 	// Token, when set, protects the API with a bearer token.
 	Token string
 	Out   io.Writer
-	// Ready, when set, is called with the API's and NATS's addresses once both serve.
-	Ready func(apiURL, natsURL string)
+	// Ready, when set, is called with the addresses once everything serves.
+	Ready func(DevAddrs)
+}
+
+// DevAddrs are where a dev fleet serves.
+type DevAddrs struct {
+	API  string // the planner API's URL, http://host:port
+	NATS string // the embedded server's client URL
+	Ops  string // the ops server's host:port; empty when off
 }
 
 // printDevHelp shows how to start a run with curl. The scripted model follows the demo's
@@ -46,32 +60,50 @@ func printDevHelp(out io.Writer, api string, token bool, model string) {
 	fmt.Fprintf(out, "see a run:    curl -s%s %s/v1/runs/<id>\nfollow a run: curl -sN%s %s/v1/runs/<id>/events\nstop with Ctrl-C\n", auth, api, auth, api)
 }
 
-// Dev runs the fleet with the planner's HTTP API until ctx ends, then stops gracefully.
+// Dev runs the fleet with the planner's HTTP API and the ops server until ctx ends,
+// then stops gracefully.
 func Dev(ctx context.Context, o DevOptions) error {
+	if o.Host == "" {
+		o.Host = "127.0.0.1"
+	}
 	if o.HTTPAddr == "" {
-		o.HTTPAddr = "127.0.0.1:8080"
+		o.HTTPAddr = ":8080"
 	}
 	if o.Fleet.NATSPort == 0 {
 		o.Fleet.NATSPort = 4222
 	}
+	o.Fleet.NATSHost = o.Host
+	if o.Fleet.Metrics == nil {
+		o.Fleet.Metrics = ops.NewRegistry()
+	}
+	srv, err := ops.Start(onHost(o.OpsAddr, o.Host), o.Fleet.Metrics, o.Fleet.Log)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
 	f, err := Start(ctx, o.Fleet)
 	if err != nil {
 		return err
 	}
 	defer f.Stop()
-	ln, err := net.Listen("tcp", o.HTTPAddr)
+	srv.SetReady(f.Ready)
+	ln, err := net.Listen("tcp", onHost(o.HTTPAddr, o.Host))
 	if err != nil {
-		return fmt.Errorf("listen %s: %w", o.HTTPAddr, err)
+		return fmt.Errorf("planner API: listen %s: %w", onHost(o.HTTPAddr, o.Host), err)
 	}
-	srv := &http.Server{Handler: f.Planner.Handler(o.Token), ReadHeaderTimeout: 10 * time.Second}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	api := "http://" + ln.Addr().String()
+	go func() { serveErr <- plannercmd.ServeAPI(ctx, ln, f.Planner.Handler(o.Token)) }()
+	addrs := DevAddrs{API: "http://" + ln.Addr().String(), NATS: f.Server.ClientURL(), Ops: srv.Addr()}
 	fmt.Fprintf(o.Out, "toolfleet dev: NATS %s (connect any NATS client, e.g. nats --server %s sub 'toolfleet.>'), planner API %s, sandbox %s\n",
-		f.Server.ClientURL(), f.Server.ClientURL(), api, f.Sandbox)
-	printDevHelp(o.Out, api, o.Token != "", f.Model)
+		addrs.NATS, addrs.NATS, addrs.API, f.Sandbox)
+	if addrs.Ops != "" {
+		fmt.Fprintf(o.Out, "ops: http://%s/metrics, /healthz, /readyz\n", addrs.Ops)
+	}
+	printDevHelp(o.Out, addrs.API, o.Token != "", f.Model)
 	if o.Ready != nil {
-		o.Ready(api, f.Server.ClientURL())
+		o.Ready(addrs)
 	}
 	select {
 	case <-ctx.Done():
@@ -80,10 +112,15 @@ func Dev(ctx context.Context, o DevOptions) error {
 	case err := <-f.Err():
 		return err
 	}
-	shut, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shut); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
+	return <-serveErr // the API's graceful shutdown
+}
+
+// onHost puts host into a listen address that has none (":8080"); an empty address
+// stays empty.
+func onHost(addr, host string) string {
+	h, port, err := net.SplitHostPort(addr)
+	if err != nil || h != "" {
+		return addr
 	}
-	return nil
+	return net.JoinHostPort(host, port)
 }

@@ -32,6 +32,15 @@
 //
 // # dev
 //
-// [Dev] keeps the fleet running with the planner's HTTP API until its context ends, and
-// prints how to start a run with curl.
+// [Dev] keeps the fleet running with the planner's HTTP API and one ops server for the
+// whole fleet (/metrics with every part's metrics, /readyz once every part is ready)
+// until its context ends, and prints how to start a run with curl. DevOptions.Host is
+// where NATS, the API and the ops server listen: 127.0.0.1, or 0.0.0.0 in a container.
+//
+// # The command
+//
+// [Parse] and [Run] are the toolfleet command (cmd/toolfleet), in the shape of every
+// program: `toolfleet demo`, `toolfleet dev`, and `toolfleet health` (internal/ops).
+// The fleet builds its parts with the programs' own pieces (executorcmd.New,
+// pickercmd.NewService, plannercmd.New), so that it runs what the separate programs run.
 package allinone

@@ -13,15 +13,16 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
-	"github.com/toolfleet/toolfleet/internal/picker"
+	"github.com/toolfleet/toolfleet/internal/executorcmd"
+	"github.com/toolfleet/toolfleet/internal/ops"
+	"github.com/toolfleet/toolfleet/internal/pickercmd"
 	"github.com/toolfleet/toolfleet/internal/planner"
+	"github.com/toolfleet/toolfleet/internal/plannercmd"
 	"github.com/toolfleet/toolfleet/internal/provider"
-	"github.com/toolfleet/toolfleet/pkg/builtin"
 	"github.com/toolfleet/toolfleet/pkg/events"
-	"github.com/toolfleet/toolfleet/pkg/executor"
-	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
 //go:embed demo.yaml
@@ -46,6 +47,9 @@ type Options struct {
 	HTTPAllowlist []string
 	// Log receives the parts' logs. Default: none.
 	Log zerolog.Logger
+	// Metrics receives the executor's and the picker's metrics. Default: none for the
+	// executor, a private registry for the picker.
+	Metrics *prometheus.Registry
 }
 
 // Fleet is an embedded JetStream server with an executor serving the built-in tools, the
@@ -66,6 +70,7 @@ type Fleet struct {
 	wg      sync.WaitGroup
 	errs    chan error
 	cleanup []func()
+	ready   ops.Check
 }
 
 // Start starts the fleet; Stop ends it.
@@ -120,20 +125,25 @@ func Start(ctx context.Context, o Options) (f *Fleet, err error) {
 		return f, err
 	}
 
-	reg := tools.NewRegistry()
-	if err := builtin.Register(reg, builtin.Config{SandboxRoot: f.Sandbox, HTTPAllowlist: o.HTTPAllowlist}); err != nil {
+	// The parts are the programs' own building blocks, with the fleet's settings.
+	exCfg := executorcmd.Config{Concurrency: 64, ExecutorID: "allinone", GracePeriod: executorcmd.DefaultGracePeriod,
+		SandboxRoot: f.Sandbox, HTTPAllowlist: o.HTTPAllowlist}
+	reg, err := exCfg.Registry()
+	if err != nil {
 		return f, err
 	}
 	for _, d := range reg.Definitions() {
 		f.Tools = append(f.Tools, d.Name)
 	}
-	cfg := events.Config{}
 	exNC, err := connect("toolfleet-executor")
 	if err != nil {
 		return f, err
 	}
-	ex, err := executor.New(exNC, reg, executor.WithConcurrency(64), executor.WithExecutorID("allinone"),
-		executor.WithStreamConfig(cfg), executor.WithLogger(o.Log))
+	ex, err := executorcmd.New(exNC, reg, exCfg, o.Metrics, o.Log)
+	if err != nil {
+		return f, err
+	}
+	started, err := executorcmd.ConsumersStarted(exNC, reg)
 	if err != nil {
 		return f, err
 	}
@@ -141,10 +151,11 @@ func Start(ctx context.Context, o Options) (f *Fleet, err error) {
 	if err != nil {
 		return f, err
 	}
-	pk, err := picker.New(pkNC, picker.WithLogger(o.Log))
+	pk, err := pickercmd.NewService(ctx, pkNC, pickercmd.Config{Timeout: 2 * time.Second}, o.Metrics, o.Log)
 	if err != nil {
 		return f, err
 	}
+	f.ready = ops.All(ops.Connected(f.NC), started, pickercmd.Indexed(pk))
 	models, def, err := models()
 	if err != nil {
 		return f, err
@@ -160,11 +171,10 @@ func Start(ctx context.Context, o Options) (f *Fleet, err error) {
 	f.serve(func() error { return pk.Run(runCtx) })
 	// The executor creates the streams and the catalog; the planner starts once the
 	// catalog lists the tools, so that the first run can name them.
-	if err := waitCatalog(ctx, f.NC, cfg, len(reg.Definitions())); err != nil {
+	if err := waitCatalog(ctx, f.NC, exCfg.Events(), reg.Len()); err != nil {
 		return f, err
 	}
-	p, err := planner.New(ctx, plNC, planner.Config{Models: models, DefaultModel: def, Events: cfg,
-		Picker: planner.NewPickerClient(plNC, 2*time.Second), Log: o.Log})
+	p, err := plannercmd.New(ctx, plNC, plannercmd.Config{UsePicker: true}, models, def, o.Log)
 	if err != nil {
 		return f, err
 	}
@@ -205,6 +215,10 @@ func (f *Fleet) serve(run func() error) {
 		}
 	}()
 }
+
+// Ready is the fleet's readiness: NATS connected, the executor's consumers started and
+// the picker's index built. The planner is ready once Start has returned.
+func (f *Fleet) Ready() error { return f.ready() }
 
 // Err reports the first part that stopped with an error, if any.
 func (f *Fleet) Err() <-chan error { return f.errs }

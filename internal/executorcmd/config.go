@@ -5,17 +5,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/toolfleet/toolfleet/internal/envflag"
 	"github.com/toolfleet/toolfleet/internal/natsconn"
+	"github.com/toolfleet/toolfleet/internal/ops"
 	"github.com/toolfleet/toolfleet/pkg/builtin"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 	"github.com/toolfleet/toolfleet/pkg/toolsfile"
@@ -24,7 +21,6 @@ import (
 // Defaults of the executor's settings.
 const (
 	DefaultConcurrency = 4
-	DefaultMetricsAddr = ":9090"
 	DefaultGracePeriod = 30 * time.Second
 )
 
@@ -42,10 +38,8 @@ type Config struct {
 	HTTPAllowlist []string
 	// ToolsFile is a tools file to serve beside the built-ins; empty for none.
 	ToolsFile string
-	// MetricsAddr is the listen address of /metrics, /healthz, /readyz; empty disables.
-	MetricsAddr string
-	// LogLevel is the zerolog level.
-	LogLevel zerolog.Level
+	// Ops is the ops server's address and the log level, as in every program.
+	Ops ops.Config
 	// GracePeriod is how long in-flight calls may finish after SIGTERM.
 	GracePeriod time.Duration
 	// ExecutorID names this replica in results and logs; defaults to the host name (the
@@ -77,8 +71,7 @@ func Parse(args []string, out io.Writer) (Config, error) {
 	fs.StringVar(&c.SandboxRoot, "sandbox-root", os.Getenv("TOOLFLEET_SANDBOX_ROOT"), "directory read_file, list_dir and write_file are confined to; empty leaves them out (env TOOLFLEET_SANDBOX_ROOT)")
 	allow := fs.String("http-allowlist", os.Getenv("TOOLFLEET_HTTP_ALLOWLIST"), "hosts http_get may reach, comma-separated (example.com, *.example.com, host:port); empty leaves http_get out (env TOOLFLEET_HTTP_ALLOWLIST)")
 	fs.StringVar(&c.ToolsFile, "tools-file", os.Getenv("TOOLFLEET_TOOLS_FILE"), "YAML or JSON file of command and HTTP tools (env TOOLFLEET_TOOLS_FILE)")
-	fs.StringVar(&c.MetricsAddr, "metrics-addr", envflag.String("TOOLFLEET_METRICS_ADDR", DefaultMetricsAddr), `listen address of /metrics, /healthz and /readyz, or "off" (env TOOLFLEET_METRICS_ADDR)`)
-	level := fs.String("log-level", envflag.String("TOOLFLEET_LOG_LEVEL", "info"), "debug, info, warn or error (env TOOLFLEET_LOG_LEVEL)")
+	opsFlags := ops.Register(fs, ops.ExecutorAlias)
 	fs.DurationVar(&c.GracePeriod, "grace-period", grace, "how long in-flight calls may finish on SIGTERM (env TOOLFLEET_GRACE_PERIOD)")
 	fs.StringVar(&c.ExecutorID, "executor-id", envflag.String("TOOLFLEET_EXECUTOR_ID", host), "name of this replica in results and logs (env TOOLFLEET_EXECUTOR_ID; default the host name)")
 	fs.IntVar(&c.StreamReplicas, "stream-replicas", replicas, "replicas of streams and buckets created by this executor: 1 on one server, 3 in a cluster (env TOOLFLEET_STREAM_REPLICAS)")
@@ -88,8 +81,9 @@ func Parse(args []string, out io.Writer) (Config, error) {
 	if err := env.Err(); err != nil {
 		errs = append(errs, err)
 	}
-	if fs.NArg() > 0 {
-		errs = append(errs, fmt.Errorf("unexpected arguments %q; every setting is a flag", fs.Args()))
+	var err error
+	if c.Ops, err = opsFlags.Config(); err != nil {
+		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
 		return Config{}, errors.Join(errs...)
@@ -103,14 +97,6 @@ func Parse(args []string, out io.Writer) (Config, error) {
 		c.Builtins = splitList(b)
 	}
 	c.HTTPAllowlist = splitList(*allow)
-	if c.MetricsAddr == "off" {
-		c.MetricsAddr = ""
-	}
-	lvl, err := zerolog.ParseLevel(strings.ToLower(*level))
-	if err != nil || *level == "" {
-		return Config{}, fmt.Errorf("log level %q: use debug, info, warn or error", *level)
-	}
-	c.LogLevel = lvl
 	return c, c.Validate()
 }
 
@@ -121,23 +107,16 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if c.Concurrency < 1 {
-		errs = append(errs, fmt.Errorf("concurrency must be at least 1, got %d", c.Concurrency))
+		errs = append(errs, fmt.Errorf("-concurrency (TOOLFLEET_CONCURRENCY): must be at least 1, got %d", c.Concurrency))
 	}
 	if c.GracePeriod < 0 {
-		errs = append(errs, fmt.Errorf("grace period cannot be negative, got %s", c.GracePeriod))
+		errs = append(errs, fmt.Errorf("-grace-period (TOOLFLEET_GRACE_PERIOD): cannot be negative, got %s", c.GracePeriod))
 	}
 	if c.StreamReplicas < 1 || c.StreamReplicas > 5 {
-		errs = append(errs, fmt.Errorf("stream replicas must be 1 to 5, got %d", c.StreamReplicas))
+		errs = append(errs, fmt.Errorf("-stream-replicas (TOOLFLEET_STREAM_REPLICAS): must be 1 to 5, got %d", c.StreamReplicas))
 	}
 	if c.ExecutorID == "" {
 		errs = append(errs, errors.New("executor id is empty (set -executor-id or TOOLFLEET_EXECUTOR_ID)"))
-	}
-	if c.MetricsAddr != "" {
-		if _, port, err := net.SplitHostPort(c.MetricsAddr); err != nil {
-			errs = append(errs, fmt.Errorf("metrics address %q: want host:port or :port (%v)", c.MetricsAddr, err))
-		} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-			errs = append(errs, fmt.Errorf("metrics address %q: port %q is not a number from 0 to 65535", c.MetricsAddr, port))
-		}
 	}
 	if c.Builtins == nil || len(c.Builtins) > 0 {
 		if err := c.BuiltinConfig().Validate(); err != nil {

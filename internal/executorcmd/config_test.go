@@ -1,8 +1,6 @@
 package executorcmd
 
 import (
-	"errors"
-	"flag"
 	"io"
 	"os"
 	"path/filepath"
@@ -12,31 +10,19 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/toolfleet/toolfleet/internal/ops"
+	"github.com/toolfleet/toolfleet/internal/ops/opstest"
 )
 
-// cleanEnv empties every TOOLFLEET_ variable for the test, so the machine's environment
-// cannot leak in. Tests that use it cannot run in parallel (t.Setenv).
-func cleanEnv(t *testing.T) {
-	t.Helper()
-	for _, kv := range os.Environ() {
-		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "TOOLFLEET_") {
-			t.Setenv(name, "")
-		}
-	}
-	for _, name := range []string{"TOOLFLEET_NATS_URL", "TOOLFLEET_CONCURRENCY", "TOOLFLEET_BUILTINS", "TOOLFLEET_SANDBOX_ROOT",
-		"TOOLFLEET_HTTP_ALLOWLIST", "TOOLFLEET_TOOLS_FILE", "TOOLFLEET_METRICS_ADDR", "TOOLFLEET_LOG_LEVEL", "TOOLFLEET_GRACE_PERIOD", "TOOLFLEET_EXECUTOR_ID", "TOOLFLEET_STREAM_REPLICAS"} {
-		t.Setenv(name, "")
-	}
-}
-
 func TestParseDefaults(t *testing.T) {
-	cleanEnv(t)
+	opstest.Env(t, nil)
 	c, err := Parse(nil, io.Discard)
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
 	if c.NATS.URL != "nats://127.0.0.1:4222" || c.Concurrency != DefaultConcurrency || c.Builtins != nil ||
-		c.MetricsAddr != DefaultMetricsAddr || c.LogLevel != zerolog.InfoLevel || c.GracePeriod != DefaultGracePeriod || c.StreamReplicas != 1 || c.ExecutorID == "" {
+		c.Ops.Addr != ops.DefaultAddr || c.Ops.LogLevel != zerolog.InfoLevel || len(c.Ops.Deprecated) > 0 || c.GracePeriod != DefaultGracePeriod || c.StreamReplicas != 1 || c.ExecutorID == "" {
 		t.Fatalf("defaults = %+v", c)
 	}
 	reg, err := c.Registry()
@@ -52,7 +38,7 @@ func TestParseDefaults(t *testing.T) {
 }
 
 func TestParseFromTheEnvironmentAndFlags(t *testing.T) {
-	cleanEnv(t)
+	opstest.Env(t, nil)
 	dir := t.TempDir()
 	toolsFile := filepath.Join(dir, "tools.yaml")
 	if err := os.WriteFile(toolsFile, []byte("tools:\n  - {name: shout, parameters: {type: object}, command: {argv: [cat]}}\n"), 0o644); err != nil {
@@ -70,13 +56,13 @@ func TestParseFromTheEnvironmentAndFlags(t *testing.T) {
 	t.Setenv("TOOLFLEET_BUILTINS", "calculator,read_file")
 
 	// Flags win over the environment.
-	c, err := Parse([]string{"-concurrency", "2", "-metrics-addr", "off"}, io.Discard)
+	c, err := Parse([]string{"-concurrency", "2", "-ops-addr", "off"}, io.Discard)
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
 	if c.NATS.URL != "nats://nats-a:4222,nats://nats-b:4222" || c.Concurrency != 2 || c.SandboxRoot != dir ||
 		!slices.Equal(c.HTTPAllowlist, []string{"api.example.com", "*.wiki.org"}) || c.ToolsFile != toolsFile ||
-		c.LogLevel != zerolog.DebugLevel || c.GracePeriod != time.Minute || c.ExecutorID != "executor-7f9c" || c.StreamReplicas != 3 || c.MetricsAddr != "" ||
+		c.Ops.LogLevel != zerolog.DebugLevel || c.GracePeriod != time.Minute || c.ExecutorID != "executor-7f9c" || c.StreamReplicas != 3 || c.Ops.Addr != "" ||
 		!slices.Equal(c.Builtins, []string{"calculator", "read_file"}) {
 		t.Fatalf("config = %+v", c)
 	}
@@ -99,54 +85,64 @@ func TestParseRefuses(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	opstest.Refuses(t, Parse, []opstest.Refusal{
+		{Name: "bad concurrency env", Env: map[string]string{"TOOLFLEET_CONCURRENCY": "many"}, Says: `TOOLFLEET_CONCURRENCY="many" is not a whole number`},
+		{Name: "zero concurrency", Args: []string{"-concurrency", "0"}, Says: "-concurrency (TOOLFLEET_CONCURRENCY): must be at least 1"},
+		{Name: "negative grace period", Args: []string{"-grace-period", "-1s"}, Says: "-grace-period (TOOLFLEET_GRACE_PERIOD): cannot be negative"},
+		{Name: "bad grace env", Env: map[string]string{"TOOLFLEET_GRACE_PERIOD": "30"}, Says: `TOOLFLEET_GRACE_PERIOD="30" is not a duration`},
+		{Name: "bad replicas", Args: []string{"-stream-replicas", "7"}, Says: "-stream-replicas (TOOLFLEET_STREAM_REPLICAS): must be 1 to 5, got 7"},
+		{Name: "empty executor id", Args: []string{"-executor-id", ""}, Says: "executor id is empty"},
+		{Name: "unknown flag", Args: []string{"-colour"}, Says: "flag provided but not defined"},
+		{Name: "stray argument", Args: []string{"serve"}, Says: "unexpected arguments"},
+		{Name: "TLS cert without key", Env: map[string]string{"TOOLFLEET_NATS_TLS_CERT": file}, Says: "both a TLS certificate and its key"},
+		{Name: "missing creds file", Args: []string{"-nats-creds", filepath.Join(dir, "nope.creds")}, Says: "credentials file"},
+		{Name: "missing sandbox", Args: []string{"-sandbox-root", filepath.Join(dir, "nope")}, Says: "sandbox root"},
+		{Name: "bad allowlist", Args: []string{"-http-allowlist", "https://example.com/"}, Says: "allowlist pattern"},
+		{Name: "unknown builtin", Args: []string{"-builtins", "calculator,shell"}, Says: `unknown built-in tool "shell"`},
+		{Name: "tools file missing", Args: []string{"-tools-file", filepath.Join(dir, "tools.yaml")}, Says: "tools file"},
+		{Name: "tools file extension", Args: []string{"-tools-file", file}, Says: `extension ".txt"`},
+		{Name: "bad ops address", Args: []string{"-ops-addr", "9090"}, Says: `-ops-addr "9090"`},
+		{Name: "bad ops address env", Env: map[string]string{"TOOLFLEET_OPS_ADDR": "host:http"}, Says: `TOOLFLEET_OPS_ADDR "host:http": port "http"`},
+		{Name: "bad old metrics address", Args: []string{"-metrics-addr", "9090"}, Says: `-metrics-addr "9090"`},
+		{Name: "bad log level", Args: []string{"-log-level", "loud"}, Says: `-log-level "loud"`},
+		{Name: "bad log level env", Env: map[string]string{"TOOLFLEET_LOG_LEVEL": "loud"}, Says: `TOOLFLEET_LOG_LEVEL "loud"`},
+	})
+}
+
+// The executor's older names of the ops address still work, below the new ones, and
+// leave a deprecation warning for Run to log (internal/ops tests the precedence).
+func TestParseOldOpsAddressNames(t *testing.T) {
 	tests := []struct {
 		name     string
 		env      map[string]string
 		args     []string
-		fragment string
+		addr     string
+		warnings int
 	}{
-		{"bad concurrency env", map[string]string{"TOOLFLEET_CONCURRENCY": "many"}, nil, `TOOLFLEET_CONCURRENCY="many" is not a whole number`},
-		{"zero concurrency", nil, []string{"-concurrency", "0"}, "concurrency must be at least 1"},
-		{"bad grace env", map[string]string{"TOOLFLEET_GRACE_PERIOD": "30"}, nil, `TOOLFLEET_GRACE_PERIOD="30" is not a duration`},
-		{"bad replicas", nil, []string{"-stream-replicas", "7"}, "stream replicas must be 1 to 5, got 7"},
-		{"empty executor id", nil, []string{"-executor-id", ""}, "executor id is empty"},
-		{"unknown flag", nil, []string{"-colour"}, "flag provided but not defined"},
-		{"stray argument", nil, []string{"serve"}, "unexpected arguments"},
-		{"TLS cert without key", map[string]string{"TOOLFLEET_NATS_TLS_CERT": file}, nil, "both a TLS certificate and its key"},
-		{"missing creds file", nil, []string{"-nats-creds", filepath.Join(dir, "nope.creds")}, "credentials file"},
-		{"missing sandbox", nil, []string{"-sandbox-root", filepath.Join(dir, "nope")}, "sandbox root"},
-		{"bad allowlist", nil, []string{"-http-allowlist", "https://example.com/"}, "allowlist pattern"},
-		{"unknown builtin", nil, []string{"-builtins", "calculator,shell"}, `unknown built-in tool "shell"`},
-		{"tools file missing", nil, []string{"-tools-file", filepath.Join(dir, "tools.yaml")}, "tools file"},
-		{"tools file extension", nil, []string{"-tools-file", file}, `extension ".txt"`},
-		{"bad metrics address", nil, []string{"-metrics-addr", "9090"}, "metrics address"},
-		{"bad log level", nil, []string{"-log-level", "loud"}, `log level "loud"`},
+		{"old flag", nil, []string{"-metrics-addr", ":9191"}, ":9191", 1},
+		{"old variable", map[string]string{"TOOLFLEET_METRICS_ADDR": ":9292"}, nil, ":9292", 1},
+		{"new variable over old one", map[string]string{"TOOLFLEET_METRICS_ADDR": ":9292", "TOOLFLEET_OPS_ADDR": ":9393"}, nil, ":9393", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cleanEnv(t)
-			for k, v := range tt.env {
-				t.Setenv(k, v)
+			opstest.Env(t, tt.env)
+			c, err := Parse(tt.args, io.Discard)
+			if err != nil {
+				t.Fatal(err)
 			}
-			_, err := Parse(tt.args, io.Discard)
-			if err == nil || !strings.Contains(err.Error(), tt.fragment) {
-				t.Fatalf("Parse error = %v, want it to mention %q", err, tt.fragment)
+			if c.Ops.Addr != tt.addr || len(c.Ops.Deprecated) != tt.warnings {
+				t.Fatalf("ops address %q with warnings %q, want %q and %d", c.Ops.Addr, c.Ops.Deprecated, tt.addr, tt.warnings)
 			}
 		})
 	}
 }
 
 func TestParseHelp(t *testing.T) {
-	cleanEnv(t)
-	var out strings.Builder
-	_, err := Parse([]string{"-h"}, &out)
-	if !errors.Is(err, flag.ErrHelp) || !strings.Contains(out.String(), "TOOLFLEET_SANDBOX_ROOT") {
-		t.Fatalf("Parse -h = %v, usage %q", err, out.String())
-	}
+	opstest.Help(t, Parse, "TOOLFLEET_SANDBOX_ROOT")
 }
 
 func TestRegistryRefusesNothingToServeAndBadToolsFiles(t *testing.T) {
-	cleanEnv(t)
+	opstest.Env(t, nil)
 	c, err := Parse([]string{"-builtins", "none"}, io.Discard)
 	if err != nil {
 		t.Fatalf("Parse: %v", err)

@@ -1,6 +1,13 @@
-// Package executorcmd is the configuration of the toolfleet executor binary: flags, each
-// with a TOOLFLEET_* environment variable as its default, parsed and validated in one
-// place so that cmd/executor stays a thin main and the rules are tested.
+// Package executorcmd is the toolfleet executor program, so that cmd/executor stays a
+// thin main and its rules are tested: [Parse] reads the flags, each with a TOOLFLEET_*
+// environment variable as its default, and [Run] serves until its context ends.
+//
+//	cfg, err := executorcmd.Parse(os.Args[1:], os.Stderr)
+//	...
+//	err = executorcmd.Run(ctx, cfg)   // ops server, NATS, the executor; nil after a graceful stop
+//
+// [New] and [ConsumersStarted] are the pieces Run is made of; the all-in-one fleet
+// builds its executor with them too.
 //
 // # Settings
 //
@@ -12,8 +19,9 @@
 //	-sandbox-root      directory of read_file, list_dir, write_file (TOOLFLEET_SANDBOX_ROOT)
 //	-http-allowlist    hosts http_get may reach, comma-separated (TOOLFLEET_HTTP_ALLOWLIST)
 //	-tools-file        YAML or JSON tools file (TOOLFLEET_TOOLS_FILE)
-//	-metrics-addr      where /metrics, /healthz and /readyz listen; "off" disables
-//	                   (TOOLFLEET_METRICS_ADDR, ":9090")
+//	-ops-addr          where /metrics, /healthz and /readyz listen; "off" disables
+//	                   (TOOLFLEET_OPS_ADDR, ":9090"; see internal/ops). The older
+//	                   -metrics-addr and TOOLFLEET_METRICS_ADDR still work, with a warning.
 //	-log-level         debug, info, warn or error (TOOLFLEET_LOG_LEVEL, info)
 //	-grace-period      how long in-flight calls may finish on SIGTERM (TOOLFLEET_GRACE_PERIOD, 30s)
 //	-executor-id       this replica's name in results and logs (TOOLFLEET_EXECUTOR_ID, the host name)
@@ -21,4 +29,9 @@
 //
 // A flag wins over its variable; a malformed variable is an error naming it, never
 // silently replaced by the default.
+//
+// # Readiness
+//
+// /readyz answers 200 once NATS is connected and every served tool's call consumer is
+// being consumed, 503 before.
 package executorcmd

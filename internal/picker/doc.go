@@ -30,19 +30,13 @@
 // their definitions again every few seconds to keep them alive; a value seen before is
 // not decoded again. A value that is not a valid definition is logged and withdraws the
 // key's tool; it never stops the watch. The picker never creates the bucket (that is the
-// executors' part, events.Ensure): it waits for it, and /healthz says ready once the
-// catalog has been loaded.
+// executors' part, events.Ensure): it waits for it, and [Service.Ready] holds once
+// the catalog has been loaded.
 //
 // # Running
 //
 // [New] builds a service on a connection and [Service.Run] serves until the context
-// ends; [Run] is the whole binary (connect, serve, /metrics and /healthz over HTTP) that
-// cmd/picker calls with the [Config] from [Flags]:
-//
-//	-nats-url, -nats-creds, -nats-user, -nats-tls-*   how to reach NATS (TOOLFLEET_NATS_*; password only from TOOLFLEET_NATS_PASSWORD)
-//	-http             address of /metrics and /healthz (TOOLFLEET_PICKER_HTTP, :9090; empty disables)
-//	-embeddings-url   OpenAI-compatible server for the embedding and hybrid scorers (TOOLFLEET_EMBEDDINGS_URL; key from TOOLFLEET_EMBEDDINGS_API_KEY)
-//	-embeddings-model embedding model (TOOLFLEET_EMBEDDINGS_MODEL, text-embedding-3-small)
-//	-stream-replicas  replicas of the embeddings bucket it creates (TOOLFLEET_STREAM_REPLICAS, 1)
-//	-timeout          scoring bound for requests without their own (TOOLFLEET_PICKER_TIMEOUT, 2s)
+// ends; [Service.Ready] says whether the catalog is indexed and NATS connected, and
+// [Service.Registry] holds its metrics. The picker program (flags, the ops server with
+// /metrics and /readyz) is internal/pickercmd.
 package picker

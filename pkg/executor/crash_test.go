@@ -27,6 +27,12 @@ const (
 	childURLEnv = "TOOLFLEET_TEST_EXECUTOR_URL"
 	childLogEnv = "TOOLFLEET_TEST_EXECUTOR_RUNLOG"
 	childIDEnv  = "TOOLFLEET_TEST_EXECUTOR_ID"
+	// childWorkLogEnv, when set, is a file the child appends each run of "work" to;
+	// childNapEnv is how long each call naps (default 5ms); childWindowEnv sets the
+	// duplicate window.
+	childWorkLogEnv = "TOOLFLEET_TEST_EXECUTOR_WORKLOG"
+	childNapEnv     = "TOOLFLEET_TEST_EXECUTOR_NAP"
+	childWindowEnv  = "TOOLFLEET_TEST_EXECUTOR_WINDOW"
 )
 
 func TestMain(m *testing.M) {
@@ -50,17 +56,40 @@ func runChildExecutor(url, runLog, id string) int {
 		return 1
 	}
 	var mu sync.Mutex
+	var workLog *os.File
+	if path := os.Getenv(childWorkLogEnv); path != "" {
+		if workLog, err = os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	napFor := 5 * time.Millisecond
+	if d, err := time.ParseDuration(os.Getenv(childNapEnv)); err == nil {
+		napFor = d
+	}
+	cfg := testConfig()
+	if d, err := time.ParseDuration(os.Getenv(childWindowEnv)); err == nil {
+		cfg.DuplicateWindow = tools.Duration(d)
+	}
 	reg := tools.NewRegistry()
 	nap := func(ctx context.Context) error {
 		select {
-		case <-time.After(5 * time.Millisecond):
+		case <-time.After(napFor):
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
 	err = reg.AddFunc(tools.Definition{Name: "work", Parameters: echoSchema, Safe: true},
-		func(ctx context.Context, args json.RawMessage) (any, error) { return "done", nap(ctx) })
+		func(ctx context.Context, args json.RawMessage) (any, error) {
+			if workLog != nil {
+				info, _ := tools.CallInfoFrom(ctx)
+				mu.Lock()
+				fmt.Fprintln(workLog, info.CallID)
+				mu.Unlock()
+			}
+			return "done", nap(ctx)
+		})
 	if err == nil {
 		err = reg.AddFunc(tools.Definition{Name: "charge", Parameters: echoSchema, Safe: true, Idempotent: tools.Bool(false)},
 			func(ctx context.Context, args json.RawMessage) (any, error) {
@@ -78,7 +107,7 @@ func runChildExecutor(url, runLog, id string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	ex, err := executor.New(nc, reg, executor.WithStreamConfig(testConfig()), executor.WithExecutorID(id), executor.WithConcurrency(8))
+	ex, err := executor.New(nc, reg, executor.WithStreamConfig(cfg), executor.WithExecutorID(id), executor.WithConcurrency(8))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -90,10 +119,11 @@ func runChildExecutor(url, runLog, id string) int {
 	return 0
 }
 
-func startChild(t *testing.T, b *testBundle, runLog, id string) *exec.Cmd {
+func startChild(t *testing.T, b *testBundle, runLog, id string, env ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childURLEnv+"="+b.srv.URL(), childLogEnv+"="+runLog, childIDEnv+"="+id)
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -161,4 +191,76 @@ func TestCrashedExecutorsLoseNothing(t *testing.T) {
 		}
 	}
 	t.Logf("%d calls, %d non-idempotent calls interrupted by the crash", n, interrupted)
+}
+
+// An executor paused (SIGSTOP) with calls in flight, for longer than the ack wait plus
+// the duplicate window, then resumed: another replica answered its calls meanwhile, and
+// its own late results are refused. Every call has exactly one result, no non-idempotent
+// call ran twice, and an idempotent one ran twice only if it was already running when the
+// executor stopped.
+func TestPausedExecutorAnswersOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("subprocess pause test")
+	}
+	t.Parallel()
+	b := setup(t)
+	b.cfg.DuplicateWindow = tools.Duration(time.Second)
+	must(t, events.Ensure(context.Background(), b.js, b.cfg))
+	dir := t.TempDir()
+	runLog, workLog := filepath.Join(dir, "charges.log"), filepath.Join(dir, "work.log")
+	env := []string{childWorkLogEnv + "=" + workLog, childNapEnv + "=200ms", childWindowEnv + "=1s"}
+	a := startChild(t, b, runLog, "a", env...)
+	b.waitServed(t, "work")
+	b.waitServed(t, "charge")
+	var ids []string
+	for i := range 40 {
+		tool := "work"
+		if i%4 == 0 {
+			tool = "charge"
+		}
+		ids = append(ids, fmt.Sprintf("%s%03d", tool, i))
+		b.call(t, tool, ids[i], "pause", `{"text":"x"}`)
+	}
+	time.Sleep(50 * time.Millisecond) // a has taken calls and is running them
+	must(t, a.Process.Signal(syscall.SIGSTOP))
+	startChild(t, b, runLog, "b", env...)
+	b.results.wait(t, 60*time.Second, ids...)
+	time.Sleep(time.Duration(b.cfg.AckWait) + 2*time.Second) // past the ack wait and the duplicate window
+	must(t, a.Process.Signal(syscall.SIGCONT))
+	time.Sleep(3 * time.Second) // a finishes what it was running and publishes its results
+	assertOneResultEach(t, b, ids)
+	twice := 0
+	for id, n := range countLines(t, workLog) {
+		if n > 1 {
+			twice++
+			t.Logf("%s ran %d times (in flight on the paused executor)", id, n)
+		}
+	}
+	if twice > 16 { // two tools, at most 8 calls of each in flight on a
+		t.Errorf("%d idempotent calls ran twice; only the ones in flight when the executor paused may", twice)
+	}
+	for id, n := range countLines(t, runLog) {
+		if n > 1 {
+			t.Errorf("non-idempotent call %s ran %d times", id, n)
+		}
+	}
+}
+
+// countLines counts each line of the file at path.
+func countLines(t *testing.T, path string) map[string]int {
+	t.Helper()
+	seen := map[string]int{}
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return seen
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		seen[sc.Text()]++
+	}
+	return seen
 }

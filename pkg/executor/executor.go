@@ -27,11 +27,11 @@ type Executor struct {
 
 	inflight  jetstream.KeyValue
 	approvals jetstream.KeyValue
-	// calls and results are the streams the janitor reads and an executor looks up
-	// stored results in.
-	calls, results jetstream.Stream
-	catalog        *events.Catalog
-	workers        map[string]*worker
+	// calls is the stream the janitor reads; lookups finds stored results.
+	calls   jetstream.Stream
+	lookups *resultLookups
+	catalog *events.Catalog
+	workers map[string]*worker
 
 	// runCtx is the context tools run under; it outlives Run's context by the grace
 	// period, so calls in flight can finish after shutdown starts.
@@ -93,8 +93,12 @@ func (ex *Executor) Run(ctx context.Context) (err error) {
 	}
 
 	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelRun()
 	ex.runCtx = runCtx
+	// The look-up loop serves calls until the last one is done, so it stops with runCtx.
+	var lookupsDone sync.WaitGroup
+	ex.lookups = newResultLookups(ex.nc)
+	lookupsDone.Go(func() { ex.lookups.run(runCtx) })
+	defer func() { cancelRun(); lookupsDone.Wait() }()
 	bgCtx, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBackground()
 
@@ -177,9 +181,6 @@ func (ex *Executor) setUp(ctx context.Context) (err error) {
 	}
 	if ex.calls, err = ex.js.Stream(ctx, events.StreamCalls); err != nil {
 		return fmt.Errorf("open %s: %w", events.StreamCalls, err)
-	}
-	if ex.results, err = ex.js.Stream(ctx, events.StreamResults); err != nil {
-		return fmt.Errorf("open %s: %w", events.StreamResults, err)
 	}
 	ex.catalog, err = events.OpenCatalog(ctx, ex.js, ex.cfg)
 	return err

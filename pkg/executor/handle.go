@@ -86,20 +86,22 @@ func (ex *Executor) handleCall(w *worker, msg jetstream.Msg) {
 
 // answered reports whether the call already has a stored result: it ran (or was
 // answered) before, and this delivery is a redelivery after its ack was lost, or a
-// re-publication after the duplicate window. It is one direct get of the result's
-// subject; a failed look-up counts as "not answered", since the result's publish is
-// refused anyway if one exists (see [events.NewResult]).
+// re-publication after the duplicate window. It is a direct get of the result's subject,
+// coalesced with other calls' (see resultLookups); a failed look-up counts as "not
+// answered", since the result's publish is refused anyway if one exists (see
+// [events.NewResult]).
 func (ex *Executor) answered(j *job) bool {
 	subj, err := events.ResultSubject(j.res.RunID, j.res.CallID)
 	if err != nil {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ex.runCtx), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ex.runCtx), lookupTimeout)
 	defer cancel()
-	if _, err := ex.results.GetLastMsgForSubject(ctx, subj); err != nil {
-		if !errors.Is(err, jetstream.ErrMsgNotFound) {
-			ex.o.log.Debug().Err(err).Str("call_id", j.res.CallID).Msg("look for a stored result")
-		}
+	found, err := ex.lookups.has(ctx, subj)
+	if err != nil {
+		ex.o.log.Debug().Err(err).Str("call_id", j.res.CallID).Msg("look for a stored result")
+	}
+	if !found {
 		return false
 	}
 	ex.m.alreadyAnswered(j.def.Name)

@@ -1,0 +1,111 @@
+package plannercmd
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/toolfleet/toolfleet/internal/envflag"
+	"github.com/toolfleet/toolfleet/internal/natsconn"
+	"github.com/toolfleet/toolfleet/internal/ops"
+	"github.com/toolfleet/toolfleet/internal/provider"
+	"github.com/toolfleet/toolfleet/pkg/events"
+)
+
+// DefaultHTTPAddr is the API's default listen address.
+const DefaultHTTPAddr = ":8080"
+
+// Config is the planner program's configuration.
+type Config struct {
+	NATS natsconn.Config
+	// HTTPAddr is the API's listen address.
+	HTTPAddr string
+	// Token, when set, protects the API with a bearer token.
+	Token string
+	// Scripts are scripted models by name, "name=path".
+	Scripts []string
+	// StreamReplicas is the replicas of the streams and buckets the planner creates.
+	StreamReplicas int
+	// UsePicker asks the toolfleet-picker service for candidates on large tool sets.
+	UsePicker bool
+	// Ops is the ops server's address and the log level, as in every program.
+	Ops ops.Config
+}
+
+// Parse reads the configuration from args (without the program name) and the
+// environment. With -h it returns flag.ErrHelp after writing the usage to out.
+func Parse(args []string, out io.Writer) (Config, error) {
+	var c Config
+	var env envflag.Env
+	fs := flag.NewFlagSet("planner", flag.ContinueOnError)
+	fs.SetOutput(out)
+	c.NATS.Register(fs)
+	c.NATS.Name = "toolfleet-planner"
+	fs.StringVar(&c.HTTPAddr, "http-addr", envflag.String("TOOLFLEET_HTTP_ADDR", DefaultHTTPAddr), "HTTP API listen address (env TOOLFLEET_HTTP_ADDR)")
+	c.Token = os.Getenv("TOOLFLEET_API_TOKEN") // never a flag: flags show in process lists
+	fs.Func("script", "a scripted model, name=path to its YAML or JSON script (repeatable)", func(s string) error {
+		if !strings.Contains(s, "=") {
+			return fmt.Errorf("want name=path, got %q", s)
+		}
+		c.Scripts = append(c.Scripts, s)
+		return nil
+	})
+	fs.IntVar(&c.StreamReplicas, "stream-replicas", env.Int("TOOLFLEET_STREAM_REPLICAS", 1), "replicas of streams and buckets: 1 on one server, 3 in a cluster (env TOOLFLEET_STREAM_REPLICAS)")
+	fs.BoolVar(&c.UsePicker, "picker", true, "ask the toolfleet-picker service for candidates when a run has many tools")
+	opsFlags := ops.Register(fs)
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	errs := []error{env.Err()}
+	var err error
+	if c.Ops, err = opsFlags.Config(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.StreamReplicas < 1 || c.StreamReplicas > 5 {
+		errs = append(errs, fmt.Errorf("-stream-replicas (TOOLFLEET_STREAM_REPLICAS): must be 1 to 5, got %d", c.StreamReplicas))
+	}
+	if c.HTTPAddr == "" {
+		errs = append(errs, errors.New("-http-addr (TOOLFLEET_HTTP_ADDR) is empty: the API needs an address"))
+	}
+	errs = append(errs, c.NATS.Validate())
+	if err := errors.Join(errs...); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// Events is the JetStream settings the planner creates streams with.
+func (c Config) Events() events.Config { return events.Config{Replicas: c.StreamReplicas} }
+
+// Models builds the models a planner serves: the one TOOLFLEET_MODEL names (with its
+// keys from the environment), and every scripted model. It is an error to have none.
+func (c Config) Models() (map[string]provider.Model, string, error) {
+	models := map[string]provider.Model{}
+	def := ""
+	m, err := provider.FromEnv()
+	switch {
+	case err == nil:
+		models[m.Name()] = m
+		def = m.Name()
+	case !errors.Is(err, provider.ErrNoModel):
+		return nil, "", err
+	}
+	for _, s := range c.Scripts {
+		name, path, _ := strings.Cut(s, "=")
+		sm, err := provider.LoadScripted(path)
+		if err != nil {
+			return nil, "", fmt.Errorf("-script %s: %w", s, err)
+		}
+		models[name] = sm
+		if def == "" {
+			def = name
+		}
+	}
+	if len(models) == 0 {
+		return nil, "", fmt.Errorf("no model: set TOOLFLEET_MODEL (e.g. openai/gpt-4o-mini, anthropic/claude-sonnet-4-5, ollama/llama3.1) or give -script name=path")
+	}
+	return models, def, nil
+}

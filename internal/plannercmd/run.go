@@ -1,0 +1,87 @@
+package plannercmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/toolfleet/toolfleet/internal/ops"
+	"github.com/toolfleet/toolfleet/internal/planner"
+	"github.com/toolfleet/toolfleet/internal/provider"
+)
+
+// Run runs the planner program until ctx ends: the ops server, NATS, the planner and its
+// HTTP API, then a graceful shutdown.
+func Run(ctx context.Context, c Config) error {
+	log := c.Ops.Logger("planner")
+	models, def, err := c.Models()
+	if err != nil {
+		return err
+	}
+	srv, err := ops.Start(c.Ops.Addr, ops.NewRegistry(), log)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	nc, err := c.NATS.Connect(log)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	p, err := New(ctx, nc, c, models, def, log)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", c.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("planner API: listen %s: %w", c.HTTPAddr, err)
+	}
+	// New has created the streams and consumers: runs can start.
+	srv.SetReady(ops.Connected(nc))
+	log.Info().Str("addr", ln.Addr().String()).Str("default_model", def).Bool("picker", c.UsePicker).Msg("planner API listening")
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return p.Run(gctx) })
+	g.Go(func() error { return ServeAPI(gctx, ln, p.Handler(c.Token)) })
+	err = g.Wait()
+	if dErr := nc.Drain(); dErr != nil && err == nil {
+		err = dErr
+	}
+	return err
+}
+
+// New builds the planner of c over nc with the given models, def the default one. It is
+// the one place both the planner program and the all-in-one fleet turn settings into a
+// planner.Config.
+func New(ctx context.Context, nc *nats.Conn, c Config, models map[string]provider.Model, def string, log zerolog.Logger) (*planner.Planner, error) {
+	cfg := planner.Config{Models: models, DefaultModel: def, Events: c.Events(), Log: log}
+	if c.UsePicker {
+		cfg.Picker = planner.NewPickerClient(nc, 2*time.Second)
+	}
+	return planner.New(ctx, nc, cfg)
+}
+
+// ServeAPI serves the planner's HTTP API h on ln until ctx ends, then shuts it down,
+// letting requests in progress finish for up to 10 seconds.
+func ServeAPI(ctx context.Context, ln net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	failed := make(chan error, 1)
+	go func() { failed <- srv.Serve(ln) }()
+	select {
+	case err := <-failed:
+		return err
+	case <-ctx.Done():
+	}
+	shut, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shut); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,59 @@
+package plannercmd
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/toolfleet/toolfleet/internal/natstest"
+	"github.com/toolfleet/toolfleet/internal/ops/opstest"
+)
+
+// Run serves on an embedded JetStream until its context ends: the ops server (metrics,
+// probes) and the API (a run answered by a scripted model) on their own ports.
+func TestRun(t *testing.T) {
+	opstest.Env(t, nil)
+	t.Setenv("TOOLFLEET_MODEL", "")
+	srv := natstest.Start(t)
+	script := filepath.Join(t.TempDir(), "hello.yaml")
+	if err := os.WriteFile(script, []byte("steps:\n  - text: hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	opsAddr, apiAddr := opstest.FreeAddr(t), opstest.FreeAddr(t)
+	c, err := Parse([]string{"-nats-url", srv.URL(), "-ops-addr", opsAddr, "-http-addr", apiAddr, "-script", "hello=" + script}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log opstest.Log
+	c.Ops.LogTo = &log
+	stop := opstest.Run(t, func(ctx context.Context) error { return Run(ctx, c) })
+
+	opstest.WaitReady(t, opsAddr)
+	opstest.Serves(t, opsAddr)
+	for _, probe := range []string{"/healthz", "/readyz"} { // kept on the API's port too
+		if code, body := opstest.Get(t, apiAddr, probe); code != http.StatusOK {
+			t.Errorf("API %s: %d %s", probe, code, body)
+		}
+	}
+	resp, err := http.Post("http://"+apiAddr+"/v1/runs", "application/json", strings.NewReader(`{"input":"hi","wait":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var run struct{ Answer string }
+	err = json.NewDecoder(resp.Body).Decode(&run)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || run.Answer != "hello" {
+		t.Errorf("POST /v1/runs: %d %+v %v", resp.StatusCode, run, err)
+	}
+	if got := log.Lines(`"service":"planner"`, `"message":"planner API listening"`, `"default_model":"hello"`); len(got) != 1 {
+		t.Errorf("start not logged:\n%s", log.String())
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("Run returned %v", err)
+	}
+}

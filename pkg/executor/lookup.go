@@ -1,0 +1,152 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/toolfleet/toolfleet/pkg/events"
+)
+
+// Before it runs a call, an executor asks whether the call already has a stored result
+// (see answered). Asked one call at a time, those look-ups cost a third of the fleet's
+// throughput: the results stream answers each on the same goroutine that stores results
+// and acknowledges them. So they are coalesced: one look-up loop per executor sends the
+// subjects waiting for an answer in one multi-last direct get ("the last message of each
+// of these subjects"), and the ones asked while it is out wait for the next. With one
+// call in flight that is one request as before; with hundreds, one request answers
+// dozens.
+
+// maxLookupBatch bounds the subjects of one request (the server answers at most 1024).
+const maxLookupBatch = 256
+
+// lookupTimeout bounds one request; a look-up that times out counts as "not answered".
+const lookupTimeout = 5 * time.Second
+
+type lookup struct {
+	subject string
+	found   chan bool
+}
+
+// resultLookups is the look-up loop's queue.
+type resultLookups struct {
+	nc      *nats.Conn
+	apiSubj string
+	queue   chan lookup
+}
+
+func newResultLookups(nc *nats.Conn) *resultLookups {
+	return &resultLookups{nc: nc, apiSubj: "$JS.API.DIRECT.GET." + events.StreamResults, queue: make(chan lookup, maxLookupBatch)}
+}
+
+// has reports whether a message is stored on subject of the results stream. Failures
+// (a timeout, a stopped loop) read as false: the result's publish is still refused if
+// one exists (see events.NewResult).
+func (r *resultLookups) has(ctx context.Context, subject string) (bool, error) {
+	l := lookup{subject: subject, found: make(chan bool, 1)}
+	select {
+	case r.queue <- l:
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	select {
+	case found := <-l.found:
+		return found, nil
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+}
+
+// run serves look-ups until ctx ends. Replies come to one subscription for the loop's
+// life (a subscription per request would change the server's subscription list, and
+// slow every publish, on each look-up); each request has its own reply subject under
+// it, so a late reply to a request that timed out is told apart and dropped.
+func (r *resultLookups) run(ctx context.Context) {
+	prefix := r.nc.NewRespInbox()
+	sub, err := r.nc.SubscribeSync(prefix + ".*")
+	if err != nil {
+		r.refuseAll(ctx) // every look-up reads "not answered"; results stay single anyway
+		return
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	batch := make([]lookup, 0, maxLookupBatch)
+	for n := 0; ; n++ {
+		select {
+		case <-ctx.Done():
+			return
+		case l := <-r.queue:
+			batch = append(batch[:0], l)
+		}
+	drain:
+		for len(batch) < maxLookupBatch {
+			select {
+			case l := <-r.queue:
+				batch = append(batch, l)
+			default:
+				break drain
+			}
+		}
+		found, _ := r.ask(sub, prefix+"."+strconv.Itoa(n), batch)
+		for _, l := range batch {
+			l.found <- found[l.subject]
+		}
+	}
+}
+
+// refuseAll answers every look-up "not found" until ctx ends.
+func (r *resultLookups) refuseAll(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case l := <-r.queue:
+			l.found <- false
+		}
+	}
+}
+
+// ask sends one multi-last direct get for the batch's subjects, with replies to inbox,
+// and returns the subjects that hold a message. The reply is a stream of messages (one
+// per subject found, the subject in the Nats-Subject header) closed by a 204 status, or
+// a single 404 when none is found.
+func (r *resultLookups) ask(sub *nats.Subscription, inbox string, batch []lookup) (map[string]bool, error) {
+	subjects := make([]string, len(batch))
+	for i, l := range batch {
+		subjects[i] = l.subject
+	}
+	body, err := json.Marshal(struct {
+		MultiLast []string `json:"multi_last"`
+	}{subjects})
+	if err != nil {
+		return nil, err
+	}
+	if err := r.nc.PublishRequest(r.apiSubj, inbox, body); err != nil {
+		return nil, err
+	}
+	var found map[string]bool
+	deadline := time.Now().Add(lookupTimeout)
+	for {
+		m, err := sub.NextMsg(time.Until(deadline))
+		if err != nil {
+			return found, err
+		}
+		if m.Subject != inbox {
+			continue // a late reply to an earlier request
+		}
+		switch m.Header.Get("Status") {
+		case "":
+			if found == nil {
+				found = map[string]bool{}
+			}
+			found[m.Header.Get("Nats-Subject")] = true
+		case "204", "404": // end of batch; nothing (more) found
+			return found, nil
+		default:
+			return found, errors.New("results look-up: " + m.Header.Get("Status") + " " + m.Header.Get("Description"))
+		}
+	}
+}
