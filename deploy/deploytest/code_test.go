@@ -92,13 +92,3 @@ func (c *binaryCode) servesPath(path string) bool {
 	}
 	return false
 }
-
-// opsPaths are served by every binary on its ops port (-ops-addr, TOOLFLEET_OPS_ADDR,
-// :9090 by default), by the contract the deployment is written against; every binary
-// also has a health subcommand that asks /readyz there.
-var opsPaths = map[string]bool{"/metrics": true, "/healthz": true, "/readyz": true}
-
-// followsOpsContract reports whether the binary reads TOOLFLEET_OPS_ADDR, i.e. has the
-// ops port of the contract. Until it does, the checks that need the contract log what
-// they could not verify instead of failing.
-func (c *binaryCode) followsOpsContract() bool { return c.readsEnv("TOOLFLEET_OPS_ADDR") }

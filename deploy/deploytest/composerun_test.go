@@ -28,9 +28,10 @@ import (
 // environment; every replica of every part runs the command line its service resolves
 // to (entrypoint, command and the Dockerfile's defaults, as the compose specification
 // says) built from this tree, with its compose environment. Each must become ready on
-// its /readyz, the image's HEALTHCHECK must pass for it, and a call published as
-// README.md shows must get its result, read as README.md shows. The image's default
-// command (the all-in-one) must become ready too.
+// /readyz of its ops port, the image's HEALTHCHECK (toolfleet health, run in the part's
+// environment as docker does) must pass for it, and a call published as README.md shows
+// must get its result, read as README.md shows. The image's default command (the
+// all-in-one) must become ready and listen beyond loopback too.
 //
 // What is rewritten, because every container here shares one host and one filesystem
 // (nothing else is changed):
@@ -38,9 +39,11 @@ import (
 //   - ports: each process gets its own TOOLFLEET_OPS_ADDR (in compose each container has
 //     its own :9090) and the planner its own TOOLFLEET_HTTP_ADDR instead of :8080; the
 //     server listens on free ports of 127.0.0.1 instead of 4222 and 8222; the all-in-one
-//     gets -nats-port and -http after its CMD, keeping the CMD's -host 0.0.0.0;
-//   - paths: the JetStream store (/data/jetstream) and the executor's sandbox (/sandbox,
-//     a tmpfs) become temporary directories.
+//     gets -nats-port and -http after its CMD, keeping the CMD's -host 0.0.0.0, and
+//     TOOLFLEET_OPS_ADDR=:<port>;
+//   - paths: the JetStream store (/data/jetstream), the executor's sandbox (/sandbox, a
+//     tmpfs) and the all-in-one's TMPDIR (where it keeps JetStream) become temporary
+//     directories.
 func TestComposeRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds every binary and runs the compose services")
@@ -75,7 +78,6 @@ func TestComposeRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		code := codeOf(t, part)
 		for replica := 1; replica <= svc.GetScale(); replica++ {
 			environ := environment(svc)
 			u, err := url.Parse(environ["TOOLFLEET_NATS_URL"])
@@ -86,46 +88,23 @@ func TestComposeRun(t *testing.T) {
 			environ["TOOLFLEET_NATS_URL"] = u.String()
 			ops := "127.0.0.1:" + strconv.Itoa(freePort(t))
 			environ["TOOLFLEET_OPS_ADDR"] = ops
-			readyURL := "http://" + ops + "/readyz"
-			if !code.followsOpsContract() {
-				// Until the binary has the ops port of the contract, its older address.
-				switch part {
-				case "executor":
-					environ["TOOLFLEET_METRICS_ADDR"] = ops
-				case "picker":
-					environ["TOOLFLEET_PICKER_HTTP"] = ops
-					readyURL = "http://" + ops + "/healthz"
-				}
-			}
 			if _, ok := environ["TOOLFLEET_HTTP_ADDR"]; ok {
 				environ["TOOLFLEET_HTTP_ADDR"] = "127.0.0.1:" + strconv.Itoa(freePort(t))
-				if !code.followsOpsContract() {
-					readyURL = "http://" + environ["TOOLFLEET_HTTP_ADDR"] + "/readyz"
-				}
 			}
 			if environ["TOOLFLEET_SANDBOX_ROOT"] == "/sandbox" {
 				environ["TOOLFLEET_SANDBOX_ROOT"] = t.TempDir()
 			}
-			if !code.followsOpsContract() {
-				t.Logf("cmd/%s does not follow the ops contract yet (no TOOLFLEET_OPS_ADDR): readiness checked on %s", part, readyURL)
-			}
 			pr := start(t, fmt.Sprintf("%s-%d", part, replica), bin, argv(svc, img), environ)
-			pr.readyURL = readyURL
+			pr.readyURL = "http://" + ops + "/readyz"
 			ready = append(ready, pr)
 		}
 	}
 	for _, pr := range ready {
 		pr.waitReady(t)
 	}
-	toolfleet := codeOf(t, "toolfleet")
 	for _, pr := range ready {
-		out, err := pr.run(t, bin, img.healthcheck)
-		switch {
-		case err == nil:
-		case toolfleet.followsOpsContract():
+		if out, err := pr.run(t, bin, img.healthcheck); err != nil {
 			t.Errorf("%s: the image's HEALTHCHECK %q failed: %v\n%s", pr.name, img.healthcheck, err, out)
-		default:
-			t.Logf("%s: HEALTHCHECK %q not verified, cmd/toolfleet does not follow the ops contract yet: %v", pr.name, img.healthcheck, err)
 		}
 	}
 
@@ -183,9 +162,6 @@ func TestComposeRun(t *testing.T) {
 
 	// The image run as it is (docker run toolfleet:dev): the all-in-one.
 	t.Run("all-in-one", func(t *testing.T) {
-		if !toolfleet.followsOpsContract() {
-			t.Skip("cmd/toolfleet does not follow the ops contract yet (dev -host, TOOLFLEET_OPS_ADDR, health): not run")
-		}
 		ops := strconv.Itoa(freePort(t))
 		natsPort, httpPort := freePort(t), freePort(t)
 		args := append(append([]string(nil), img.entrypoint...), img.cmd...)

@@ -347,10 +347,6 @@ func checkCode(t *testing.T, cn, bin string, c obj) {
 			if p == "" || code.servesPath(p) {
 				continue
 			}
-			if opsPaths[p] && !code.followsOpsContract() {
-				t.Logf("%s: %s asks %s, which cmd/%s serves only once it follows the ops contract", cn, probe, p, bin)
-				continue
-			}
 			t.Errorf("%s: %s asks %s, which cmd/%s does not serve", cn, probe, p, bin)
 		}
 	})
