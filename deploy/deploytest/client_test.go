@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,10 +78,10 @@ func TestClientUser(t *testing.T) {
 	allowed := []apiRequest{
 		{"account info (every nats command)", "$JS.API.INFO", ""},
 		{"nats stream ls", "$JS.API.STREAM.LIST", `{"offset":0}`},
-		{"nats stream ls --names", "$JS.API.STREAM.NAMES", `{"offset":0}`},
+		{"stream names only (nats stream ls --names)", "$JS.API.STREAM.NAMES", `{"offset":0}`},
 		{"nats kv ls", "$JS.API.STREAM.LIST", `{"offset":0,"subject":"$KV.*.>"}`},
 		{"nats stream get: load the stream", "$JS.API.STREAM.INFO." + events.StreamResults, ""},
-		{"nats stream get --last-for", "$JS.API.STREAM.MSG.GET." + events.StreamResults, `{"last_by_subj":"toolfleet.result.run1.call1"}`},
+		{"nats stream get TOOLFLEET_RESULTS --last-for", "$JS.API.STREAM.MSG.GET." + events.StreamResults, `{"last_by_subj":"toolfleet.result.run1.call1"}`},
 		{"direct get of the last result on a subject", "$JS.API.DIRECT.GET." + events.StreamResults + ".toolfleet.result.run1.call1", ""},
 		{"direct get by request", "$JS.API.DIRECT.GET." + events.StreamResults, `{"last_by_subj":"toolfleet.result.run1.call1"}`},
 		{"a consumer, filter in the subject (nats.go, nats CLI)", "$JS.API.CONSUMER.CREATE." + events.StreamResults + ".c1.toolfleet.result.run1.*",
@@ -92,8 +94,15 @@ func TestClientUser(t *testing.T) {
 		{"nats micro ls", "$SRV.INFO", ""},
 		{"nats micro info", "$SRV.INFO.toolfleet-picker", ""},
 		{"nats micro stats", "$SRV.STATS.toolfleet-picker", ""},
-		{"nats micro ping", "$SRV.PING", ""},
+		{"micro discovery ping (nats micro ping)", "$SRV.PING", ""},
 		{"ask the picker", "toolfleet.picker.pick", `{"input":"multiply"}`},
+	}
+	// The commands named here are the ones README.md documents for the client user.
+	readme := string(readFile(t, filepath.Join(repoRoot(t), "README.md")))
+	for _, r := range allowed {
+		if cmd, _, _ := strings.Cut(r.what, ":"); strings.HasPrefix(cmd, "nats ") && !strings.Contains(readme, cmd) {
+			t.Errorf("README.md does not document %q, which this test allows the client", cmd)
+		}
 	}
 	for _, r := range allowed {
 		reply, err := cl.nc.Request(r.subject, []byte(r.body), 5*time.Second)
