@@ -623,6 +623,14 @@ func loadConfig(t *testing.T, conf, auth string, args []string, environ map[stri
 	if err != nil {
 		t.Fatalf("nats-server %s: rejected: %v", strings.Join(args, " "), err)
 	}
+	// What nats-server checks next, before it listens: the options as a whole.
+	checked := opts.Clone()
+	checked.NoLog, checked.NoSigs = true, true
+	s, err := server.NewServer(checked)
+	if err != nil {
+		t.Fatalf("nats-server %s: options rejected: %v", strings.Join(args, " "), err)
+	}
+	s.Shutdown()
 	return opts
 }
 
