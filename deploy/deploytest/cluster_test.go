@@ -2,15 +2,23 @@ package deploytest
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,54 +46,8 @@ func TestClusterRoutes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-node cluster")
 	}
-	root := repoRoot(t)
-	base := filepath.Join(root, "deploy", "k8s", "base", "nats")
-	conf := string(readFile(t, filepath.Join(base, "nats.conf")))
-	auth := string(readFile(t, filepath.Join(base, "auth.conf")))
-	docs := decodeAll(t, "statefulset.yaml", readFile(t, filepath.Join(base, "statefulset.yaml")))
-	natsC := containers(docs[0])[0]
-	var args []string
-	for _, a := range list(natsC, "args") {
-		args = append(args, fmt.Sprint(a))
-	}
-	podEnv := env(natsC)
-
-	const nodes = 3
-	clusterPorts := make([]int, nodes)
-	for i := range clusterPorts {
-		clusterPorts[i] = freePort(t)
-	}
-	var servers []*server.Server
-	for i := range nodes {
-		pod := "nats-" + strconv.Itoa(i)
-		podArgs := expandArgs(t, args, podEnv, pod)
-		for j, a := range podArgs {
-			podArgs[j] = routeHost.ReplaceAllStringFunc(a, func(m string) string {
-				n, _ := strconv.Atoi(routeHost.FindStringSubmatch(m)[1])
-				return "@127.0.0.1:" + strconv.Itoa(clusterPorts[n])
-			})
-		}
-		environ := serverEnv(t)
-		environ["POD_NAME"] = pod
-		opts := loadConfig(t, conf, auth, podArgs, environ)
-		if len(opts.Routes) != nodes {
-			t.Fatalf("%s: %d routes from %q", pod, len(opts.Routes), podArgs)
-		}
-		opts.Host, opts.Port = "127.0.0.1", -1
-		opts.HTTPHost, opts.HTTPPort = "127.0.0.1", -1
-		opts.Cluster.Host, opts.Cluster.Port = "127.0.0.1", clusterPorts[i]
-		opts.StoreDir, opts.PidFile = t.TempDir(), ""
-		servers = append(servers, startServer(t, opts))
-	}
-	waitUntil(t, "a full mesh of routes", func() bool {
-		for _, s := range servers {
-			if s.NumRemotes() != nodes-1 {
-				return false
-			}
-		}
-		return true
-	})
-
+	base := filepath.Join(repoRoot(t), "deploy", "k8s", "base", "nats")
+	servers, clusterPorts := startCluster(t, string(readFile(t, filepath.Join(base, "nats.conf"))))
 	// KEDA's way to every node (deploy/k8s/README.md, "Scaling"): /varz lists each
 	// node's client address in connect_urls, and each node's /varz names it.
 	for _, s := range servers {
@@ -121,7 +83,7 @@ func TestClusterRoutes(t *testing.T) {
 	}
 
 	// Outsiders at node 0's route port: no credentials, the wrong password.
-	refusals := &authLog{}
+	refusals := &lineLog{}
 	servers[0].SetLogger(refusals, false, false)
 	routeURL := fmt.Sprintf("127.0.0.1:%d", clusterPorts[0])
 	outsider := func(userinfo string) (*server.Server, *nats.Subscription) {
@@ -145,7 +107,7 @@ func TestClusterRoutes(t *testing.T) {
 	}
 	anonymous, anonSub := outsider("")
 	wrong, wrongSub := outsider("route:not-the-password@")
-	waitUntil(t, "node 0 refusing both outsiders", func() bool { return refusals.count() >= 2 })
+	waitUntil(t, "node 0 refusing both outsiders", func() bool { return refusals.count("authentication error") >= 2 })
 
 	client := connectTo(t, servers[2], "client")
 	publishCalls := func(n int) {
@@ -188,6 +150,62 @@ func TestClusterRoutes(t *testing.T) {
 	})
 }
 
+// nodes is the size of the production cluster.
+const nodes = 3
+
+// startCluster starts the production cluster on this host from conf (base/nats/nats.conf
+// or a variant of it), auth.conf and the StatefulSet's args and environment, rewriting
+// only ports, route hosts, the store and the pid file, and waits for a full mesh. It
+// returns the servers and their cluster ports.
+func startCluster(t *testing.T, conf string) ([]*server.Server, []int) {
+	t.Helper()
+	base := filepath.Join(repoRoot(t), "deploy", "k8s", "base", "nats")
+	auth := string(readFile(t, filepath.Join(base, "auth.conf")))
+	docs := decodeAll(t, "statefulset.yaml", readFile(t, filepath.Join(base, "statefulset.yaml")))
+	natsC := containers(docs[0])[0]
+	var args []string
+	for _, a := range list(natsC, "args") {
+		args = append(args, fmt.Sprint(a))
+	}
+	podEnv := env(natsC)
+
+	clusterPorts := make([]int, nodes)
+	for i := range clusterPorts {
+		clusterPorts[i] = freePort(t)
+	}
+	var servers []*server.Server
+	for i := range nodes {
+		pod := "nats-" + strconv.Itoa(i)
+		podArgs := expandArgs(t, args, podEnv, pod)
+		for j, a := range podArgs {
+			podArgs[j] = routeHost.ReplaceAllStringFunc(a, func(m string) string {
+				n, _ := strconv.Atoi(routeHost.FindStringSubmatch(m)[1])
+				return "@127.0.0.1:" + strconv.Itoa(clusterPorts[n])
+			})
+		}
+		environ := serverEnv(t)
+		environ["POD_NAME"] = pod
+		opts := loadConfig(t, conf, auth, podArgs, environ)
+		if len(opts.Routes) != nodes {
+			t.Fatalf("%s: %d routes from %q", pod, len(opts.Routes), podArgs)
+		}
+		opts.Host, opts.Port = "127.0.0.1", -1
+		opts.HTTPHost, opts.HTTPPort = "127.0.0.1", -1
+		opts.Cluster.Host, opts.Cluster.Port = "127.0.0.1", clusterPorts[i]
+		opts.StoreDir, opts.PidFile = t.TempDir(), ""
+		servers = append(servers, startServer(t, opts))
+	}
+	waitUntil(t, "a full mesh of routes", func() bool {
+		for _, s := range servers {
+			if s.NumRemotes() != nodes-1 {
+				return false
+			}
+		}
+		return true
+	})
+	return servers, clusterPorts
+}
+
 // connectTo logs in to s as user.
 func connectTo(t *testing.T, s *server.Server, user string) *client {
 	return (&authServer{srv: s}).connect(t, user)
@@ -204,18 +222,134 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// authLog is a nats-server logger that counts authentication failures.
-type authLog struct{ fails atomic.Int64 }
+// The route TLS that deploy/k8s/README.md documents ("Route TLS"): with the tls block of
+// base/nats/nats.conf uncommented and a certificate at its paths, the production
+// cluster forms over TLS; a server with the route password but without TLS is refused,
+// and one with both joins.
+func TestClusterRouteTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster")
+	}
+	dir := t.TempDir()
+	writeRouteCerts(t, dir)
+	conf := uncommentTLS(t, string(readFile(t, filepath.Join(repoRoot(t), "deploy", "k8s", "base", "nats", "nats.conf"))), dir)
+	servers, clusterPorts := startCluster(t, conf)
+	if servers[0].ClusterAddr() == nil {
+		t.Fatal("no cluster listener")
+	}
 
-func (l *authLog) note(format string, v ...any) {
-	if strings.Contains(strings.ToLower(fmt.Sprintf(format, v...)), "authentication error") {
-		l.fails.Add(1)
+	logs := &lineLog{}
+	servers[0].SetLogger(logs, false, false)
+	joiner := func(withTLS bool) *server.Server {
+		opts := &server.Options{Host: "127.0.0.1", Port: -1,
+			Cluster: server.ClusterOpts{Name: "toolfleet", Host: "127.0.0.1", Port: -1},
+			Routes:  server.RoutesFromStr(fmt.Sprintf("nats://route:%s@127.0.0.1:%d", routePassword, clusterPorts[0]))}
+		if withTLS {
+			tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: filepath.Join(dir, "tls.crt"),
+				KeyFile: filepath.Join(dir, "tls.key"), CaFile: filepath.Join(dir, "ca.crt"), Verify: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.RootCAs = tc.ClientCAs // a route is client and server both, as nats-server sets it up
+			opts.Cluster.TLSConfig, opts.Cluster.TLSTimeout = tc, 3
+		}
+		return startServer(t, opts)
+	}
+	plain := joiner(false)
+	waitUntil(t, "node 0 refusing a route without TLS", func() bool { return logs.count("tls handshake failure") > 0 })
+	if plain.NumRemotes() != 0 {
+		t.Errorf("a server without TLS joined the cluster (%d routes)", plain.NumRemotes())
+	}
+	secure := joiner(true)
+	waitUntil(t, "a server with TLS and the route password joining", func() bool { return secure.NumRemotes() > 0 })
+}
+
+// uncommentTLS turns on the commented tls block inside nats.conf's cluster block, with
+// its files in dir instead of /etc/nats/tls.
+func uncommentTLS(t *testing.T, conf, dir string) string {
+	t.Helper()
+	start := strings.Index(conf, "  # tls {\n")
+	if start < 0 {
+		t.Fatal("nats.conf has no commented tls block in its cluster block")
+	}
+	end := start + strings.Index(conf[start:], "  # }\n") + len("  # }\n")
+	block := strings.ReplaceAll(conf[start:end], "  # ", "  ")
+	block = strings.ReplaceAll(block, "/etc/nats/tls/", filepath.ToSlash(dir)+"/")
+	return conf[:start] + block + conf[end:]
+}
+
+// writeRouteCerts writes ca.crt, and tls.crt and tls.key for the names the README asks
+// for plus 127.0.0.1, into dir.
+func writeRouteCerts(t *testing.T, dir string) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "toolfleet-nats-ca"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "nats"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		DNSNames:    []string{"*.nats-headless", "*.nats-headless.toolfleet.svc.cluster.local"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
+	leafDER, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, block := range map[string]*pem.Block{
+		"ca.crt":  {Type: "CERTIFICATE", Bytes: caDER},
+		"tls.crt": {Type: "CERTIFICATE", Bytes: leafDER},
+		"tls.key": {Type: "EC PRIVATE KEY", Bytes: keyDER},
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), pem.EncodeToMemory(block), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
-func (l *authLog) count() int64                    { return l.fails.Load() }
-func (l *authLog) Noticef(format string, v ...any) { l.note(format, v...) }
-func (l *authLog) Warnf(format string, v ...any)   { l.note(format, v...) }
-func (l *authLog) Fatalf(format string, v ...any)  { l.note(format, v...) }
-func (l *authLog) Errorf(format string, v ...any)  { l.note(format, v...) }
-func (l *authLog) Debugf(format string, v ...any)  { l.note(format, v...) }
-func (l *authLog) Tracef(format string, v ...any)  { l.note(format, v...) }
+
+// lineLog is a nats-server logger that keeps every line, lower-cased.
+type lineLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *lineLog) add(format string, v ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, strings.ToLower(fmt.Sprintf(format, v...)))
+}
+
+// count is the number of lines that mention s.
+func (l *lineLog) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, line := range l.lines {
+		if strings.Contains(line, s) {
+			n++
+		}
+	}
+	return n
+}
+
+func (l *lineLog) Noticef(format string, v ...any) { l.add(format, v...) }
+func (l *lineLog) Warnf(format string, v ...any)   { l.add(format, v...) }
+func (l *lineLog) Fatalf(format string, v ...any)  { l.add(format, v...) }
+func (l *lineLog) Errorf(format string, v ...any)  { l.add(format, v...) }
+func (l *lineLog) Debugf(format string, v ...any)  { l.add(format, v...) }
+func (l *lineLog) Tracef(format string, v ...any)  { l.add(format, v...) }
