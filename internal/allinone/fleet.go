@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/toolfleet/toolfleet/internal/executorcmd"
+	"github.com/toolfleet/toolfleet/internal/natsconn"
 	"github.com/toolfleet/toolfleet/internal/ops"
 	"github.com/toolfleet/toolfleet/internal/pickercmd"
 	"github.com/toolfleet/toolfleet/internal/planner"
@@ -114,7 +115,7 @@ func Start(ctx context.Context, o Options) (f *Fleet, err error) {
 	f.Server = srv
 	f.cleanup = append(f.cleanup, func() { srv.Shutdown(); srv.WaitForShutdown() })
 	connect := func(name string) (*nats.Conn, error) {
-		nc, err := nats.Connect(srv.ClientURL(), nats.Name(name), nats.InProcessServer(srv))
+		nc, err := nats.Connect(srv.ClientURL(), nats.Name(name), nats.InProcessServer(srv), natsconn.LogErrors(o.Log))
 		if err != nil {
 			return nil, fmt.Errorf("connect %s: %w", name, err)
 		}

@@ -79,15 +79,7 @@ func (c Config) Options(log zerolog.Logger) []nats.Option {
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info().Str("url", nc.ConnectedUrlRedacted()).Msg("reconnected to NATS")
 		}),
-		// nats.go prints asynchronous errors (a permission refused, a slow consumer) as
-		// plain text on stderr by default; here they go into the JSON log like the rest.
-		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
-			ev := log.Warn().Err(err)
-			if sub != nil {
-				ev = ev.Str("subject", sub.Subject)
-			}
-			ev.Msg("NATS error")
-		}),
+		LogErrors(log),
 	}
 	if c.CredsFile != "" {
 		opts = append(opts, nats.UserCredentials(c.CredsFile))
@@ -124,4 +116,17 @@ func (c Config) Connect(log zerolog.Logger, extra ...nats.Option) (*nats.Conn, e
 		return nil, fmt.Errorf("nats: connect to %s: %w", c.URL, err)
 	}
 	return nc, nil
+}
+
+// LogErrors is the nats.go option that sends asynchronous errors (a permission refused, a
+// slow consumer) to log. nats.go prints them as plain text on stderr by default, which
+// breaks a JSON log.
+func LogErrors(log zerolog.Logger) nats.Option {
+	return nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+		ev := log.Warn().Err(err)
+		if sub != nil {
+			ev = ev.Str("subject", sub.Subject)
+		}
+		ev.Msg("NATS error")
+	})
 }

@@ -23,8 +23,15 @@ type Server struct {
 // It is shut down when the test ends.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
+	return StartOnPort(tb, -1)
+}
+
+// StartOnPort is Start on a given port (-1 picks a free one): for a part that was
+// started before its server, pointed at an address nothing listened on yet.
+func StartOnPort(tb testing.TB, port int) *Server {
+	tb.Helper()
 	s := &Server{tb: tb, opts: server.Options{
-		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: tb.TempDir(),
+		Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: tb.TempDir(),
 		NoLog: true, NoSigs: true, MaxPayload: 8 << 20,
 	}}
 	s.start()

@@ -213,7 +213,8 @@ func (s *Service) Run(ctx context.Context) error {
 
 // catalogBucket opens the catalog bucket, waiting for it to exist: the parts that own
 // the fleet's streams and buckets create it (events.Ensure); the picker may only read
-// it. It gives up only when ctx ends or on an error other than "not found".
+// it. A server that is down or restarting is waited for too (each failure logged); it
+// gives up only when ctx ends.
 func (s *Service) catalogBucket(ctx context.Context) (jetstream.KeyValue, error) {
 	wait := 50 * time.Millisecond
 	logged := false
@@ -222,10 +223,12 @@ func (s *Service) catalogBucket(ctx context.Context) (jetstream.KeyValue, error)
 		if err == nil {
 			return kv, nil
 		}
-		if !errors.Is(err, jetstream.ErrBucketNotFound) && ctx.Err() == nil {
-			return nil, fmt.Errorf("picker: catalog bucket %s: %w", s.o.bucket, err)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
 		}
-		if !logged {
+		if !errors.Is(err, jetstream.ErrBucketNotFound) {
+			s.o.log.Warn().Err(err).Str("bucket", s.o.bucket).Dur("retry_in", wait).Msg("cannot open the catalog bucket yet (is NATS up?); retrying")
+		} else if !logged {
 			s.o.log.Info().Str("bucket", s.o.bucket).Msg("waiting for the catalog bucket (created by executors)")
 			logged = true
 		}

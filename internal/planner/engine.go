@@ -46,14 +46,18 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Planner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("planner: jetstream: %w", err)
 	}
-	if err := events.Ensure(ctx, js, cfg.Events); err != nil {
-		return nil, fmt.Errorf("planner: %w", err)
-	}
-	kv, err := events.EnsurePlanner(ctx, js, cfg.Events)
-	if err != nil {
-		return nil, fmt.Errorf("planner: %w", err)
-	}
-	catalog, err := events.OpenCatalog(ctx, js, cfg.Events)
+	// A planner started while its server is down or restarting waits for it.
+	var kv jetstream.KeyValue
+	var catalog *events.Catalog
+	err = events.RetrySetup(ctx, func(ctx context.Context) (err error) {
+		if kv, err = events.EnsurePlanner(ctx, js, cfg.Events); err != nil {
+			return err
+		}
+		catalog, err = events.OpenCatalog(ctx, js, cfg.Events)
+		return err
+	}, func(err error, wait time.Duration) {
+		cfg.Log.Warn().Err(err).Dur("retry_in", wait).Msg("planner start: cannot ensure streams and buckets yet (is NATS up?); retrying")
+	})
 	if err != nil {
 		return nil, fmt.Errorf("planner: %w", err)
 	}

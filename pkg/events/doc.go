@@ -13,26 +13,39 @@
 //	  -H ce-source:/me -H ce-runid:run_1 -H Nats-Msg-Id:call_1
 //
 // The event id is the call id and is also sent as Nats-Msg-Id, so JetStream drops a
-// re-published call or result within [Config].DuplicateWindow. Extensions: runid,
-// attempt, deadline (RFC 3339) and traceparent (W3C). A call without runid is its own
-// run.
+// re-published call or result within [Config].DuplicateWindow; beyond the window, a result
+// is stored only where its call has none ([NewResult], [IsAlreadyAnswered]). Extensions:
+// runid, attempt, deadline (RFC 3339) and traceparent (W3C). A call without runid is its
+// own run.
 //
 // [Encode] writes the headers directly; [EncodeSDK] writes the same message through the
 // CloudEvents SDK and is the reference (the tests prove both produce and accept the same
-// events; the lean one is several times cheaper). [Decode] refuses, with an
-// invalid_event [tools.Error] that says why, a message without headers, without
+// events; the lean one is several times cheaper). [Decode] reads binary mode and
+// structured mode (application/cloudevents+json, or a header-less JSON event), and
+// refuses, with an invalid_event [tools.Error] that says why, a message without
 // ce-specversion, ce-id, ce-type or ce-source, with a type that does not belong on its
-// subject, a body that is not JSON, or one larger than the limit (input_too_large).
+// subject, a body that is not JSON or is nested too deeply, or one larger than the limit
+// (input_too_large). A refused event still yields the ids to answer it with.
 //
-// # Subjects
+// # Ids and subjects
 //
-// Subjects are built only here: [CallSubject] (toolfleet.call.<tool>), [ResultSubject]
-// (toolfleet.result.<run>.<call>), [DeadLetterSubject] (toolfleet.dlq.<tool>),
-// [ApprovalRequestedSubject] and [ApprovalAnsweredSubject]
-// (toolfleet.event.approval.{requested,answered}.<tool>.<call>) and [RunEventSubject]
-// (toolfleet.event.run.<run>.<what>). Tool names follow [tools.NamePattern]; call and run
-// ids follow [IDPattern]; anything else is refused, because a '.', '*', '>' or a space
-// would change which subscribers see the message.
+// Any non-empty CloudEvents id is accepted. Subjects are built only here, and ids reach
+// them through [IDToken] (an id of letters, digits, '_' and '-' is its own token; any
+// other becomes '=' and its hashed form), so no id can add a token or a wildcard:
+// [CallSubject] (toolfleet.call.<tool>), [ResultSubject] (toolfleet.result.<run>.<call>),
+// [DeadLetterSubject] (toolfleet.dlq.<tool>), [ApprovalRequestedSubject] and
+// [ApprovalAnsweredSubject] (toolfleet.event.approval.{requested,answered}.<tool>.<call>)
+// and [RunEventSubject] (toolfleet.event.run.<run>.<what>). Tool names follow
+// [tools.NamePattern] and anything else is refused. Subjects read back from the server are
+// parsed exactly ([ToolOfCallSubject], [ParseApprovalAnswerSubject]): a wildcard, an extra
+// token or a byte outside the alphabet is never taken for a tool or an id. Answers carry
+// the caller's id ([ReplyID]).
+//
+// # Dead letters
+//
+// A message that names no caller at all is set aside by [NewDeadLetter], bounded so that
+// it can always be stored: the body is kept up to 64 KiB and described by its size and
+// SHA-256.
 //
 // # Storage
 //

@@ -23,14 +23,15 @@ const StructuredContentType = "application/cloudevents+json"
 // result needs anyway (Nats-Msg-Id for deduplication) are NATS headers.
 
 // isStructured reports whether msg carries a structured-mode event: its content type
-// says so, or it has no ce-specversion header and its body names a specversion (the
-// binding's first version had no headers at all).
+// says so, or it has none of the binary mode's ce-specversion, ce-id and ce-type headers
+// and its body names a specversion (the binding's first version had no headers at all).
 func isStructured(msg *nats.Msg) bool {
 	if ct := contentTypeHeader(msg.Header); ct != "" {
 		mt, _, _ := mime.ParseMediaType(ct)
 		return strings.HasPrefix(mt, "application/cloudevents")
 	}
-	return msg.Header.Get(HeaderSpecVersion) == "" && bytes.Contains(msg.Data, []byte(`"specversion"`))
+	return msg.Header.Get(HeaderSpecVersion) == "" && msg.Header.Get(HeaderID) == "" && msg.Header.Get(HeaderType) == "" &&
+		bytes.Contains(msg.Data, []byte(`"specversion"`))
 }
 
 // contentTypeHeader returns the message's Content-Type header, whatever its case.

@@ -108,6 +108,22 @@ func TestApprovals(t *testing.T) {
 			t.Errorf("%s: wrote %v, want %q", tt.name, got, tt.wrote)
 		}
 	}
+	// A call whose id is no subject token (a URN) is parked, asked for and answered at
+	// the id's token, and its result carries the id.
+	urn := "urn:uuid:0b7e3a9e-approve"
+	b.call(t, "write_file", urn, "run-a", `{"path":"u.txt","text":"u"}`)
+	req := awaitRequest(t, requests)
+	if req.CallID != urn || !strings.HasSuffix(req.AnswerSubject, "."+events.IDToken(urn)) {
+		t.Fatalf("request for a URN id: %+v", req)
+	}
+	b.answer(t, req, events.ApprovalAnswer{Decision: events.DecisionApprove})
+	if r := b.results.one(t, urn); r.Status != events.StatusOK || r.CallID != urn {
+		t.Errorf("URN id: %+v %+v", r, r.Error)
+	}
+	if got, _ := written.Load(urn); got != "u.txt=u" {
+		t.Errorf("URN id: wrote %v", got)
+	}
+
 	// A second answer to an answered call changes nothing.
 	b.answer(t, events.ApprovalRequest{Tool: "write_file", CallID: "w0", AnswerSubject: "toolfleet.event.approval.answered.write_file.w0"},
 		events.ApprovalAnswer{Decision: events.DecisionDeny})

@@ -29,13 +29,21 @@
 // toolfleet.result.<run>.<call>. While it runs, in-progress acks keep JetStream from
 // handing it to another replica.
 //
-// # Acknowledgement
+// # Acknowledgement and once-only answers
 //
 // The result is published asynchronously and the call is acked when the result's PubAck
-// arrives — never before, so a crash in between means a redelivery, not a lost call. The
-// result's Nats-Msg-Id is the call id, so a redelivered call's second result is dropped
-// by JetStream. Publishing and then acking on the PubAck was the fastest safe pattern
-// measured (cheaper than publish-then-AckSync).
+// arrives — never before, so a crash in between means a redelivery, not a lost call.
+// Publishing and then acking on the PubAck was the fastest safe pattern measured (cheaper
+// than publish-then-AckSync).
+//
+// A call is answered once for as long as its result is kept, not only within JetStream's
+// duplicate window: the result is stored only on a subject that has none (see
+// [events.NewResult]; a refused second result means "answered already", and the call is
+// acked), and before running a call the executor looks for its stored result — a call
+// redelivered after its executor paused past the ack wait, or re-published by its caller
+// much later, is acked without running. The look-ups of concurrent calls are coalesced
+// into one multi-subject direct get, which keeps their cost under a tenth of the fleet's
+// throughput.
 //
 // # Tools that must not run twice
 //
@@ -57,14 +65,28 @@
 //
 // # Bad input
 //
-// Malformed arguments and schema violations are answered invalid with every violation;
-// an event that is not a valid call (not JSON, missing or wrong type, oversized) is
-// answered invalid_event or input_too_large; a panicking tool is answered tool_panic. A
-// message without a usable call id cannot be answered and goes to
-// toolfleet.dlq.<tool> with the reason. A call delivered MaxDeliver times without
-// completing is dead-lettered on its last delivery, and its caller gets an error result.
+// Every message on a call subject is answered once — see "The answer rule" in the
+// README. Malformed arguments and schema violations are answered invalid with every
+// violation; an event that is not a valid call (not JSON, missing or wrong type,
+// oversized, nested too deeply) is answered invalid_event or input_too_large at the
+// caller's ids ([events.ReplyID]; a message with no ce-id is answered at its
+// Nats-Msg-Id); a panicking tool is answered tool_panic. A message that names no caller at
+// all goes to toolfleet.dlq.<tool> as a bounded dead letter, and is removed only once
+// that is stored. A call delivered MaxDeliver times without completing is answered with
+// an error on that delivery (and a copy dead-lettered); the consumer itself never stops
+// redelivering, so no call is left unanswered in the stream. An output that does not fit
+// in a result becomes output_too_large, decided before publishing; outputs stay valid
+// UTF-8 and within [tools.MaxDepth].
+//
 // Calls of a tool that no executor serves (no catalog entry) are answered no_such_tool
-// once older than [WithNoSuchToolTimeout], by a janitor every replica runs.
+// once older than [WithNoSuchToolTimeout], and messages on subjects that name no tool
+// (toolfleet.call.a.b, a literal toolfleet.call.*) invalid_event, by a janitor every
+// replica runs; it compares subjects byte for byte and deletes only what it answered.
+//
+// # Start-up
+//
+// Run waits for a server that is down, restarting or electing a leader when it starts
+// (see [events.RetrySetup]), logging each retry, instead of failing.
 //
 // # Shutdown
 //
