@@ -3,6 +3,8 @@ package deploytest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
+	"golang.org/x/crypto/bcrypt"
 )
 
 // parts are the services of docker-compose.yml that run a toolfleet binary of the same
@@ -30,16 +33,22 @@ var composePasswords = map[string]string{
 
 // loadCompose loads docker-compose.yml with the compose-spec loader, as docker compose
 // v2 does: interpolation, merge keys, defaults and paths resolved against the
-// repository root. Variables come from environ only, never from the test's environment.
-func loadCompose(t *testing.T, environ map[string]string) *types.Project {
+// repository root. Variables come from environ and the env file, if one is named (as
+// an .env file beside the compose file would be read), never from the test's
+// environment.
+func loadCompose(t *testing.T, environ map[string]string, envFile ...string) *types.Project {
 	t.Helper()
 	root := repoRoot(t)
 	var env []string
 	for k, v := range environ {
 		env = append(env, k+"="+v)
 	}
+	fromFile := cli.WithDiscardEnvFile
+	if len(envFile) > 0 {
+		fromFile = cli.WithEnvFiles(envFile...)
+	}
 	opts, err := cli.NewProjectOptions([]string{filepath.Join(root, "docker-compose.yml")},
-		cli.WithWorkingDirectory(root), cli.WithEnv(env), cli.WithDiscardEnvFile)
+		cli.WithWorkingDirectory(root), cli.WithEnv(env), fromFile, cli.WithDotEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,6 +180,7 @@ func TestCompose(t *testing.T) {
 	if len(opts.Routes) != 0 {
 		t.Errorf("compose NATS has %d routes, want one node", len(opts.Routes))
 	}
+	checkComposePasswordChange(t, mounts)
 
 	// Each part: its own binary, a user of auth.conf with the password whose hash the
 	// server holds (checked above), and only environment variables its binary reads.
@@ -222,6 +232,39 @@ func checkDockerfile(t *testing.T, dockerfile string) {
 	for _, m := range fromLine.FindAllStringSubmatch(dockerfile, -1) {
 		if !pinned.MatchString(m[1]) {
 			t.Errorf("FROM %s: pin an exact version (x.y.z) or a digest", m[1])
+		}
+	}
+}
+
+// checkComposePasswordChange changes every password as the top of docker-compose.yml
+// says, in an .env file: each plaintext, and its bcrypt hash in single quotes (unquoted,
+// compose would read the hash's $... as variables). The server must then hold exactly
+// those hashes and each part log in with its new plaintext.
+func checkComposePasswordChange(t *testing.T, mounts map[string]string) {
+	t.Helper()
+	custom := map[string]string{}
+	var dotenv strings.Builder
+	for user := range composePasswords {
+		custom[user] = "changed-" + user
+		h, err := bcrypt.GenerateFromPassword([]byte(custom[user]), bcrypt.MinCost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&dotenv, "TOOLFLEET_%s_PASSWORD=%s\n%s='%s'\n", strings.ToUpper(user), custom[user], hashVar(user), h)
+	}
+	envFile := filepath.Join(t.TempDir(), ".env")
+	if err := os.WriteFile(envFile, []byte(dotenv.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := loadCompose(t, nil, envFile)
+	nats, _ := p.GetService("nats")
+	opts := loadConfig(t, string(readFile(t, mounts["/etc/nats/nats.conf"])), string(readFile(t, mounts["/etc/nats/auth.conf"])),
+		argv(nats, image{}), environment(nats))
+	checkParsedNATS(t, opts, natsWants["compose"], custom)
+	for _, part := range parts {
+		s, _ := p.GetService(part)
+		if e := environment(s); e["TOOLFLEET_NATS_PASSWORD"] != custom[e["TOOLFLEET_NATS_USER"]] {
+			t.Errorf("%s: with the .env file, password %q, want %q", part, e["TOOLFLEET_NATS_PASSWORD"], custom[e["TOOLFLEET_NATS_USER"]])
 		}
 	}
 }

@@ -95,6 +95,12 @@ type authServer struct {
 func startAuthServer(t *testing.T) *authServer {
 	t.Helper()
 	setEnv(t, serverEnv(t))
+	return startAuthServerEnv(t)
+}
+
+// startAuthServerEnv is startAuthServer in the environment the test has already set.
+func startAuthServerEnv(t *testing.T) *authServer {
+	t.Helper()
 	auth, err := os.ReadFile(authConf(t))
 	if err != nil {
 		t.Fatalf("read auth.conf: %v", err)
