@@ -28,7 +28,9 @@
 // subject by subject.
 //
 // A 3-node cluster is started from the shipped nats.conf, auth.conf and StatefulSet, and
-// servers without the route password must be refused at the route port. docker-compose.yml
+// servers without the route password must be refused at the route port; with the
+// documented route TLS turned on, servers without TLS too. The password-hash recipe of
+// deploy/k8s/README.md is run as written (with htpasswd, when installed). docker-compose.yml
 // is loaded with the compose-spec loader and run without Docker: each service's command
 // line resolved as the compose specification says, the binaries built from this tree, a
 // call published and its result read as README.md shows.
