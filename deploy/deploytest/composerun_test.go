@@ -33,6 +33,9 @@ import (
 // must get its result, read as README.md shows. The image's default command (the
 // all-in-one) must become ready and listen beyond loopback too.
 //
+// The compose file's example run is asked of the planner's API too, with TOOLFLEET_MODEL
+// set (as a user sets it) to an offline script instead of a model reached by network.
+//
 // What is rewritten, because every container here shares one host and one filesystem
 // (nothing else is changed):
 //   - the NATS URL's host: nats:4222 becomes the embedded server's 127.0.0.1:<port>;
@@ -48,9 +51,13 @@ func TestComposeRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds every binary and runs the compose services")
 	}
-	// As README.md says: set OPENAI_API_KEY first (the planner refuses to start without
-	// its model's key; this run never calls the model).
-	p := loadCompose(t, map[string]string{"OPENAI_API_KEY": "sk-unused-by-this-test"})
+	// The model: instead of OPENAI_API_KEY (README.md), TOOLFLEET_MODEL names an offline
+	// script that answers the compose file's example question, so no model is called.
+	script := filepath.Join(t.TempDir(), "script.yaml")
+	if err := os.WriteFile(script, []byte(composeScript), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := loadCompose(t, map[string]string{"TOOLFLEET_MODEL": "scripted/" + script})
 	img := dockerfileImage(t)
 	bin := buildBinaries(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -160,6 +167,32 @@ func TestComposeRun(t *testing.T) {
 		t.Errorf("call1: %s %s, want ok with the result 42", result.Status, result.Output)
 	}
 
+	// The compose file's example: curl -s localhost:8080/v1/runs -d '{"input":"What is
+	// 17*23?","tools":["calculator"],"wait":true}', through the planner's API.
+	planner := ready[len(ready)-1]
+	if !strings.HasPrefix(planner.name, "planner") {
+		t.Fatalf("the last part started is %s, want the planner", planner.name)
+	}
+	resp, err := http.Post("http://"+planner.environ["TOOLFLEET_HTTP_ADDR"]+"/v1/runs", "application/json",
+		strings.NewReader(`{"input":"What is 17*23?","tools":["calculator"],"wait":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var run struct {
+		Status string `json:"status"`
+		Answer string `json:"answer"`
+		Calls  []struct {
+			Name   string          `json:"name"`
+			Status string          `json:"status"`
+			Output json.RawMessage `json:"output"`
+		} `json:"calls"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&run)
+	resp.Body.Close()
+	if err != nil || run.Answer != "391" || len(run.Calls) != 1 || run.Calls[0].Status != "ok" || !strings.Contains(string(run.Calls[0].Output), "391") {
+		t.Errorf("POST /v1/runs: %s %+v (%v), want the answer 391 after one calculator call", resp.Status, run, err)
+	}
+
 	// The image run as it is (docker run toolfleet:dev): the all-in-one.
 	t.Run("all-in-one", func(t *testing.T) {
 		ops := strconv.Itoa(freePort(t))
@@ -191,9 +224,18 @@ func TestComposeRun(t *testing.T) {
 	})
 }
 
+// composeScript is the planner's model in TestComposeRun: one calculator call, then the
+// answer.
+const composeScript = `
+steps:
+  - calls: [{name: calculator, arguments: {expression: "17*23"}}]
+  - text: "391"
+`
+
 // process is one running part.
 type process struct {
 	name     string
+	environ  map[string]string
 	env      []string
 	out      *syncBuffer
 	done     chan struct{}
@@ -205,7 +247,7 @@ type process struct {
 // (and PATH), and stops it with SIGTERM when the test ends.
 func start(t *testing.T, name, bin string, argv []string, environ map[string]string) *process {
 	t.Helper()
-	pr := &process{name: name, out: &syncBuffer{}, done: make(chan struct{}), env: []string{"PATH=" + os.Getenv("PATH")}}
+	pr := &process{name: name, environ: environ, out: &syncBuffer{}, done: make(chan struct{}), env: []string{"PATH=" + os.Getenv("PATH")}}
 	for k, v := range environ {
 		pr.env = append(pr.env, k+"="+v)
 	}
