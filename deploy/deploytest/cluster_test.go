@@ -13,6 +13,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -33,7 +34,8 @@ var routeHost = regexp.MustCompile(`@nats-(\d+)\.nats-headless:6222`)
 
 // The production cluster, started from the shipped files — base/nats/nats.conf,
 // auth.conf and the StatefulSet's command line and environment — forms with its
-// authenticated routes and runs JetStream with 3 replicas; a server that reaches the
+// authenticated routes and runs JetStream with 3 replicas, and KEDA's triggers find
+// their consumers and lag on it as KEDA reads them; a server that reaches the
 // route port without the route password, or with a wrong one, is refused, never joins,
 // and a subscriber on it sees none of the client's calls. A server given the password
 // does join and does see them: the password, not the test, is what keeps the others out.
@@ -81,6 +83,7 @@ func TestClusterRoutes(t *testing.T) {
 	if info, err := executor.js.Stream(ctx, events.StreamCalls); err != nil || info.CachedInfo().Config.Replicas != nodes {
 		t.Fatalf("calls stream: %v", err)
 	}
+	checkKEDALag(ctx, t, servers, executor, cfg)
 
 	// Outsiders at node 0's route port: no credentials, the wrong password.
 	refusals := &lineLog{}
@@ -353,3 +356,88 @@ func (l *lineLog) Fatalf(format string, v ...any)  { l.add(format, v...) }
 func (l *lineLog) Errorf(format string, v ...any)  { l.add(format, v...) }
 func (l *lineLog) Debugf(format string, v ...any)  { l.add(format, v...) }
 func (l *lineLog) Tracef(format string, v ...any)  { l.add(format, v...) }
+
+// jsz is the part of a node's /jsz?acc=<account>&consumers=true&config=true that KEDA's
+// nats-jetstream scaler reads (the node's name it takes from /varz).
+type jsz struct {
+	Accounts []struct {
+		Name    string `json:"name"`
+		Streams []struct {
+			Name      string `json:"name"`
+			Consumers []struct {
+				Name       string `json:"name"`
+				NumPending uint64 `json:"num_pending"`
+				Cluster    struct {
+					Leader string `json:"leader"`
+				} `json:"cluster"`
+			} `json:"consumer_detail"`
+		} `json:"stream_detail"`
+	} `json:"account_details"`
+}
+
+// checkKEDALag follows every trigger of base/executor/scaledobject.yaml the way KEDA
+// does on the real cluster: with the executor's consumers made and one call waiting,
+// each node's /jsz for the trigger's account must show the trigger's stream and
+// consumer with its leader, and the leader must count the waiting call.
+func checkKEDALag(ctx context.Context, t *testing.T, servers []*server.Server, executor *client, cfg events.Config) {
+	t.Helper()
+	so := decodeAll(t, "scaledobject.yaml", readFile(t, filepath.Join(repoRoot(t), "deploy", "k8s", "base", "executor", "scaledobject.yaml")))[0]
+	triggers := list(so, "spec", "triggers")
+	if len(triggers) == 0 {
+		t.Fatal("the ScaledObject has no triggers")
+	}
+	prefix := strings.TrimSuffix(events.ConsumerName("x"), "x")
+	for _, tr := range triggers {
+		tool := strings.TrimPrefix(str(tr, "metadata", "consumer"), prefix)
+		cc, err := cfg.CallConsumer(tool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := executor.js.CreateOrUpdateConsumer(ctx, events.StreamCalls, cc); err != nil {
+			t.Fatalf("executor: consumer of %s: %v", tool, err)
+		}
+	}
+	waiting := strings.TrimPrefix(str(triggers[0], "metadata", "consumer"), prefix)
+	call, err := events.NewCall("/client", "keda-1", "keda-run", events.Call{Tool: waiting, Arguments: []byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := connectTo(t, servers[0], "client")
+	if _, err := client.js.PublishMsg(ctx, call); err != nil {
+		t.Fatalf("client: publish call: %v", err)
+	}
+
+	for _, tr := range triggers {
+		md := get(tr, "metadata")
+		account, stream, consumer := str(md, "account"), str(md, "stream"), str(md, "consumer")
+		want := uint64(0)
+		if consumer == events.ConsumerName(waiting) {
+			want = 1
+		}
+		waitUntil(t, "KEDA's view of "+consumer, func() bool {
+			for _, s := range servers {
+				var z jsz
+				resp, err := http.Get("http://" + s.MonitorAddr().String() + "/jsz?acc=" + url.QueryEscape(account) + "&consumers=true&config=true")
+				if err != nil {
+					return false
+				}
+				err = json.NewDecoder(resp.Body).Decode(&z)
+				resp.Body.Close()
+				if err != nil {
+					return false
+				}
+				for _, a := range z.Accounts {
+					for _, st := range a.Streams {
+						for _, c := range st.Consumers {
+							if a.Name == account && st.Name == stream && c.Name == consumer &&
+								c.Cluster.Leader == s.Name() && c.NumPending == want {
+								return true
+							}
+						}
+					}
+				}
+			}
+			return false
+		})
+	}
+}
