@@ -90,7 +90,7 @@ type results struct {
 func collectResults(t *testing.T, nc *nats.Conn) *results {
 	r := &results{byID: map[string][]events.Result{}}
 	sub, err := nc.Subscribe("toolfleet.result.binrun.*", func(m *nats.Msg) {
-		_, res, err := events.DecodeResult(m)
+		_, res, err := events.DecodeResult(events.CoreMsg(m))
 		if err != nil {
 			t.Errorf("undecodable result: %v", err)
 			return

@@ -117,7 +117,7 @@ func TestClusterRoutes(t *testing.T) {
 		t.Helper()
 		for i := range n {
 			id := fmt.Sprintf("outsider-%d-%d", time.Now().UnixNano(), i)
-			msg, err := events.NewCall("/client", id, "run-outsider", events.Call{Tool: "echo", Arguments: []byte(`{}`)})
+			msg, err := events.NewCall(events.CallOptions{Source: "/client", ID: id, RunID: "run-outsider"}, events.Call{Tool: "echo", Arguments: []byte(`{}`)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -398,7 +398,7 @@ func checkKEDALag(ctx context.Context, t *testing.T, servers []*server.Server, e
 		}
 	}
 	waiting := strings.TrimPrefix(str(triggers[0], "metadata", "consumer"), prefix)
-	call, err := events.NewCall("/client", "keda-1", "keda-run", events.Call{Tool: waiting, Arguments: []byte(`{}`)})
+	call, err := events.NewCall(events.CallOptions{Source: "/client", ID: "keda-1", RunID: "keda-run"}, events.Call{Tool: waiting, Arguments: []byte(`{}`)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -147,7 +147,7 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 	fetchAck(ctx, t, plan, "planner: plan step")
 
-	callMsg, err := events.NewCall("/toolfleet/planner", "call1", "run1",
+	callMsg, err := events.NewCall(events.CallOptions{Source: "/toolfleet/planner", ID: "call1", RunID: "run1"},
 		events.Call{Tool: "echo", Arguments: json.RawMessage(`{"text":"hi"}`)})
 	if err != nil {
 		t.Fatal(err)
@@ -168,7 +168,7 @@ func TestLeastPrivilege(t *testing.T) {
 	if got == nil {
 		t.Fatalf("executor: no call delivered (%v)", batch.Error())
 	}
-	ce, err := events.DecodeCall(&nats.Msg{Subject: got.Subject(), Header: got.Headers(), Data: got.Data()}, 0)
+	ce, err := events.DecodeCall(got, 0)
 	if err != nil {
 		t.Fatalf("executor: decode call: %v", err)
 	}
@@ -221,7 +221,7 @@ func TestLeastPrivilege(t *testing.T) {
 
 	// The planner reads the result through its durable consumer.
 	rm := fetchAck(ctx, t, results, "planner: result")
-	_, res, err := events.DecodeResult(&nats.Msg{Subject: rm.Subject(), Header: rm.Headers(), Data: rm.Data()})
+	_, res, err := events.DecodeResult(rm)
 	if err != nil || res.CallID != "call1" || res.Status != events.StatusOK {
 		t.Fatalf("planner: result %+v, %v", res, err)
 	}
@@ -357,7 +357,7 @@ func TestLeastPrivilege(t *testing.T) {
 
 	t.Run("client", func(t *testing.T) {
 		cl := srv.connect(t, "client")
-		msg, err := events.NewCall("/cli", "call4", "run4", events.Call{Tool: "echo", Arguments: json.RawMessage(`{}`)})
+		msg, err := events.NewCall(events.CallOptions{Source: "/cli", ID: "call4", RunID: "run4"}, events.Call{Tool: "echo", Arguments: json.RawMessage(`{}`)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
@@ -127,7 +126,7 @@ func TestRealPartsUnderTheirUsers(t *testing.T) {
 	// A client's call of a tool nobody serves is answered by the executor's janitor; the
 	// client reads the result through its own consumer, as its permissions intend.
 	caller := s.connect(t, "client")
-	msg, err := events.NewCall("/client", "ghost1", "ghostrun", events.Call{Tool: "ghost", Arguments: []byte(`{}`)})
+	msg, err := events.NewCall(events.CallOptions{Source: "/client", ID: "ghost1", RunID: "ghostrun"}, events.Call{Tool: "ghost", Arguments: []byte(`{}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +146,7 @@ func TestRealPartsUnderTheirUsers(t *testing.T) {
 		caller.noViolations()
 		t.Fatalf("no answer for a call of a tool nobody serves: %v", err)
 	}
-	if _, r, err := events.DecodeResult(&nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}); err != nil || r.Status != events.StatusNoSuchTool {
+	if _, r, err := events.DecodeResult(m); err != nil || r.Status != events.StatusNoSuchTool {
 		t.Errorf("call of an unserved tool: %+v %v", r, err)
 	}
 

@@ -173,7 +173,7 @@ func TestDev(t *testing.T) {
 	requests := make(chan events.ApprovalRequest, 4)
 	if _, err := nc.Subscribe(events.AllEvents, func(m *nats.Msg) {
 		var req events.ApprovalRequest
-		if e, err := events.Decode(m, 0); err == nil && e.Type == events.TypeApprovalRequest && e.DataAs(&req) == nil {
+		if e, err := events.Decode(events.CoreMsg(m), 0); err == nil && e.Type == events.TypeApprovalRequest && e.DataAs(&req) == nil {
 			requests <- req
 		}
 	}); err != nil {
@@ -236,7 +236,7 @@ func TestDev(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg, err := events.NewCall("/test", "c1", "cli", events.Call{Tool: "calculator", Arguments: json.RawMessage(`{"expression":"6*7"}`)})
+	msg, err := events.NewCall(events.CallOptions{Source: "/test", ID: "c1", RunID: "cli"}, events.Call{Tool: "calculator", Arguments: json.RawMessage(`{"expression":"6*7"}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +247,7 @@ func TestDev(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no result for a NATS client's call: %v", err)
 	}
-	if _, res, err := events.DecodeResult(m); err != nil || res.Status != events.StatusOK || !strings.Contains(string(res.Output), "42") {
+	if _, res, err := events.DecodeResult(events.CoreMsg(m)); err != nil || res.Status != events.StatusOK || !strings.Contains(string(res.Output), "42") {
 		t.Errorf("result = %+v, %v", res, err)
 	}
 	// Its metrics are every part's.

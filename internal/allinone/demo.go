@@ -109,7 +109,7 @@ const demoInput = "Two orders came in, for 17 and 25 widgets at 2 credits each. 
 func agentRun(ctx context.Context, f *Fleet, out io.Writer) (*planner.Run, error) {
 	approvals := make(chan events.ApprovalRequest, 16)
 	sub, err := f.NC.Subscribe(events.AllEvents, func(m *nats.Msg) {
-		e, err := events.Decode(m, 0)
+		e, err := events.Decode(events.CoreMsg(m), 0)
 		if err != nil || e.Type != events.TypeApprovalRequest {
 			return
 		}

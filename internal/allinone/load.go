@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
@@ -39,7 +38,7 @@ func load(ctx context.Context, f *Fleet, o DemoOptions) (loadSummary, error) {
 	g, err := loadgen.Start(ctx, f.NC, loadgen.Config{ReplyStream: events.StreamResults, ReplyFilter: filter,
 		Window: 256, StallTimeout: o.StallTimeout,
 		OnReply: func(_ string, m jetstream.Msg) {
-			_, res, err := events.DecodeResult(&nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()})
+			_, res, err := events.DecodeResult(m)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -80,7 +79,7 @@ func load(ctx context.Context, f *Fleet, o DemoOptions) (loadSummary, error) {
 
 	for i := range o.Calls {
 		tool, args := loadCall(i)
-		msg, err := events.NewCall("/toolfleet/demo", fmt.Sprintf("%s-%d", run, i), run, events.Call{Tool: tool, Arguments: args})
+		msg, err := events.NewCall(events.CallOptions{Source: "/toolfleet/demo", ID: fmt.Sprintf("%s-%d", run, i), RunID: run}, events.Call{Tool: tool, Arguments: args})
 		if err != nil {
 			return sum, err
 		}

@@ -38,7 +38,7 @@ func TestRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg, err := events.NewCall("/test", "c1", "r1", events.Call{Tool: "calculator", Arguments: json.RawMessage(`{"expression":"6*7"}`)})
+	msg, err := events.NewCall(events.CallOptions{Source: "/test", ID: "c1", RunID: "r1"}, events.Call{Tool: "calculator", Arguments: json.RawMessage(`{"expression":"6*7"}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestRun(t *testing.T) {
 	}
 	if m, err := sub.NextMsg(10 * time.Second); err != nil {
 		t.Fatalf("no result: %v", err)
-	} else if _, res, err := events.DecodeResult(m); err != nil || res.Status != events.StatusOK {
+	} else if _, res, err := events.DecodeResult(events.CoreMsg(m)); err != nil || res.Status != events.StatusOK {
 		t.Fatalf("result %+v %v", res, err)
 	}
 	opstest.Serves(t, addr, "toolfleet_executor_calls_total")

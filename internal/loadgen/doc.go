@@ -7,8 +7,8 @@
 // A [Generator] reads the replies with an ordered consumer on the reply stream, so a
 // reply counts only once JetStream has stored it, and a reply stored twice for one call
 // shows up as doubled. Calls are published asynchronously with a bounded window in
-// flight; the Nats-Msg-Id of a call is its id, and the last token of a reply's subject
-// names the call it answers (toolfleet.result.<run>.<call>):
+// flight; the Nats-Msg-Id of a call is its id, and a reply's subject names the call it
+// answers (toolfleet.result.<run>.<call>; [Config].CallOf reads another scheme):
 //
 //	g, err := loadgen.Start(ctx, nc, loadgen.Config{ReplyStream: events.StreamResults,
 //		ReplyFilter: filter, Window: 256})
@@ -17,7 +17,7 @@
 //	}
 //	defer g.Stop()
 //	for i := range n {
-//		msg, _ := events.NewCall("/me", fmt.Sprintf("c%d", i), run, call)
+//		msg, _ := events.NewCall(events.CallOptions{Source: "/me", ID: fmt.Sprintf("c%d", i), RunID: run}, call)
 //		if err := g.Publish(ctx, msg); err != nil {
 //			return err
 //		}

@@ -5,12 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
 // Config says where the replies are and how hard to push.
@@ -25,6 +26,10 @@ type Config struct {
 	// StallTimeout ends Wait when no reply has arrived for this long; the calls still
 	// unanswered are then counted as lost. Default 10s.
 	StallTimeout time.Duration
+	// CallOf returns the id of the call a reply's subject answers; ok false ignores the
+	// reply. Default: the call token of a toolfleet result subject
+	// ([events.ParseResultSubject]), which is the call id for ids of [events.IDPattern].
+	CallOf func(subject string) (id string, ok bool)
 	// OnReply, when set, sees the first reply of each call (not the doubles), one at a
 	// time from one goroutine; it must not block.
 	OnReply func(id string, m jetstream.Msg)
@@ -83,6 +88,9 @@ func Start(ctx context.Context, nc *nats.Conn, cfg Config) (*Generator, error) {
 	}
 	if cfg.StallTimeout <= 0 {
 		cfg.StallTimeout = 10 * time.Second
+	}
+	if cfg.CallOf == nil {
+		cfg.CallOf = resultCall
 	}
 	g := &Generator{cfg: cfg, slots: make(chan struct{}, cfg.Window), sent: map[string]time.Time{},
 		answered: map[string]struct{}{}, changed: make(chan struct{}, 1)}
@@ -152,8 +160,10 @@ func (g *Generator) publishFailed(_ jetstream.JetStream, m *nats.Msg, err error)
 }
 
 func (g *Generator) reply(m jetstream.Msg) {
-	subj := m.Subject()
-	id := subj[strings.LastIndexByte(subj, '.')+1:]
+	id, ok := g.cfg.CallOf(m.Subject())
+	if !ok {
+		return
+	}
 	now := time.Now()
 	g.mu.Lock()
 	t0, pending := g.sent[id]
@@ -232,7 +242,7 @@ func (g *Generator) Wait(ctx context.Context) (Report, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	r := Report{Answered: len(g.lat), Lost: len(g.sent), Doubled: g.doubled, PublishErrors: g.pubErrs}
-	if extra := storedDoubles(stored, g.answered); extra > r.Doubled {
+	if extra := storedDoubles(stored, g.answered, g.cfg.CallOf); extra > r.Doubled {
 		r.Doubled = extra
 	}
 	r.Published = r.Answered + r.Lost
@@ -264,10 +274,11 @@ func (g *Generator) storedPerCall(ctx context.Context) (map[string]uint64, error
 }
 
 // storedDoubles is the number of stored replies beyond the first for the answered calls.
-func storedDoubles(stored map[string]uint64, answered map[string]struct{}) int {
+func storedDoubles(stored map[string]uint64, answered map[string]struct{}, callOf func(string) (string, bool)) int {
 	n := 0
 	for subj, count := range stored {
-		if _, ok := answered[subj[strings.LastIndexByte(subj, '.')+1:]]; ok && count > 1 {
+		id, ok := callOf(subj)
+		if _, answered := answered[id]; ok && answered && count > 1 {
 			n += int(count - 1)
 		}
 	}
@@ -276,3 +287,9 @@ func storedDoubles(stored map[string]uint64, answered map[string]struct{}) int {
 
 // Stop stops reading replies.
 func (g *Generator) Stop() { g.cc.Stop() }
+
+// resultCall is the default CallOf: the call token of a toolfleet result subject.
+func resultCall(subject string) (string, bool) {
+	_, call, ok := events.ParseResultSubject(subject)
+	return call, ok
+}

@@ -77,6 +77,7 @@ func drive(t *testing.T, b testBundle, cfg loadgen.Config, n int, extra ...*nats
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cfg.ReplyStream = "REPLIES"
+	cfg.CallOf = func(subject string) (string, bool) { return strings.CutPrefix(subject, "t.reply.run1.") }
 	g, err := loadgen.Start(ctx, b.nc, cfg)
 	if err != nil {
 		t.Fatal(err)

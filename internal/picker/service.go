@@ -2,7 +2,6 @@ package picker
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"runtime"
@@ -15,8 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
-	"github.com/toolfleet/toolfleet/internal/pick"
 	"github.com/toolfleet/toolfleet/pkg/events"
+	"github.com/toolfleet/toolfleet/pkg/pick"
 )
 
 // Names on the wire.
@@ -27,8 +26,8 @@ const (
 	ServiceVersion = "0.1.0"
 	// EndpointName is the name of the pick endpoint.
 	EndpointName = "pick"
-	// PickSubject is the subject of the pick endpoint.
-	PickSubject = "toolfleet.picker.pick"
+	// PickSubject is the subject of the pick endpoint (defined once, in pkg/events).
+	PickSubject = events.PickSubject
 	// QueueGroup is the queue group replicas share.
 	QueueGroup = "toolfleet-picker"
 	// CatalogBucket is the JetStream KV bucket of tool definitions that executors publish
@@ -133,7 +132,6 @@ type Service struct {
 	catalog *pick.Catalog
 	ready   atomic.Bool
 	sem     chan struct{}
-	seen    map[string][sha256.Size]byte // hash of each catalog key's last value; watch goroutine only
 	m       *metrics
 }
 
@@ -185,11 +183,12 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	w, err := kv.WatchAll(ctx)
+	ctx, stopWatch := context.WithCancel(ctx) // the watch ends with Run, however Run ends
+	defer stopWatch()
+	changes, err := events.NewCatalog(kv, events.Config{}).Watch(ctx)
 	if err != nil {
 		return fmt.Errorf("picker: watch %s: %w", s.o.bucket, err)
 	}
-	defer w.Stop()
 
 	svc, err := micro.AddService(s.nc, micro.Config{Name: ServiceName, Version: ServiceVersion,
 		Description: "ranks the toolfleet tool catalog against a request (pickTools)",
@@ -208,7 +207,7 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("picker: flush subscriptions: %w", err)
 	}
 	s.o.log.Info().Str("subject", PickSubject).Str("bucket", s.o.bucket).Msg("picker serving")
-	return s.watch(ctx, w)
+	return s.watch(ctx, changes)
 }
 
 // catalogBucket opens the catalog bucket, waiting for it to exist: the parts that own

@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/toolfleet/toolfleet/internal/natstest"
-	"github.com/toolfleet/toolfleet/internal/pick"
+	"github.com/toolfleet/toolfleet/pkg/pick"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 

@@ -2,52 +2,46 @@ package picker
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/toolfleet/toolfleet/internal/pick"
-	"github.com/toolfleet/toolfleet/pkg/tools"
+	"github.com/toolfleet/toolfleet/pkg/events"
+	"github.com/toolfleet/toolfleet/pkg/pick"
 )
 
 // maxBatch bounds how many pending catalog changes are applied as one snapshot.
 const maxBatch = 10_000
 
 // watch applies catalog changes until ctx ends. The bucket's initial contents form one
-// batch (the watcher marks their end with a nil entry); after that every change, with
+// batch (the watch marks their end with a Loaded change); after that every change, with
 // whatever else is already pending, forms the next.
-func (s *Service) watch(ctx context.Context, w jetstream.KeyWatcher) error {
+func (s *Service) watch(ctx context.Context, changes <-chan events.Change) error {
 	warmCh := make(chan struct{}, 1)
 	if s.o.warm != nil {
 		go s.warmLoop(ctx, warmCh)
 	}
 	var batch []pick.Change
 	loaded := false
-	s.seen = map[string][sha256.Size]byte{}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case e, ok := <-w.Updates():
+		case ch, ok := <-changes:
 			if !ok {
 				if ctx.Err() != nil {
 					return nil
 				}
 				return errors.New("picker: catalog watch ended")
 			}
-			if e == nil {
+			if ch.Loaded {
 				loaded = true
-			} else if ch, ok := s.change(e); ok {
-				batch = append(batch, ch)
+			} else {
+				batch = append(batch, s.change(ch))
 			}
 			if !loaded {
 				continue
 			}
-			batch = s.drain(w, batch)
+			batch = s.drain(changes, batch)
 			s.apply(batch)
 			batch = batch[:0]
 			if !s.ready.Swap(true) {
@@ -62,16 +56,14 @@ func (s *Service) watch(ctx context.Context, w jetstream.KeyWatcher) error {
 }
 
 // drain adds the changes already waiting, without blocking.
-func (s *Service) drain(w jetstream.KeyWatcher, batch []pick.Change) []pick.Change {
+func (s *Service) drain(changes <-chan events.Change, batch []pick.Change) []pick.Change {
 	for len(batch) < maxBatch {
 		select {
-		case e, ok := <-w.Updates():
-			if !ok || e == nil {
+		case ch, ok := <-changes:
+			if !ok || ch.Loaded {
 				return batch
 			}
-			if ch, ok := s.change(e); ok {
-				batch = append(batch, ch)
-			}
+			batch = append(batch, s.change(ch))
 		default:
 			return batch
 		}
@@ -79,39 +71,19 @@ func (s *Service) drain(w jetstream.KeyWatcher, batch []pick.Change) []pick.Chan
 	return batch
 }
 
-// change turns a KV entry into a catalog change. A value that is not a valid definition
-// for its key is logged and removes the key's tool: what the catalog holds under that
-// name can no longer be offered.
-func (s *Service) change(e jetstream.KeyValueEntry) (pick.Change, bool) {
-	key := e.Key()
-	if e.Operation() != jetstream.KeyValuePut { // delete, purge, or the TTL's marker
-		delete(s.seen, key)
-		return pick.Change{Name: key}, true
-	}
-	// Executors put their definitions again every few seconds to keep them alive: a
-	// value seen before is not decoded again.
-	sum := sha256.Sum256(e.Value())
-	if prev, ok := s.seen[key]; ok && prev == sum {
-		return pick.Change{}, false
-	}
-	var d tools.Definition
-	err := json.Unmarshal(e.Value(), &d)
-	switch {
-	case err != nil:
-		err = fmt.Errorf("value is not a definition: %w", err)
-	case d.Name != key:
-		err = fmt.Errorf("definition names %q under key %q", d.Name, key)
-	case !tools.NamePattern.MatchString(d.Name):
-		err = fmt.Errorf("name %q does not match %s", d.Name, tools.NamePattern)
-	}
-	if err != nil {
+// change turns a catalog change into the picker's. An entry that is not a valid
+// definition withdraws its tool (the catalog's one rule, [events.CatalogEntry]); it is
+// logged and counted.
+func (s *Service) change(ch events.Change) pick.Change {
+	if ch.Err != nil {
 		s.m.badEntries.Inc()
-		s.o.log.Warn().Err(err).Str("tool", key).Uint64("revision", e.Revision()).Msg("catalog entry is not a valid definition; tool withdrawn")
-		delete(s.seen, key)
-		return pick.Change{Name: key}, true
+		s.o.log.Warn().Err(ch.Err).Str("tool", ch.Name).Msg("catalog entry is not a valid definition; tool withdrawn")
 	}
-	s.seen[key] = sum
-	return pick.Change{Name: key, Def: &d}, true
+	if ch.Removed {
+		return pick.Change{Name: ch.Name}
+	}
+	d := ch.Definition
+	return pick.Change{Name: ch.Name, Def: &d}
 }
 
 func (s *Service) apply(batch []pick.Change) {

@@ -11,8 +11,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/toolfleet/toolfleet/internal/ops"
-	"github.com/toolfleet/toolfleet/internal/pick"
 	"github.com/toolfleet/toolfleet/internal/picker"
+	"github.com/toolfleet/toolfleet/pkg/pick"
 )
 
 // Run runs the picker program until ctx ends: the ops server, NATS and the

@@ -136,12 +136,11 @@ func (p *Planner) runEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	subj, err := events.RunEventSubject(id, "x")
+	filter, err := events.RunEventsSubject(id)
 	if err != nil {
 		writeError(w, requestErrorf("%v", err))
 		return
 	}
-	filter := strings.TrimSuffix(subj, "x") + "*"
 	cons, err := p.js.OrderedConsumer(r.Context(), events.StreamEvents, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy})
 	if err != nil {
@@ -166,14 +165,17 @@ func (p *Planner) runEvents(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return
 		}
-		what := m.Subject()[strings.LastIndexByte(m.Subject(), '.')+1:]
+		_, what, ok := events.ParseRunEventSubject(m.Subject())
+		if !ok { // the filter makes this impossible; never act on a guess
+			continue
+		}
 		meta, _ := m.Metadata()
 		var seq uint64
 		if meta != nil {
 			seq = meta.Sequence.Stream
 		}
 		data := m.Data()
-		if e, err := events.Decode(natsMsg(m), 0); err == nil {
+		if e, err := events.Decode(m, 0); err == nil {
 			data = e.Data
 		}
 		fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", seq, what, compactJSON(data))

@@ -77,7 +77,7 @@ func BenchmarkLoopStep(b *testing.B) {
 	for b.Loop() {
 		id := "c" + nuid.Next()
 		ch := results.expect(id)
-		msg, err := events.NewCall("/bench", id, "braw", events.Call{Tool: "add", Arguments: args})
+		msg, err := events.NewCall(events.CallOptions{Source: "/bench", ID: id, RunID: "braw"}, events.Call{Tool: "add", Arguments: args})
 		if err != nil {
 			b.Fatal(err)
 		}

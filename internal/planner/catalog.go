@@ -61,6 +61,12 @@ func (v *catalogView) follow(ctx context.Context) {
 				continue
 			}
 			for ch := range changes {
+				if ch.Err != nil {
+					v.log.Warn().Err(ch.Err).Str("tool", ch.Name).Msg("catalog entry is not a valid definition; tool withdrawn")
+				}
+				if ch.Loaded {
+					continue
+				}
 				if ch.Removed {
 					v.remove(ch.Name)
 				} else {

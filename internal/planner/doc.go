@@ -52,4 +52,15 @@
 // /v1/runs/{id}/events (the run's lifecycle as Server-Sent Events, replayed from its
 // start), POST /v1/approvals/{callId}, /healthz and /readyz. The same lifecycle is
 // published on toolfleet.event.run.<run>.<what> for any NATS subscriber.
+//
+// # Why internal
+//
+// The loop is not a public package yet, by decision. Its [Config] takes models as
+// internal/provider's Model, whose wire types follow the providers' formats and still
+// change with them; making the planner public would freeze those too. Users do not need
+// the loop as a library to use it: they run cmd/planner (or cmd/toolfleet) and talk to it
+// through the HTTP API and the events on NATS, which are the stable contract
+// (pkg/events), while the parts users extend are public: tools (pkg/tools), executors
+// (pkg/executor) and picking (pkg/pick). The loop becomes public when a model interface
+// is settled in a public package, so that a user's own model client can drive it.
 package planner

@@ -84,21 +84,21 @@ type consumer struct {
 // before the consumer that must see it exists (results and events are read from new
 // messages on, not from a week of history).
 func (p *Planner) createConsumers(ctx context.Context) error {
-	ackWait := p.cfg.Events.AckWait.D() // a long model call is kept alive by keepAlive
+	// AckWait is the events config's: a long model call is kept alive by keepAlive.
 	specs := []struct {
-		stream, name, filter string
-		deliver              jetstream.DeliverPolicy
-		handle               func(context.Context, jetstream.Msg)
+		name   string
+		handle func(context.Context, jetstream.Msg)
 	}{
-		{events.StreamPlan, events.PlannerStepsConsumer, events.AllPlanSteps, jetstream.DeliverAllPolicy, p.handleAdvance},
-		{events.StreamResults, events.PlannerResultsConsumer, events.AllResults, jetstream.DeliverNewPolicy, p.handleResult},
-		{events.StreamEvents, events.PlannerApprovalsConsumer, events.AllApprovalRequests, jetstream.DeliverNewPolicy, p.handleApprovalRequest},
+		{events.PlannerStepsConsumer, p.handleAdvance},
+		{events.PlannerResultsConsumer, p.handleResult},
+		{events.PlannerApprovalsConsumer, p.handleApprovalRequest},
 	}
 	for _, c := range specs {
-		cons, err := p.js.CreateOrUpdateConsumer(ctx, c.stream, jetstream.ConsumerConfig{
-			Durable: c.name, FilterSubject: c.filter, AckPolicy: jetstream.AckExplicitPolicy,
-			AckWait: ackWait, MaxDeliver: -1, MaxAckPending: 1000, DeliverPolicy: c.deliver,
-		})
+		stream, cc, err := p.cfg.Events.PlannerConsumer(c.name)
+		if err != nil {
+			return err
+		}
+		cons, err := p.js.CreateOrUpdateConsumer(ctx, stream, cc)
 		if err != nil {
 			return fmt.Errorf("consumer %s: %w", c.name, err)
 		}

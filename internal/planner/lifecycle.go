@@ -20,21 +20,8 @@ import (
 // effort: the run's state in the runs bucket is the record; an event lost to a broken
 // connection is logged, not retried.
 func (p *Planner) emit(ctx context.Context, run, what string, step int, call string, detail any) {
-	subj, err := events.RunEventSubject(run, what)
-	if err != nil {
-		p.log.Error().Err(err).Msg("run event subject")
-		return
-	}
-	id := fmt.Sprintf("%s-%s-%d", run, what, step)
-	if call != "" {
-		id = fmt.Sprintf("%s-%s-%s", run, what, call)
-	}
-	e := events.Event{ID: id, Type: events.RunType(what), Source: p.cfg.Source, Time: p.cfg.Now(), RunID: run}
-	if err := e.SetData(events.RunEvent{RunID: run, Step: step, CallID: call, Detail: jsonText(detail)}); err != nil {
-		p.log.Error().Err(err).Msg("run event data")
-		return
-	}
-	msg, err := events.Encode(subj, e)
+	msg, err := events.NewRunEvent(p.cfg.Source, what,
+		events.RunEvent{RunID: run, Step: step, CallID: call, Detail: jsonText(detail)}, p.cfg.Now())
 	if err != nil {
 		p.log.Error().Err(err).Msg("run event encode")
 		return

@@ -8,8 +8,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/toolfleet/toolfleet/internal/pick"
 	"github.com/toolfleet/toolfleet/internal/picker"
+	"github.com/toolfleet/toolfleet/pkg/events"
+	"github.com/toolfleet/toolfleet/pkg/pick"
 )
 
 // PickQuery is what the planner asks the picker at a step.
@@ -47,7 +48,7 @@ func (c *PickerClient) Pick(ctx context.Context, q PickQuery) ([]string, error) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	msg, err := c.nc.RequestWithContext(ctx, picker.PickSubject, req)
+	msg, err := c.nc.RequestWithContext(ctx, events.PickSubject, req)
 	if err != nil {
 		return nil, fmt.Errorf("picker: %w", err)
 	}

@@ -18,7 +18,7 @@ import (
 // step, feeds the step's results to the conversation and asks for the next step. Results
 // of calls the planner did not make, and repeated results, are acknowledged and ignored.
 func (p *Planner) handleResult(ctx context.Context, m jetstream.Msg) {
-	_, res, err := events.DecodeResult(natsMsg(m))
+	_, res, err := events.DecodeResult(m)
 	if err != nil {
 		p.log.Warn().Err(err).Str("subject", m.Subject()).Msg("ignoring a result that cannot be read")
 		p.ack(m)
@@ -151,11 +151,7 @@ func (r *Run) repaired(tool string) bool { return slices.Contains(r.Repaired, to
 // handleApprovalRequest marks a call of a planner run as waiting for approval and tells
 // the run's watchers, who can answer through the API or over NATS.
 func (p *Planner) handleApprovalRequest(ctx context.Context, m jetstream.Msg) {
-	e, err := events.Decode(natsMsg(m), 0)
-	var req events.ApprovalRequest
-	if err == nil {
-		err = e.DataAs(&req)
-	}
+	_, req, err := events.DecodeApprovalRequest(m)
 	if err != nil {
 		p.log.Warn().Err(err).Str("subject", m.Subject()).Msg("ignoring an approval request that cannot be read")
 		p.ack(m)

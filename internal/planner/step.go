@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolfleet/toolfleet/internal/provider"
@@ -16,24 +14,10 @@ import (
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
-// advance is the body of a plan message: take step Step of the run.
-type advance struct {
-	Step int `json:"step"`
-}
-
 // publishAdvance asks some planner replica to take step of run. The message id is
 // "<run>-<step>", so asking twice for the same step is one message.
 func (p *Planner) publishAdvance(ctx context.Context, run string, step int) error {
-	e := events.Event{ID: run + "-" + strconv.Itoa(step), Type: events.RunType("advance"),
-		Source: p.cfg.Source, Time: p.cfg.Now(), RunID: run}
-	if err := e.SetData(advance{Step: step}); err != nil {
-		return err
-	}
-	subj, err := events.PlanSubject(run)
-	if err != nil {
-		return err
-	}
-	msg, err := events.Encode(subj, e)
+	msg, err := events.NewPlanStep(p.cfg.Source, run, step, p.cfg.Now())
 	if err != nil {
 		return err
 	}
@@ -48,12 +32,8 @@ func (p *Planner) publishAdvance(ctx context.Context, run string, step int) erro
 // was already taken is skipped, and a step whose calls were saved but maybe not published
 // publishes them again (JetStream drops the repeats by id).
 func (p *Planner) handleAdvance(ctx context.Context, m jetstream.Msg) {
-	e, err := events.Decode(natsMsg(m), 0)
-	var adv advance
-	if err == nil {
-		err = e.DataAs(&adv)
-	}
-	if err != nil || e.RunID == "" {
+	e, adv, err := events.DecodePlanStep(m)
+	if err != nil {
 		p.log.Error().Err(err).Str("subject", m.Subject()).Msg("dropping a plan message that cannot be read")
 		_ = m.Term()
 		return
@@ -297,12 +277,10 @@ func (p *Planner) dispatch(ctx context.Context, run *Run) error {
 			}
 			continue
 		}
-		msg, err := events.NewCall(p.cfg.Source, c.ID, run.ID, events.Call{Tool: c.Name, Arguments: c.Arguments, Metadata: run.Metadata})
+		msg, err := events.NewCall(events.CallOptions{Source: p.cfg.Source, ID: c.ID, RunID: run.ID, Deadline: run.Deadline},
+			events.Call{Tool: c.Name, Arguments: c.Arguments, Metadata: run.Metadata})
 		if err != nil {
 			return err
-		}
-		if !run.Deadline.IsZero() {
-			msg.Header.Set(events.HeaderDeadline, run.Deadline.UTC().Format(time.RFC3339Nano))
 		}
 		// Announced before the call goes out, so it precedes its result's announcement.
 		p.emit(ctx, run.ID, "tool_called", run.Step, c.ID, map[string]any{"tool": c.Name, "arguments": c.Arguments})
@@ -334,11 +312,6 @@ func (p *Planner) afterChange(ctx context.Context, run *Run) error {
 		return p.publishAdvance(ctx, run.ID, run.Step)
 	}
 	return nil
-}
-
-// natsMsg rebuilds the core message of a JetStream message for the event codec.
-func natsMsg(m jetstream.Msg) *nats.Msg {
-	return &nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}
 }
 
 // jsonText returns v as JSON, or null.

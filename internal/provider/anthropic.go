@@ -283,6 +283,9 @@ func (c *Anthropic) Stream(ctx context.Context, req Request, onDelta func(Delta)
 			if err := json.Unmarshal(e.ContentBlock, &cb); err != nil {
 				return malformed("anthropic", "content_block_start: %v", err)
 			}
+			if blocks[e.Index] != nil {
+				return malformed("anthropic", "content_block_start for block %d, which was started before", e.Index)
+			}
 			b := &anStreamBlock{typ: cb.Type, id: cb.ID, name: cb.Name, startInput: cb.Input}
 			b.text.WriteString(cb.Text)
 			blocks[e.Index] = b
@@ -294,6 +297,9 @@ func (c *Anthropic) Stream(ctx context.Context, req Request, onDelta func(Delta)
 			if b == nil {
 				return malformed("anthropic", "content_block_delta for block %d, which was never started", e.Index)
 			}
+			if b.stopped {
+				return malformed("anthropic", "content_block_delta for block %d after its content_block_stop", e.Index)
+			}
 			switch e.Delta.Type {
 			case "text_delta":
 				b.text.WriteString(e.Delta.Text)
@@ -303,7 +309,11 @@ func (c *Anthropic) Stream(ctx context.Context, req Request, onDelta func(Delta)
 			}
 		case "content_block_stop":
 			b := blocks[e.Index]
-			if b == nil || b.typ != "tool_use" {
+			if b == nil || b.stopped {
+				return nil
+			}
+			b.stopped = true
+			if b.typ != "tool_use" {
 				return nil
 			}
 			tc, err := b.toolCall()
@@ -357,6 +367,9 @@ func (c *Anthropic) Stream(ctx context.Context, req Request, onDelta func(Delta)
 		case "text":
 			text.WriteString(b.text.String())
 		case "tool_use":
+			if !b.stopped { // its call was never announced, and its input may be cut short
+				return nil, malformed("anthropic", "stream ended before content_block_stop of tool_use block %d", i)
+			}
 			tc, err := b.toolCall()
 			if err != nil {
 				return nil, err
@@ -372,6 +385,7 @@ func (c *Anthropic) Stream(ctx context.Context, req Request, onDelta func(Delta)
 type anStreamBlock struct {
 	typ, id, name string
 	text, input   strings.Builder
+	stopped       bool // content_block_stop came: the block is complete
 	// startInput is the input of content_block_start ({} in practice); the deltas, when
 	// there are any, replace it.
 	startInput json.RawMessage

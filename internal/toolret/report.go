@@ -5,14 +5,14 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/toolfleet/toolfleet/internal/pick"
+	"github.com/toolfleet/toolfleet/pkg/pick"
 )
 
 // PickRanker ranks with the picker library: MaxCandidates 10 and MinScore 0, so that the
 // top ten are as the scorer ranks them, nothing cut by a threshold.
 func PickRanker(cat *pick.Catalog, opts pick.Options) Ranker {
 	opts.MaxCandidates = 10
-	opts.MinScore = pick.Threshold(0)
+	opts.MinScore = new(0.0)
 	return func(ctx context.Context, q string) ([]string, error) {
 		res, err := pick.Pick(ctx, q, cat, opts)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/toolfleet/toolfleet/pkg/events"
+	"github.com/toolfleet/toolfleet/pkg/events/eventstest"
 )
 
 func benchEvent() (string, events.Event) {
@@ -32,7 +33,7 @@ func BenchmarkEncode(b *testing.B) {
 		b.ReportAllocs()
 		ctx := context.Background()
 		for b.Loop() {
-			if _, err := events.EncodeSDK(ctx, subj, e); err != nil {
+			if _, err := eventstest.EncodeSDK(ctx, subj, e); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -49,7 +50,7 @@ func BenchmarkDecode(b *testing.B) {
 	b.Run("lean", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := events.Decode(msg, 0); err != nil {
+			if _, err := events.Decode(events.CoreMsg(msg), 0); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -58,7 +59,7 @@ func BenchmarkDecode(b *testing.B) {
 		b.ReportAllocs()
 		ctx := context.Background()
 		for b.Loop() {
-			if _, err := events.DecodeSDK(ctx, msg, 0); err != nil {
+			if _, err := eventstest.DecodeSDK(ctx, msg, 0); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -2,6 +2,7 @@ package events
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,7 +28,30 @@ func OpenCatalog(ctx context.Context, js jetstream.JetStream, cfg Config) (*Cata
 	if err != nil {
 		return nil, fmt.Errorf("open catalog bucket %s: %w", BucketCatalog, err)
 	}
-	return &Catalog{kv: kv, ttl: cfg.WithDefaults().CatalogTTL.D()}, nil
+	return NewCatalog(kv, cfg), nil
+}
+
+// NewCatalog returns the catalog kept in kv, a bucket opened by the caller (one that had
+// to wait for it, or one of another name beside a fleet's).
+func NewCatalog(kv jetstream.KeyValue, cfg Config) *Catalog {
+	return &Catalog{kv: kv, ttl: cfg.WithDefaults().CatalogTTL.D()}
+}
+
+// CatalogEntry reads the catalog entry stored under key: a definition whose name is the
+// key and a valid tool name. An entry that is not one is an error, and its tool is not
+// in the catalog (see [Catalog.Watch]).
+func CatalogEntry(key string, value []byte) (tools.Definition, error) {
+	var d tools.Definition
+	if err := json.Unmarshal(value, &d); err != nil {
+		return d, fmt.Errorf("catalog entry %s: value is not a definition: %w", key, err)
+	}
+	if d.Name != key {
+		return d, fmt.Errorf("catalog entry %s: definition names %q under key %q", key, d.Name, key)
+	}
+	if err := ValidateTool(d.Name); err != nil {
+		return d, fmt.Errorf("catalog entry %s: %w", key, err)
+	}
+	return d, nil
 }
 
 // Put stores def under its name, refreshing its TTL.
@@ -65,13 +89,13 @@ func (c *Catalog) Get(ctx context.Context, name string) (def tools.Definition, o
 	if err != nil {
 		return def, false, fmt.Errorf("catalog get %s: %w", name, err)
 	}
-	if err := json.Unmarshal(e.Value(), &def); err != nil {
-		return def, false, fmt.Errorf("catalog entry %s is not a definition: %w", name, err)
+	if def, err = CatalogEntry(name, e.Value()); err != nil {
+		return def, false, err
 	}
 	return def, true, nil
 }
 
-// List returns every definition in the catalog, sorted by name.
+// List returns every valid definition in the catalog ([CatalogEntry]), sorted by name.
 func (c *Catalog) List(ctx context.Context) ([]tools.Definition, error) {
 	w, err := c.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
@@ -83,8 +107,7 @@ func (c *Catalog) List(ctx context.Context) ([]tools.Definition, error) {
 		if e == nil {
 			break // initial values done
 		}
-		var d tools.Definition
-		if json.Unmarshal(e.Value(), &d) == nil {
+		if d, err := CatalogEntry(e.Key(), e.Value()); err == nil {
 			defs = append(defs, d)
 		}
 	}
@@ -97,13 +120,23 @@ type Change struct {
 	Name string
 	// Definition is the new definition; zero when Removed.
 	Definition tools.Definition
-	// Removed is true when the tool left the catalog (deleted or expired).
+	// Removed is true when the tool left the catalog (deleted or expired), or when its
+	// entry is not a valid definition (Err says why).
 	Removed bool
+	// Err, when set, is why the tool's new entry was refused ([CatalogEntry]): the tool
+	// is withdrawn (Removed), as what the catalog holds under its name can no longer be
+	// offered. Report it: an executor or a user stored something wrong.
+	Err error
+	// Loaded marks the end of the catalog's contents at the start of the watch; such a
+	// change names no tool.
+	Loaded bool
 }
 
-// Watch sends the current catalog, then every change, until ctx ends. A refresh that
-// stores the same definition again is not reported. The channel is closed when ctx ends
-// or the watch fails.
+// Watch sends the current catalog, then a change with Loaded set, then every change,
+// until ctx ends. A refresh that stores the same value again is not reported. An entry
+// that is not a valid definition ([CatalogEntry]) withdraws its tool: it is sent as
+// Removed with Err set, whether or not the tool was there before. The channel is closed
+// when ctx ends or the watch fails.
 func (c *Catalog) Watch(ctx context.Context) (<-chan Change, error) {
 	w, err := c.kv.WatchAll(ctx)
 	if err != nil {
@@ -113,7 +146,7 @@ func (c *Catalog) Watch(ctx context.Context) (<-chan Change, error) {
 	go func() {
 		defer close(out)
 		defer w.Stop()
-		seen := map[string]string{}
+		seen := map[string][sha256.Size]byte{} // hash of each valid entry's value
 		for {
 			var e jetstream.KeyValueEntry
 			select {
@@ -125,20 +158,24 @@ func (c *Catalog) Watch(ctx context.Context) (<-chan Change, error) {
 				}
 				e = v
 			}
-			if e == nil {
-				continue // end of the initial values
-			}
-			ch := Change{Name: e.Key()}
-			switch e.Operation() {
-			case jetstream.KeyValuePut:
-				if seen[e.Key()] == string(e.Value()) {
+			var ch Change
+			switch {
+			case e == nil: // end of the initial values
+				ch.Loaded = true
+			case e.Operation() == jetstream.KeyValuePut:
+				ch.Name = e.Key()
+				sum := sha256.Sum256(e.Value())
+				if prev, ok := seen[e.Key()]; ok && prev == sum {
 					continue // a refresh
 				}
-				if json.Unmarshal(e.Value(), &ch.Definition) != nil {
-					continue // not a definition: nothing a watcher can use
+				if ch.Definition, ch.Err = CatalogEntry(e.Key(), e.Value()); ch.Err != nil {
+					ch.Definition, ch.Removed = tools.Definition{}, true
+					delete(seen, e.Key())
+					break
 				}
-				seen[e.Key()] = string(e.Value())
-			default: // delete, purge, or the TTL's delete marker
+				seen[e.Key()] = sum
+			default:
+				ch.Name = e.Key() // delete, purge, or the TTL's delete marker
 				if _, ok := seen[e.Key()]; !ok {
 					continue
 				}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/toolfleet/toolfleet/pkg/events"
+	"github.com/toolfleet/toolfleet/pkg/events/eventstest"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
@@ -51,7 +52,7 @@ func TestEncodeLeanEqualsSDK(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sdk, err := events.EncodeSDK(ctx, s.subject, s.event)
+			sdk, err := eventstest.EncodeSDK(ctx, s.subject, s.event)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -62,16 +63,16 @@ func TestEncodeLeanEqualsSDK(t *testing.T) {
 				t.Errorf("bodies differ: %s vs %s", lean.Data, sdk.Data)
 			}
 			for name, m := range map[string]*nats.Msg{"lean": lean, "sdk": sdk} {
-				got, err := events.Decode(m, 0)
+				got, err := events.Decode(events.CoreMsg(m), 0)
 				if err != nil {
 					t.Fatalf("lean decode of %s message: %v", name, err)
 				}
 				assertSameEvent(t, s.event, got)
-				ce, err := events.DecodeSDK(ctx, m, 0)
+				ce, err := eventstest.DecodeSDK(ctx, m, 0)
 				if err != nil {
 					t.Fatalf("SDK decode of %s message: %v", name, err)
 				}
-				fromSDK, err := events.FromSDK(ce)
+				fromSDK, err := eventstest.FromSDK(ce)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -127,9 +128,9 @@ func TestDecodeRejects(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			m := validCallMsg()
 			tt.mutate(m)
-			_, err := events.Decode(m, 1024)
+			_, err := events.Decode(events.CoreMsg(m), 1024)
 			assertCode(t, "lean", err, tt.code, tt.message)
-			_, err = events.DecodeSDK(context.Background(), m, 1024)
+			_, err = eventstest.DecodeSDK(context.Background(), m, 1024)
 			assertCode(t, "sdk", err, tt.code, "")
 		})
 	}
@@ -149,7 +150,7 @@ func TestDecodeRejects(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			m := validCallMsg()
 			m.Header.Set(tt.header, tt.value)
-			e, err := events.Decode(m, 0)
+			e, err := events.Decode(events.CoreMsg(m), 0)
 			assertCode(t, "lean", err, tools.CodeInvalidEvent, tt.message)
 			if tt.header == "ce-id" && e.ID != tt.value {
 				t.Errorf("refused id not kept for the answer: got %q", e.ID)
@@ -178,7 +179,7 @@ func TestDecodeCallKeepsAddress(t *testing.T) {
 	t.Parallel()
 	m := validCallMsg()
 	m.Data = []byte(`{"arguments": nope}`)
-	ce, err := events.DecodeCall(m, 0)
+	ce, err := events.DecodeCall(events.CoreMsg(m), 0)
 	if err == nil {
 		t.Fatal("want an error")
 	}
@@ -188,18 +189,18 @@ func TestDecodeCallKeepsAddress(t *testing.T) {
 
 	m = validCallMsg()
 	m.Data = []byte(`{"tool":"other","arguments":{}}`)
-	if _, err := events.DecodeCall(m, 0); err == nil || !strings.Contains(err.Error(), `names tool "other"`) {
+	if _, err := events.DecodeCall(events.CoreMsg(m), 0); err == nil || !strings.Contains(err.Error(), `names tool "other"`) {
 		t.Errorf("tool mismatch: got %v", err)
 	}
 	m = validCallMsg()
 	m.Data = []byte(`{"tool":"echo"}`)
-	ce, err = events.DecodeCall(m, 0)
+	ce, err = events.DecodeCall(events.CoreMsg(m), 0)
 	if err != nil || string(ce.Call.Arguments) != "{}" {
 		t.Errorf("missing arguments: got %s, %v; want {}", ce.Call.Arguments, err)
 	}
 	m = validCallMsg()
 	m.Data = []byte(`{"arguments":[1,2]}`)
-	if _, err := events.DecodeCall(m, 0); err != nil {
+	if _, err := events.DecodeCall(events.CoreMsg(m), 0); err != nil {
 		t.Errorf("arguments are kept as received (an array is for hydrate to refuse): %v", err)
 	}
 }
@@ -226,7 +227,7 @@ func TestEncodeRefusesWhatDecodeRefuses(t *testing.T) {
 			if _, err := events.Encode(tt.subject, e); !errors.Is(err, tools.ErrInvalidEvent) {
 				t.Errorf("Encode: got %v, want invalid_event", err)
 			}
-			if _, err := events.EncodeSDK(context.Background(), tt.subject, e); !errors.Is(err, tools.ErrInvalidEvent) {
+			if _, err := eventstest.EncodeSDK(context.Background(), tt.subject, e); !errors.Is(err, tools.ErrInvalidEvent) {
 				t.Errorf("EncodeSDK: got %v, want invalid_event", err)
 			}
 		})
@@ -266,7 +267,7 @@ func TestNewApprovalAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := events.Decode(m, 0)
+	e, err := events.Decode(events.CoreMsg(m), 0)
 	if err != nil {
 		t.Fatal(err)
 	}

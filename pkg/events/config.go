@@ -22,6 +22,9 @@ const (
 	// (see [EnsurePlanner]).
 	StreamPlan = "TOOLFLEET_PLAN"
 	BucketRuns = "toolfleet-runs"
+	// BucketEmbeddings is the picker's: tool vectors shared between its replicas (see
+	// [Config.EmbeddingsBucket]).
+	BucketEmbeddings = "toolfleet-embeddings"
 )
 
 // HeaderAllowance is added to MaxMsgSize for the stream limit: the limit applies to
@@ -274,12 +277,51 @@ func (c Config) Buckets() []jetstream.KeyValueConfig {
 	}
 }
 
+// EmbeddingsBucket is where picker replicas share tool vectors, key = model and
+// definition hash, value = little-endian float32s. Entries never expire: a vector is
+// valid as long as its key. Only pickers create it.
+func (c Config) EmbeddingsBucket() jetstream.KeyValueConfig {
+	c = c.WithDefaults()
+	return jetstream.KeyValueConfig{Bucket: BucketEmbeddings,
+		Description: "toolfleet picker: tool embeddings by model and definition hash", Replicas: c.Replicas}
+}
+
 // Durable consumers of the planner, shared by all its replicas.
 const (
 	PlannerStepsConsumer     = "toolfleet-planner"
 	PlannerResultsConsumer   = "toolfleet-planner-results"
 	PlannerApprovalsConsumer = "toolfleet-planner-approvals"
 )
+
+// plannerMaxAckPending bounds the messages in flight on each planner consumer, across
+// replicas.
+const plannerMaxAckPending = 1000
+
+// PlannerConsumer returns the stream and the configuration of the planner's durable
+// consumer name, shared by all planner replicas: [PlannerStepsConsumer] reads every run
+// step waiting in the plan stream; [PlannerResultsConsumer] and
+// [PlannerApprovalsConsumer] read results and approval requests from new ones on (a run's
+// are published after the consumer exists), not from the streams' whole history.
+// Explicit acks within AckWait, never given up on.
+func (c Config) PlannerConsumer(name string) (stream string, cc jetstream.ConsumerConfig, err error) {
+	c = c.WithDefaults()
+	var filter string
+	deliver := jetstream.DeliverNewPolicy
+	switch name {
+	case PlannerStepsConsumer:
+		stream, filter, deliver = StreamPlan, AllPlanSteps, jetstream.DeliverAllPolicy
+	case PlannerResultsConsumer:
+		stream, filter = StreamResults, AllResults
+	case PlannerApprovalsConsumer:
+		stream, filter = StreamEvents, AllApprovalRequests
+	default:
+		return "", cc, fmt.Errorf("events config: %q is not a planner consumer", name)
+	}
+	return stream, jetstream.ConsumerConfig{
+		Durable: name, FilterSubject: filter, AckPolicy: jetstream.AckExplicitPolicy,
+		AckWait: c.AckWait.D(), MaxDeliver: -1, MaxAckPending: plannerMaxAckPending, DeliverPolicy: deliver,
+	}, nil
+}
 
 // PlanStream is the planner's work queue of run steps ([PlanSubject]): one message "take
 // step N of run R" per step, consumed by whichever planner replica is free.

@@ -29,19 +29,20 @@ func DeadLetterID(seq uint64) string { return "seq-" + strconv.FormatUint(seq, 1
 // id when there is one; a fresh id when empty). limit is the body limit of the stream
 // (Config.MaxMsgSize); the dead letter is cut to fit it, so storing it never fails for
 // its size.
-func NewDeadLetter(source, id string, d DeadLetter, orig *nats.Msg, limit int) (*nats.Msg, error) {
+func NewDeadLetter(source, id string, d DeadLetter, orig Message, limit int) (*nats.Msg, error) {
 	if id == "" || ValidateEventID("id", id) != nil {
 		id = nuid.Next()
 	}
-	sum := sha256.Sum256(orig.Data)
-	d.BodySize, d.BodySHA256 = len(orig.Data), hex.EncodeToString(sum[:])
-	d.Subject = cut(orig.Subject, deadLetterMaxValue)
+	body, header := orig.Data(), orig.Headers()
+	sum := sha256.Sum256(body)
+	d.BodySize, d.BodySHA256 = len(body), hex.EncodeToString(sum[:])
+	d.Subject = cut(orig.Subject(), deadLetterMaxValue)
 	keep := min(deadLetterMaxBody, max(limit/8, 0))
-	d.Body, d.BodyTruncated = orig.Data, len(orig.Data) > keep
+	d.Body, d.BodyTruncated = body, len(body) > keep
 	if d.BodyTruncated {
-		d.Body = orig.Data[:keep]
+		d.Body = body[:keep]
 	}
-	d.Headers, d.HeadersTruncated = boundHeaders(orig.Header, min(deadLetterMaxHeaders, limit/8))
+	d.Headers, d.HeadersTruncated = boundHeaders(header, min(deadLetterMaxHeaders, limit/8))
 	run := ""
 	if d.RunID != "" {
 		run = ReplyID(d.RunID)
@@ -56,7 +57,7 @@ func NewDeadLetter(source, id string, d DeadLetter, orig *nats.Msg, limit int) (
 	}
 	if len(e.Data) > limit { // only with a tiny limit: keep a short description alone
 		n := max(limit/8, 16)
-		d.Body, d.Headers, d.BodyTruncated, d.HeadersTruncated = nil, nil, true, len(orig.Header) > 0
+		d.Body, d.Headers, d.BodyTruncated, d.HeadersTruncated = nil, nil, true, len(header) > 0
 		d.Reason, d.Subject = cut(d.Reason, n), cut(d.Subject, n)
 		if d.Error != nil {
 			short := *d.Error
@@ -68,6 +69,11 @@ func NewDeadLetter(source, id string, d DeadLetter, orig *nats.Msg, limit int) (
 		}
 	}
 	return Encode(DeadLetterSubject(d.Tool), e)
+}
+
+// DecodeDeadLetter decodes a dead letter.
+func DecodeDeadLetter(msg Message) (Event, DeadLetter, error) {
+	return decodeAs[DeadLetter](msg, 0)
 }
 
 // boundHeaders copies h, cutting each value to deadLetterMaxValue bytes and stopping

@@ -12,7 +12,7 @@ import (
 )
 
 // Decode reads a CloudEvent from msg and checks it against the contract: spec version
-// 1.0, id, type and source present, the type agreeing with msg.Subject, a JSON body of at
+// 1.0, id, type and source present, the type agreeing with the message's subject, a JSON body of at
 // most maxBytes (0 means [DefaultConfig]'s MaxMsgSize), well-formed extensions, and
 // Nats-Msg-Id (when set) equal to the id. Both content modes of the NATS binding are
 // read: binary (ce-* headers, the data as body; what toolfleet writes) and structured (a
@@ -24,35 +24,36 @@ import (
 // alongside, so a caller can still address an answer to it: its ID is the ce-id as
 // received — or, when the message has none, its Nats-Msg-Id — even when the id itself is
 // what was refused (answer it at [IDToken], with [ReplyID]).
-func Decode(msg *nats.Msg, maxBytes int) (Event, error) {
+func Decode(msg Message, maxBytes int) (Event, error) {
 	return decode(msg, maxBytes, true)
 }
 
 // decode is Decode; checkJSON false leaves the JSON check of the body to a caller that
 // unmarshals it anyway (one scan of the body instead of two).
-func decode(msg *nats.Msg, maxBytes int, checkJSON bool) (Event, error) {
+func decode(msg Message, maxBytes int, checkJSON bool) (Event, error) {
 	if maxBytes <= 0 {
 		maxBytes = int(DefaultConfig().MaxMsgSize)
 	}
-	if isStructured(msg) {
-		return decodeStructured(msg, maxBytes)
+	subject, h, data := msg.Subject(), msg.Headers(), msg.Data()
+	if isStructured(h, data) {
+		return decodeStructured(subject, h, data, maxBytes)
 	}
-	if n := len(msg.Data); n > maxBytes {
-		e, _ := attributes(msg.Header)
+	if n := len(data); n > maxBytes {
+		e, _ := attributes(h)
 		return e, tools.Errorf(tools.CodeInputTooLarge,
-			"event on %s: body of %d bytes exceeds the limit of %d bytes", msg.Subject, n, maxBytes)
+			"event on %s: body of %d bytes exceeds the limit of %d bytes", subject, n, maxBytes)
 	}
-	e, err := attributes(msg.Header)
+	e, err := attributes(h)
 	if err != nil {
 		return e, err
 	}
-	if err := checkIncoming(msg.Subject, msg.Header.Get(HeaderMsgID), msg.Header.Get(HeaderDataContentType), &e); err != nil {
+	if err := checkIncoming(subject, h.Get(HeaderMsgID), h.Get(HeaderDataContentType), &e); err != nil {
 		return e, err
 	}
-	if err := checkBody(msg.Data, &e, checkJSON); err != nil {
+	if err := checkBody(data, &e, checkJSON); err != nil {
 		return e, err
 	}
-	e.Data = msg.Data
+	e.Data = data
 	return e, nil
 }
 

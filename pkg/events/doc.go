@@ -18,28 +18,46 @@
 // runid, attempt, deadline (RFC 3339) and traceparent (W3C). A call without runid is its
 // own run.
 //
-// [Encode] writes the headers directly; [EncodeSDK] writes the same message through the
-// CloudEvents SDK and is the reference (the tests prove both produce and accept the same
-// events; the lean one is several times cheaper). [Decode] reads binary mode and
-// structured mode (application/cloudevents+json, or a header-less JSON event), and
-// refuses, with an invalid_event [tools.Error] that says why, a message without
+// [Encode] writes the headers directly; the CloudEvents SDK is the reference, kept in
+// package eventstest, which only tests import, so that no binary links the SDK (the tests
+// prove both produce and accept the same events; the lean codec is several times
+// cheaper). [Decode] reads any [Message] — a [jetstream.Msg] as a consumer delivers it, a
+// core message through [CoreMsg] — in binary mode or structured mode
+// (application/cloudevents+json, or a header-less JSON event), and refuses, with an
+// invalid_event [tools.Error] that says why, a message without
 // ce-specversion, ce-id, ce-type or ce-source, with a type that does not belong on its
 // subject, a body that is not JSON or is nested too deeply, or one larger than the limit
 // (input_too_large). A refused event still yields the ids to answer it with.
 //
-// # Ids and subjects
+// # Constructors and decoders
 //
-// Any non-empty CloudEvents id is accepted. Subjects are built only here, and ids reach
-// them through [IDToken] (an id of letters, digits, '_' and '-' is its own token; any
-// other becomes '=' and its hashed form), so no id can add a token or a wildcard:
-// [CallSubject] (toolfleet.call.<tool>), [ResultSubject] (toolfleet.result.<run>.<call>),
-// [DeadLetterSubject] (toolfleet.dlq.<tool>), [ApprovalRequestedSubject] and
-// [ApprovalAnsweredSubject] (toolfleet.event.approval.{requested,answered}.<tool>.<call>)
-// and [RunEventSubject] (toolfleet.event.run.<run>.<what>). Tool names follow
-// [tools.NamePattern] and anything else is refused. Subjects read back from the server are
-// parsed exactly ([ToolOfCallSubject], [ParseApprovalAnswerSubject]): a wildcard, an extra
-// token or a byte outside the alphabet is never taken for a tool or an id. Answers carry
-// the caller's id ([ReplyID]).
+// Every event type has its constructor, which picks the subject, the type and the id
+// the contract requires, and its decoder, which checks them: [NewCall] ([CallOptions]
+// carry the ids, deadline and trace context) and [DecodeCall]; [NewResult] and
+// [DecodeResult] ([CallEvent.Answer] addresses a result to its caller);
+// [NewApprovalRequest], [DecodeApprovalRequest], [NewApprovalAnswer],
+// [DecodeApprovalAnswer]; [NewRunEvent], [DecodeRunEvent]; [NewPlanStep],
+// [DecodePlanStep]; [NewDeadLetter], [DecodeDeadLetter]. Constructors return the
+// *nats.Msg to publish; decoders take a [Message]: a [jetstream.Msg] as a consumer
+// delivers it, a core message through [CoreMsg], a message read from a stream through
+// [StoredMsg].
+//
+// # Subjects
+//
+// Subjects are built only here: [CallSubject] (toolfleet.call.<tool>), [ResultSubject]
+// (toolfleet.result.<run>.<call>), [DeadLetterSubject] (toolfleet.dlq.<tool>),
+// [ApprovalRequestedSubject] and [ApprovalAnsweredSubject]
+// (toolfleet.event.approval.{requested,answered}.<tool>.<call>), [RunEventSubject]
+// (toolfleet.event.run.<run>.<what>), [PlanSubject] and the picker's [PickSubject]. Tool
+// names follow [tools.NamePattern]; ids of any kind reach a subject as their [IDToken];
+// anything else is refused, because a '.', '*', '>' or a space would change which
+// subscribers see the message. Each subject read back has an exact parser
+// ([ToolOfCallSubject], [ParseResultSubject], [ParseRunEventSubject],
+// [ParseApprovalRequestSubject], [ParseApprovalAnswerSubject]): a subject of any other
+// shape is refused, never guessed at. Answers carry the caller's id ([ReplyID]): any
+// non-empty CloudEvents id is accepted, and an id of letters, digits, '_' and '-' is its
+// own token while any other becomes '=' and its hashed form, so no id can add a token or
+// a wildcard.
 //
 // # Dead letters
 //
@@ -54,13 +72,16 @@
 // allows one consumer per filter, which is what a tool class is: one durable consumer
 // per tool ([ConsumerName]) shared by all its replicas. Results, events and dead letters
 // use limits retention. See [Config] for durability (sync_interval vs replicas). The
-// planner's own work queue of run steps ([Config.PlanStream], [PlanSubject]) and its
-// run-state bucket ([Config.RunsBucket]) are defined here too, and created only by
-// planners with [EnsurePlanner].
+// planner's own work queue of run steps ([Config.PlanStream], [PlanSubject]), its
+// consumers ([Config.PlannerConsumer]) and its run-state bucket ([Config.RunsBucket])
+// are defined here too, and created only by planners ([EnsurePlanner]); so is the
+// picker's embeddings bucket ([Config.EmbeddingsBucket]), created only by pickers.
 //
 // # Catalog
 //
 // [Catalog] wraps the KV bucket toolfleet-catalog (key = tool name, value = Definition
 // JSON). Executors keep their entries fresh with [Catalog.Keep]; the bucket's TTL removes
-// the entry of a tool nobody refreshes any more, and [Catalog.Watch] reports it.
+// the entry of a tool nobody refreshes any more, and [Catalog.Watch] reports it. One rule
+// says what an entry must be ([CatalogEntry]); an entry that breaks it withdraws its
+// tool, and the watch reports why.
 package events

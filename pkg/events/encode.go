@@ -15,7 +15,8 @@ const timeFormat = time.RFC3339Nano
 
 // Encode writes e as a NATS message on subject in binary content mode: ce-* headers, the
 // data as body, and Nats-Msg-Id = the event id. It writes the headers directly, which is
-// several times cheaper than [EncodeSDK]; the tests prove both produce the same message.
+// several times cheaper than the CloudEvents SDK's encoder (eventstest.EncodeSDK); the
+// tests prove both produce the same message.
 func Encode(subject string, e Event) (*nats.Msg, error) {
 	if err := checkOutgoing(subject, e); err != nil {
 		return nil, err

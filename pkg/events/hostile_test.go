@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/toolfleet/toolfleet/pkg/events"
+	"github.com/toolfleet/toolfleet/pkg/events/eventstest"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
@@ -27,11 +28,11 @@ func TestDecodeStructuredMode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := events.Decode(binary, 0)
+		want, err := events.Decode(events.CoreMsg(binary), 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		body, err := json.Marshal(events.ToSDK(s.event))
+		body, err := json.Marshal(eventstest.ToSDK(s.event))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -40,7 +41,7 @@ func TestDecodeStructuredMode(t *testing.T) {
 			"content-type": {"content-type": {"application/cloudevents+json"}},
 			"no headers":   nil,
 		} {
-			got, err := events.Decode(&nats.Msg{Subject: s.subject, Header: h, Data: body}, 0)
+			got, err := events.Decode(events.CoreMsg(&nats.Msg{Subject: s.subject, Header: h, Data: body}), 0)
 			if err != nil {
 				t.Fatalf("%s %s: %v\n%s", s.event.ID, name, err, body)
 			}
@@ -52,8 +53,8 @@ func TestDecodeStructuredMode(t *testing.T) {
 	call, _ := events.CallSubject("echo")
 	ct := nats.Header{"Content-Type": {"application/cloudevents+json"}}
 	b64 := base64.StdEncoding.EncodeToString([]byte(`{"arguments":{"text":"hi"}}`))
-	ce, err := events.DecodeCall(&nats.Msg{Subject: call, Header: ct, Data: []byte(
-		`{"specversion":"1.0","id":"urn:uuid:1","type":"io.toolfleet.tool.call","source":"/me","runid":"r 1","attempt":2,"data_base64":"` + b64 + `"}`)}, 0)
+	ce, err := events.DecodeCall(events.CoreMsg(&nats.Msg{Subject: call, Header: ct, Data: []byte(
+		`{"specversion":"1.0","id":"urn:uuid:1","type":"io.toolfleet.tool.call","source":"/me","runid":"r 1","attempt":2,"data_base64":"` + b64 + `"}`)}), 0)
 	if err != nil || ce.ID != "urn:uuid:1" || ce.RunID != "r 1" || ce.Attempt != 2 || string(ce.Call.Arguments) != `{"text":"hi"}` {
 		t.Errorf("data_base64 call: %+v, %v", ce, err)
 	}
@@ -64,7 +65,7 @@ func TestDecodeStructuredMode(t *testing.T) {
 		"id not a string": {`{"specversion":"1.0","id":7,"type":"io.toolfleet.tool.call","source":"/me","data":{}}`, "application/cloudevents+json", "id is not a string"},
 		"no data":         {`{"specversion":"1.0","id":"c1","type":"io.toolfleet.tool.call","source":"/me"}`, "application/cloudevents+json", "no data"},
 	} {
-		_, err := events.Decode(&nats.Msg{Subject: call, Header: nats.Header{"Content-Type": {tc.header}}, Data: []byte(tc.body)}, 0)
+		_, err := events.Decode(events.CoreMsg(&nats.Msg{Subject: call, Header: nats.Header{"Content-Type": {tc.header}}, Data: []byte(tc.body)}), 0)
 		assertCode(t, name, err, tools.CodeInvalidEvent, tc.want)
 	}
 }
@@ -85,10 +86,10 @@ func TestDecodeCallNestedTooDeeply(t *testing.T) {
 	t.Parallel()
 	m := validCallMsg()
 	m.Data = []byte(`{"arguments":{"a":` + nested(9999) + `}}`)
-	_, err := events.DecodeCall(m, 1<<20)
+	_, err := events.DecodeCall(events.CoreMsg(m), 1<<20)
 	assertCode(t, "9999 levels", err, tools.CodeInvalidEvent, "nested too deeply")
 	m.Data = []byte(`{"arguments":{"a":` + nested(tools.MaxDepth-1) + `}}`)
-	if _, err := events.DecodeCall(m, 1<<20); err != nil {
+	if _, err := events.DecodeCall(events.CoreMsg(m), 1<<20); err != nil {
 		t.Errorf("arguments at the limit: %v", err)
 	}
 }
@@ -103,7 +104,7 @@ func TestDeadLetterIsBounded(t *testing.T) {
 		Header: nats.Header{"X-Big": {strings.Repeat("h", 100<<10)}, "X-Bad": {"\xff\x01"}}}
 	for _, limit := range []int{1 << 20, 64 << 10, 1024} {
 		m, err := events.NewDeadLetter("/test", "", events.DeadLetter{Reason: strings.Repeat("r", 10000),
-			Error: tools.Errorf(tools.CodeInvalidEvent, "%s", strings.Repeat("e", 10000))}, orig, limit)
+			Error: tools.Errorf(tools.CodeInvalidEvent, "%s", strings.Repeat("e", 10000))}, events.CoreMsg(orig), limit)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +114,7 @@ func TestDeadLetterIsBounded(t *testing.T) {
 		if !utf8.Valid(m.Data) {
 			t.Errorf("limit %d: dead letter is not UTF-8", limit)
 		}
-		e, err := events.Decode(m, limit)
+		e, err := events.Decode(events.CoreMsg(m), limit)
 		if err != nil {
 			t.Fatalf("limit %d: %v", limit, err)
 		}
@@ -165,8 +166,8 @@ func FuzzDecodeCall(f *testing.F) {
 		h["ce-type"] = []string{events.TypeCall}
 		h["ce-source"] = []string{"/fuzz"}
 		m := &nats.Msg{Subject: subject, Header: h, Data: body}
-		_, derr := events.Decode(m, 1<<16)
-		ce, err := events.DecodeCall(m, 1<<16)
+		_, derr := events.Decode(events.CoreMsg(m), 1<<16)
+		ce, err := events.DecodeCall(events.CoreMsg(m), 1<<16)
 		for _, e := range []error{derr, err} {
 			var te *tools.Error
 			if e != nil && !errors.As(e, &te) {

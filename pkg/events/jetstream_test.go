@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolfleet/toolfleet/internal/natstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
+	"github.com/toolfleet/toolfleet/pkg/events/eventstest"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
@@ -66,7 +67,7 @@ func TestCallAndResultRoundTrip(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	call := events.Call{Tool: "get_weather", Arguments: json.RawMessage(`{"city":"Oslo"}`), Metadata: map[string]string{"role": "admin"}}
-	msg, err := events.NewCall("/test", "call_1", "run_1", call)
+	msg, err := events.NewCall(events.CallOptions{Source: "/test", ID: "call_1", RunID: "run_1"}, call)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func TestCallAndResultRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := fetchOne(t, b, events.StreamCalls, cc)
-	got, err := events.DecodeCall(&nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}, 0)
+	got, err := events.DecodeCall(m, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func TestCallAndResultRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, r, err := events.DecodeResult(&nats.Msg{Subject: stored.Subject, Header: stored.Header, Data: stored.Data})
+	e, r, err := events.DecodeResult(events.StoredMsg(stored))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,14 +154,14 @@ func TestPlainClientCallDecodes(t *testing.T) {
 	cc, _ := b.cfg.CallConsumer("echo")
 	got := fetchOne(t, b, events.StreamCalls, cc)
 	nm := &nats.Msg{Subject: got.Subject(), Header: got.Headers(), Data: got.Data()}
-	ce, err := events.DecodeCall(nm, 0)
+	ce, err := events.DecodeCall(events.CoreMsg(nm), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ce.ID != "plain-1" || ce.Call.Tool != "echo" || string(ce.Call.Arguments) != `"{\"text\":\"hi\"}"` {
 		t.Errorf("decoded %+v", ce)
 	}
-	sdk, err := events.DecodeSDK(context.Background(), nm, 0)
+	sdk, err := eventstest.DecodeSDK(context.Background(), nm, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,6 +292,9 @@ func TestCatalogPutWatchExpire(t *testing.T) {
 	if c := next(); c.Name != "echo" || c.Removed || string(c.Definition.Parameters) != `{"type":"object"}` {
 		t.Errorf("initial %+v", c)
 	}
+	if c := next(); !c.Loaded || c.Name != "" {
+		t.Errorf("want the end of the initial values, got %+v", c)
+	}
 	// Keep refreshes "sleep" (same definition: no change reported) while "echo" is left
 	// to expire.
 	sleep := tools.Definition{Type: "function", Name: "sleep", Description: "Sleep.", Safe: true, AllowNoSchema: true, NoSchemaMode: tools.NoSchemaReadOnly}
@@ -317,5 +321,28 @@ func TestCatalogPutWatchExpire(t *testing.T) {
 	}
 	if err := cat.Put(ctx, tools.Definition{Name: "bad.name"}); !errors.Is(err, tools.ErrInvalidEvent) {
 		t.Errorf("bad name: %v", err)
+	}
+	// An entry that is not a valid definition for its key withdraws the tool, and says
+	// why: one rule for every watcher.
+	kv, err := b.js.KeyValue(ctx, events.BucketCatalog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cat.Put(ctx, echo); err != nil {
+		t.Fatal(err)
+	}
+	if c := next(); c.Name != "echo" || c.Removed {
+		t.Errorf("echo back: %+v", c)
+	}
+	for _, bad := range []string{`{"name":"other"}`, `not json`} {
+		if _, err := kv.Put(ctx, "echo", []byte(bad)); err != nil {
+			t.Fatal(err)
+		}
+		if c := next(); c.Name != "echo" || !c.Removed || c.Err == nil {
+			t.Errorf("bad entry %s: %+v, want echo withdrawn with an error", bad, c)
+		}
+		if _, _, err := cat.Get(ctx, "echo"); err == nil {
+			t.Errorf("Get of bad entry %s: no error", bad)
+		}
 	}
 }

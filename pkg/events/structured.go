@@ -25,13 +25,13 @@ const StructuredContentType = "application/cloudevents+json"
 // isStructured reports whether msg carries a structured-mode event: its content type
 // says so, or it has none of the binary mode's ce-specversion, ce-id and ce-type headers
 // and its body names a specversion (the binding's first version had no headers at all).
-func isStructured(msg *nats.Msg) bool {
-	if ct := contentTypeHeader(msg.Header); ct != "" {
+func isStructured(h nats.Header, data []byte) bool {
+	if ct := contentTypeHeader(h); ct != "" {
 		mt, _, _ := mime.ParseMediaType(ct)
 		return strings.HasPrefix(mt, "application/cloudevents")
 	}
-	return msg.Header.Get(HeaderSpecVersion) == "" && msg.Header.Get(HeaderID) == "" && msg.Header.Get(HeaderType) == "" &&
-		bytes.Contains(msg.Data, []byte(`"specversion"`))
+	return h.Get(HeaderSpecVersion) == "" && h.Get(HeaderID) == "" && h.Get(HeaderType) == "" &&
+		bytes.Contains(data, []byte(`"specversion"`))
 }
 
 // contentTypeHeader returns the message's Content-Type header, whatever its case.
@@ -44,22 +44,22 @@ func contentTypeHeader(h nats.Header) string {
 	return ""
 }
 
-// decodeStructured reads a JSON-format event from msg's body.
-func decodeStructured(msg *nats.Msg, maxBytes int) (Event, error) {
+// decodeStructured reads a JSON-format event from a message's body.
+func decodeStructured(subject string, header nats.Header, body []byte, maxBytes int) (Event, error) {
 	var e Event
-	if ct := contentTypeHeader(msg.Header); ct != "" {
+	if ct := contentTypeHeader(header); ct != "" {
 		if mt, _, _ := mime.ParseMediaType(ct); mt != StructuredContentType {
 			return e, tools.Errorf(tools.CodeInvalidEvent,
-				"event on %s: content type %q is not supported (structured mode: %s; batches are not)", msg.Subject, ct, StructuredContentType)
+				"event on %s: content type %q is not supported (structured mode: %s; batches are not)", subject, ct, StructuredContentType)
 		}
 	}
 	var env map[string]json.RawMessage
-	if err := json.Unmarshal(msg.Data, &env); err != nil {
-		if len(msg.Data) > maxBytes {
+	if err := json.Unmarshal(body, &env); err != nil {
+		if len(body) > maxBytes {
 			return e, tools.Errorf(tools.CodeInputTooLarge,
-				"event on %s: body of %d bytes exceeds the limit of %d bytes", msg.Subject, len(msg.Data), maxBytes)
+				"event on %s: body of %d bytes exceeds the limit of %d bytes", subject, len(body), maxBytes)
 		}
-		return e, notJSON("on "+msg.Subject, msg.Data)
+		return e, notJSON("on "+subject, body)
 	}
 	str := func(name string) (string, error) {
 		raw, ok := env[name]
@@ -84,7 +84,7 @@ func decodeStructured(msg *nats.Msg, maxBytes int) (Event, error) {
 	e.TraceParent, errs[7] = str(ExtTraceParent)
 	deadline, errs[8] = str(ExtDeadline)
 	if e.ID == "" {
-		e.ID = msg.Header.Get(HeaderMsgID) // its publisher may still be found by its dedup id
+		e.ID = header.Get(HeaderMsgID) // its publisher may still be found by its dedup id
 	}
 	for _, err := range errs {
 		if err != nil {
@@ -100,14 +100,14 @@ func decodeStructured(msg *nats.Msg, maxBytes int) (Event, error) {
 	if raw, ok := env[ExtAttempt]; ok { // an integer, or a string holding one
 		attempt = strings.Trim(string(raw), `"`)
 	}
-	if len(msg.Data) > maxBytes {
+	if len(body) > maxBytes {
 		return e, tools.Errorf(tools.CodeInputTooLarge,
-			"event on %s: body of %d bytes exceeds the limit of %d bytes", msg.Subject, len(msg.Data), maxBytes)
+			"event on %s: body of %d bytes exceeds the limit of %d bytes", subject, len(body), maxBytes)
 	}
 	if err := checkAttributes(&e, sv, tm, attempt, deadline); err != nil {
 		return e, err
 	}
-	if err := checkIncoming(msg.Subject, msg.Header.Get(HeaderMsgID), dct, &e); err != nil {
+	if err := checkIncoming(subject, header.Get(HeaderMsgID), dct, &e); err != nil {
 		return e, err
 	}
 	data, hasData := env["data"]

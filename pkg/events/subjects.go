@@ -28,6 +28,9 @@ const (
 	AllApprovalRequests = "toolfleet.event.approval.requested.>"
 	// AllPlanSteps matches the planner's step messages ([PlanSubject]).
 	AllPlanSteps = "toolfleet.plan.>"
+	// PickSubject is the picker service's request/reply endpoint: a planner asks it to
+	// rank the catalog's tools for a request.
+	PickSubject = "toolfleet.picker.pick"
 )
 
 // IDPattern is the alphabet of ids that are their own subject token (see [IDToken]):
@@ -130,15 +133,50 @@ func approvalSubject(prefix, tool, call string) (string, error) {
 // subject names; ok is false unless subject is exactly
 // toolfleet.event.approval.answered.<tool>.<token>.
 func ParseApprovalAnswerSubject(subject string) (tool, callToken string, ok bool) {
-	rest, ok := strings.CutPrefix(subject, approvalAnsPrefix)
+	return parseApprovalSubject(approvalAnsPrefix, subject)
+}
+
+// ParseApprovalRequestSubject returns the tool and the call token an approval request's
+// subject names; ok is false unless subject is exactly
+// toolfleet.event.approval.requested.<tool>.<token>.
+func ParseApprovalRequestSubject(subject string) (tool, callToken string, ok bool) {
+	return parseApprovalSubject(approvalReqPrefix, subject)
+}
+
+func parseApprovalSubject(prefix, subject string) (tool, callToken string, ok bool) {
+	return parseTwo(subject, prefix, isTool, isToken)
+}
+
+// parseTwo returns the two tokens that follow prefix in subject, each passing its rule;
+// ok is false unless subject is exactly prefix + first + "." + second.
+func parseTwo(subject, prefix string, first, second func(string) bool) (a, b string, ok bool) {
+	rest, ok := strings.CutPrefix(subject, prefix)
 	if !ok {
 		return "", "", false
 	}
-	tool, callToken, ok = strings.Cut(rest, ".")
-	if !ok || ValidateTool(tool) != nil || !isToken(callToken) {
+	a, b, ok = strings.Cut(rest, ".")
+	if !ok || !first(a) || !second(b) {
 		return "", "", false
 	}
-	return tool, callToken, true
+	return a, b, true
+}
+
+func isTool(s string) bool { return isIDToken(s, 64) }
+
+func isWord(s string) bool { return wordPattern.MatchString(s) }
+
+// ParseResultSubject returns the run and call tokens a result's subject names; ok is
+// false unless subject is exactly toolfleet.result.<run token>.<call token>. The tokens
+// are [IDToken]s: compare them with IDToken of an id, not with the id.
+func ParseResultSubject(subject string) (runToken, callToken string, ok bool) {
+	return parseTwo(subject, resultPrefix, isToken, isToken)
+}
+
+// ParseRunEventSubject returns the run token and the event word of a run lifecycle
+// event's subject; ok is false unless subject is exactly
+// toolfleet.event.run.<run token>.<what> with a valid word ([ValidateToken]).
+func ParseRunEventSubject(subject string) (runToken, what string, ok bool) {
+	return parseTwo(subject, runEventPrefix, isToken, isWord)
 }
 
 // ApprovalAnswersFilter matches every approval answer for tool.
@@ -147,6 +185,14 @@ func ApprovalAnswersFilter(tool string) (string, error) {
 		return "", err
 	}
 	return approvalAnsPrefix + tool + ".*", nil
+}
+
+// RunEventsSubject is the filter matching every lifecycle event of run.
+func RunEventsSubject(run string) (string, error) {
+	if run == "" {
+		return "", tools.Errorf(tools.CodeInvalidEvent, "run id is empty")
+	}
+	return runEventPrefix + IDToken(run) + ".*", nil
 }
 
 // RunEventSubject is where a run lifecycle event is published:

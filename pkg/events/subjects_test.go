@@ -138,3 +138,68 @@ func FuzzIDPattern(f *testing.F) {
 		}
 	})
 }
+
+// Every subject has an exact parser: what a builder makes parses back to its parts, and
+// anything else — another root, a missing or extra token, a wildcard — is not a guess
+// but a refusal.
+func TestParseSubjects(t *testing.T) {
+	t.Parallel()
+	res, _ := events.ResultSubject("run 1", "urn:uuid:1")
+	if run, call, ok := events.ParseResultSubject(res); !ok || run != events.IDToken("run 1") || call != events.IDToken("urn:uuid:1") {
+		t.Errorf("ParseResultSubject(%s) = %s, %s, %v", res, run, call, ok)
+	}
+	ev, _ := events.RunEventSubject("r1", "tool_called")
+	if run, what, ok := events.ParseRunEventSubject(ev); !ok || run != "r1" || what != "tool_called" {
+		t.Errorf("ParseRunEventSubject(%s) = %s, %s, %v", ev, run, what, ok)
+	}
+	req, _ := events.ApprovalRequestedSubject("write_file", "c1")
+	if tool, call, ok := events.ParseApprovalRequestSubject(req); !ok || tool != "write_file" || call != "c1" {
+		t.Errorf("ParseApprovalRequestSubject(%s) = %s, %s, %v", req, tool, call, ok)
+	}
+	for _, bad := range []string{"", "toolfleet.result.r", "toolfleet.result.r.c.d", "toolfleet.result.r.*", "toolfleet.result.>",
+		"toolfleet.result..c", "toolfleet.call.r.c", "toolfleet.result.r.c "} {
+		if _, _, ok := events.ParseResultSubject(bad); ok {
+			t.Errorf("ParseResultSubject(%q) accepted", bad)
+		}
+	}
+	for _, bad := range []string{"toolfleet.event.run.r", "toolfleet.event.run.r.a.b", "toolfleet.event.run.r.*", "toolfleet.event.run.r.Done",
+		"toolfleet.event.approval.requested.t.c"} {
+		if _, _, ok := events.ParseRunEventSubject(bad); ok {
+			t.Errorf("ParseRunEventSubject(%q) accepted", bad)
+		}
+	}
+	for _, bad := range []string{"toolfleet.event.approval.requested.t", "toolfleet.event.approval.requested.t.c.d",
+		"toolfleet.event.approval.answered.t.c", "toolfleet.event.approval.requested.*.c"} {
+		if _, _, ok := events.ParseApprovalRequestSubject(bad); ok {
+			t.Errorf("ParseApprovalRequestSubject(%q) accepted", bad)
+		}
+	}
+	if f, _ := events.RunEventsSubject("r1"); f != "toolfleet.event.run.r1.*" {
+		t.Errorf("RunEventsSubject = %s", f)
+	}
+}
+
+// FuzzParseSubjects: the parsers never panic, and what they accept is rebuilt exactly.
+func FuzzParseSubjects(f *testing.F) {
+	for _, s := range []string{"toolfleet.result.r.c", "toolfleet.event.run.r.done", "toolfleet.event.approval.requested.t.c",
+		"toolfleet.result.=" + strings.Repeat("A", 43) + ".c", "toolfleet.result.r.c.d", "toolfleet.event.run..x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if run, call, ok := events.ParseResultSubject(s); ok {
+			if got, _ := events.ResultSubject(run, call); got != s {
+				t.Errorf("result %q rebuilt as %q", s, got)
+			}
+		}
+		if run, what, ok := events.ParseRunEventSubject(s); ok {
+			if got, _ := events.RunEventSubject(run, what); got != s {
+				t.Errorf("run event %q rebuilt as %q", s, got)
+			}
+		}
+		if tool, call, ok := events.ParseApprovalRequestSubject(s); ok {
+			if got, _ := events.ApprovalRequestedSubject(tool, call); got != s {
+				t.Errorf("approval request %q rebuilt as %q", s, got)
+			}
+		}
+	})
+}

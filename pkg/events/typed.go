@@ -28,14 +28,36 @@ func (c CallEvent) RunIDOrSelf() string {
 	return c.ID
 }
 
-// NewCall encodes a call of c.Tool as a message on [CallSubject], with event id callID
-// and extension runid runID. source names the caller (e.g. "/toolfleet/planner").
-func NewCall(source, callID, runID string, c Call) (*nats.Msg, error) {
+// CallOptions are the attributes of a call event that are not its data.
+type CallOptions struct {
+	// Source names the caller (e.g. "/toolfleet/planner"). Required.
+	Source string
+	// ID is the call id and the event id: any CloudEvents id (see [ValidateEventID]).
+	// Required; publishing the same id again is deduplicated.
+	ID string
+	// RunID groups the calls of one run; empty makes the call its own run.
+	RunID string
+	// Deadline, when set, is when the caller stops waiting; executors give up on the call
+	// then.
+	Deadline time.Time
+	// TraceParent is the W3C trace context, passed through to the result's tool.
+	TraceParent string
+	// Time is when the call was made; zero means now.
+	Time time.Time
+}
+
+// NewCall encodes a call of c.Tool as a message on [CallSubject], with the attributes of
+// o.
+func NewCall(o CallOptions, c Call) (*nats.Msg, error) {
 	subj, err := CallSubject(c.Tool)
 	if err != nil {
 		return nil, err
 	}
-	e := Event{ID: callID, Type: TypeCall, Source: source, Time: time.Now(), RunID: runID}
+	e := Event{ID: o.ID, Type: TypeCall, Source: o.Source, Time: o.Time, RunID: o.RunID,
+		Deadline: o.Deadline, TraceParent: o.TraceParent}
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
 	if err := e.SetData(c); err != nil {
 		return nil, err
 	}
@@ -46,16 +68,17 @@ func NewCall(source, callID, runID string, c Call) (*nats.Msg, error) {
 // when the data leaves it out, the subject's tool is taken. Missing arguments read as
 // {}. On error the returned CallEvent holds what could be read (id, run id, tool), so
 // the caller can still be answered.
-func DecodeCall(msg *nats.Msg, maxBytes int) (CallEvent, error) {
+func DecodeCall(msg Message, maxBytes int) (CallEvent, error) {
 	var ce CallEvent
-	ce.Call.Tool, _ = ToolOfCallSubject(msg.Subject)
+	subject := msg.Subject()
+	ce.Call.Tool, _ = ToolOfCallSubject(subject)
 	e, err := decode(msg, maxBytes, false)
 	ce.Event = e
 	if err != nil {
 		return ce, err
 	}
-	if _, ok := ToolOfCallSubject(msg.Subject); !ok {
-		return ce, tools.Errorf(tools.CodeInvalidEvent, "call %s: subject %q does not name a valid tool", e.ID, msg.Subject)
+	if _, ok := ToolOfCallSubject(subject); !ok {
+		return ce, tools.Errorf(tools.CodeInvalidEvent, "call %s: subject %q does not name a valid tool", e.ID, subject)
 	}
 	subjTool := ce.Call.Tool
 	if err := json.Unmarshal(e.Data, &ce.Call); err != nil {
@@ -73,7 +96,7 @@ func DecodeCall(msg *nats.Msg, maxBytes int) (CallEvent, error) {
 	default:
 		bad := ce.Call.Tool
 		ce.Call.Tool = subjTool
-		return ce, tools.Errorf(tools.CodeInvalidEvent, "call %s names tool %q but was published on %s", e.ID, bad, msg.Subject)
+		return ce, tools.Errorf(tools.CodeInvalidEvent, "call %s names tool %q but was published on %s", e.ID, bad, subject)
 	}
 	if len(bytes.TrimSpace(ce.Call.Arguments)) == 0 || bytes.Equal(bytes.TrimSpace(ce.Call.Arguments), []byte("null")) {
 		ce.Call.Arguments = []byte("{}")
@@ -121,15 +144,26 @@ func IsAlreadyAnswered(err error) bool {
 	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeWrongLastSequence
 }
 
+// Answer returns the result that answers c, addressed to its caller (tool, and the
+// caller's ids through [ReplyID]); the caller of Answer fills in the outcome.
+func (c CallEvent) Answer() Result {
+	return Result{Tool: c.Call.Tool, CallID: ReplyID(c.ID), RunID: ReplyID(c.RunIDOrSelf())}
+}
+
 // DecodeResult decodes a result message.
-func DecodeResult(msg *nats.Msg) (Event, Result, error) {
-	var r Result
-	e, err := Decode(msg, 0)
+func DecodeResult(msg Message) (Event, Result, error) {
+	return decodeAs[Result](msg, 0)
+}
+
+// decodeAs decodes msg and its data as a T.
+func decodeAs[T any](msg Message, maxBytes int) (Event, T, error) {
+	var v T
+	e, err := Decode(msg, maxBytes)
 	if err != nil {
-		return e, r, err
+		return e, v, err
 	}
-	err = e.DataAs(&r)
-	return e, r, err
+	err = e.DataAs(&v)
+	return e, v, err
 }
 
 // NewApprovalAnswer encodes an approver's answer to the approval of callID (a call of
@@ -148,4 +182,44 @@ func NewApprovalAnswer(source, tool, callID string, a ApprovalAnswer) (*nats.Msg
 		return nil, err
 	}
 	return Encode(subj, e)
+}
+
+// DecodeApprovalAnswer decodes an approval answer; an answer whose decision is neither
+// approve nor deny is refused (invalid_event).
+func DecodeApprovalAnswer(msg Message, maxBytes int) (Event, ApprovalAnswer, error) {
+	e, a, err := decodeAs[ApprovalAnswer](msg, maxBytes)
+	if err == nil && a.Decision != DecisionApprove && a.Decision != DecisionDeny {
+		_, call, _ := ParseApprovalAnswerSubject(msg.Subject())
+		err = tools.Errorf(tools.CodeInvalidEvent, "approval answer for call %s: decision %q is neither %q nor %q",
+			call, a.Decision, DecisionApprove, DecisionDeny)
+	}
+	return e, a, err
+}
+
+// NewApprovalRequest encodes r as an approval request on
+// [ApprovalRequestedSubject](r.Tool, r.CallID), with event id r.CallID (a re-published
+// request is deduplicated) and extension runid r.RunID; both ids must be valid event ids
+// (pass a caller's ids through [ReplyID]). An empty r.AnswerSubject is set to
+// [ApprovalAnsweredSubject]. traceParent, when set, is the call's trace context.
+func NewApprovalRequest(source string, r ApprovalRequest, traceParent string) (*nats.Msg, error) {
+	subj, err := ApprovalRequestedSubject(r.Tool, r.CallID)
+	if err != nil {
+		return nil, err
+	}
+	if r.AnswerSubject == "" {
+		if r.AnswerSubject, err = ApprovalAnsweredSubject(r.Tool, r.CallID); err != nil {
+			return nil, err
+		}
+	}
+	e := Event{ID: r.CallID, Type: TypeApprovalRequest, Source: source, Time: time.Now(), RunID: r.RunID,
+		TraceParent: traceParent}
+	if err := e.SetData(r); err != nil {
+		return nil, err
+	}
+	return Encode(subj, e)
+}
+
+// DecodeApprovalRequest decodes an approval request.
+func DecodeApprovalRequest(msg Message) (Event, ApprovalRequest, error) {
+	return decodeAs[ApprovalRequest](msg, 0)
 }

@@ -40,6 +40,11 @@ type parked struct {
 	AnswerSeq uint64 `json:"answer_seq,omitempty"`
 }
 
+// call returns the parked call message.
+func (p parked) call() events.Message {
+	return events.CoreMsg(&nats.Msg{Subject: p.Subject, Header: p.Headers, Data: p.Data})
+}
+
 // approvalKey is the bucket key of a parked call: <tool>.<call token>.
 func approvalKey(tool, callToken string) string { return tool + "." + callToken }
 
@@ -65,23 +70,15 @@ func (ex *Executor) park(j *job) {
 	}
 	// Published again on a redelivery (deduplicated by the call id): the request must
 	// exist once the call is acked.
-	answerSubj, _ := events.ApprovalAnsweredSubject(j.def.Name, j.ce.ID)
-	subj, err := events.ApprovalRequestedSubject(j.def.Name, j.ce.ID)
+	reason := fmt.Sprintf("tool %q is not marked safe", j.def.Name)
+	if !j.def.Validated() && j.def.NoSchemaMode == tools.NoSchemaHumanApproval {
+		reason = fmt.Sprintf("tool %q takes unvalidated arguments (noSchemaMode human-approval)", j.def.Name)
+	}
+	req := events.ApprovalRequest{Tool: j.def.Name, CallID: j.res.CallID, RunID: j.res.RunID, Arguments: j.ce.Call.Arguments,
+		Metadata: j.ce.Call.Metadata, Reason: reason, Validated: j.def.Validated(), ExpiresAt: exp}
+	m, err := events.NewApprovalRequest(ex.source, req, j.ce.TraceParent)
 	if err == nil {
-		reason := fmt.Sprintf("tool %q is not marked safe", j.def.Name)
-		if !j.def.Validated() && j.def.NoSchemaMode == tools.NoSchemaHumanApproval {
-			reason = fmt.Sprintf("tool %q takes unvalidated arguments (noSchemaMode human-approval)", j.def.Name)
-		}
-		req := events.ApprovalRequest{Tool: j.def.Name, CallID: j.res.CallID, RunID: j.res.RunID, Arguments: j.ce.Call.Arguments,
-			Metadata: j.ce.Call.Metadata, Reason: reason, Validated: j.def.Validated(), ExpiresAt: exp, AnswerSubject: answerSubj}
-		e := events.Event{ID: j.res.CallID, Type: events.TypeApprovalRequest, Source: ex.source, Time: now, RunID: j.res.RunID,
-			TraceParent: j.ce.TraceParent}
-		if err = e.SetData(req); err == nil {
-			var m *nats.Msg
-			if m, err = events.Encode(subj, e); err == nil {
-				err = ex.publish(m)
-			}
-		}
+		err = ex.publish(m)
 	}
 	if err != nil {
 		ex.o.log.Warn().Err(err).Str("call_id", j.res.CallID).Msg("publish approval request; handing the call back")
@@ -101,16 +98,7 @@ func (ex *Executor) handleAnswer(w *worker, msg jetstream.Msg) {
 		_ = msg.TermWithReason("not an approval answer subject of tool " + w.def.Name)
 		return
 	}
-	nm := &nats.Msg{Subject: msg.Subject(), Header: msg.Headers(), Data: msg.Data()}
-	e, err := events.Decode(nm, int(ex.cfg.MaxMsgSize))
-	var ans events.ApprovalAnswer
-	if err == nil {
-		err = e.DataAs(&ans)
-	}
-	if err == nil && ans.Decision != events.DecisionApprove && ans.Decision != events.DecisionDeny {
-		err = tools.Errorf(tools.CodeInvalidEvent, "approval answer for call %s: decision %q is neither %q nor %q",
-			callID, ans.Decision, events.DecisionApprove, events.DecisionDeny)
-	}
+	_, ans, err := events.DecodeApprovalAnswer(msg, int(ex.cfg.MaxMsgSize))
 	if err != nil {
 		// A malformed answer answers nothing; it stays in the events stream for the record
 		// and the call keeps waiting for a valid answer or its expiry.
@@ -152,7 +140,7 @@ func (ex *Executor) handleAnswer(w *worker, msg jetstream.Msg) {
 		return
 	}
 
-	call := &nats.Msg{Subject: p.Subject, Header: p.Headers, Data: p.Data}
+	call := p.call()
 	ce, _ := events.DecodeCall(call, 0) // it decoded when it was parked
 	j := ex.newJob(msg, w.def, ce, p.ParkedAt)
 	j.afterStore = func() {
@@ -222,7 +210,7 @@ func (ex *Executor) expireIfDue(ctx context.Context, w *worker, key string) {
 	if json.Unmarshal(entry.Value(), &p) != nil || p.State != statePending || time.Now().Before(p.ExpiresAt) {
 		return
 	}
-	ce, _ := events.DecodeCall(&nats.Msg{Subject: p.Subject, Header: p.Headers, Data: p.Data}, 0)
+	ce, _ := events.DecodeCall(p.call(), 0)
 	j := ex.newJob(nil, w.def, ce, p.ParkedAt)
 	j.afterStore = func() { _ = ex.approvals.Delete(ctx, key, jetstream.LastRevision(entry.Revision())) }
 	ex.fail(j, tools.Errorf(tools.CodeDenied, "call of %q was denied: no approval arrived before %s",

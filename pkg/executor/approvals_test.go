@@ -39,7 +39,7 @@ func awaitRequest(t testing.TB, sub *nats.Subscription) events.ApprovalRequest {
 	if err != nil {
 		t.Fatalf("no approval request: %v", err)
 	}
-	e, err := events.Decode(m, 0)
+	e, err := events.Decode(events.CoreMsg(m), 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,6 +53,16 @@ func BenchmarkFleet(b *testing.B) {
 	}
 }
 
+// replyCall reads the call a reply answers from its subject: raw.reply.<call> for the raw
+// pattern, a result subject for the fleet.
+func replyCall(subject string) (string, bool) {
+	if id, ok := strings.CutPrefix(subject, "raw.reply."); ok {
+		return id, true
+	}
+	_, call, ok := events.ParseResultSubject(subject)
+	return call, ok
+}
+
 var payload = `{"text":"` + strings.Repeat("x", 180) + `"}` // a 200-byte body
 
 // drive publishes one call per benchmark iteration through the load generator, which
@@ -60,7 +70,8 @@ var payload = `{"text":"` + strings.Repeat("x", 180) + `"}` // a 200-byte body
 // to stored reply, then waits for every reply.
 func drive(b *testing.B, nc *nats.Conn, replyStream string, window int, msg func(i int) *nats.Msg) loadFigures {
 	ctx := context.Background()
-	g, err := loadgen.Start(ctx, nc, loadgen.Config{ReplyStream: replyStream, Window: window, StallTimeout: 60 * time.Second})
+	g, err := loadgen.Start(ctx, nc, loadgen.Config{ReplyStream: replyStream, Window: window, StallTimeout: 60 * time.Second,
+		CallOf: replyCall})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -155,7 +166,7 @@ func benchFleet(b *testing.B, window, replicas int) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	f := drive(b, nc, events.StreamResults, window, func(i int) *nats.Msg {
-		m, err := events.NewCall("/bench", fmt.Sprintf("c%09d", i), "bench", events.Call{Tool: "noop", Arguments: json.RawMessage(payload)})
+		m, err := events.NewCall(events.CallOptions{Source: "/bench", ID: fmt.Sprintf("c%09d", i), RunID: "bench"}, events.Call{Tool: "noop", Arguments: json.RawMessage(payload)})
 		if err != nil {
 			b.Fatal(err)
 		}

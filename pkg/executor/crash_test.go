@@ -91,7 +91,7 @@ func runChildExecutor(url, runLog, id string) int {
 			return "done", nap(ctx)
 		})
 	if err == nil {
-		err = reg.AddFunc(tools.Definition{Name: "charge", Parameters: echoSchema, Safe: true, Idempotent: tools.Bool(false)},
+		err = reg.AddFunc(tools.Definition{Name: "charge", Parameters: echoSchema, Safe: true, Idempotent: new(false)},
 			func(ctx context.Context, args json.RawMessage) (any, error) {
 				info, _ := tools.CallInfoFrom(ctx)
 				mu.Lock()

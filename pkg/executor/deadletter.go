@@ -1,8 +1,6 @@
 package executor
 
 import (
-	"github.com/nats-io/nats.go"
-
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
@@ -11,9 +9,9 @@ import (
 // dead letter on toolfleet.dlq.<tool>, then removes it: the dead letter is its only
 // answer. If the dead letter cannot be stored, the message stays (handed back, or left
 // for the next sweep) — it is never removed unanswered.
-func (ex *Executor) setAside(j *job, nm *nats.Msg, failure *tools.Error) {
+func (ex *Executor) setAside(j *job, nm events.Message, failure *tools.Error) {
 	if err := ex.storeDeadLetter(j, nm, failure); err != nil {
-		ex.o.log.Warn().Err(err).Str("subject", nm.Subject).Msg("dead letter not stored; keeping the message")
+		ex.o.log.Warn().Err(err).Str("subject", nm.Subject()).Msg("dead letter not stored; keeping the message")
 		ex.handBack(j)
 		return
 	}
@@ -29,7 +27,7 @@ func (ex *Executor) setAside(j *job, nm *nats.Msg, failure *tools.Error) {
 // its size never keeps it from being stored. Its id is the call id when there is one,
 // else derived from the message's stream sequence, so that two executors setting the
 // same message aside store it once.
-func (ex *Executor) storeDeadLetter(j *job, nm *nats.Msg, failure *tools.Error) error {
+func (ex *Executor) storeDeadLetter(j *job, nm events.Message, failure *tools.Error) error {
 	id := j.res.CallID
 	if id == "" && j.seq > 0 {
 		id = events.DeadLetterID(j.seq)
@@ -45,7 +43,7 @@ func (ex *Executor) storeDeadLetter(j *job, nm *nats.Msg, failure *tools.Error) 
 		return err
 	}
 	ex.m.deadLettered(tool)
-	ex.o.log.Warn().Str("tool", tool).Str("call_id", j.res.CallID).Str("subject", nm.Subject).
+	ex.o.log.Warn().Str("tool", tool).Str("call_id", j.res.CallID).Str("subject", nm.Subject()).
 		Uint64("deliveries", j.deliveries).Str("reason", failure.Message).Msg("dead-lettered")
 	return nil
 }

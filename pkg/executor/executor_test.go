@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/toolfleet/toolfleet/pkg/events"
+	"github.com/toolfleet/toolfleet/pkg/events/eventstest"
 	"github.com/toolfleet/toolfleet/pkg/executor"
 )
 
@@ -48,7 +49,7 @@ func TestPlainClientCall(t *testing.T) {
 	if got.Subject != "toolfleet.result.run-7.plain-1" {
 		t.Errorf("result subject %s", got.Subject)
 	}
-	ce, err := events.DecodeSDK(context.Background(), got, 0)
+	ce, err := eventstest.DecodeSDK(context.Background(), got, 0)
 	if err != nil {
 		t.Fatalf("SDK cannot decode the result: %v", err)
 	}

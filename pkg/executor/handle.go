@@ -34,17 +34,16 @@ type job struct {
 // newJob starts the answer to a (possibly invalid) call of def: the result is addressed
 // to the caller's ids as [events.ReplyID] gives them.
 func (ex *Executor) newJob(msg jetstream.Msg, def tools.Definition, ce events.CallEvent, start time.Time) *job {
-	return &job{msg: msg, ce: ce, def: def, start: start,
-		res: events.Result{Tool: def.Name, CallID: events.ReplyID(ce.ID), RunID: events.ReplyID(ce.RunIDOrSelf()),
-			Executor: ex.o.id, Validated: def.Validated()}}
+	res := ce.Answer()
+	res.Tool, res.Executor, res.Validated = def.Name, ex.o.id, def.Validated()
+	return &job{msg: msg, ce: ce, def: def, start: start, res: res}
 }
 
 // handleCall takes one delivered call through decode → answered already? → hydrate →
 // approval gate → run → result. Whatever happens, the caller gets one result or the
 // message a dead letter; nothing is acked before its answer is stored.
 func (ex *Executor) handleCall(w *worker, msg jetstream.Msg) {
-	nm := &nats.Msg{Subject: msg.Subject(), Header: msg.Headers(), Data: msg.Data()}
-	ce, decodeErr := events.DecodeCall(nm, int(ex.cfg.MaxMsgSize))
+	ce, decodeErr := events.DecodeCall(msg, int(ex.cfg.MaxMsgSize))
 	j := ex.newJob(msg, w.def, ce, time.Now())
 	meta, err := msg.Metadata()
 	if err != nil {
@@ -57,7 +56,7 @@ func (ex *Executor) handleCall(w *worker, msg jetstream.Msg) {
 		ex.m.redelivery(w.def.Name)
 	}
 	if decodeErr != nil {
-		ex.refuse(j, nm, decodeErr)
+		ex.refuse(j, msg, decodeErr)
 		return
 	}
 	if ex.answered(j) {
@@ -65,7 +64,7 @@ func (ex *Executor) handleCall(w *worker, msg jetstream.Msg) {
 		return
 	}
 	if meta.NumDelivered >= uint64(ex.cfg.MaxDeliver) {
-		ex.giveUp(j, nm)
+		ex.giveUp(j, msg)
 		return
 	}
 	if !ce.Deadline.IsZero() && time.Now().After(ce.Deadline) {
@@ -335,7 +334,7 @@ func (ex *Executor) publish(m *nats.Msg) error {
 
 // refuse answers a message that is not a valid call. Without any caller id (no ce-id,
 // no Nats-Msg-Id) nobody can be answered, so it is set aside as a dead letter.
-func (ex *Executor) refuse(j *job, nm *nats.Msg, err error) {
+func (ex *Executor) refuse(j *job, nm events.Message, err error) {
 	failure := tools.AsError(err, tools.CodeInvalidEvent)
 	if j.ce.ID == "" {
 		ex.setAside(j, nm, failure)
@@ -347,7 +346,7 @@ func (ex *Executor) refuse(j *job, nm *nats.Msg, err error) {
 // giveUp answers a call delivered MaxDeliver times without completing (its executors
 // crashed or lost their acks each time) with an error instead of running it again, and
 // keeps a copy as a dead letter for inspection.
-func (ex *Executor) giveUp(j *job, nm *nats.Msg) {
+func (ex *Executor) giveUp(j *job, nm events.Message) {
 	failure := tools.Errorf(tools.CodeInternal,
 		"call %s was delivered %d times without completing (executor crashes or ack timeouts); it is not run again",
 		j.res.CallID, j.deliveries)

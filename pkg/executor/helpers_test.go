@@ -100,7 +100,7 @@ func (b *testBundle) waitServed(t testing.TB, tool string) {
 // call id deduplicates the retries).
 func (b *testBundle) call(t testing.TB, tool, callID, runID string, args string) {
 	t.Helper()
-	m, err := events.NewCall("/test", callID, runID, events.Call{Tool: tool, Arguments: json.RawMessage(args)})
+	m, err := events.NewCall(events.CallOptions{Source: "/test", ID: callID, RunID: runID}, events.Call{Tool: tool, Arguments: json.RawMessage(args)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func collect(t testing.TB, js jetstream.JetStream) *collector {
 	}
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		nm := &nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}
-		_, r, err := events.DecodeResult(nm)
+		_, r, err := events.DecodeResult(events.CoreMsg(nm))
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if err != nil {

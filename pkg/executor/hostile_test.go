@@ -168,7 +168,7 @@ func TestEveryCallIsAnswered(t *testing.T) {
 		if !utf8.Valid(raw.Data) {
 			t.Errorf("%s: result is not UTF-8", tt.name)
 		}
-		e, r, err := events.DecodeResult(&nats.Msg{Subject: raw.Subject, Header: raw.Header, Data: raw.Data})
+		e, r, err := events.DecodeResult(events.StoredMsg(raw))
 		if err != nil {
 			t.Fatalf("%s: %v", tt.name, err)
 		}

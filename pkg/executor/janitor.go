@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolfleet/toolfleet/pkg/events"
@@ -127,7 +126,7 @@ func (ex *Executor) answerStrays(ctx context.Context, st *janitorState, first ui
 // answerRaw answers a call read directly from the stream, then deletes it (only once
 // the answer is stored). failure nil means "refuse it for whatever DecodeCall says".
 func (ex *Executor) answerRaw(ctx context.Context, raw *jetstream.RawStreamMsg, def tools.Definition, failure *tools.Error) {
-	nm := &nats.Msg{Subject: raw.Subject, Header: raw.Header, Data: raw.Data}
+	nm := events.StoredMsg(raw)
 	ce, err := events.DecodeCall(nm, int(ex.cfg.MaxMsgSize))
 	j := ex.newJob(nil, def, ce, raw.Time)
 	j.res.Tool, j.seq = ce.Call.Tool, raw.Sequence

@@ -66,7 +66,7 @@ func (r *Registry) AddComposite(name, description string, subTools []string, opt
 	}
 	def := Definition{Name: name, Description: doc.String(), Parameters: params, Safe: safe}
 	if !idempotent {
-		def.Idempotent = Bool(false)
+		def.Idempotent = new(false)
 	}
 	e, err := newEntry(def, ci, opts)
 	if err != nil {

@@ -154,7 +154,7 @@ func TestCompositeDefinition(t *testing.T) {
 	}
 
 	// Safety and idempotence are those of the weakest sub-tool.
-	if err := b.reg.AddFunc(tools.Definition{Name: "pay", Parameters: json.RawMessage(objSchema), Idempotent: tools.Bool(false)}, okFunc); err != nil {
+	if err := b.reg.AddFunc(tools.Definition{Name: "pay", Parameters: json.RawMessage(objSchema), Idempotent: new(false)}, okFunc); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.reg.AddComposite("mixed", "Mixed.", []string{"add", "pay"}); err != nil {

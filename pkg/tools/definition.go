@@ -53,8 +53,8 @@ type Definition struct {
 	// default. The zero value is unsafe: safety is declared, never assumed.
 	Safe bool `json:"safe"`
 	// Idempotent says whether the fleet may run the tool again for the same call id (on a
-	// retry or after a crash). Nil means true; set it to false for tools with side effects
-	// that must not repeat.
+	// retry or after a crash). Nil means true; set it to false (new(false)) for tools with side
+	// effects that must not repeat.
 	Idempotent *bool `json:"idempotent,omitempty"`
 	// Final marks a tool whose successful result ends the planner's run.
 	Final bool `json:"final,omitempty"`
@@ -91,9 +91,6 @@ func (d Definition) EffectiveRetry() RetryPolicy {
 	return d.Retry.withDefaults()
 }
 
-// Bool returns a pointer to b, for [Definition.Idempotent].
-func Bool(b bool) *bool { return &b }
-
 // RetryPolicy says how a failed attempt is retried: exponential backoff from
 // InitialBackoff, times Multiplier per attempt, capped at MaxBackoff, each delay varied by
 // ±Jitter (a fraction). Zero fields take the defaults of [DefaultRetryPolicy], except
@@ -105,8 +102,8 @@ type RetryPolicy struct {
 	Multiplier     float64  `json:"multiplier,omitempty"`
 	Jitter         *float64 `json:"jitter,omitempty"`
 	// RetryOn lists the error codes that are retried. Empty means [RetryableByDefault].
-	// Codes that can never succeed on a retry (invalid input, unknown tool, denial) are
-	// not retried even when listed.
+	// A code that is not [Code.Retryable] (invalid input, unknown tool, denial, output too
+	// large, a code toolfleet does not know) is not retried even when listed.
 	RetryOn []Code `json:"retryOn,omitempty"`
 }
 

@@ -25,6 +25,26 @@
 // [Registry.AddFunc]; it receives the validated arguments as JSON. Leave Parameters empty
 // and a schema is derived from the struct's fields and tags ([SchemaFor]).
 //
+// # Dependencies
+//
+// A tool that needs a database handle or an HTTP client keeps it in a field the
+// arguments cannot reach (unexported, or tagged `json:"-"`) and is registered with
+// [AddWith], whose constructor makes the value every call starts from; the call's
+// arguments are decoded into it:
+//
+//	type GetWeather struct {
+//		City string `json:"city"`
+//
+//		http *http.Client // a dependency, not an argument
+//	}
+//
+//	client := &http.Client{Timeout: 5 * time.Second}
+//	tools.MustAddWith(reg, func() GetWeather { return GetWeather{http: client} })
+//
+// The constructor runs once per call, so it hands out what it captured rather than
+// making it anew. Per-call facts (call id, run id, attempt, the caller's metadata) come
+// from the context instead: [CallInfoFrom].
+//
 // # Definitions fail closed
 //
 // A [Definition] is the contract of a tool. Its Parameters are a JSON Schema kept byte for

@@ -57,18 +57,34 @@ func RetryableByDefault() []Code {
 	return []Code{CodeToolFailed, CodeToolPanic, CodeTimeout, CodeInternal}
 }
 
-// Retryable reports whether an attempt failing with c could succeed if tried again.
-// Invalid input, unknown tools, denials and interruptions never can.
-func (c Code) Retryable() bool {
-	switch c {
-	case CodeInvalidDefinition, CodeNoSuchTool, CodeInvalidInput, CodeInputTooLarge,
-		CodeDenied, CodeInterrupted, CodeCanceled, CodeInvalidEvent, CodeCallbackFailed,
-		CodeInvalidOutput, CodeOutputTooLarge,
-		CodeToolFailedPermanent:
-		return false
-	}
-	return true
+// retryable records, for every code, whether an attempt failing with it could succeed if
+// tried again. Retrying is opt-in: a code that is missing here is never retried, so a new
+// code fails closed until someone decides (TestEveryCodeHasARetryDecision fails until
+// then).
+var retryable = map[Code]bool{
+	CodeToolFailed: true, // a flaky dependency, a transient failure of the tool
+	CodeToolPanic:  true, // often a bad state that the next attempt does not meet
+	CodeTimeout:    true, // the next attempt may be faster
+	CodeInternal:   true, // infrastructure: a lost connection, a full stream
+
+	CodeInvalidDefinition:   false, // the definition stays invalid
+	CodeNoSuchTool:          false, // nobody serves it on the next attempt either
+	CodeInvalidInput:        false, // the same arguments break the same schema
+	CodeInputTooLarge:       false, // the same arguments stay too large
+	CodeToolFailedPermanent: false, // the tool said a retry cannot fix it
+	CodeCallbackFailed:      false, // callbacks are the author's code, deterministic
+	CodeInvalidOutput:       false, // the tool returns the same shape again
+	CodeOutputTooLarge:      false, // rerunning a tool with side effects for output that cannot be sent
+	CodeDenied:              false, // a person said no
+	CodeInterrupted:         false, // not idempotent: running it again could repeat its effect
+	CodeCanceled:            false, // the caller or the executor gave up
+	CodeInvalidEvent:        false, // the message stays malformed
 }
+
+// Retryable reports whether an attempt failing with c could succeed if tried again: only
+// tool_error, tool_panic, timeout and internal can. Invalid input, unknown tools, denials,
+// interruptions and outputs too large never can, nor can a code toolfleet does not know.
+func (c Code) Retryable() bool { return retryable[c] }
 
 // Violation is one schema violation: where in the arguments, and what is wrong.
 type Violation struct {

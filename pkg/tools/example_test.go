@@ -110,3 +110,32 @@ func ExampleRegistry_AddComposite() {
 	// Output:
 	// {"results":[{"name":"get_weather","result":{"celsius":21,"city":"Oslo"}},{"name":"get_time","result":{"error":"unknown sub-tool: get_time"}}]}
 }
+
+// Stock is a typed tool with a dependency: prices is no argument, AddWith's constructor
+// sets it for every call.
+type Stock struct {
+	Item string `json:"item"`
+
+	prices map[string]float64
+}
+
+func (Stock) Definition() tools.Definition {
+	return tools.Definition{Name: "stock_price", Description: "Price of an item.", Safe: true} // schema derived from the fields
+}
+
+func (s *Stock) Run(context.Context) (any, error) {
+	return map[string]any{"item": s.Item, "price": s.prices[s.Item]}, nil
+}
+
+func ExampleAddWith() {
+	prices := map[string]float64{"widget": 2.5} // made once, shared by every call
+	reg := tools.NewRegistry()
+	tools.MustAddWith(reg, func() Stock { return Stock{prices: prices} })
+
+	call, err := reg.Hydrate("stock_price", []byte(`{"item":"widget"}`))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(string(call.Run(context.Background()).Output))
+	// Output: {"item":"widget","price":2.5}
+}

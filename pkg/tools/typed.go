@@ -50,6 +50,35 @@ func Add[T any, PT interface {
 	*T
 	Tool
 }](r *Registry, opts ...Option) error {
+	return add[T, PT](r, nil, opts)
+}
+
+// AddWith is [Add] for a typed tool that needs dependencies (a database handle, an HTTP
+// client): newTool makes the value each call starts from, with its dependencies set, and
+// the call's validated arguments are decoded into it. Keep dependencies in fields the
+// arguments cannot reach, unexported or tagged `json:"-"`; an argument field that
+// newTool sets and a call leaves out keeps newTool's value, as with encoding/json.
+// newTool is called once per call, so share what is costly to make by capturing it:
+//
+//	client := &http.Client{Timeout: 5 * time.Second}
+//	tools.MustAddWith(reg, func() GetWeather { return GetWeather{http: client} })
+//
+// The definition still comes from a zero T.
+func AddWith[T any, PT interface {
+	*T
+	Tool
+}](r *Registry, newTool func() T, opts ...Option) error {
+	if newTool == nil {
+		var zero T
+		return Errorf(CodeInvalidDefinition, "tool %q: the constructor is nil", PT(&zero).Definition().Name)
+	}
+	return add[T, PT](r, newTool, opts)
+}
+
+func add[T any, PT interface {
+	*T
+	Tool
+}](r *Registry, newTool func() T, opts []Option) error {
 	var zero T
 	def := PT(&zero).Definition()
 	if len(def.Parameters) == 0 && !def.AllowNoSchema {
@@ -60,7 +89,7 @@ func Add[T any, PT interface {
 		def.Parameters = sch
 	}
 	var probe any = PT(new(T))
-	im := &typedImpl[T, PT]{decode: decoderFor(reflect.TypeFor[T]())}
+	im := &typedImpl[T, PT]{decode: decoderFor(reflect.TypeFor[T]()), newTool: newTool}
 	_, im.before = probe.(BeforeCaller)
 	_, im.success = probe.(SuccessHandler)
 	_, im.failure = probe.(ErrorHandler)
@@ -84,21 +113,41 @@ func MustAdd[T any, PT interface {
 	}
 }
 
+// MustAddWith is [AddWith] that panics when the tool cannot be registered.
+func MustAddWith[T any, PT interface {
+	*T
+	Tool
+}](r *Registry, newTool func() T, opts ...Option) {
+	if err := AddWith[T, PT](r, newTool, opts...); err != nil {
+		panic(err)
+	}
+}
+
 // typedImpl instantiates and runs a typed tool.
 type typedImpl[T any, PT interface {
 	*T
 	Tool
 }] struct {
 	decode                           decodeFunc // nil: decode the bytes with encoding/json
+	newTool                          func() T   // nil: start from a zero T
 	before, success, failure, format bool
 }
 
-func (t *typedImpl[T, PT]) prepare(c *Call, value map[string]any) error {
+// fresh returns the value a call starts from.
+func (t *typedImpl[T, PT]) fresh() PT {
 	p := PT(new(T))
+	if t.newTool != nil {
+		*p = t.newTool()
+	}
+	return p
+}
+
+func (t *typedImpl[T, PT]) prepare(c *Call, value map[string]any) error {
+	p := t.fresh()
 	if t.decode != nil {
 		err := t.decode(reflect.ValueOf(p).Elem(), value)
 		if errors.Is(err, errNeedsBytes) {
-			p = PT(new(T))
+			p = t.fresh()
 			err = json.Unmarshal(c.args, p)
 		}
 		if err != nil {

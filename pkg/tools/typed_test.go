@@ -333,3 +333,110 @@ func TestFuncToolGetsValidatedArguments(t *testing.T) {
 		t.Errorf("seen = %v, output = %s", seen, out.Output)
 	}
 }
+
+// inventory is a dependency: a store the tools below read, shared by every call.
+type inventory struct {
+	mu    sync.Mutex
+	stock map[string]int
+	reads int
+}
+
+func (i *inventory) count(item string) int {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.reads++
+	return i.stock[item]
+}
+
+// stockLevel needs the inventory: an unexported field the arguments cannot reach.
+type stockLevel struct {
+	Item string `json:"item"`
+	Unit string `json:"unit,omitempty"`
+
+	inv *inventory
+}
+
+func (stockLevel) Definition() tools.Definition {
+	return tools.Definition{Name: "stock_level", Description: "Items in stock.", Safe: true} // schema derived
+}
+
+func (s *stockLevel) Run(context.Context) (any, error) {
+	return map[string]any{"item": s.Item, "count": s.inv.count(s.Item), "unit": s.Unit}, nil
+}
+
+// restockDate needs the inventory too, through an exported field tagged `json:"-"`; its
+// time.Time argument is decoded by encoding/json rather than the direct decoder.
+type restockDate struct {
+	After time.Time  `json:"after"`
+	Inv   *inventory `json:"-"`
+}
+
+func (restockDate) Definition() tools.Definition {
+	return tools.Definition{Name: "restock_date", Safe: true,
+		Parameters: json.RawMessage(`{"type":"object","properties":{"after":{"type":"string"}},"required":["after"]}`)}
+}
+
+func (r *restockDate) Run(context.Context) (any, error) {
+	return map[string]any{"after": r.After.Format(time.DateOnly), "count": r.Inv.count("widget")}, nil
+}
+
+func TestAddWithGivesTypedToolsTheirDependencies(t *testing.T) {
+	t.Parallel()
+	inv := &inventory{stock: map[string]int{"widget": 7, "bolt": 3}}
+	reg := tools.NewRegistry()
+	var made int
+	var mu sync.Mutex
+	tools.MustAddWith(reg, func() stockLevel {
+		mu.Lock()
+		made++
+		mu.Unlock()
+		return stockLevel{inv: inv, Unit: "pieces"} // Unit: the value a call that leaves it out gets
+	})
+	if err := tools.AddWith(reg, func() restockDate { return restockDate{Inv: inv} }); err != nil {
+		t.Fatal(err)
+	}
+
+	def, _ := reg.Lookup("stock_level")
+	var schema struct {
+		Properties map[string]any `json:"properties"`
+	}
+	if err := json.Unmarshal(def.Parameters, &schema); err != nil {
+		t.Fatal(err)
+	}
+	if len(schema.Properties) != 2 || schema.Properties["item"] == nil || schema.Properties["unit"] == nil {
+		t.Errorf("derived schema %s, want only item and unit", def.Parameters)
+	}
+
+	for _, tt := range []struct {
+		name, tool, args, want string
+	}{
+		{"unexported dependency", "stock_level", `{"item":"bolt","unit":"boxes"}`, `{"count":3,"item":"bolt","unit":"boxes"}`},
+		{"constructor's value for an argument left out", "stock_level", `{"item":"widget"}`, `{"count":7,"item":"widget","unit":"pieces"}`},
+		{"json:\"-\" dependency, encoding/json path", "restock_date", `{"after":"2026-01-02T00:00:00Z"}`, `{"after":"2026-01-02","count":7}`},
+	} {
+		c, err := reg.Hydrate(tt.tool, []byte(tt.args))
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if out := c.Run(t.Context()); out.Err != nil || string(out.Output) != tt.want {
+			t.Errorf("%s: outcome %s, %v; want %s", tt.name, out.Output, out.Err, tt.want)
+		}
+	}
+	// An argument cannot overwrite the dependency, whatever its name.
+	c, err := reg.Hydrate("restock_date", []byte(`{"after":"2026-01-02T00:00:00Z","Inv":null,"-":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := c.Run(t.Context()); out.Err != nil {
+		t.Errorf("dependency reachable from the arguments: %v", out.Err)
+	}
+	if made != 2 || inv.reads != 4 {
+		t.Errorf("constructor called %d times, inventory read %d times; want 2 and 4", made, inv.reads)
+	}
+}
+
+func TestAddWithNilConstructor(t *testing.T) {
+	t.Parallel()
+	err := tools.AddWith[stockLevel](tools.NewRegistry(), nil)
+	wantCode(t, err, tools.CodeInvalidDefinition, "constructor is nil")
+}

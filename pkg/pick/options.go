@@ -36,7 +36,7 @@ type Options struct {
 	// MaxCandidates is how many tools to return at most. 0 means 3; at most 1000.
 	MaxCandidates int `json:"maxCandidates,omitempty"`
 	// MinScore drops tools whose normalised score (0..1) is below it. Nil means 0.05;
-	// use [Threshold](0) to keep every tool the scorer ranks.
+	// use new(0.0) to keep every tool the scorer ranks.
 	MinScore *float64 `json:"minScore,omitempty"`
 	// AllowUnsafe lets tools with Safe false be candidates. By default they never are.
 	AllowUnsafe bool `json:"allowUnsafe,omitempty"`
@@ -67,9 +67,6 @@ type Options struct {
 	MaxInputBytes int `json:"maxInputBytes,omitempty"`
 }
 
-// Threshold returns a pointer to v, for [Options.MinScore].
-func Threshold(v float64) *float64 { return &v }
-
 // withDefaults validates o and fills in the defaults.
 func (o Options) withDefaults() (Options, error) {
 	switch {
@@ -86,7 +83,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.MaxCandidates = DefaultMaxCandidates
 	}
 	if o.MinScore == nil {
-		o.MinScore = Threshold(DefaultMinScore)
+		o.MinScore = new(DefaultMinScore)
 	}
 	if o.MaxInputBytes == 0 {
 		o.MaxInputBytes = DefaultMaxInputBytes

@@ -14,9 +14,11 @@ import (
 type BM25Params struct {
 	// K1 is the term-frequency saturation: how quickly repeats of a term stop adding.
 	K1 float64
-	// B is the length normalisation per field, 0 (none) to 1 (full).
+	// B is the length normalisation per field, 0 (none) to 1 (full); index it by
+	// [Field], e.g. B[FieldDescription].
 	B [numFields]float64
-	// Weight is how much a term occurrence in each field counts, before saturation.
+	// Weight is how much a term occurrence in each field counts, before saturation;
+	// index it by [Field].
 	Weight [numFields]float64
 }
 

@@ -9,11 +9,13 @@ import (
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
 // EmbeddingsBucket is the JetStream KV bucket where tool vectors are shared between
-// picker replicas.
-const EmbeddingsBucket = "toolfleet-embeddings"
+// picker replicas (defined once, in pkg/events).
+const EmbeddingsBucket = events.BucketEmbeddings
 
 // VectorStore is a shared store of tool vectors, keyed by model and definition hash.
 // A miss is (nil, nil).
@@ -31,8 +33,7 @@ type KVVectorStore struct {
 // NewKVVectorStore opens (creating if needed) the bucket [EmbeddingsBucket] with the
 // given number of replicas (1 on one server, 3 in a cluster).
 func NewKVVectorStore(ctx context.Context, js jetstream.JetStream, replicas int) (*KVVectorStore, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: EmbeddingsBucket,
-		Description: "toolfleet picker: tool embeddings by model and definition hash", Replicas: replicas})
+	kv, err := js.CreateOrUpdateKeyValue(ctx, events.Config{Replicas: replicas}.EmbeddingsBucket())
 	if err != nil {
 		return nil, fmt.Errorf("embeddings bucket: %w", err)
 	}

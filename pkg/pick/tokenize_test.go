@@ -23,8 +23,8 @@ func TestTokens(t *testing.T) {
 		{"only punctuation", " -_. ", nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if got := Tokens(c.in); !slices.Equal(got, c.want) {
-				t.Errorf("Tokens(%q) = %q, want %q", c.in, got, c.want)
+			if got := tokens(c.in); !slices.Equal(got, c.want) {
+				t.Errorf("tokens(%q) = %q, want %q", c.in, got, c.want)
 			}
 		})
 	}
@@ -35,7 +35,7 @@ func FuzzTokens(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		for _, tok := range Tokens(s) {
+		for _, tok := range tokens(s) {
 			if tok == "" {
 				t.Fatalf("empty token from %q", s)
 			}

@@ -115,7 +115,7 @@ func TestCatalogCompaction(t *testing.T) {
 		t.Errorf("%d dead of %d live: compaction did not run", s.nDead, s.live)
 	}
 	fresh, _ := NewCatalog(want)
-	opts := Options{MaxCandidates: 10, MinScore: Threshold(0)}
+	opts := Options{MaxCandidates: 10, MinScore: new(0.0)}
 	for _, q := range []string{"widgets number3", "gadgets thing 5", "number6"} {
 		a, err := Pick(t.Context(), q, cat, opts)
 		if err != nil {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/toolfleet/toolfleet/internal/pick"
+	"github.com/toolfleet/toolfleet/pkg/pick"
 )
 
 // TestEarlyTerminationIsExact ranks the real benchmark queries over 10,000 tools with
@@ -36,7 +36,7 @@ func TestEarlyTerminationIsExact(t *testing.T) {
 	}
 	for _, k := range []int{1, 3, 10} {
 		for _, unsafe := range []bool{false, true} {
-			opts := pick.Options{MaxCandidates: k, MinScore: pick.Threshold(0), AllowUnsafe: unsafe}
+			opts := pick.Options{MaxCandidates: k, MinScore: new(0.0), AllowUnsafe: unsafe}
 			for qi := 0; qi < len(queries); qi += step {
 				q := queries[qi]
 				got, err := pick.Pick(ctx, q, cat, opts)

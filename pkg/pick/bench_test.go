@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolfleet/toolfleet/internal/pick"
 	"github.com/toolfleet/toolfleet/internal/shareddata"
 	"github.com/toolfleet/toolfleet/internal/toolret"
+	"github.com/toolfleet/toolfleet/pkg/pick"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 

@@ -156,7 +156,7 @@ func TestPickEdgeCases(t *testing.T) {
 	})
 	t.Run("bad options", func(t *testing.T) {
 		for _, o := range []Options{{MaxCandidates: -1}, {MaxCandidates: MaxCandidatesLimit + 1},
-			{MinScore: Threshold(1.5)}, {MinScore: Threshold(-0.1)}, {Timeout: -1}, {MaxInputBytes: -5}} {
+			{MinScore: new(1.5)}, {MinScore: new(-0.1)}, {Timeout: -1}, {MaxInputBytes: -5}} {
 			if _, err := Pick(ctx, "weather", cat, o); !errors.Is(err, ErrInvalidOption) {
 				t.Errorf("options %+v: err %v, want ErrInvalidOption", o, err)
 			}
@@ -167,7 +167,7 @@ func TestPickEdgeCases(t *testing.T) {
 func TestPickFilters(t *testing.T) {
 	t.Parallel()
 	cat := testCatalog(t)
-	all := Options{MaxCandidates: 10, MinScore: Threshold(0)}
+	all := Options{MaxCandidates: 10, MinScore: new(0.0)}
 	pickNames := func(in string, o Options) []string {
 		t.Helper()
 		res, err := Pick(t.Context(), in, cat, o)

@@ -31,7 +31,7 @@ func newFilter(s *Snapshot, o Options) *filter {
 }
 
 func (f *filter) allow(id DocID) bool {
-	if !f.s.IsLive(id) {
+	if !f.s.isLive(id) {
 		return false
 	}
 	d := &f.s.docs[id].def

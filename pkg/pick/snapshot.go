@@ -29,7 +29,7 @@ type posting struct {
 type doc struct {
 	def  tools.Definition
 	seq  uint64 // registration order, kept when the tool changes
-	hash string // definition hash, see DefinitionHash
+	hash string // definition hash, see definitionHash
 	lens [numFields]uint32
 	// terms are the distinct term ids of the tool, to keep document frequencies right when
 	// it is removed.
@@ -67,15 +67,17 @@ func (s *Snapshot) Version() uint64 { return s.version }
 // Len is the number of tools in the snapshot.
 func (s *Snapshot) Len() int { return s.live }
 
-// IsLive reports whether id names a tool of this snapshot (not removed, not replaced).
-func (s *Snapshot) IsLive(id DocID) bool {
+// isLive reports whether id names a tool of this snapshot (not removed, not replaced).
+func (s *Snapshot) isLive(id DocID) bool {
 	return int(id) < len(s.docs) && s.dead[id>>6]&(1<<(id&63)) == 0
 }
 
 // Definition returns the definition of tool id.
 func (s *Snapshot) Definition(id DocID) tools.Definition { return s.docs[id].def }
 
-// Hash returns the definition hash of tool id (see [DefinitionHash]).
+// Hash identifies the content of tool id's definition (the hex SHA-256 of its JSON):
+// equal definitions hash equally, so a scorer can key what it derives from a tool (an
+// embedding, say) by it and keep it across snapshots and replicas.
 func (s *Snapshot) Hash(id DocID) string { return s.docs[id].hash }
 
 // Lookup returns the id of the tool called name.
@@ -95,7 +97,7 @@ func (s *Snapshot) Definitions() []tools.Definition {
 func (s *Snapshot) inOrder() []DocID {
 	ids := make([]DocID, 0, s.live)
 	for id := range s.docs {
-		if s.IsLive(DocID(id)) {
+		if s.isLive(DocID(id)) {
 			ids = append(ids, DocID(id))
 		}
 	}

@@ -205,7 +205,7 @@ func TestEmbeddingScorer(t *testing.T) {
 	if err != nil || len(bm) != 0 {
 		t.Fatalf("bm25 got %v, %v; the test needs a query without shared words", resultNames(bm), err)
 	}
-	res, err := Pick(ctx, "hire a vehicle", cat, Options{Scorer: emb, Debug: true, MinScore: Threshold(0.5)})
+	res, err := Pick(ctx, "hire a vehicle", cat, Options{Scorer: emb, Debug: true, MinScore: new(0.5)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +251,7 @@ func TestHybridScorer(t *testing.T) {
 	cat := semanticCatalog(t)
 	emb := NewEmbedding(&OpenAIEmbedder{BaseURL: cs.URL, Model: "concepts"}, "concepts", nil, zerolog.Nop())
 	ctx := t.Context()
-	all := Options{MaxCandidates: 4, MinScore: Threshold(0), Debug: true}
+	all := Options{MaxCandidates: 4, MinScore: new(0.0), Debug: true}
 
 	for _, mode := range []FusionMode{FuseRRF, FuseWeighted} {
 		o := all

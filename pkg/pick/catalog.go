@@ -123,7 +123,7 @@ func (c *Catalog) Apply(changes ...Change) error {
 			}
 			continue
 		}
-		h := DefinitionHash(*def)
+		h := definitionHash(*def)
 		seq := b.nextSeq()
 		if exists {
 			if old.docs[id].hash == h {
@@ -155,10 +155,10 @@ func compact(s *Snapshot) *Snapshot {
 	return b.finish()
 }
 
-// DefinitionHash identifies a definition's content: the hex SHA-256 of its JSON
+// definitionHash identifies a definition's content (see [Snapshot.Hash]): the hex SHA-256 of its JSON
 // encoding. Equal definitions hash equally, so it keys caches of derived data (such as
 // embeddings) that replicas share.
-func DefinitionHash(d tools.Definition) string {
+func definitionHash(d tools.Definition) string {
 	b, err := json.Marshal(d)
 	if err != nil { // only a RawMessage that is not JSON gets here; hash what we have
 		b = fmt.Appendf(nil, "%#v", d)
@@ -200,7 +200,7 @@ func (b *builder) nextSeq() uint64 {
 
 func (b *builder) kill(id DocID) {
 	s := b.s
-	if !s.IsLive(id) {
+	if !s.isLive(id) {
 		return
 	}
 	b.changed = true
@@ -226,7 +226,7 @@ func (b *builder) add(def tools.Definition, hash string, seq uint64) {
 	texts := fieldTexts(def)
 	for f, list := range texts {
 		for _, text := range list {
-			for _, t := range Tokens(text) {
+			for _, t := range tokens(text) {
 				c := counts[t]
 				if c == nil {
 					c = new([numFields]uint8)

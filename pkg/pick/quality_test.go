@@ -4,9 +4,9 @@ import (
 	"context"
 	"testing"
 
-	"github.com/toolfleet/toolfleet/internal/pick"
 	"github.com/toolfleet/toolfleet/internal/shareddata"
 	"github.com/toolfleet/toolfleet/internal/toolret"
+	"github.com/toolfleet/toolfleet/pkg/pick"
 )
 
 // rankWith ranks with the library as the metrics need (top 10, no threshold).

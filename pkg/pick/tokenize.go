@@ -9,13 +9,13 @@ import (
 	"github.com/kljensen/snowball/english"
 )
 
-// Tokens returns the analysed terms of text, in order, repeats kept: the text is split
+// tokens returns the analysed terms of text, in order, repeats kept: the text is split
 // into words at every character that is not a letter or a digit (so `_`, `-`, `.` and
 // spaces all separate), camelCase is split (getWeather → get weather, HTMLParser → html
 // parser), case is folded, English stop words are dropped and the rest stemmed with the
 // Snowball English stemmer (weathers, weathering → weather). Query and tools go through
 // the same analysis, so their terms meet.
-func Tokens(text string) []string {
+func tokens(text string) []string {
 	var out []string
 	splitWords(text, func(w []byte) {
 		if t, ok := analyseWord(w); ok {

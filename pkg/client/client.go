@@ -1,0 +1,151 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/toolfleet/toolfleet/pkg/events"
+	"github.com/toolfleet/toolfleet/pkg/tools"
+)
+
+// ErrInvalidOption reports a bad option of [New].
+var ErrInvalidOption = errors.New("client: invalid option")
+
+// Option configures a [Client].
+type Option func(*options) error
+
+type options struct {
+	source string
+}
+
+// WithSource sets the CloudEvents source of what the client publishes, which names the
+// caller in every call and answer. Defaults to "/toolfleet/client".
+func WithSource(source string) Option {
+	return func(o *options) error {
+		if source == "" {
+			return fmt.Errorf("%w: empty source", ErrInvalidOption)
+		}
+		o.source = source
+		return nil
+	}
+}
+
+// Client calls tools, follows runs and answers approvals on a fleet's NATS server. It
+// holds no state besides its connection and is safe for concurrent use.
+type Client struct {
+	js     jetstream.JetStream
+	source string
+}
+
+// New returns a client on nc. The fleet's streams must exist (any executor or planner
+// creates them at start).
+func New(nc *nats.Conn, opts ...Option) (*Client, error) {
+	o := options{source: "/toolfleet/client"}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("client: jetstream: %w", err)
+	}
+	return &Client{js: js, source: o.source}, nil
+}
+
+// Request is a tool call to make.
+type Request struct {
+	// Tool is the tool's name. Required.
+	Tool string
+	// Arguments are the tool's arguments, a JSON object; nil means {}.
+	Arguments json.RawMessage
+	// ID is the call id, any CloudEvents id; empty means a fresh unique one. A call made
+	// again with the same id is answered with its first result: the tool does not run
+	// twice.
+	ID string
+	// RunID groups calls; empty makes the call its own run.
+	RunID string
+	// Metadata is passed to the tool (user, role, notes).
+	Metadata map[string]string
+}
+
+// Call publishes r and waits for its result until ctx ends; ctx's deadline, if any,
+// travels with the call. A result whose status is not ok is returned with its error, a
+// *[tools.Error]: both the result (attempts, executor, an error output) and the code are
+// there for the caller. A refused request (bad tool name or id) is an invalid_event
+// *tools.Error, and ctx's end its error.
+func (c *Client) Call(ctx context.Context, r Request) (events.Result, error) {
+	if r.ID == "" {
+		r.ID = nuid.Next()
+	}
+	if len(r.Arguments) == 0 {
+		r.Arguments = json.RawMessage("{}")
+	}
+	opts := events.CallOptions{Source: c.source, ID: r.ID, RunID: r.RunID}
+	opts.Deadline, _ = ctx.Deadline()
+	msg, err := events.NewCall(opts, events.Call{Tool: r.Tool, Arguments: r.Arguments, Metadata: r.Metadata})
+	if err != nil {
+		return events.Result{}, err
+	}
+	run := r.RunID
+	if run == "" {
+		run = r.ID
+	}
+	subj, err := events.ResultSubject(events.ReplyID(run), events.ReplyID(r.ID))
+	if err != nil {
+		return events.Result{}, err
+	}
+	// The result is read from the stream, so one stored before the wait (or before the
+	// publish: the id was used before) is found as well as one stored after.
+	w, err := c.watch(ctx, events.StreamResults, subj, jetstream.DeliverAllPolicy)
+	if err != nil {
+		return events.Result{}, fmt.Errorf("await the result of call %s: %w", r.ID, err)
+	}
+	defer w.stop()
+	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
+		return events.Result{}, fmt.Errorf("publish call %s: %w", r.ID, ctxErr(ctx, err))
+	}
+	m, err := w.next(ctx)
+	if err != nil {
+		return events.Result{}, fmt.Errorf("await the result of call %s: %w", r.ID, err)
+	}
+	_, res, err := events.DecodeResult(m)
+	if err != nil {
+		return res, err
+	}
+	if res.Status != events.StatusOK {
+		if res.Error == nil { // a result from outside the fleet may leave it out
+			return res, tools.Errorf(tools.CodeToolFailed, "call %s ended with status %s", r.ID, res.Status)
+		}
+		return res, res.Error
+	}
+	return res, nil
+}
+
+// Answer publishes an approver's answer to the approval of callID, a call of tool (as
+// an [events.ApprovalRequest] names them), and returns once it is stored. The executors
+// serving tool carry it out: deny, approve, or approve with new arguments.
+func (c *Client) Answer(ctx context.Context, tool, callID string, a events.ApprovalAnswer) error {
+	msg, err := events.NewApprovalAnswer(c.source, tool, callID, a)
+	if err != nil {
+		return err
+	}
+	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
+		return fmt.Errorf("publish the answer to the approval of call %s: %w", callID, ctxErr(ctx, err))
+	}
+	return nil
+}
+
+// ctxErr prefers ctx's error to the one a cancelled request reports.
+func ctxErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}

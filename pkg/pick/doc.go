@@ -1,0 +1,75 @@
+// Package pick ranks a tool catalog against a request, so that a model is shown only
+// the few tools that matter (pickTools). It is a pure library: it never runs a tool,
+// and needs no server unless an [Embedding] scorer shares its vectors through
+// JetStream.
+//
+// # Picking
+//
+// Index the definitions once in a [Catalog], then pick for each request:
+//
+//	cat, err := pick.NewCatalog(defs) // []tools.Definition, in registration order
+//	if err != nil {
+//		return err // a definition with an invalid name
+//	}
+//	res, err := pick.Pick(ctx, "what's the weather in Paris?", cat, pick.Options{})
+//	for _, r := range res {
+//		fmt.Println(r.Name, r.Score, r.Reason) // get_weather 0.62 matched "weather" in name, description
+//	}
+//
+// [Options] carry the defaults of pickTools: at most 3 candidates, a minimum score of
+// 0.05, and unsafe tools (Safe false) excluded unless AllowUnsafe. Filters narrow the
+// candidates: a run's own tool names, tags to include or exclude, the caller's role
+// (against Definition.Roles) and the capabilities the caller needs. A Timeout bounds
+// scoring, after which the pick falls back to registration order and says so. Input may
+// be a string or any JSON value. Empty input is an error ([ErrEmptyInput]); an empty
+// catalog or no tool above the threshold is an empty result.
+//
+// # Provenance
+//
+// Every [Result] carries a short Reason and a [Provenance]: the scorer, the catalog
+// version ranked, and whether the input was cut or the pick fell back. With
+// Options.Debug the provenance also holds the scorer's details ([BM25Details]: each
+// matched query term, its idf and its contribution per field).
+//
+// # Scorers
+//
+// A [Scorer] ranks the candidates of a [Request]. Three come with the package:
+//
+//   - [BM25], the default: BM25F over the catalog's inverted index. Scores are the share
+//     of the request's information a tool matches, in 0..1, independent of how well the
+//     other tools did. [DefaultBM25Params] were tuned on two public tool-retrieval
+//     benchmarks (ToolLens, Seal-Tools), where they beat plain BM25 over the whole tool
+//     text.
+//   - [Embedding]: cosine similarity of embeddings from an [Embedder], such as any
+//     OpenAI-compatible /v1/embeddings endpoint ([OpenAIEmbedder]); tool vectors are
+//     cached by definition in memory and, through a [VectorStore] such as
+//     [KVVectorStore], in a JetStream KV bucket shared by replicas.
+//   - [Hybrid]: BM25 and embeddings fused by reciprocal rank fusion or a weighted sum.
+//
+// A scorer of your own is a type with Name and Score methods.
+// Score walks [Request.Candidates] (only the tools that passed the filters), reads each
+// tool with [Snapshot.Definition], and returns at most Request.Limit [Hit] values, best
+// first, each with a score in 0..1. Pick then drops hits below MinScore and adds the
+// provenance; see the example of [Scorer].
+//
+// # The index
+//
+// A [Catalog] indexes six fields of each definition ([Field]): the name (split at `_`,
+// `-`, `.` and camelCase, HTMLParser → html parser), the description, the tags,
+// parameter names and parameter text (descriptions, titles, enum values, walked through
+// the whole JSON Schema), and the response schema's names and descriptions. Words are
+// case-folded, English stop words dropped, and the rest stemmed (Snowball).
+//
+// Each change (Put, Remove, Apply) publishes a new immutable [Snapshot]; a pick loads the
+// current one atomically and never waits for indexing. Changes are incremental: posting
+// lists are append-only and shared between snapshots, removed tools are masked by a
+// bitmap until they are a quarter of the catalog and the index is compacted. A posting
+// carries the tool's field lengths quantised to a byte, so the length norms come from a
+// small per-snapshot table and a posting list is read sequentially.
+//
+// A BM25 pick reads only the posting lists of the query's terms, rarest first, into a
+// pooled dense score array, and keeps the best k in a small heap. Once the terms left
+// cannot lift an unmatched tool into the top k, the long lists of common words only
+// update the tools still in the running; the ranking is exactly that of scoring
+// everything.
+package pick
