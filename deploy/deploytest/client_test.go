@@ -154,6 +154,13 @@ func TestClientUser(t *testing.T) {
 		{"step down the meta leader", "$JS.API.META.LEADER.STEPDOWN", ""},
 		{"remove a server", "$JS.API.SERVER.REMOVE", `{}`},
 		{"ask the servers for reports", "$SYS.REQ.SERVER.PING.JSZ", ""},
+		{"reconfigure the planner's results consumer", "$JS.API.CONSUMER.CREATE." + events.StreamResults + "." + events.PlannerResultsConsumer,
+			fmt.Sprintf(consumer, events.StreamResults, events.PlannerResultsConsumer, `"filter_subjects":["toolfleet.result.none.*"]`)},
+		{"reconfigure it, filter in the subject", "$JS.API.CONSUMER.CREATE." + events.StreamResults + "." + events.PlannerResultsConsumer + ".toolfleet.result.>", `{}`},
+		{"fetch the planner's results", "$JS.API.CONSUMER.MSG.NEXT." + events.StreamResults + "." + events.PlannerResultsConsumer, `{"batch":1}`},
+		{"reconfigure the planner's approvals consumer", "$JS.API.CONSUMER.CREATE." + events.StreamEvents + "." + events.PlannerApprovalsConsumer, `{}`},
+		{"reconfigure it, filter in the subject", "$JS.API.CONSUMER.CREATE." + events.StreamEvents + "." + events.PlannerApprovalsConsumer + ".toolfleet.event.approval.requested.>", `{}`},
+		{"fetch the planner's approval requests", "$JS.API.CONSUMER.MSG.NEXT." + events.StreamEvents + "." + events.PlannerApprovalsConsumer, `{"batch":1}`},
 	}
 	for _, r := range refused {
 		cl.denied(r.what, r.subject, func(ctx context.Context) error {
