@@ -58,7 +58,7 @@ func TestExecutorBinaryHostileStart(t *testing.T) {
 	urn := "urn:uuid:6e8bc430-9c3a-11d9-9669-0800200c9a66"
 	publishCall(t, js, "echo", urn, `{"value":"hi"}`)
 	publishCall(t, js, "*", "wild", `{"value":"hi"}`)
-	waitFor(t, "both answers", func() bool { return res.count() == 2 })
+	natstest.Eventually(t, waitTimeout, "both answers", func() bool { return res.count() == 2 })
 	time.Sleep(500 * time.Millisecond)
 	res.mu.Lock()
 	defer res.mu.Unlock()

@@ -128,7 +128,7 @@ func TestExecutorBinary(t *testing.T) {
 
 	// A call from a plain client runs, and the probes and metrics answer.
 	publishCall(t, js, "calculator", "calc1", `{"expression":"6*7"}`)
-	waitFor(t, "the calculator's result", func() bool { return res.count() == 1 })
+	natstest.Eventually(t, waitTimeout, "the calculator's result", func() bool { return res.count() == 1 })
 	res.mu.Lock()
 	got := res.byID["calc1"]
 	res.mu.Unlock()
@@ -149,7 +149,7 @@ func TestExecutorBinary(t *testing.T) {
 	for i := range n {
 		publishCall(t, js, "sleep", fmt.Sprintf("s%d", i), `{"duration":"20ms"}`)
 	}
-	waitFor(t, "the load to start", func() bool { return res.count() > 20 })
+	natstest.Eventually(t, waitTimeout, "the load to start", func() bool { return res.count() > 20 })
 	if err := first.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,7 @@ func TestExecutorBinary(t *testing.T) {
 		t.Errorf("executor health against a stopped executor: exit %d: %s", code, out)
 	}
 	startExecutor(t, bin, srv.URL(), "second")
-	waitFor(t, "every call's result", func() bool { return res.count() == n+1 })
+	natstest.Eventually(t, waitTimeout, "every call's result", func() bool { return res.count() == n+1 })
 	res.mu.Lock()
 	defer res.mu.Unlock()
 	for id, rs := range res.byID {
@@ -176,13 +176,5 @@ func TestExecutorBinary(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// waitTimeout bounds the waits for the executor binary (natstest.Eventually).
+const waitTimeout = 60 * time.Second

@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -130,16 +131,17 @@ func agentRun(ctx context.Context, f *Fleet, out io.Writer) (*planner.Run, error
 	}
 	fmt.Fprintf(out, "\nrun %s with tools %s\n  user: %s\n", run.ID, strings.Join(demoTools, ", "), demoInput)
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
+	var waiting sync.WaitGroup // the Wait below, which ends with ctx
+	defer func() { cancel(); waiting.Wait() }()
 	type waited struct {
 		run *planner.Run
 		err error
 	}
 	done := make(chan waited, 1)
-	go func() {
+	waiting.Go(func() {
 		r, err := f.Planner.Wait(ctx, run.ID)
 		done <- waited{r, err}
-	}()
+	})
 	for {
 		select {
 		case req := <-approvals:

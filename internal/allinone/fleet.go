@@ -113,7 +113,7 @@ func Start(ctx context.Context, o Options) (f *Fleet, err error) {
 		return f, errors.New("embedded nats-server not ready after 10s")
 	}
 	f.Server = srv
-	f.cleanup = append(f.cleanup, func() { srv.Shutdown(); srv.WaitForShutdown() })
+	f.cleanup = append(f.cleanup, func() { finishJetStreamAPI(srv); srv.Shutdown(); srv.WaitForShutdown() })
 	connect := func(name string) (*nats.Conn, error) {
 		nc, err := nats.Connect(srv.ClientURL(), nats.Name(name), nats.InProcessServer(srv), natsconn.LogErrors(o.Log))
 		if err != nil {
@@ -235,6 +235,21 @@ func (f *Fleet) Stop() {
 		f.cleanup[i]()
 	}
 	f.cleanup = nil
+}
+
+// finishJetStreamAPI waits, up to 5 seconds, until srv has served the JetStream API
+// requests it took. A part stopped while it set up (an executor creating its streams
+// when the fleet's start failed) has returned, but the server may still be creating what
+// it asked for; a shutdown in the middle would leave that stream's store running.
+func finishJetStreamAPI(srv *server.Server) {
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		jsz, err := srv.Jsz(nil)
+		if err != nil || jsz.API.Inflight == 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func dirOrTemp(f *Fleet, dir, pattern string) (string, error) {

@@ -1,6 +1,7 @@
 package executorcmd
 
 import (
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/toolfleet/toolfleet/internal/ops"
 	"github.com/toolfleet/toolfleet/internal/ops/opstest"
+	"github.com/toolfleet/toolfleet/pkg/toolsfile"
 )
 
 func TestParseDefaults(t *testing.T) {
@@ -160,7 +162,7 @@ func TestRegistryRefusesNothingToServeAndBadToolsFiles(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
-	if _, err := c.Registry(); err == nil || !strings.Contains(err.Error(), `"calculator" is already registered`) {
+	if _, err := c.Registry(); !errors.Is(err, toolsfile.ErrInvalidFile) {
 		t.Fatalf("Registry with a tools file shadowing a built-in = %v", err)
 	}
 }

@@ -1,6 +1,9 @@
 // Package natstest starts real, embedded NATS servers with JetStream for tests: file
 // storage in a temporary directory, a free port, and a restart on the same port and
 // store directory, the way a crashed pod comes back with its volume.
+//
+// Most tests start with [StartJetStream] (a server, a connection and the fleet's streams
+// and buckets) and wait for what they expect with [Eventually], never a bare sleep.
 package natstest
 
 import (

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
 // A message stored before a restart is still there after it: the store dir survives.
@@ -40,4 +42,19 @@ func TestRestartKeepsStoredMessages(t *testing.T) {
 	if string(msg.Data) != "kept" {
 		t.Fatalf("after restart got %q, want %q", msg.Data, "kept")
 	}
+}
+
+// StartJetStream leaves the fleet's streams in place, ensured with the given configuration.
+func TestStartJetStreamEnsures(t *testing.T) {
+	f := StartJetStream(t, events.Config{MaxDeliver: 3})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := f.JS.Stream(ctx, events.StreamCalls); err != nil {
+		t.Fatalf("calls stream: %v", err)
+	}
+	if f.Cfg.MaxDeliver != 3 || !f.NC.IsConnected() {
+		t.Errorf("fixture %+v, connected %v", f.Cfg, f.NC.IsConnected())
+	}
+	n := 0
+	Eventually(t, time.Second, "the third poll", func() bool { n++; return n == 3 })
 }

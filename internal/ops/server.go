@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -59,6 +60,8 @@ type Server struct {
 	http  *http.Server
 	addr  string
 	ready atomic.Pointer[Check]
+	// serving is the goroutine of http.Serve, which Close waits for.
+	serving sync.WaitGroup
 }
 
 // Start listens on addr and serves reg's metrics and the probes in the background until
@@ -74,11 +77,11 @@ func Start(addr string, reg *prometheus.Registry, log zerolog.Logger) (*Server, 
 	}
 	s.addr = ln.Addr().String()
 	s.http = &http.Server{Handler: s.handler(reg), ReadHeaderTimeout: 5 * time.Second}
-	go func() {
+	s.serving.Go(func() {
 		if err := s.http.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			log.Error().Err(err).Msg("ops server stopped")
 		}
-	}()
+	})
 	log.Info().Str("addr", s.addr).Msg("ops server listening: /metrics, /healthz, /readyz")
 	return s, nil
 }
@@ -111,6 +114,7 @@ func (s *Server) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = s.http.Shutdown(ctx)
+	s.serving.Wait()
 }
 
 func (s *Server) handler(reg *prometheus.Registry) http.Handler {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/toolfleet/toolfleet/internal/natstest"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
@@ -22,7 +23,7 @@ func BenchmarkServicePick(b *testing.B) {
 	}
 	defs = append(defs, catalog...)
 	bb := setup(b, defs)
-	waitFor(b, "catalog", func() bool { return bb.svc.Catalog().Snapshot().Len() == len(defs) })
+	natstest.Eventually(b, waitTimeout, "catalog", func() bool { return bb.svc.Catalog().Snapshot().Len() == len(defs) })
 
 	echo, err := micro.AddService(bb.srv.Connect(), micro.Config{Name: "echo", Version: "0.0.1",
 		Endpoint: &micro.EndpointConfig{Subject: "bench.echo", Handler: micro.HandlerFunc(func(r micro.Request) { _ = r.Respond(r.Data()) })}})

@@ -49,12 +49,23 @@ const (
 	CodeUnavailable = "503"
 )
 
-// handle runs each request on its own goroutine (bounded by the concurrency option):
-// micro calls handlers one at a time per subscription, and a slow scorer (embeddings
-// over HTTP) must not hold up the requests behind it.
+// handle runs each request on its own goroutine (bounded by the concurrency option),
+// which Run waits for: micro calls handlers one at a time per subscription, and a slow
+// scorer (embeddings over HTTP) must not hold up the requests behind it. Once Run stops,
+// the requests the draining endpoint still delivers are served on micro's goroutine, one
+// at a time: still answered, and no goroutine of ours is left behind.
 func (s *Service) handle(req micro.Request) {
+	s.stopMu.Lock()
+	if s.stopped {
+		s.stopMu.Unlock()
+		s.serve(req)
+		return
+	}
+	s.serving.Add(1)
+	s.stopMu.Unlock()
 	s.sem <- struct{}{}
 	go func() {
+		defer s.serving.Done()
 		defer func() { <-s.sem }()
 		s.serve(req)
 	}()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -132,6 +133,11 @@ type Service struct {
 	catalog *pick.Catalog
 	ready   atomic.Bool
 	sem     chan struct{}
+	// serving counts the requests being served on goroutines of their own; stopped, set
+	// when Run returns, ends that (see handle).
+	stopMu  sync.Mutex
+	stopped bool
+	serving sync.WaitGroup
 	m       *metrics
 }
 
@@ -196,7 +202,17 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("picker: add service: %w", err)
 	}
-	defer svc.Stop()
+	s.stopMu.Lock()
+	s.stopped = false // a Service may be run again
+	s.stopMu.Unlock()
+	// Stop unsubscribes, then the requests in flight finish.
+	defer func() {
+		_ = svc.Stop()
+		s.stopMu.Lock()
+		s.stopped = true
+		s.stopMu.Unlock()
+		s.serving.Wait()
+	}()
 	if err := svc.AddEndpoint(EndpointName, micro.HandlerFunc(s.handle), micro.WithEndpointSubject(PickSubject),
 		micro.WithEndpointMetadata(map[string]string{"format": "application/json"})); err != nil {
 		return fmt.Errorf("picker: add endpoint: %w", err)

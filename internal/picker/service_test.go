@@ -41,6 +41,14 @@ func putTool(t testing.TB, kv jetstream.KeyValue, d tools.Definition) {
 // (plus any options), waiting until it is ready.
 func setup(t testing.TB, defs []tools.Definition, opts ...Option) *testBundle {
 	t.Helper()
+	b := setupCatalog(t, defs)
+	b.svc = b.startReplica(t, opts...)
+	return b
+}
+
+// setupCatalog is setup without the replica.
+func setupCatalog(t testing.TB, defs []tools.Definition) *testBundle {
+	t.Helper()
 	b := &testBundle{srv: natstest.Start(t)}
 	b.nc = b.srv.Connect()
 	js, err := jetstream.New(b.nc)
@@ -54,7 +62,6 @@ func setup(t testing.TB, defs []tools.Definition, opts ...Option) *testBundle {
 	for _, d := range defs {
 		putTool(t, b.kv, d)
 	}
-	b.svc = b.startReplica(t, opts...)
 	return b
 }
 
@@ -73,20 +80,12 @@ func (b *testBundle) startReplica(t testing.TB, opts ...Option) *Service {
 			t.Errorf("Run: %v", err)
 		}
 	})
-	waitFor(t, "replica ready", svc.Ready)
+	natstest.Eventually(t, waitTimeout, "replica ready", svc.Ready)
 	return svc
 }
 
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
+// waitTimeout bounds the picker tests' waits (natstest.Eventually).
+const waitTimeout = 10 * time.Second
 
 // request sends a raw pick request and returns the reply.
 func request(t testing.TB, nc *nats.Conn, body string) *nats.Msg {
@@ -148,7 +147,7 @@ func TestServiceFollowsCatalog(t *testing.T) {
 	b := setup(t, catalog)
 	ctx := context.Background()
 	putTool(t, b.kv, tool("convert_currency", "Convert an amount of money between currencies"))
-	waitFor(t, "new tool to be picked", func() bool {
+	natstest.Eventually(t, waitTimeout, "new tool to be picked", func() bool {
 		_, names := pickNames(t, b.nc, `{"input":"convert 10 dollars to euros, currency"}`)
 		return len(names) > 0 && names[0] == "convert_currency"
 	})
@@ -159,7 +158,7 @@ func TestServiceFollowsCatalog(t *testing.T) {
 	if _, err := b.kv.Put(ctx, "translate_text", []byte(`{"name":"other","description":"translate"}`)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "mismatched entry to withdraw translate_text", func() bool {
+	natstest.Eventually(t, waitTimeout, "mismatched entry to withdraw translate_text", func() bool {
 		_, ok := b.svc.Catalog().Snapshot().Lookup("translate_text")
 		return !ok
 	})
@@ -168,7 +167,7 @@ func TestServiceFollowsCatalog(t *testing.T) {
 	putTool(t, b.kv, tool("convert_currency", "Convert an amount of money between currencies"))
 	putTool(t, b.kv, tool("send_email", "Send an email to a recipient"))
 	putTool(t, b.kv, tool("translate_text", "Translate text between languages"))
-	waitFor(t, "translate_text back", func() bool {
+	natstest.Eventually(t, waitTimeout, "translate_text back", func() bool {
 		_, ok := b.svc.Catalog().Snapshot().Lookup("translate_text")
 		return ok
 	})
@@ -178,14 +177,14 @@ func TestServiceFollowsCatalog(t *testing.T) {
 	if err := b.kv.Delete(ctx, "get_weather"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "deleted tool to vanish", func() bool {
+	natstest.Eventually(t, waitTimeout, "deleted tool to vanish", func() bool {
 		_, names := pickNames(t, b.nc, `{"input":"weather","options":{"minScore":0}}`)
 		return len(names) == 0
 	})
 	if err := b.kv.Purge(ctx, "send_email"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "purged tool to vanish", func() bool { return b.svc.Catalog().Snapshot().Len() == 2 })
+	natstest.Eventually(t, waitTimeout, "purged tool to vanish", func() bool { return b.svc.Catalog().Snapshot().Len() == 2 })
 	if got := fmt.Sprint(b.svc.Catalog().Snapshot().Definitions()); !strings.Contains(got, "convert_currency") || !strings.Contains(got, "translate_text") {
 		t.Errorf("catalog %s, want convert_currency and translate_text", got)
 	}
@@ -304,5 +303,69 @@ func TestServiceDiscoveryQueueGroupAndMetrics(t *testing.T) {
 	}
 	if ok == 0 {
 		t.Error(`toolfleet_picker_requests_total{outcome="ok"} is 0 on the second replica, which answered some picks`)
+	}
+}
+
+// heldScorer tells entered when a pick reaches it and answers once release is closed.
+type heldScorer struct{ entered, release chan struct{} }
+
+func (heldScorer) Name() string { return "held" }
+func (h heldScorer) Score(ctx context.Context, _ *pick.Request) ([]pick.Hit, error) {
+	h.entered <- struct{}{}
+	select {
+	case <-h.release:
+		return nil, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// A stop is complete when Run returns: a request taken before the stop is answered
+// first.
+func TestRunReturnsAfterTheRequestsItTook(t *testing.T) {
+	t.Parallel()
+	b := setupCatalog(t, catalog[:1])
+	nc := b.nc
+	h := heldScorer{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	svc, err := New(b.srv.Connect(), WithScorer("held", h), WithDefaultTimeout(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	natstest.Eventually(t, waitTimeout, "replica ready", svc.Ready)
+
+	replies := make(chan *nats.Msg, 1)
+	go func() {
+		m, err := nc.Request(PickSubject, []byte(`{"input":"weather","options":{"scorer":"held"}}`), waitTimeout)
+		if err != nil {
+			t.Errorf("request: %v", err)
+		}
+		replies <- m
+	}()
+	select {
+	case <-h.entered:
+	case <-time.After(waitTimeout):
+		t.Fatal("the request did not reach the scorer")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		close(h.release)
+		t.Fatalf("Run returned (%v) while a request it took was being served", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(h.release)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("Run did not return once the request was served")
+	}
+	if m := <-replies; m == nil || m.Header.Get(micro.ErrorCodeHeader) != "" {
+		t.Errorf("reply %+v, want an answer", m)
 	}
 }

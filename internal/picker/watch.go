@@ -3,6 +3,7 @@ package picker
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/toolfleet/toolfleet/pkg/events"
@@ -18,7 +19,12 @@ const maxBatch = 10_000
 func (s *Service) watch(ctx context.Context, changes <-chan events.Change) error {
 	warmCh := make(chan struct{}, 1)
 	if s.o.warm != nil {
-		go s.warmLoop(ctx, warmCh)
+		// The warm-up loop stops with the watch, and the watch returns after it.
+		var warming sync.WaitGroup
+		defer warming.Wait()
+		warmCtx, stopWarming := context.WithCancel(ctx)
+		defer stopWarming()
+		warming.Go(func() { s.warmLoop(warmCtx, warmCh) })
 	}
 	var batch []pick.Change
 	loaded := false

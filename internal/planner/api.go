@@ -159,7 +159,8 @@ func (p *Planner) runEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer msgs.Stop()
-	go func() { <-r.Context().Done(); msgs.Stop() }()
+	// A client that goes away ends the wait in Next.
+	defer context.AfterFunc(r.Context(), msgs.Stop)()
 	for {
 		m, err := msgs.Next()
 		if err != nil {

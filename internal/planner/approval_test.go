@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolfleet/toolfleet/internal/natstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
@@ -23,7 +24,7 @@ steps:
 func (b *testBundle) awaitApproval(t *testing.T, runID string) *CallRecord {
 	t.Helper()
 	var c *CallRecord
-	waitFor(t, "an approval request", func() bool {
+	natstest.Eventually(t, waitTimeout, "an approval request", func() bool {
 		run, err := b.p.Get(b.ctx, runID)
 		if err != nil || len(run.Calls) == 0 {
 			return false

@@ -47,34 +47,32 @@ func (v *catalogView) load(ctx context.Context) error {
 }
 
 // follow applies the catalog's changes until ctx ends, watching again when a watch
-// breaks (a server restart).
+// breaks (a server restart). It blocks; the planner's Run waits for it.
 func (v *catalogView) follow(ctx context.Context) {
-	go func() {
-		for ctx.Err() == nil {
-			changes, err := v.catalog.Watch(ctx)
-			if err != nil {
-				v.log.Warn().Err(err).Msg("catalog watch failed; retrying")
-				select {
-				case <-ctx.Done():
-				case <-time.After(time.Second):
-				}
+	for ctx.Err() == nil {
+		changes, err := v.catalog.Watch(ctx)
+		if err != nil {
+			v.log.Warn().Err(err).Msg("catalog watch failed; retrying")
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		for ch := range changes {
+			if ch.Err != nil {
+				v.log.Warn().Err(ch.Err).Str("tool", ch.Name).Msg("catalog entry is not a valid definition; tool withdrawn")
+			}
+			if ch.Loaded {
 				continue
 			}
-			for ch := range changes {
-				if ch.Err != nil {
-					v.log.Warn().Err(ch.Err).Str("tool", ch.Name).Msg("catalog entry is not a valid definition; tool withdrawn")
-				}
-				if ch.Loaded {
-					continue
-				}
-				if ch.Removed {
-					v.remove(ch.Name)
-				} else {
-					v.put(ch.Definition)
-				}
+			if ch.Removed {
+				v.remove(ch.Name)
+			} else {
+				v.put(ch.Definition)
 			}
 		}
-	}()
+	}
 }
 
 func (v *catalogView) put(d tools.Definition) {

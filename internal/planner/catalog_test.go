@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/toolfleet/toolfleet/internal/natstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
@@ -22,9 +23,9 @@ func TestCatalogBadEntryWithdrawsTool(t *testing.T) {
 	if _, err := kv.Put(b.ctx, "by_hand", def); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the planner to list by_hand", func() bool { _, ok := b.p.cat.get("by_hand"); return ok })
+	natstest.Eventually(t, waitTimeout, "the planner to list by_hand", func() bool { _, ok := b.p.cat.get("by_hand"); return ok })
 	if _, err := kv.Put(b.ctx, "by_hand", []byte(`{"name":"someone_else"}`)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the planner to withdraw by_hand", func() bool { _, ok := b.p.cat.get("by_hand"); return !ok })
+	natstest.Eventually(t, waitTimeout, "the planner to withdraw by_hand", func() bool { _, ok := b.p.cat.get("by_hand"); return !ok })
 }

@@ -109,27 +109,41 @@ func (p *Planner) createConsumers(ctx context.Context) error {
 
 // Run serves until ctx ends: it follows the tool catalog, takes run steps and results from
 // their durable consumers, relays approval requests and ends runs whose time is up. On
-// return, messages being handled were either finished or left for redelivery.
+// return, messages being handled were either finished or left for redelivery, and
+// nothing Run started still runs.
 func (p *Planner) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	p.cat.follow(ctx)
-	if err := p.watchRuns(ctx); err != nil {
+	// Run returns only once every goroutine it started has: the catalog and runs
+	// watches, the sweeper, and the handlers of messages taken.
+	var background sync.WaitGroup
+	defer func() { cancel(); background.Wait() }()
+	runsWatch, err := p.runs.kv.WatchAll(ctx)
+	if err != nil {
 		return fmt.Errorf("planner: watch runs: %w", err)
 	}
-	var wg sync.WaitGroup
+	background.Go(func() { p.watchRuns(ctx, runsWatch) })
+	background.Go(func() { p.cat.follow(ctx) })
+	var handlers sync.WaitGroup
 	var stops []jetstream.ConsumeContext
 	defer func() {
 		for _, cc := range stops {
 			cc.Stop()
 		}
-		wg.Wait()
+		// No handler starts once a consumer is closed (Closed never fires on a closed
+		// connection: do not hang on it).
+		deadline := time.After(5 * time.Second)
+		for _, cc := range stops {
+			select {
+			case <-cc.Closed():
+			case <-deadline:
+			}
+		}
+		handlers.Wait()
 	}()
 	for _, c := range p.consumers {
 		handle := c.handle
 		cc, err := c.cons.Consume(func(m jetstream.Msg) {
-			wg.Add(1)
-			go func() { defer wg.Done(); handle(ctx, m) }()
+			handlers.Go(func() { handle(ctx, m) })
 		}, jetstream.PullMaxMessages(64))
 		if err != nil {
 			if ctx.Err() != nil {
@@ -139,7 +153,7 @@ func (p *Planner) Run(ctx context.Context) error {
 		}
 		stops = append(stops, cc)
 	}
-	go p.sweep(ctx)
+	background.Go(func() { p.sweep(ctx) })
 	<-ctx.Done()
 	return nil
 }

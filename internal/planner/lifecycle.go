@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolfleet/toolfleet/internal/tick"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
@@ -31,33 +34,29 @@ func (p *Planner) emit(ctx context.Context, run, what string, step int, call str
 	}
 }
 
-// watchRuns follows the runs bucket to know the deadlines of running runs, for sweep.
-func (p *Planner) watchRuns(ctx context.Context) error {
-	w, err := p.runs.kv.WatchAll(ctx)
-	if err != nil {
-		return err
-	}
-	go func() {
-		defer w.Stop()
-		for e := range w.Updates() {
-			if e == nil {
-				continue
-			}
-			var r struct {
-				ID       string    `json:"id"`
-				Status   Status    `json:"status"`
-				Deadline time.Time `json:"deadline"`
-			}
-			if e.Value() == nil || json.Unmarshal(e.Value(), &r) != nil || r.Status != StatusRunning || r.Deadline.IsZero() {
-				p.forget(e.Key())
-				continue
-			}
-			p.mu.Lock()
-			p.deadlines[r.ID] = r.Deadline
-			p.mu.Unlock()
+// watchRuns follows the runs bucket (w watches it) to know the deadlines of running
+// runs, for sweep, until ctx ends or the watch breaks.
+func (p *Planner) watchRuns(ctx context.Context, w jetstream.KeyWatcher) {
+	defer func() { _ = w.Stop() }()
+	// A stopped watch closes its updates, which ends the loop.
+	defer context.AfterFunc(ctx, func() { _ = w.Stop() })()
+	for e := range w.Updates() {
+		if e == nil {
+			continue
 		}
-	}()
-	return nil
+		var r struct {
+			ID       string    `json:"id"`
+			Status   Status    `json:"status"`
+			Deadline time.Time `json:"deadline"`
+		}
+		if e.Value() == nil || json.Unmarshal(e.Value(), &r) != nil || r.Status != StatusRunning || r.Deadline.IsZero() {
+			p.forget(e.Key())
+			continue
+		}
+		p.mu.Lock()
+		p.deadlines[r.ID] = r.Deadline
+		p.mu.Unlock()
+	}
 }
 
 func (p *Planner) forget(run string) {
@@ -70,14 +69,7 @@ func (p *Planner) forget(run string) {
 // approvals (a run waiting for the model is ended by the model call's own deadline).
 // Every replica sweeps; the compare-and-set on the run lets one of them win.
 func (p *Planner) sweep(ctx context.Context) {
-	t := time.NewTicker(250 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	tick.Every(ctx, 250*time.Millisecond, func(ctx context.Context) {
 		now := p.cfg.Now()
 		var due []string
 		p.mu.Lock()
@@ -105,5 +97,5 @@ func (p *Planner) sweep(ctx context.Context) {
 				}
 			}
 		}
-	}
+	})
 }

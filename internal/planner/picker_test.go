@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/toolfleet/toolfleet/internal/natstest"
 	"github.com/toolfleet/toolfleet/internal/picker"
 	"github.com/toolfleet/toolfleet/internal/provider"
 )
@@ -67,7 +68,7 @@ func TestPickerNarrowsLargeToolSets(t *testing.T) {
 	all := []string{"add", "echo", "fail", "finish", "delete_all", "slow"}
 	var run *Run
 	// The picker loads the catalog on its own; until it has, the planner shows everything.
-	waitFor(t, "a narrowed tool set", func() bool {
+	natstest.Eventually(t, waitTimeout, "a narrowed tool set", func() bool {
 		model.mu.Lock()
 		model.shown = nil
 		model.mu.Unlock()

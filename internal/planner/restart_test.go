@@ -14,7 +14,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
 
+	"github.com/toolfleet/toolfleet/internal/natstest"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -26,7 +28,8 @@ func TestMain(m *testing.M) {
 	if url := os.Getenv("TOOLFLEET_TEST_PLANNER"); url != "" {
 		os.Exit(plannerProcess(url, os.Getenv("TOOLFLEET_TEST_SCRIPT")))
 	}
-	os.Exit(m.Run())
+	// A stop is complete when Run returns: no goroutine of a planner outlives the tests.
+	goleak.VerifyTestMain(m)
 }
 
 func plannerProcess(url, script string) int {
@@ -119,7 +122,7 @@ func TestPlannerKilledMidRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the run to reach its third step", func() bool {
+	natstest.Eventually(t, waitTimeout, "the run to reach its third step", func() bool {
 		r, err := b.p.Get(b.ctx, run.ID)
 		return err == nil && r.Step >= 2
 	})

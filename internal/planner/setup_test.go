@@ -70,16 +70,8 @@ func setup(t testing.TB, scripts map[string]string) *testBundle {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
-	srv := natstest.Start(t)
-	nc := srv.Connect()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := events.Config{AckWait: tools.Duration(5 * time.Second)}
-	if err := events.Ensure(ctx, js, cfg); err != nil {
-		t.Fatal(err)
-	}
+	fx := natstest.StartJetStream(t, events.Config{AckWait: tools.Duration(5 * time.Second)})
+	srv, nc, js, cfg := fx.Srv, fx.NC, fx.JS, fx.Cfg
 	reg := tools.NewRegistry()
 	for _, tt := range testTools {
 		if err := reg.AddFunc(tt.def, tt.fn); err != nil {
@@ -132,7 +124,7 @@ func setup(t testing.TB, scripts map[string]string) *testBundle {
 		})
 	}
 	t.Cleanup(stopPlanner)
-	waitFor(t, "the planner's catalog", func() bool { _, ok := p.cat.get("delete_all"); return ok })
+	natstest.Eventually(t, waitTimeout, "the planner's catalog", func() bool { _, ok := p.cat.get("delete_all"); return ok })
 	return &testBundle{srv: srv, nc: nc, js: js, cfg: cfg, p: p, ctx: ctx, stopPlanner: stopPlanner}
 }
 
@@ -151,20 +143,11 @@ func startExecutor(t testing.TB, b *testBundle, def tools.Definition, fn tools.F
 	done := make(chan error, 1)
 	go func() { done <- ex.Run(ctx) }()
 	t.Cleanup(func() { stop(); <-done })
-	waitFor(t, "the catalog to list "+def.Name, func() bool { _, ok := b.p.cat.get(def.Name); return ok })
+	natstest.Eventually(t, waitTimeout, "the catalog to list "+def.Name, func() bool { _, ok := b.p.cat.get(def.Name); return ok })
 }
 
-// waitFor polls cond until it holds or 20 seconds pass.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+// waitTimeout bounds the planner tests' waits (natstest.Eventually).
+const waitTimeout = 20 * time.Second
 
 const answerScript = `
 name: answer

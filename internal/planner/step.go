@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolfleet/toolfleet/internal/provider"
+	"github.com/toolfleet/toolfleet/internal/tick"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
@@ -157,23 +159,14 @@ func (p *Planner) askModel(ctx context.Context, m jetstream.Msg, run *Run) (*pro
 	return resp, nil
 }
 
-// keepAlive sends in-progress acks for m every period until stop is called, so a long
-// model call is not redelivered to another replica.
+// keepAlive sends in-progress acks for m every period until stop is called (stop
+// returns once the last has gone), so a long model call is not redelivered to another
+// replica.
 func keepAlive(m jetstream.Msg, period time.Duration) (stop func()) {
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(period)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				_ = m.InProgress()
-			}
-		}
-	}()
-	return func() { close(done) }
+	ctx, cancel := context.WithCancel(context.Background())
+	var done sync.WaitGroup
+	done.Go(func() { tick.Every(ctx, period, func(context.Context) { _ = m.InProgress() }) })
+	return func() { cancel(); done.Wait() }
 }
 
 // applyModelResponse records the model's answer in the run: usage, the assistant message,

@@ -80,7 +80,9 @@ func ServeAPI(ctx context.Context, ln net.Listener, h http.Handler) error {
 	}
 	shut, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(shut); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	err := srv.Shutdown(shut)
+	<-failed // Serve returns once Shutdown has closed the listener
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil

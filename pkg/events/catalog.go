@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolfleet/toolfleet/internal/tick"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
@@ -194,10 +195,12 @@ func (c *Catalog) Watch(ctx context.Context) (<-chan Change, error) {
 
 // Keep puts defs now and again every CatalogTTL/3 until ctx ends, so the entries stay
 // while this process serves them and expire within CatalogTTL once it stops. It returns
-// the first put's error at once; later failures (a server restart) are retried at the
-// next tick and reported to onErr, which may be nil.
+// the first put's error at once, having kept nothing; after that first put it blocks
+// until ctx ends and returns nil, so run it in a goroutine you wait for (an errgroup).
+// Later failures (a server restart) are retried at the next tick and reported to onErr,
+// which may be nil. Wrapped in [RetrySetup], a failing first put is tried again too.
 func (c *Catalog) Keep(ctx context.Context, defs []tools.Definition, onErr func(error)) error {
-	put := func() error {
+	put := func(ctx context.Context) error {
 		for _, d := range defs {
 			if err := c.Put(ctx, d); err != nil {
 				return err
@@ -205,22 +208,13 @@ func (c *Catalog) Keep(ctx context.Context, defs []tools.Definition, onErr func(
 		}
 		return nil
 	}
-	if err := put(); err != nil {
+	if err := put(ctx); err != nil {
 		return err
 	}
-	go func() {
-		t := time.NewTicker(c.ttl / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if err := put(); err != nil && onErr != nil && ctx.Err() == nil {
-					onErr(err)
-				}
-			}
+	tick.Every(ctx, c.ttl/3, func(ctx context.Context) {
+		if err := put(ctx); err != nil && onErr != nil && ctx.Err() == nil {
+			onErr(err)
 		}
-	}()
+	})
 	return nil
 }

@@ -26,19 +26,8 @@ type testBundle struct {
 
 func setup(t *testing.T) testBundle {
 	t.Helper()
-	srv := natstest.Start(t)
-	nc := srv.Connect()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := events.Config{CatalogTTL: tools.Duration(3 * time.Second)}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := events.Ensure(ctx, js, cfg); err != nil {
-		t.Fatal(err)
-	}
-	return testBundle{srv: srv, nc: nc, js: js, cfg: cfg}
+	f := natstest.StartJetStream(t, events.Config{CatalogTTL: tools.Duration(3 * time.Second)})
+	return testBundle{srv: f.Srv, nc: f.NC, js: f.JS, cfg: f.Cfg}
 }
 
 func fetchOne(t *testing.T, b testBundle, stream string, cc jetstream.ConsumerConfig) jetstream.Msg {
@@ -299,9 +288,10 @@ func TestCatalogPutWatchExpire(t *testing.T) {
 	// to expire.
 	sleep := tools.Definition{Type: "function", Name: "sleep", Description: "Sleep.", Safe: true, AllowNoSchema: true, NoSchemaMode: tools.NoSchemaReadOnly}
 	keepCtx, stopKeep := context.WithCancel(ctx)
-	if err := cat.Keep(keepCtx, []tools.Definition{sleep}, func(err error) { t.Errorf("keep: %v", err) }); err != nil {
-		t.Fatal(err)
-	}
+	kept := make(chan error, 1)
+	go func() {
+		kept <- cat.Keep(keepCtx, []tools.Definition{sleep}, func(err error) { t.Errorf("keep: %v", err) })
+	}()
 	if c := next(); c.Name != "sleep" || c.Removed {
 		t.Errorf("added %+v", c)
 	}
@@ -316,6 +306,9 @@ func TestCatalogPutWatchExpire(t *testing.T) {
 		t.Errorf("List = %v, %v; want [sleep] (kept alive past the TTL)", defs, err)
 	}
 	stopKeep()
+	if err := <-kept; err != nil { // Keep has returned: nothing refreshes sleep any more
+		t.Fatalf("keep: %v", err)
+	}
 	if c := next(); c.Name != "sleep" || !c.Removed {
 		t.Errorf("want sleep expired once no longer kept, got %+v", c)
 	}
@@ -344,5 +337,9 @@ func TestCatalogPutWatchExpire(t *testing.T) {
 		if _, _, err := cat.Get(ctx, "echo"); err == nil {
 			t.Errorf("Get of bad entry %s: no error", bad)
 		}
+	}
+	// A first put that fails returns at once, keeping nothing.
+	if err := cat.Keep(ctx, []tools.Definition{{Name: "bad.name"}}, nil); !errors.Is(err, tools.ErrInvalidEvent) {
+		t.Errorf("Keep of a bad name = %v, want invalid_event at once", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolfleet/toolfleet/internal/tick"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
@@ -49,8 +50,8 @@ func (p parked) call() events.Message {
 func approvalKey(tool, callToken string) string { return tool + "." + callToken }
 
 // park stores the call, announces the approval request and acks the call.
-func (ex *Executor) park(j *job) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ex.runCtx), 10*time.Second)
+func (ex *Executor) park(ctx context.Context, j *job) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	now := time.Now().UTC()
 	exp := now.Add(ex.o.approvalTimeout)
@@ -92,7 +93,7 @@ func (ex *Executor) park(j *job) {
 
 // handleAnswer carries out an approval answer: deny, approve, or approve with new
 // arguments (validated again).
-func (ex *Executor) handleAnswer(w *worker, msg jetstream.Msg) {
+func (ex *Executor) handleAnswer(runCtx context.Context, w *worker, msg jetstream.Msg) {
 	tool, callID, ok := events.ParseApprovalAnswerSubject(msg.Subject())
 	if !ok || tool != w.def.Name { // the consumer's filter makes this impossible; never act on a guess
 		_ = msg.TermWithReason("not an approval answer subject of tool " + w.def.Name)
@@ -111,7 +112,7 @@ func (ex *Executor) handleAnswer(w *worker, msg jetstream.Msg) {
 		_ = msg.Nak()
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ex.runCtx), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(runCtx), 10*time.Second)
 	defer cancel()
 	key := approvalKey(tool, callID)
 	entry, err := ex.approvals.Get(ctx, key)
@@ -148,7 +149,7 @@ func (ex *Executor) handleAnswer(w *worker, msg jetstream.Msg) {
 			ex.o.log.Debug().Err(err).Str("key", key).Msg("remove answered approval")
 		}
 	}
-	if ex.answered(j) { // answered before (an earlier answer's result, stored before its entry was removed)
+	if ex.answered(runCtx, j) { // answered before (an earlier answer's result, stored before its entry was removed)
 		j.afterStore()
 		_ = msg.Ack()
 		return
@@ -175,7 +176,7 @@ func (ex *Executor) handleAnswer(w *worker, msg jetstream.Msg) {
 		ex.fail(j, tools.AsError(err, tools.CodeInvalidInput))
 		return
 	}
-	ex.runAndAnswer(j, hc)
+	ex.runAndAnswer(runCtx, j, hc)
 }
 
 // sweepApprovals denies, every little while, the parked calls of w's tool whose
@@ -183,22 +184,15 @@ func (ex *Executor) handleAnswer(w *worker, msg jetstream.Msg) {
 // and the bucket entry removed only at the revision that was read.
 func (ex *Executor) sweepApprovals(ctx context.Context, w *worker) {
 	every := min(max(ex.o.approvalTimeout/4, 100*time.Millisecond), 5*time.Second)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	tick.Every(ctx, every, func(ctx context.Context) {
 		lister, err := ex.approvals.ListKeysFiltered(ctx, w.def.Name+".*")
 		if err != nil {
-			continue
+			return
 		}
 		for key := range lister.Keys() {
 			ex.expireIfDue(ctx, w, key)
 		}
-	}
+	})
 }
 
 func (ex *Executor) expireIfDue(ctx context.Context, w *worker, key string) {

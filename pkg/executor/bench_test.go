@@ -137,12 +137,10 @@ func benchRaw(b *testing.B, window, workers int) {
 }
 
 func benchFleet(b *testing.B, window, replicas int) {
-	srv, nc, js := benchServer(b)
+	fx := natstest.StartJetStream(b, events.Config{})
+	srv, nc, js := fx.Srv, fx.NC, fx.JS
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	if err := events.Ensure(ctx, js, events.Config{}); err != nil {
-		b.Fatal(err)
-	}
 	for i := range replicas {
 		reg := tools.NewRegistry()
 		must(b, reg.AddFunc(tools.Definition{Name: "noop", Parameters: echoSchema, Safe: true},
@@ -155,16 +153,10 @@ func benchFleet(b *testing.B, window, replicas int) {
 		wg.Go(func() { _ = ex.Run(ctx) })
 	}
 	b.Cleanup(func() { cancel(); wg.Wait() }) // before the connections close (cleanups run last in, first out)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := js.Consumer(ctx, events.StreamCalls, events.ConsumerName("noop")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatal("executor did not start")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	natstest.Eventually(b, 10*time.Second, "the executors to start", func() bool {
+		_, err := js.Consumer(ctx, events.StreamCalls, events.ConsumerName("noop"))
+		return err == nil
+	})
 	f := drive(b, nc, events.StreamResults, window, func(i int) *nats.Msg {
 		m, err := events.NewCall(events.CallOptions{Source: "/bench", ID: fmt.Sprintf("c%09d", i), RunID: "bench"}, events.Call{Tool: "noop", Arguments: json.RawMessage(payload)})
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.uber.org/goleak"
 
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/executor"
@@ -39,7 +40,8 @@ func TestMain(m *testing.M) {
 	if url := os.Getenv(childURLEnv); url != "" {
 		os.Exit(runChildExecutor(url, os.Getenv(childLogEnv), os.Getenv(childIDEnv)))
 	}
-	os.Exit(m.Run())
+	// A stop is complete when Run returns: no goroutine of an executor outlives the tests.
+	goleak.VerifyTestMain(m)
 }
 
 // runChildExecutor serves "work" (idempotent, a few ms) and "charge" (non-idempotent; it

@@ -33,10 +33,6 @@ type Executor struct {
 	catalog *events.Catalog
 	workers map[string]*worker
 
-	// runCtx is the context tools run under; it outlives Run's context by the grace
-	// period, so calls in flight can finish after shutdown starts.
-	runCtx context.Context
-
 	mu       sync.Mutex // guards stopping and wg.Add
 	stopping bool
 	wg       sync.WaitGroup
@@ -80,6 +76,8 @@ func (ex *Executor) ID() string { return ex.o.id }
 // until ctx ends. Then it stops taking calls, lets the calls in flight finish within the
 // grace period, cancels and hands back (Nak) the ones still running, waits for the
 // results already being published, and returns nil. Start-up failures are returned.
+// Nothing Run started runs after it returns: the catalog refresh, the janitor and the
+// approval sweeps have stopped too.
 func (ex *Executor) Run(ctx context.Context) (err error) {
 	// A stop requested while the executor is still setting up is a stop, not a failure:
 	// whatever was set up is torn down below, and nothing was taken yet.
@@ -92,25 +90,35 @@ func (ex *Executor) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("executor: %w", err)
 	}
 
+	// runCtx is the context calls run under; it outlives ctx by the grace period, so
+	// calls in flight can finish after shutdown starts.
 	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
-	ex.runCtx = runCtx
 	// The look-up loop serves calls until the last one is done, so it stops with runCtx.
 	var lookupsDone sync.WaitGroup
 	ex.lookups = newResultLookups(ex.nc)
 	lookupsDone.Go(func() { ex.lookups.run(runCtx) })
 	defer func() { cancelRun(); lookupsDone.Wait() }()
+	// The background work (catalog refresh, janitor, approval sweeps) stops before the
+	// calls in flight are waited for, and Run returns only once all of it has.
 	bgCtx, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopBackground()
+	var background sync.WaitGroup
+	defer func() { stopBackground(); background.Wait() }()
 
 	defs := ex.reg.Definitions()
 	// The catalog first: the janitors of other replicas must see the tools before any
 	// call of them is old enough to be answered no_such_tool.
-	err = events.RetrySetup(ctx, func(context.Context) error {
-		return ex.catalog.Keep(bgCtx, defs, func(err error) { ex.o.log.Warn().Err(err).Msg("refresh catalog") })
+	err = events.RetrySetup(ctx, func(ctx context.Context) error {
+		for _, d := range defs {
+			if err := ex.catalog.Put(ctx, d); err != nil {
+				return err
+			}
+		}
+		return nil
 	}, ex.setupRetry("publish the catalog"))
 	if err != nil {
 		return fmt.Errorf("executor: %w", err)
 	}
+	background.Go(func() { ex.keepCatalog(bgCtx, defs) })
 	ex.workers = make(map[string]*worker, len(defs))
 	var consumers []jetstream.ConsumeContext
 	stopConsumers := func() {
@@ -129,7 +137,7 @@ func (ex *Executor) Run(ctx context.Context) (err error) {
 	}
 	var startErr error
 	for _, def := range defs {
-		w, err := ex.startWorker(ctx, def)
+		w, err := ex.startWorker(ctx, runCtx, def)
 		if err != nil {
 			startErr = err
 			break
@@ -140,10 +148,10 @@ func (ex *Executor) Run(ctx context.Context) (err error) {
 	if startErr == nil {
 		for _, w := range ex.workers {
 			if w.def.NeedsApproval() {
-				go ex.sweepApprovals(bgCtx, w)
+				background.Go(func() { ex.sweepApprovals(bgCtx, w) })
 			}
 		}
-		go ex.janitor(bgCtx)
+		background.Go(func() { ex.janitor(bgCtx) })
 		ex.o.log.Info().Str("executor", ex.o.id).Int("tools", len(defs)).Msg("executor running")
 		<-ctx.Done()
 	}
@@ -155,6 +163,7 @@ func (ex *Executor) Run(ctx context.Context) (err error) {
 	ex.mu.Unlock()
 	stopConsumers()
 	stopBackground()
+	background.Wait()
 	ex.waitInFlight(cancelRun)
 	select {
 	case <-ex.js.PublishAsyncComplete():
@@ -184,6 +193,17 @@ func (ex *Executor) setUp(ctx context.Context) (err error) {
 	}
 	ex.catalog, err = events.OpenCatalog(ctx, ex.js, ex.cfg)
 	return err
+}
+
+// keepCatalog keeps the served tools in the catalog until ctx ends (the first put is
+// Run's), putting them again until that succeeds when a refresh cannot even start.
+func (ex *Executor) keepCatalog(ctx context.Context, defs []tools.Definition) {
+	err := events.RetrySetup(ctx, func(ctx context.Context) error {
+		return ex.catalog.Keep(ctx, defs, func(err error) { ex.o.log.Warn().Err(err).Msg("refresh catalog") })
+	}, ex.setupRetry("refresh the catalog"))
+	if err != nil && ctx.Err() == nil {
+		ex.o.log.Error().Err(err).Msg("catalog refresh stopped; the tools of this executor will expire from the catalog")
+	}
 }
 
 // setupRetry logs a start-up step that failed and will be tried again.
@@ -218,6 +238,3 @@ func (ex *Executor) track() bool {
 	ex.wg.Add(1)
 	return true
 }
-
-// shuttingDown reports whether tools are being cancelled because the grace period ran out.
-func (ex *Executor) shuttingDown() bool { return ex.runCtx.Err() != nil }

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolfleet/toolfleet/internal/natstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/executor"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -237,7 +238,7 @@ func TestNoSuchTool(t *testing.T) {
 	if r := b.results.one(t, "e1"); r.Status != events.StatusOK {
 		t.Errorf("served tool: %+v", r)
 	}
-	eventually(t, 10*time.Second, "the ghost call to leave the work queue", func() bool {
+	natstest.Eventually(t, 10*time.Second, "the ghost call to leave the work queue", func() bool {
 		s, _ := b.js.Stream(context.Background(), events.StreamCalls)
 		info, err := s.Info(context.Background(), jetstream.WithSubjectFilter("toolfleet.call.ghost"))
 		return err == nil && info.State.Subjects["toolfleet.call.ghost"] == 0
@@ -268,7 +269,7 @@ func TestNonIdempotentNotRunTwice(t *testing.T) {
 	crashing := b.srv.Connect()
 	b.startOn(t, crashing, newReg(), executor.WithExecutorID("doomed"))
 	b.call(t, "charge_card", "pay1", "r", `{"text":"10 EUR"}`)
-	eventually(t, 10*time.Second, "the first run", func() bool { return runs.Load() == 1 })
+	natstest.Eventually(t, 10*time.Second, "the first run", func() bool { return runs.Load() == 1 })
 	crashing.Close() // the replica vanishes mid-call: no ack, no result
 	b.start(t, newReg(), executor.WithExecutorID("survivor"))
 	r := b.results.one(t, "pay1")

@@ -42,7 +42,7 @@ func (ex *Executor) newJob(msg jetstream.Msg, def tools.Definition, ce events.Ca
 // handleCall takes one delivered call through decode → answered already? → hydrate →
 // approval gate → run → result. Whatever happens, the caller gets one result or the
 // message a dead letter; nothing is acked before its answer is stored.
-func (ex *Executor) handleCall(w *worker, msg jetstream.Msg) {
+func (ex *Executor) handleCall(ctx context.Context, w *worker, msg jetstream.Msg) {
 	ce, decodeErr := events.DecodeCall(msg, int(ex.cfg.MaxMsgSize))
 	j := ex.newJob(msg, w.def, ce, time.Now())
 	meta, err := msg.Metadata()
@@ -59,7 +59,7 @@ func (ex *Executor) handleCall(w *worker, msg jetstream.Msg) {
 		ex.refuse(j, msg, decodeErr)
 		return
 	}
-	if ex.answered(j) {
+	if ex.answered(ctx, j) {
 		_ = msg.Ack()
 		return
 	}
@@ -77,10 +77,10 @@ func (ex *Executor) handleCall(w *worker, msg jetstream.Msg) {
 		return
 	}
 	if w.def.NeedsApproval() {
-		ex.park(j)
+		ex.park(ctx, j)
 		return
 	}
-	ex.runAndAnswer(j, call)
+	ex.runAndAnswer(ctx, j, call)
 }
 
 // answered reports whether the call already has a stored result: it ran (or was
@@ -89,12 +89,12 @@ func (ex *Executor) handleCall(w *worker, msg jetstream.Msg) {
 // coalesced with other calls' (see resultLookups); a failed look-up counts as "not
 // answered", since the result's publish is refused anyway if one exists (see
 // [events.NewResult]).
-func (ex *Executor) answered(j *job) bool {
+func (ex *Executor) answered(ctx context.Context, j *job) bool {
 	subj, err := events.ResultSubject(j.res.RunID, j.res.CallID)
 	if err != nil {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ex.runCtx), lookupTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lookupTimeout)
 	defer cancel()
 	found, err := ex.lookups.has(ctx, subj)
 	if err != nil {
@@ -109,13 +109,13 @@ func (ex *Executor) answered(j *job) bool {
 	return true
 }
 
-// runAndAnswer runs a hydrated call with its retries and publishes the result, or hands
-// the call back when the executor is shutting down.
-func (ex *Executor) runAndAnswer(j *job, call *tools.Call) {
+// runAndAnswer runs a hydrated call under ctx with its retries and publishes the result,
+// or hands the call back when ctx ended (the executor's grace period ran out).
+func (ex *Executor) runAndAnswer(ctx context.Context, j *job, call *tools.Call) {
 	stop := ex.keepAlive(j.msg)
 	defer stop()
 	if !j.def.IsIdempotent() {
-		first, err := ex.markStarted(j)
+		first, err := ex.markStarted(ctx, j)
 		if err != nil {
 			ex.o.log.Warn().Err(err).Str("call_id", j.res.CallID).Msg("record start of non-idempotent call; handing it back")
 			ex.handBack(j)
@@ -128,8 +128,8 @@ func (ex *Executor) runAndAnswer(j *job, call *tools.Call) {
 			return
 		}
 	}
-	out, attempts := ex.runWithRetries(j, call)
-	if out.Err != nil && out.Err.Code == tools.CodeCanceled && ex.shuttingDown() {
+	out, attempts := ex.runWithRetries(ctx, j, call)
+	if out.Err != nil && out.Err.Code == tools.CodeCanceled && ctx.Err() != nil {
 		// Cancelled by our own shutdown: hand it back for another replica.
 		_ = j.msg.Nak()
 		return
@@ -141,7 +141,7 @@ func (ex *Executor) runAndAnswer(j *job, call *tools.Call) {
 
 // runWithRetries runs the call, retrying retryable failures with backoff and jitter per
 // the tool's policy. Non-idempotent tools are never retried.
-func (ex *Executor) runWithRetries(j *job, call *tools.Call) (tools.Outcome, int) {
+func (ex *Executor) runWithRetries(ctx context.Context, j *job, call *tools.Call) (tools.Outcome, int) {
 	policy := j.def.EffectiveRetry()
 	retries := policy.Retries()
 	if !j.def.IsIdempotent() {
@@ -159,8 +159,8 @@ func (ex *Executor) runWithRetries(j *job, call *tools.Call) (tools.Outcome, int
 			}
 			call = c
 		}
-		out := ex.runOnce(j, call, attempt)
-		if out.Err == nil || attempt > retries || !policy.ShouldRetry(out.Err.Code) || ex.shuttingDown() {
+		out := ex.runOnce(ctx, j, call, attempt)
+		if out.Err == nil || attempt > retries || !policy.ShouldRetry(out.Err.Code) || ctx.Err() != nil {
 			return out, attempt
 		}
 		delay := policy.BackoffJittered(attempt, rand.Float64())
@@ -173,15 +173,15 @@ func (ex *Executor) runWithRetries(j *job, call *tools.Call) (tools.Outcome, int
 		t := time.NewTimer(delay)
 		select {
 		case <-t.C:
-		case <-ex.runCtx.Done():
+		case <-ctx.Done():
 			t.Stop()
 			return tools.Outcome{Err: tools.Errorf(tools.CodeCanceled, "executor stopping")}, attempt
 		}
 	}
 }
 
-func (ex *Executor) runOnce(j *job, call *tools.Call, attempt int) tools.Outcome {
-	ctx := tools.WithCallInfo(ex.runCtx, tools.CallInfo{CallID: j.res.CallID, RunID: j.res.RunID, Tool: j.def.Name,
+func (ex *Executor) runOnce(ctx context.Context, j *job, call *tools.Call, attempt int) tools.Outcome {
+	ctx = tools.WithCallInfo(ctx, tools.CallInfo{CallID: j.res.CallID, RunID: j.res.RunID, Tool: j.def.Name,
 		Attempt: attempt, Deadline: j.ce.Deadline, Metadata: j.ce.Call.Metadata})
 	var cancel context.CancelFunc
 	if j.def.Timeout == 0 {

@@ -36,19 +36,9 @@ func testConfig() events.Config {
 
 func setup(t testing.TB) *testBundle {
 	t.Helper()
-	srv := natstest.Start(t)
-	nc := srv.Connect()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &testBundle{srv: srv, nc: nc, js: js, cfg: testConfig()}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := events.Ensure(ctx, js, b.cfg); err != nil {
-		t.Fatal(err)
-	}
-	b.results = collect(t, js)
+	f := natstest.StartJetStream(t, testConfig())
+	b := &testBundle{srv: f.Srv, nc: f.NC, js: f.JS, cfg: f.Cfg}
+	b.results = collect(t, f.JS)
 	return b
 }
 
@@ -90,7 +80,7 @@ func (b *testBundle) startOn(t testing.TB, nc *nats.Conn, reg *tools.Registry, o
 // waitServed waits until the tool's consumer exists, i.e. an executor serves it.
 func (b *testBundle) waitServed(t testing.TB, tool string) {
 	t.Helper()
-	eventually(t, 10*time.Second, "consumer of "+tool, func() bool {
+	natstest.Eventually(t, 10*time.Second, "consumer of "+tool, func() bool {
 		_, err := b.js.Consumer(context.Background(), events.StreamCalls, events.ConsumerName(tool))
 		return err == nil
 	})
@@ -163,7 +153,7 @@ func collect(t testing.TB, js jetstream.JetStream) *collector {
 // wait waits for a result of each id and returns the first of each.
 func (c *collector) wait(t testing.TB, timeout time.Duration, ids ...string) map[string]events.Result {
 	t.Helper()
-	eventually(t, timeout, fmt.Sprintf("results of %d calls", len(ids)), func() bool {
+	natstest.Eventually(t, timeout, fmt.Sprintf("results of %d calls", len(ids)), func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		for _, id := range ids {
@@ -194,18 +184,6 @@ func (c *collector) count(id string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.byID[id])
-}
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 var echoSchema = json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"],"additionalProperties":false}`)

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolfleet/toolfleet/internal/natstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/executor"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -118,7 +119,7 @@ func TestWildcardSubjectsLeaveOtherCallsAlone(t *testing.T) {
 		t.Errorf("the wildcard message without any id was not set aside: %v", err)
 	}
 	assertOneResultEach(t, b, append(ids, "star", "gt"))
-	eventually(t, 15*time.Second, "the calls stream to empty", func() bool { return b.callsLeft(t) == 0 })
+	natstest.Eventually(t, 15*time.Second, "the calls stream to empty", func() bool { return b.callsLeft(t) == 0 })
 }
 
 // Every case that used to be left unanswered is answered, at the subject its caller can
@@ -187,7 +188,7 @@ func TestEveryCallIsAnswered(t *testing.T) {
 	if dl.BodySize != len(big.Data) || !dl.BodyTruncated || dl.Sequence == 0 {
 		t.Errorf("dead letter: size %d truncated %v seq %d", dl.BodySize, dl.BodyTruncated, dl.Sequence)
 	}
-	eventually(t, 15*time.Second, "the calls stream to empty", func() bool { return b.callsLeft(t) == 0 })
+	natstest.Eventually(t, 15*time.Second, "the calls stream to empty", func() bool { return b.callsLeft(t) == 0 })
 }
 
 // resultAt waits for the stored result on subject and returns it.
@@ -198,7 +199,7 @@ func (b *testBundle) resultAt(t testing.TB, subject string) *jetstream.RawStream
 		t.Fatal(err)
 	}
 	var raw *jetstream.RawStreamMsg
-	eventually(t, 15*time.Second, "a result on "+subject, func() bool {
+	natstest.Eventually(t, 15*time.Second, "a result on "+subject, func() bool {
 		raw, err = s.GetLastMsgForSubject(context.Background(), subject)
 		return err == nil
 	})
@@ -288,7 +289,7 @@ func TestAnsweredCallIsNotRunAgain(t *testing.T) {
 	b.publish(t, pre)
 	b.call(t, "work", "stored", "r", `{"text":"x"}`)
 
-	eventually(t, 15*time.Second, "the calls stream to empty", func() bool { return b.callsLeft(t) == 0 })
+	natstest.Eventually(t, 15*time.Second, "the calls stream to empty", func() bool { return b.callsLeft(t) == 0 })
 	time.Sleep(300 * time.Millisecond)
 	if n := runsOf(&runs, "once"); n != 1 {
 		t.Errorf("re-published call ran %d times", n)

@@ -14,9 +14,9 @@ import (
 // this or another replica, which then crashed or lost its ack) and must not run again.
 // The marker lives in the toolfleet-inflight bucket, keyed by call id, for
 // InflightMaxAge; only non-idempotent tools pay for it.
-func (ex *Executor) markStarted(j *job) (first bool, err error) {
+func (ex *Executor) markStarted(ctx context.Context, j *job) (first bool, err error) {
 	v, _ := json.Marshal(map[string]any{"executor": ex.o.id, "tool": j.def.Name, "started_at": time.Now().UTC()})
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ex.runCtx), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	_, err = ex.inflight.Create(ctx, j.ce.ID, v)
 	if errors.Is(err, jetstream.ErrKeyExists) {

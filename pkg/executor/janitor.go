@@ -6,6 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolfleet/toolfleet/internal/tick"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
@@ -43,19 +44,12 @@ type janitorState struct{ strayCursor uint64 }
 
 func (ex *Executor) janitor(ctx context.Context) {
 	every := max(ex.o.noSuchToolAfter/4, 50*time.Millisecond)
-	t := time.NewTicker(every)
-	defer t.Stop()
 	var st janitorState
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := ex.sweepUnserved(ctx, &st); err != nil && ctx.Err() == nil {
-				ex.o.log.Debug().Err(err).Msg("janitor")
-			}
+	tick.Every(ctx, every, func(ctx context.Context) {
+		if err := ex.sweepUnserved(ctx, &st); err != nil && ctx.Err() == nil {
+			ex.o.log.Debug().Err(err).Msg("janitor")
 		}
-	}
+	})
 }
 
 func (ex *Executor) sweepUnserved(ctx context.Context, st *janitorState) error {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/toolfleet/toolfleet/internal/natstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/executor"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -45,7 +46,7 @@ func TestGracefulShutdownUnderLoad(t *testing.T) {
 		ids[i] = fmt.Sprintf("s%04d", i)
 		b.call(t, "nap", ids[i], "r", `{"text":"x"}`)
 	}
-	eventually(t, 10*time.Second, "some calls to run", func() bool { return runs.Load() > 20 })
+	natstest.Eventually(t, 10*time.Second, "some calls to run", func() bool { return runs.Load() > 20 })
 	if err := stop(); err != nil {
 		t.Fatalf("Run returned %v, want nil", err)
 	}
@@ -74,7 +75,7 @@ func TestShutdownHandsBackLongCalls(t *testing.T) {
 	var runs atomic.Int32
 	stop := b.start(t, sleepRegistry(t, time.Hour, &runs), executor.WithGracePeriod(100*time.Millisecond))
 	b.call(t, "nap", "long", "r", `{"text":"x"}`)
-	eventually(t, 10*time.Second, "the call to start", func() bool { return runs.Load() == 1 })
+	natstest.Eventually(t, 10*time.Second, "the call to start", func() bool { return runs.Load() == 1 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +109,7 @@ func TestMetrics(t *testing.T) {
 	b.call(t, "echo", "m2", "r", `{}`)
 	b.call(t, "once_broken", "m3", "r", `{"text":"x"}`)
 	b.results.wait(t, 10*time.Second, "m1", "m2", "m3")
-	eventually(t, 5*time.Second, "metrics", func() bool {
+	natstest.Eventually(t, 5*time.Second, "metrics", func() bool {
 		got := gather(t, promReg)
 		return got[`toolfleet_executor_calls_total{status="ok",tool="echo"}`] == 1 &&
 			got[`toolfleet_executor_calls_total{status="invalid",tool="echo"}`] == 1 &&

@@ -20,7 +20,8 @@ type worker struct {
 	consumers []jetstream.ConsumeContext
 }
 
-func (ex *Executor) startWorker(ctx context.Context, def tools.Definition) (*worker, error) {
+// startWorker sets the worker of def up under ctx; its calls run under runCtx.
+func (ex *Executor) startWorker(ctx, runCtx context.Context, def tools.Definition) (*worker, error) {
 	n := ex.o.concurrency
 	if c, ok := ex.o.concurrencyByTool[def.Name]; ok {
 		n = c
@@ -40,7 +41,7 @@ func (ex *Executor) startWorker(ctx context.Context, def tools.Definition) (*wor
 	}
 	// Pull as many as may run, no more: a call waiting in a client buffer is a call
 	// another replica could be running.
-	consume, err := cons.Consume(func(msg jetstream.Msg) { ex.dispatch(w, msg, ex.handleCall) },
+	consume, err := cons.Consume(func(msg jetstream.Msg) { ex.dispatch(runCtx, w, msg, ex.handleCall) },
 		jetstream.PullMaxMessages(n), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			ex.o.log.Debug().Err(err).Str("tool", def.Name).Msg("consume")
 		}))
@@ -63,7 +64,7 @@ func (ex *Executor) startWorker(ctx context.Context, def tools.Definition) (*wor
 			consume.Stop()
 			return nil, fmt.Errorf("executor: approval consumer for tool %s: %w", def.Name, err)
 		}
-		answers, err := acons.Consume(func(msg jetstream.Msg) { ex.dispatch(w, msg, ex.handleAnswer) },
+		answers, err := acons.Consume(func(msg jetstream.Msg) { ex.dispatch(runCtx, w, msg, ex.handleAnswer) },
 			jetstream.PullMaxMessages(n))
 		if err != nil {
 			consume.Stop()
@@ -74,9 +75,10 @@ func (ex *Executor) startWorker(ctx context.Context, def tools.Definition) (*wor
 	return w, nil
 }
 
-// dispatch runs handle for msg in its own goroutine once a slot of w is free. While it
-// waits for a slot it keeps msg alive; once the executor stops it hands msg back.
-func (ex *Executor) dispatch(w *worker, msg jetstream.Msg, handle func(*worker, jetstream.Msg)) {
+// dispatch runs handle for msg under ctx in its own goroutine (which Run waits for)
+// once a slot of w is free. While it waits for a slot it keeps msg alive; once the
+// executor stops it hands msg back.
+func (ex *Executor) dispatch(ctx context.Context, w *worker, msg jetstream.Msg, handle func(context.Context, *worker, jetstream.Msg)) {
 	if !ex.track() {
 		_ = msg.Nak()
 		return
@@ -91,7 +93,7 @@ func (ex *Executor) dispatch(w *worker, msg jetstream.Msg, handle func(*worker, 
 	go func() {
 		defer ex.wg.Done()
 		defer func() { <-w.sem }()
-		handle(w, msg)
+		handle(ctx, w, msg)
 	}()
 }
 

@@ -1,0 +1,54 @@
+package natstest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolfleet/toolfleet/pkg/events"
+)
+
+// JetStream is what most toolfleet tests start with: an embedded server, a client
+// connection, its JetStream context, and the fleet's streams and buckets ensured with Cfg.
+type JetStream struct {
+	Srv *Server
+	NC  *nats.Conn
+	JS  jetstream.JetStream
+	// Cfg is the configuration the streams and buckets were ensured with, as given (its
+	// zero fields mean the defaults); pass it on to the parts under test.
+	Cfg events.Config
+}
+
+// StartJetStream starts a server (see [Start]), connects to it and runs [events.Ensure]
+// with cfg. Everything is closed when the test ends.
+func StartJetStream(tb testing.TB, cfg events.Config) *JetStream {
+	tb.Helper()
+	srv := Start(tb)
+	nc := srv.Connect()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		tb.Fatalf("natstest: jetstream: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := events.Ensure(ctx, js, cfg); err != nil {
+		tb.Fatalf("natstest: ensure streams and buckets: %v", err)
+	}
+	return &JetStream{Srv: srv, NC: nc, JS: js, Cfg: cfg}
+}
+
+// Eventually polls cond every 10ms until it holds, failing the test with what when
+// timeout passes first. It is the tests' only way to wait for something to happen.
+func Eventually(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,44 @@
+package tick
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// Every calls f repeatedly and returns once ctx ends, not calling f after that.
+func TestEveryStopsWithContext(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	var calls atomic.Int32
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Every(ctx, time.Millisecond, func(context.Context) {
+			if calls.Add(1) == 3 {
+				cancel()
+			}
+		})
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Every did not return after its context ended")
+	}
+	if n := calls.Load(); n != 3 {
+		t.Fatalf("f was called %d times, want 3 (none after the context ended)", n)
+	}
+}
+
+// A context that has already ended returns at once, without a call.
+func TestEveryEndedContext(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	Every(ctx, time.Millisecond, func(context.Context) { t.Error("f called after the context ended") })
+}
