@@ -175,7 +175,7 @@ func Start(ctx context.Context, o Options) (f *Fleet, err error) {
 	if err := waitCatalog(ctx, f.NC, exCfg.Events(), reg.Len()); err != nil {
 		return f, err
 	}
-	p, err := plannercmd.New(ctx, plNC, plannercmd.Config{UsePicker: true}, models, def, o.Log)
+	p, err := plannercmd.New(ctx, plNC, plannercmd.Config{UsePicker: true}, models, def, o.Metrics, o.Log)
 	if err != nil {
 		return f, err
 	}

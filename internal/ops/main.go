@@ -8,8 +8,11 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/toolfleet/toolfleet/internal/telemetry"
 )
 
 // Main runs a program and returns its exit code. `health` as the first argument runs
@@ -31,6 +34,20 @@ func Main[C any](service string, args []string, parse func([]string, io.Writer) 
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// Tracing, when the OTEL_* variables ask for it: set up before the part starts,
+	// flushed after it stopped.
+	stopTracing, err := telemetry.Setup(ctx, service)
+	if err != nil {
+		log.Error().Err(err).Msg("bad configuration")
+		return 2
+	}
+	defer func() {
+		flush, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := stopTracing(flush); err != nil {
+			log.Warn().Err(err).Msg("flush traces")
+		}
+	}()
 	if err := run(ctx, cfg); err != nil {
 		log.Error().Err(err).Msg(service + " stopped")
 		return 1

@@ -49,11 +49,12 @@ const (
 	CodeUnavailable = "503"
 )
 
-// handle runs each request on its own goroutine (bounded by the concurrency option),
-// which Run waits for: micro calls handlers one at a time per subscription, and a slow
-// scorer (embeddings over HTTP) must not hold up the requests behind it. Once Run stops,
-// the requests the draining endpoint still delivers are served on micro's goroutine, one
-// at a time: still answered, and no goroutine of ours is left behind.
+// handle serves a request before it returns: micro measures a request's processing
+// time and counts its error around the handler, so a handler that handed the request to
+// a goroutine would make `nats micro stats` report no errors and a fraction of the time.
+// Parallel picks come from parallel endpoints (see WithConcurrency). Run waits for the
+// requests being served; once it stopped, those the draining endpoint still delivers are
+// served too.
 func (s *Service) handle(req micro.Request) {
 	s.stopMu.Lock()
 	if s.stopped {
@@ -63,12 +64,8 @@ func (s *Service) handle(req micro.Request) {
 	}
 	s.serving.Add(1)
 	s.stopMu.Unlock()
-	s.sem <- struct{}{}
-	go func() {
-		defer s.serving.Done()
-		defer func() { <-s.sem }()
-		s.serve(req)
-	}()
+	defer s.serving.Done()
+	s.serve(req)
 }
 
 func (s *Service) serve(req micro.Request) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,8 +94,12 @@ func WithDefaultTimeout(d time.Duration) Option {
 	}
 }
 
-// WithConcurrency bounds the picks served at once by this replica. Defaults to
-// 4×GOMAXPROCS.
+// WithConcurrency is how many picks this replica serves at once: one micro endpoint each
+// ("pick", then "pick-2", "pick-3", ... on the same subject and queue group), each
+// serving its requests one at a time, so that `nats micro stats` counts every request,
+// error and processing time as it was. Defaults to 1: a BM25 pick takes tens of
+// microseconds; raise it (or add replicas) for the embedding and hybrid scorers, which
+// wait on an HTTP call.
 func WithConcurrency(n int) Option {
 	return func(o *options) error {
 		if n < 1 {
@@ -132,7 +135,6 @@ type Service struct {
 	o       options
 	catalog *pick.Catalog
 	ready   atomic.Bool
-	sem     chan struct{}
 	// serving counts the requests being served on goroutines of their own; stopped, set
 	// when Run returns, ends that (see handle).
 	stopMu  sync.Mutex
@@ -144,7 +146,7 @@ type Service struct {
 // New prepares a replica on nc; Run starts it.
 func New(nc *nats.Conn, opts ...Option) (*Service, error) {
 	o := options{log: zerolog.Nop(), scorers: map[string]pick.Scorer{"bm25": pick.BM25{}},
-		timeout: 2 * time.Second, concurrency: 4 * runtime.GOMAXPROCS(0), bucket: CatalogBucket}
+		timeout: 2 * time.Second, concurrency: 1, bucket: CatalogBucket}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return nil, err
@@ -161,7 +163,7 @@ func New(nc *nats.Conn, opts ...Option) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{nc: nc, js: js, o: o, catalog: cat, sem: make(chan struct{}, o.concurrency)}
+	s := &Service{nc: nc, js: js, o: o, catalog: cat}
 	s.m, err = newMetrics(o.registry)
 	if err != nil {
 		return nil, err
@@ -213,9 +215,15 @@ func (s *Service) Run(ctx context.Context) error {
 		s.stopMu.Unlock()
 		s.serving.Wait()
 	}()
-	if err := svc.AddEndpoint(EndpointName, micro.HandlerFunc(s.handle), micro.WithEndpointSubject(PickSubject),
-		micro.WithEndpointMetadata(map[string]string{"format": "application/json"})); err != nil {
-		return fmt.Errorf("picker: add endpoint: %w", err)
+	for i := range s.o.concurrency {
+		name := EndpointName
+		if i > 0 {
+			name = fmt.Sprintf("%s-%d", EndpointName, i+1)
+		}
+		if err := svc.AddEndpoint(name, micro.HandlerFunc(s.handle), micro.WithEndpointSubject(PickSubject),
+			micro.WithEndpointMetadata(map[string]string{"format": "application/json"})); err != nil {
+			return fmt.Errorf("picker: add endpoint: %w", err)
+		}
 	}
 	// The server has the endpoint's subscription once a flush returns; only then may the
 	// replica report ready.

@@ -369,3 +369,59 @@ func TestRunReturnsAfterTheRequestsItTook(t *testing.T) {
 		t.Errorf("reply %+v, want an answer", m)
 	}
 }
+
+// `nats micro stats` tells the truth: every request and every error is counted, and the
+// processing time is the time the picks took (at least what the picker's own latency
+// histogram measured), with one endpoint per unit of concurrency.
+func TestMicroStatsTellTheTruth(t *testing.T) {
+	t.Parallel()
+	b := setup(t, catalog, WithConcurrency(2))
+	for range 5 {
+		if msg := request(t, b.nc, `{"input":`); msg.Header.Get(micro.ErrorCodeHeader) != CodeBadRequest {
+			t.Fatalf("malformed request answered %q", msg.Header.Get(micro.ErrorCodeHeader))
+		}
+	}
+	for range 3 {
+		pickNames(t, b.nc, `{"input":"translate this text"}`)
+	}
+	info, err := micro.ControlSubject(micro.StatsVerb, ServiceName, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := b.nc.Request(info, nil, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st micro.Stats
+	if err := json.Unmarshal(msg.Data, &st); err != nil {
+		t.Fatal(err)
+	}
+	var requests, errs int
+	var processing time.Duration
+	names := map[string]bool{}
+	for _, e := range st.Endpoints {
+		requests, errs, processing = requests+e.NumRequests, errs+e.NumErrors, processing+e.ProcessingTime
+		names[e.Name] = e.Subject == PickSubject
+	}
+	if requests != 8 || errs != 5 {
+		t.Errorf("micro stats: %d requests, %d errors; want 8 and 5", requests, errs)
+	}
+	if len(names) != 2 || !names[EndpointName] || !names[EndpointName+"-2"] {
+		t.Errorf("endpoints %v, want pick and pick-2 on %s", names, PickSubject)
+	}
+	families, err := b.svc.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var measured float64
+	for _, f := range families {
+		if f.GetName() == "toolfleet_picker_pick_seconds" {
+			for _, m := range f.GetMetric() {
+				measured += m.GetHistogram().GetSampleSum()
+			}
+		}
+	}
+	if measured == 0 || processing.Seconds() < measured {
+		t.Errorf("micro processing time %s is less than the picks' own %gs", processing, measured)
+	}
+}

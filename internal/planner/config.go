@@ -1,6 +1,8 @@
 package planner
 
 import (
+	"github.com/prometheus/client_golang/prometheus"
+
 	"context"
 	"fmt"
 	"time"
@@ -44,6 +46,9 @@ type Config struct {
 	ID string
 	// Log receives the planner's logs. Default: none.
 	Log zerolog.Logger
+	// Metrics, when set, receives the planner's Prometheus collectors: runs started and
+	// finished by termination, model turns, model call latency and tokens by model.
+	Metrics prometheus.Registerer
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }

@@ -32,6 +32,11 @@ type Planner struct {
 
 	mu        sync.Mutex
 	deadlines map[string]time.Time // running runs by id, for the timeout sweeper
+
+	m *metrics
+	// runSpans holds the invoke_agent spans of the runs this replica started, by run id,
+	// until the run finishes (see trace.go).
+	runSpans sync.Map
 }
 
 // New connects a planner to JetStream, creating the streams, consumers and buckets it
@@ -61,8 +66,13 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Planner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("planner: %w", err)
 	}
+	m, err := newMetrics(cfg.Metrics)
+	if err != nil {
+		return nil, fmt.Errorf("planner: metrics: %w", err)
+	}
 	p := &Planner{nc: nc, js: js, cfg: cfg, log: cfg.Log.With().Str("planner", cfg.ID).Logger(),
-		runs: store{kv: kv}, cat: newCatalogView(catalog, cfg.Log), deadlines: map[string]time.Time{}}
+		cat: newCatalogView(catalog, cfg.Log), deadlines: map[string]time.Time{}, m: m}
+	p.runs = store{kv: kv, finished: p.finished}
 	if err := p.cat.load(ctx); err != nil {
 		return nil, fmt.Errorf("planner: catalog: %w", err)
 	}

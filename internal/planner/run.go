@@ -81,6 +81,11 @@ type Run struct {
 	// History holds the loop-detection keys of all calls in order.
 	History []string `json:"history,omitempty"`
 
+	// TraceParent and TraceState are the W3C trace context of the run's span, when
+	// tracing is on: its model calls and tool calls join the run's trace.
+	TraceParent string `json:"traceparent,omitempty"`
+	TraceState  string `json:"tracestate,omitempty"`
+
 	CreatedAt  time.Time  `json:"createdAt"`
 	Deadline   time.Time  `json:"deadline"`
 	FinishedAt *time.Time `json:"finishedAt,omitempty"`

@@ -49,12 +49,15 @@ func (p *Planner) start(ctx context.Context, req StartRequest, id string, parent
 	if parent != nil {
 		run.ParentID, run.ParentCallID, run.Depth = parent.ID, parentCall, parent.Depth+1
 	}
+	p.startRunSpan(ctx, run, parent)
 	if err := p.runs.create(ctx, run); err != nil {
+		p.runSpans.Delete(run.ID)
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			return nil, errRunExists
 		}
 		return nil, err
 	}
+	p.m.runStarted()
 	p.emit(ctx, run.ID, "started", 0, "", map[string]any{"model": run.Model, "tools": run.Tools, "parent": run.ParentID})
 	if err := p.publishAdvance(ctx, run.ID, 0); err != nil {
 		return nil, err

@@ -150,9 +150,17 @@ func (p *Planner) askModel(ctx context.Context, m jetstream.Msg, run *Run) (*pro
 	}
 	stop := keepAlive(m, p.cfg.Events.AckWait.D()/3)
 	defer stop()
+	mctx, span := chatSpan(mctx, run, model)
+	began := time.Now()
 	resp, err := model.Generate(mctx, provider.Request{
 		System: run.System, Messages: run.Messages, Tools: defs, ToolChoice: run.ToolChoice,
 	})
+	endChat(span, resp, err)
+	var usage provider.Usage
+	if err == nil {
+		usage = resp.Usage
+	}
+	p.m.modelCall(run.Model, time.Since(began), usage, err)
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", run.Model, err)
 	}
@@ -270,7 +278,8 @@ func (p *Planner) dispatch(ctx context.Context, run *Run) error {
 			}
 			continue
 		}
-		msg, err := events.NewCall(events.CallOptions{Source: p.cfg.Source, ID: c.ID, RunID: run.ID, Deadline: run.Deadline},
+		msg, err := events.NewCall(events.CallOptions{Source: p.cfg.Source, ID: c.ID, RunID: run.ID, Deadline: run.Deadline,
+			TraceParent: run.TraceParent, TraceState: run.TraceState},
 			events.Call{Tool: c.Name, Arguments: c.Arguments, Metadata: run.Metadata})
 		if err != nil {
 			return err

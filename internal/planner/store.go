@@ -17,6 +17,8 @@ var errRunNotFound = errors.New("run not found")
 // never overwrite each other: the loser reloads and applies its change again.
 type store struct {
 	kv jetstream.KeyValue
+	// finished, when set, is told of a run once, by the update that stored its end.
+	finished func(*Run)
 }
 
 func (s store) create(ctx context.Context, r *Run) error {
@@ -64,6 +66,7 @@ func (s store) updateFrom(ctx context.Context, id string, loaded *Run, rev uint6
 				return nil, err
 			}
 		}
+		wasDone := r.Status == StatusDone
 		changed, err := change(r)
 		if err != nil || !changed {
 			return r, err
@@ -74,6 +77,9 @@ func (s store) updateFrom(ctx context.Context, id string, loaded *Run, rev uint6
 		}
 		_, err = s.kv.Update(ctx, id, b, rev)
 		if err == nil {
+			if !wasDone && r.Status == StatusDone && s.finished != nil {
+				s.finished(r)
+			}
 			return r, nil
 		}
 		if !isWrongRevision(err) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 
@@ -25,7 +26,8 @@ func Run(ctx context.Context, c Config) error {
 	if err != nil {
 		return err
 	}
-	srv, err := ops.Start(c.Ops.Addr, ops.NewRegistry(), log)
+	metrics := ops.NewRegistry()
+	srv, err := ops.Start(c.Ops.Addr, metrics, log)
 	if err != nil {
 		return err
 	}
@@ -35,7 +37,7 @@ func Run(ctx context.Context, c Config) error {
 		return err
 	}
 	defer nc.Close()
-	p, err := New(ctx, nc, c, models, def, log)
+	p, err := New(ctx, nc, c, models, def, metrics, log)
 	if err != nil {
 		return err
 	}
@@ -59,8 +61,12 @@ func Run(ctx context.Context, c Config) error {
 // New builds the planner of c over nc with the given models, def the default one. It is
 // the one place both the planner program and the all-in-one fleet turn settings into a
 // planner.Config.
-func New(ctx context.Context, nc *nats.Conn, c Config, models map[string]provider.Model, def string, log zerolog.Logger) (*planner.Planner, error) {
+func New(ctx context.Context, nc *nats.Conn, c Config, models map[string]provider.Model, def string,
+	metrics *prometheus.Registry, log zerolog.Logger) (*planner.Planner, error) {
 	cfg := planner.Config{Models: models, DefaultModel: def, Events: c.Events(), Log: log}
+	if metrics != nil { // a nil *Registry in the interface would not read as "none"
+		cfg.Metrics = metrics
+	}
 	if c.UsePicker {
 		cfg.Picker = planner.NewPickerClient(nc, 2*time.Second)
 	}

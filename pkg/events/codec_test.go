@@ -32,7 +32,7 @@ func sampleEvents(t testing.TB) []struct {
 		{call, events.Event{ID: "call_1", Type: events.TypeCall, Source: "/toolfleet/planner",
 			Data: json.RawMessage(`{"tool":"get_weather","arguments":{"city":"Oslo"}}`)}},
 		{call, events.Event{ID: "call_2", Type: events.TypeCall, Source: "/me", Time: now, RunID: "run-9",
-			Attempt: 3, Deadline: now.Add(time.Minute), TraceParent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+			Attempt: 3, Deadline: now.Add(time.Minute), TraceParent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", TraceState: "rojo=00f067aa0ba902b7",
 			Subject: "weather", Data: json.RawMessage(`{"tool":"get_weather","arguments":"{\"city\":\"Oslo\"}"}`)}},
 		{res, events.Event{ID: "call_1", Type: events.TypeResult, Source: "/toolfleet/executor/a", Time: now,
 			RunID: "run_1", Attempt: 1, Data: json.RawMessage(`{"status":"ok","output":{"t":21}}`)}},

@@ -70,6 +70,7 @@ func attributes(h nats.Header) (Event, error) {
 	e.Subject = h.Get(HeaderSubject)
 	e.RunID = h.Get(HeaderRunID)
 	e.TraceParent = h.Get(HeaderTraceParent)
+	e.TraceState = h.Get(HeaderTraceState)
 	if e.ID == "" {
 		// Not a valid event, but its publisher may still be found by its dedup id.
 		e.ID = h.Get(HeaderMsgID)

@@ -53,6 +53,9 @@ func Encode(subject string, e Event) (*nats.Msg, error) {
 	if e.TraceParent != "" {
 		set(HeaderTraceParent, e.TraceParent)
 	}
+	if e.TraceState != "" {
+		set(HeaderTraceState, e.TraceState)
+	}
 	set(HeaderMsgID, e.ID)
 	return &nats.Msg{Subject: subject, Header: h, Data: e.Data}, nil
 }
@@ -79,4 +82,20 @@ func checkOutgoing(subject string, e Event) error {
 		return tools.Errorf(tools.CodeInvalidEvent, "event %s: data is required", e.ID)
 	}
 	return nil
+}
+
+// SetTrace sets the trace context attributes (ce-traceparent, ce-tracestate) of an
+// encoded event, replacing what it had; empty values leave them out. The constructors
+// stay free of tracing, and a part that traces adds its span's context this way.
+func SetTrace(m *nats.Msg, traceParent, traceState string) {
+	if m.Header == nil {
+		m.Header = nats.Header{}
+	}
+	for k, v := range map[string]string{HeaderTraceParent: traceParent, HeaderTraceState: traceState} {
+		if v == "" {
+			delete(m.Header, k)
+		} else {
+			m.Header[k] = []string{v}
+		}
+	}
 }

@@ -21,6 +21,7 @@ const (
 	HeaderAttempt         = "ce-attempt"
 	HeaderDeadline        = "ce-deadline"
 	HeaderTraceParent     = "ce-traceparent"
+	HeaderTraceState      = "ce-tracestate"
 	// HeaderMsgID is JetStream's deduplication header; it always equals the event id.
 	HeaderMsgID = "Nats-Msg-Id"
 )
@@ -31,6 +32,7 @@ const (
 	ExtAttempt     = "attempt"
 	ExtDeadline    = "deadline"
 	ExtTraceParent = "traceparent"
+	ExtTraceState  = "tracestate"
 )
 
 // Event is a toolfleet CloudEvent: the attributes toolfleet uses and the JSON data. It is
@@ -54,8 +56,11 @@ type Event struct {
 	// Deadline (extension deadline, RFC 3339) is when the caller stops waiting; zero
 	// leaves it out.
 	Deadline time.Time
-	// TraceParent (extension traceparent) is the W3C trace context, passed through.
+	// TraceParent and TraceState (extensions traceparent and tracestate, the CloudEvents
+	// distributed-tracing extension) are the W3C trace context, passed through: a call's
+	// goes on to its execution and its result.
 	TraceParent string
+	TraceState  string
 	// Data is the JSON body.
 	Data json.RawMessage
 }

@@ -72,7 +72,7 @@ func decodeStructured(subject string, header nats.Header, body []byte, maxBytes 
 		}
 		return s, nil
 	}
-	var errs [9]error
+	var errs [10]error
 	var sv, tm, attempt, deadline, dct string
 	sv, errs[0] = str("specversion")
 	e.ID, errs[1] = str("id")
@@ -83,6 +83,7 @@ func decodeStructured(subject string, header nats.Header, body []byte, maxBytes 
 	e.RunID, errs[6] = str(ExtRunID)
 	e.TraceParent, errs[7] = str(ExtTraceParent)
 	deadline, errs[8] = str(ExtDeadline)
+	e.TraceState, errs[9] = str(ExtTraceState)
 	if e.ID == "" {
 		e.ID = header.Get(HeaderMsgID) // its publisher may still be found by its dedup id
 	}

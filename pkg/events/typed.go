@@ -40,8 +40,9 @@ type CallOptions struct {
 	// Deadline, when set, is when the caller stops waiting; executors give up on the call
 	// then.
 	Deadline time.Time
-	// TraceParent is the W3C trace context, passed through to the result's tool.
-	TraceParent string
+	// TraceParent and TraceState are the W3C trace context, passed on to the tool's
+	// execution and its result.
+	TraceParent, TraceState string
 	// Time is when the call was made; zero means now.
 	Time time.Time
 }
@@ -54,7 +55,7 @@ func NewCall(o CallOptions, c Call) (*nats.Msg, error) {
 		return nil, err
 	}
 	e := Event{ID: o.ID, Type: TypeCall, Source: o.Source, Time: o.Time, RunID: o.RunID,
-		Deadline: o.Deadline, TraceParent: o.TraceParent}
+		Deadline: o.Deadline, TraceParent: o.TraceParent, TraceState: o.TraceState}
 	if e.Time.IsZero() {
 		e.Time = time.Now()
 	}

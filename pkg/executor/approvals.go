@@ -79,6 +79,7 @@ func (ex *Executor) park(ctx context.Context, j *job) {
 		Metadata: j.ce.Call.Metadata, Reason: reason, Validated: j.def.Validated(), ExpiresAt: exp}
 	m, err := events.NewApprovalRequest(ex.source, req, j.ce.TraceParent)
 	if err == nil {
+		j.carryTrace(m)
 		err = ex.publish(m)
 	}
 	if err != nil {
@@ -88,6 +89,7 @@ func (ex *Executor) park(ctx context.Context, j *job) {
 	}
 	ex.o.log.Info().Str("tool", j.def.Name).Str("call_id", j.res.CallID).Str("run_id", j.res.RunID).
 		Time("expires_at", exp).Msg("call waits for approval")
+	j.endSpan(nil)
 	_ = j.msg.Ack()
 }
 
@@ -154,6 +156,7 @@ func (ex *Executor) handleAnswer(runCtx context.Context, w *worker, msg jetstrea
 		_ = msg.Ack()
 		return
 	}
+	runCtx = ex.startSpan(runCtx, j)
 	ex.o.log.Info().Str("tool", tool).Str("call_id", j.res.CallID).Str("decision", string(ans.Decision)).Str("by", ans.By).
 		Bool("modified", len(ans.Arguments) > 0).Msg("approval answered")
 	if ans.Decision == events.DecisionDeny {

@@ -29,6 +29,8 @@ type job struct {
 	// msg is nil for calls answered without a delivery (the janitor, an approval
 	// expiring); afterStore, if set, runs once the answer is stored, before the ack.
 	afterStore func()
+	// trace is the call's execute_tool span, when tracing is on.
+	trace traced
 }
 
 // newJob starts the answer to a (possibly invalid) call of def: the result is addressed
@@ -63,6 +65,7 @@ func (ex *Executor) handleCall(ctx context.Context, w *worker, msg jetstream.Msg
 		_ = msg.Ack()
 		return
 	}
+	ctx = ex.startSpan(ctx, j)
 	if meta.NumDelivered >= uint64(ex.cfg.MaxDeliver) {
 		ex.giveUp(j, msg)
 		return
@@ -131,6 +134,7 @@ func (ex *Executor) runAndAnswer(ctx context.Context, j *job, call *tools.Call) 
 	out, attempts := ex.runWithRetries(ctx, j, call)
 	if out.Err != nil && out.Err.Code == tools.CodeCanceled && ctx.Err() != nil {
 		// Cancelled by our own shutdown: hand it back for another replica.
+		j.endSpan(nil)
 		_ = j.msg.Nak()
 		return
 	}
@@ -219,6 +223,8 @@ func (ex *Executor) answer(j *job, failure *tools.Error) {
 	log.Str("tool", j.def.Name).Str("call_id", j.res.CallID).Str("run_id", j.res.RunID).
 		Int("attempt", j.res.Attempts).Int64("duration_ms", j.res.DurationMS).Bool("validated", j.res.Validated).
 		Str("status", string(j.res.Status)).Msg("call answered")
+	j.carryTrace(rm)
+	j.endSpan(failure)
 	ex.publishThenAck(j, rm)
 }
 
@@ -303,6 +309,7 @@ func (ex *Executor) publishThenAck(j *job, rm *nats.Msg) {
 // handBack returns the call to JetStream for a later delivery, waiting longer the more
 // often it came back (1s, 2s, ... up to 30s).
 func (ex *Executor) handBack(j *job) {
+	j.endSpan(nil)
 	if j.msg != nil {
 		_ = j.msg.NakWithDelay(min(time.Duration(max(j.deliveries, 1))*time.Second, 30*time.Second))
 	}

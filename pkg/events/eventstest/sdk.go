@@ -72,6 +72,9 @@ func ToSDK(e events.Event) event.Event {
 	if e.TraceParent != "" {
 		ce.SetExtension(events.ExtTraceParent, e.TraceParent)
 	}
+	if e.TraceState != "" {
+		ce.SetExtension(events.ExtTraceState, e.TraceState)
+	}
 	ce.SetDataContentType(events.ContentType)
 	ce.DataEncoded = e.Data
 	return ce

@@ -1,0 +1,74 @@
+package planner
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/toolfleet/toolfleet/internal/provider"
+)
+
+// metrics are the planner's Prometheus collectors; a nil *metrics records nothing.
+type metrics struct {
+	started  prometheus.Counter
+	finished *prometheus.CounterVec
+	steps    prometheus.Counter
+	model    *prometheus.HistogramVec
+	tokens   *prometheus.CounterVec
+}
+
+func newMetrics(r prometheus.Registerer) (*metrics, error) {
+	if r == nil {
+		return nil, nil
+	}
+	m := &metrics{
+		started: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "toolfleet", Subsystem: "planner",
+			Name: "runs_started_total", Help: "Runs started."}),
+		finished: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "toolfleet", Subsystem: "planner",
+			Name: "runs_finished_total", Help: "Runs finished, by termination (completed, max_steps, timeout, ...)."}, []string{"termination"}),
+		steps: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "toolfleet", Subsystem: "planner",
+			Name: "steps_total", Help: "Model turns taken."}),
+		model: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "toolfleet", Subsystem: "planner",
+			Name: "model_call_duration_seconds", Help: "Time of one model call, by model and outcome (ok or error).",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2.5, 10)}, []string{"model", "outcome"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "toolfleet", Subsystem: "planner",
+			Name: "tokens_total", Help: "Tokens used, by model and kind (input or output)."}, []string{"model", "kind"}),
+	}
+	for _, c := range []prometheus.Collector{m.started, m.finished, m.steps, m.model, m.tokens} {
+		if err := r.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) runStarted() {
+	if m != nil {
+		m.started.Inc()
+	}
+}
+
+func (m *metrics) runFinished(t Termination) {
+	if m != nil {
+		m.finished.WithLabelValues(string(t)).Inc()
+	}
+}
+
+func (m *metrics) modelCall(model string, d time.Duration, u provider.Usage, err error) {
+	if m == nil {
+		return
+	}
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+	} else {
+		m.steps.Inc()
+	}
+	m.model.WithLabelValues(model, outcome).Observe(d.Seconds())
+	m.tokens.WithLabelValues(model, "input").Add(float64(u.InputTokens))
+	m.tokens.WithLabelValues(model, "output").Add(float64(u.OutputTokens))
+}
