@@ -22,15 +22,16 @@ import (
 // too (another replica acts only on the stored change). Emission is otherwise best
 // effort: the run's state in the runs bucket is the record; an event lost to a broken
 // connection is logged, not retried.
-func (p *Planner) emit(ctx context.Context, run, what string, step int, call string, detail any) {
+func (p *Planner) emit(ctx context.Context, run *Run, what string, step int, call string, detail any) {
 	msg, err := events.NewRunEvent(p.cfg.Source, what,
-		events.RunEvent{RunID: run, Step: step, CallID: call, Detail: jsonText(detail)}, p.cfg.Now())
+		events.RunEvent{RunID: run.ID, Step: step, CallID: call, Detail: jsonText(detail)}, p.cfg.Now())
 	if err != nil {
 		p.log.Error().Err(err).Msg("run event encode")
 		return
 	}
+	events.SetTrace(msg, run.TraceParent, run.TraceState) // the run's trace, when it is traced
 	if _, err := p.js.PublishMsgAsync(msg); err != nil {
-		p.log.Warn().Err(err).Str("run_id", run).Str("event", what).Msg("run event not published")
+		p.log.Warn().Err(err).Str("run_id", run.ID).Str("event", what).Msg("run event not published")
 	}
 }
 

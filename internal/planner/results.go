@@ -63,7 +63,7 @@ func (p *Planner) recordResult(ctx context.Context, res events.Result) error {
 		if c.Failed() {
 			what = "tool_error"
 		}
-		p.emit(ctx, r.ID, what, c.Step, c.ID, c)
+		p.emit(ctx, r, what, c.Step, c.ID, c)
 		if r.Status == StatusRunning && r.stepComplete() {
 			p.completeStep(r, now)
 		}
@@ -125,7 +125,7 @@ func (p *Planner) completeStep(r *Run, now time.Time) {
 // that JetStream deduplicates.
 func (p *Planner) afterDone(ctx context.Context, run *Run) error {
 	p.forget(run.ID)
-	p.emit(ctx, run.ID, "done", run.Step, "", map[string]any{
+	p.emit(ctx, run, "done", run.Step, "", map[string]any{
 		"termination": run.Termination, "detail": run.Detail, "answer": run.Answer})
 	if run.ParentID == "" {
 		return nil
@@ -174,7 +174,7 @@ func (p *Planner) handleApprovalRequest(ctx context.Context, m jetstream.Msg) {
 		return
 	}
 	if c := run.call(req.CallID); c != nil {
-		p.emit(ctx, run.ID, "approval_needed", c.Step, c.ID, req)
+		p.emit(ctx, run, "approval_needed", c.Step, c.ID, req)
 	}
 	p.ack(m)
 }

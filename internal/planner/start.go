@@ -58,7 +58,7 @@ func (p *Planner) start(ctx context.Context, req StartRequest, id string, parent
 		return nil, err
 	}
 	p.m.runStarted()
-	p.emit(ctx, run.ID, "started", 0, "", map[string]any{"model": run.Model, "tools": run.Tools, "parent": run.ParentID})
+	p.emit(ctx, run, "started", 0, "", map[string]any{"model": run.Model, "tools": run.Tools, "parent": run.ParentID})
 	if err := p.publishAdvance(ctx, run.ID, 0); err != nil {
 		return nil, err
 	}

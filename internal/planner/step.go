@@ -108,7 +108,7 @@ func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, s
 	if err != nil {
 		return err
 	}
-	p.emit(ctx, run.ID, "step", step, "", map[string]any{"usage": run.Usage})
+	p.emit(ctx, run, "step", step, "", map[string]any{"usage": run.Usage})
 	if run.Status == StatusDone || len(run.stepCalls()) == 0 {
 		return p.afterChange(ctx, run)
 	}
@@ -285,7 +285,7 @@ func (p *Planner) dispatch(ctx context.Context, run *Run) error {
 			return err
 		}
 		// Announced before the call goes out, so it precedes its result's announcement.
-		p.emit(ctx, run.ID, "tool_called", run.Step, c.ID, map[string]any{"tool": c.Name, "arguments": c.Arguments})
+		p.emit(ctx, run, "tool_called", run.Step, c.ID, map[string]any{"tool": c.Name, "arguments": c.Arguments})
 		f, err := p.js.PublishMsgAsync(msg)
 		if err != nil {
 			return fmt.Errorf("publish call %s: %w", c.ID, err)

@@ -95,3 +95,33 @@ func TestSetupFromEnv(t *testing.T) {
 		t.Error("still enabled after shutdown")
 	}
 }
+
+// BenchmarkToolSpan is what tracing adds to one call in the executor: read the caller's
+// trace context, start the execute_tool span, carry it on to the result, end it.
+//
+//	go test -run '^$' -bench ToolSpan ./internal/telemetry/
+func BenchmarkToolSpan(b *testing.B) {
+	const parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	for _, mode := range []string{"off", "unsampled", "sampled"} {
+		b.Run(mode, func(b *testing.B) {
+			Off()
+			if mode != "off" {
+				sampler := sdktrace.NeverSample()
+				if mode == "sampled" {
+					sampler = sdktrace.AlwaysSample()
+				}
+				tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sampler), sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+				Use(tp)
+				b.Cleanup(func() { Off(); _ = tp.Shutdown(context.Background()) })
+			}
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				c := ContextFrom(ctx, parent, "")
+				c, span := StartTool(c, "calculator", "call-1", nil)
+				_, _ = Carry(c)
+				End(span, "", "")
+			}
+		})
+	}
+}

@@ -89,6 +89,10 @@ func checkAttributes(e *Event, specVersion, tm, attempt, deadline string) error 
 			return err
 		}
 	}
+	if !isTraceValue(e.TraceParent) || !isTraceValue(e.TraceState) {
+		return tools.Errorf(tools.CodeInvalidEvent, "traceparent %q or tracestate %q is not a W3C trace context value (printable ASCII, at most 512 bytes)",
+			e.TraceParent, e.TraceState)
+	}
 	switch {
 	case specVersion == "":
 		return missing(HeaderSpecVersion)
@@ -164,4 +168,19 @@ func notJSON(id string, body []byte) error {
 		return tools.Errorf(tools.CodeInvalidEvent, "event %s: the body is nested too deeply (%d levels; the limit is %d)", id, depth, tools.MaxDepth)
 	}
 	return tools.Errorf(tools.CodeInvalidEvent, "event %s: the body is not valid JSON", id)
+}
+
+// isTraceValue reports whether v may be a traceparent or tracestate: printable ASCII of
+// at most 512 bytes. Trace context is passed on into the headers of other events, so
+// nothing else may pass.
+func isTraceValue(v string) bool {
+	if len(v) > 512 {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < 0x20 || v[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }

@@ -189,3 +189,16 @@ func FuzzDecodeCall(f *testing.F) {
 		}
 	})
 }
+
+// Trace context passes from a call into the headers of other events, so a structured
+// event cannot smuggle a header break (or anything but printable ASCII) through it.
+func TestTraceContextIsChecked(t *testing.T) {
+	t.Parallel()
+	call, _ := events.CallSubject("echo")
+	for _, tp := range []string{"00-abc\r\nNats-Msg-Id: x", "é", strings.Repeat("a", 513)} {
+		body, _ := json.Marshal(map[string]any{"specversion": "1.0", "id": "c1", "type": events.TypeCall, "source": "/x",
+			"traceparent": tp, "data": map[string]any{}})
+		_, err := events.Decode(events.CoreMsg(&nats.Msg{Subject: call, Data: body}), 0)
+		assertCode(t, "traceparent", err, tools.CodeInvalidEvent, "trace context")
+	}
+}

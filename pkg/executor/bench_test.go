@@ -11,9 +11,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/toolfleet/toolfleet/internal/loadgen"
 	"github.com/toolfleet/toolfleet/internal/natstest"
+	"github.com/toolfleet/toolfleet/internal/telemetry"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/executor"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -188,6 +191,9 @@ func rawWorker(b *testing.B, srv *natstest.Server, batch int) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// The goroutines awaiting PubAcks end with the benchmark, not after it.
+	done := make(chan struct{})
+	var acking sync.WaitGroup
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		id := m.Headers().Get(nats.MsgIdHdr)
 		reply := &nats.Msg{Subject: "raw.reply." + id, Header: nats.Header{nats.MsgIdHdr: []string{id}}, Data: m.Data()}
@@ -196,17 +202,43 @@ func rawWorker(b *testing.B, srv *natstest.Server, batch int) {
 			_ = m.Nak()
 			return
 		}
-		go func() {
+		acking.Go(func() {
 			select {
 			case <-f.Ok():
 				_ = m.Ack()
 			case <-f.Err():
 				_ = m.Nak()
+			case <-done:
 			}
-		}()
+		})
 	}, jetstream.PullMaxMessages(batch))
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(cc.Stop)
+	b.Cleanup(func() { cc.Stop(); close(done); acking.Wait() })
+}
+
+// BenchmarkFleetTracing is the fleet at 256 calls in flight with tracing off, on with
+// every span dropped by the sampler, and on with every span recorded (and exported to a
+// discarding exporter through the SDK's batcher), each against the raw pattern measured
+// just before it:
+//
+//	go test -run '^$' -bench FleetTracing -benchtime 5000x ./pkg/executor/
+func BenchmarkFleetTracing(b *testing.B) {
+	for _, mode := range []string{"off", "unsampled", "sampled"} {
+		b.Run(mode+"/raw-1", func(b *testing.B) { benchRaw(b, 256, 1) })
+		b.Run(mode+"/fleet-1", func(b *testing.B) {
+			switch mode {
+			case "unsampled", "sampled":
+				sampler := sdktrace.NeverSample()
+				if mode == "sampled" {
+					sampler = sdktrace.AlwaysSample()
+				}
+				tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sampler), sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+				telemetry.Use(tp)
+				b.Cleanup(func() { telemetry.Off(); _ = tp.Shutdown(context.Background()) })
+			}
+			benchFleet(b, 256, 1)
+		})
+	}
 }

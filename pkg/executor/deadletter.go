@@ -39,6 +39,7 @@ func (ex *Executor) storeDeadLetter(j *job, nm events.Message, failure *tools.Er
 	if err != nil {
 		return err
 	}
+	events.SetTrace(m, j.ce.TraceParent, j.ce.TraceState)
 	if err := ex.publish(m); err != nil {
 		return err
 	}
