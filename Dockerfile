@@ -1,9 +1,17 @@
 # One image with every toolfleet binary: executor, picker, planner and the all-in-one
 # toolfleet. Static (CGO_ENABLED=0) on distroless, running as the nonroot user (65532).
 #   docker build -t toolfleet:dev .
-#   docker run --rm toolfleet:dev                         # all-in-one
-#   docker run --rm --entrypoint /usr/local/bin/executor toolfleet:dev
-FROM golang:1.26 AS build
+#   docker run --rm -p 127.0.0.1:8080:8080 -p 127.0.0.1:4222:4222 toolfleet:dev   # all-in-one: toolfleet dev
+#   docker run --rm --entrypoint /usr/local/bin/executor toolfleet:dev          # one part
+# --entrypoint (compose: entrypoint:, Kubernetes: command:) picks a part; it also drops
+# the CMD below, which only the all-in-one reads.
+#
+# Base images are pinned to exact versions. To pin digests as well, look them up with
+#   docker buildx imagetools inspect golang:1.26.8
+#   docker buildx imagetools inspect gcr.io/distroless/static-debian12:nonroot
+# and write FROM <image>:<tag>@sha256:<digest>. distroless publishes no version tags,
+# so its digest is the only exact pin.
+FROM golang:1.26.8 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
@@ -14,5 +22,12 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/ \
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/ /usr/local/bin/
 USER 65532:65532
-EXPOSE 8080 9090
+# 8080 the planner API (all-in-one and planner), 4222 the all-in-one's NATS, 9090 the ops
+# port of every binary (/metrics, /healthz, /readyz).
+EXPOSE 8080 4222 9090
+# Any part: toolfleet health asks 127.0.0.1:<ops port>/readyz (TOOLFLEET_OPS_ADDR,
+# :9090 by default) and exits 0 or 1, so the one check serves every binary of the image.
+HEALTHCHECK --interval=10s --timeout=3s --start-period=15s --retries=3 \
+  CMD ["/usr/local/bin/toolfleet", "health"]
 ENTRYPOINT ["/usr/local/bin/toolfleet"]
+CMD ["dev", "-host", "0.0.0.0"]

@@ -12,12 +12,28 @@
 // a Deployment without resources, probes or a non-root security context, or a
 // kustomization listing a file that does not exist.
 //
+// Every shipped NATS config (base, dev overlay, compose) is loaded with nats-server's
+// own flag and config handling, from the container's command line and in the
+// environment the deployment gives it (bcrypt hashes generated at run time), and the
+// values that matter are asserted as parsed: sync interval, max payload, JetStream
+// limits, the route user and routes, the users and their accounts.
+//
 // The permission tests start an embedded nats-server with JetStream configured by
 // deploy/k8s/base/nats/auth.conf, the same file the cluster and docker-compose load, and
 // drive real JetStream operations as each user: the executor ensures the streams,
 // consumes a call and publishes its result; the planner publishes calls and reads results;
-// the picker serves a NATS micro endpoint and watches the catalog. Then they try what each
-// user must not do, and require the server to refuse it with a permissions violation.
+// the picker serves a NATS micro endpoint and watches the catalog; the client performs
+// the API requests behind every nats command README.md documents. Then they try what each
+// user must not do, and require the server to refuse it with a permissions violation,
+// subject by subject.
+//
+// A 3-node cluster is started from the shipped nats.conf, auth.conf and StatefulSet, and
+// servers without the route password must be refused at the route port; with the
+// documented route TLS turned on, servers without TLS too. The password-hash recipe of
+// deploy/k8s/README.md is run as written (with htpasswd, when installed). docker-compose.yml
+// is loaded with the compose-spec loader and run without Docker: each service's command
+// line resolved as the compose specification says, the binaries built from this tree, a
+// call published and its result read as README.md shows.
 //
 // Run them with:
 //

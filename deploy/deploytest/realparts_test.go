@@ -2,6 +2,8 @@ package deploytest
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/planner"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/builtin"
+	tfclient "github.com/toolfleet/toolfleet/pkg/client"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/executor"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -150,10 +153,52 @@ func TestRealPartsUnderTheirUsers(t *testing.T) {
 		t.Errorf("call of an unserved tool: %+v %v", r, err)
 	}
 
+	// pkg/client, the library for such programs, under the same user: a call and its
+	// result, a run's events from its first, and an unsafe call approved through the
+	// approval requests it watches.
+	lib, err := tfclient.New(caller.nc, tfclient.WithSource("/deploytest"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := lib.Call(ctx, tfclient.Request{Tool: "calculator", Arguments: json.RawMessage(`{"expression":"6*7"}`)}); err != nil || res.Status != events.StatusOK {
+		t.Errorf("client library: call: %+v %v", res, err)
+	}
+	follow, err := lib.FollowRun(ctx, run.ID)
+	if err != nil {
+		t.Fatalf("client library: follow a run: %v", err)
+	}
+	if _, _, err := follow.Next(); err != nil {
+		t.Errorf("client library: a run's first event: %v", err)
+	}
+	follow.Stop()
+	approvals, err := lib.WatchApprovals(ctx)
+	if err != nil {
+		t.Fatalf("client library: watch approvals: %v", err)
+	}
+	unsafe := make(chan error, 1)
+	go func() {
+		res, err := lib.Call(ctx, tfclient.Request{Tool: "write_file", Arguments: json.RawMessage(`{"path":"lib.txt","content":"ok"}`)})
+		if err == nil && res.Status != events.StatusOK {
+			err = fmt.Errorf("status %s", res.Status)
+		}
+		unsafe <- err
+	}()
+	_, req, err := approvals.Next()
+	if err != nil {
+		t.Fatalf("client library: the write_file approval request: %v", err)
+	}
+	approvals.Stop()
+	if err := lib.Answer(ctx, req.Tool, req.CallID, events.ApprovalAnswer{Decision: events.DecisionApprove, By: "deploytest"}); err != nil {
+		t.Errorf("client library: approve: %v", err)
+	}
+	if err := <-unsafe; err != nil {
+		t.Errorf("client library: the approved write_file call: %v", err)
+	}
+
 	for _, c := range []*client{exec, pick, plan} {
 		c.noViolations()
 	}
-	caller.noViolations(refusedCleanup(events.StreamResults))
+	caller.noViolations(refusedCleanup(events.StreamResults), refusedCleanup(events.StreamEvents))
 }
 
 // runPart runs a part until the test ends and checks it stops cleanly.

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/crypto/bcrypt"
 )
 
 // repoRoot is the repository root, found from this file's place in it.
@@ -30,14 +31,56 @@ func authConf(t testing.TB) string {
 	return filepath.Join(repoRoot(t), "deploy", "k8s", "base", "nats", "auth.conf")
 }
 
-// passwords of the users in auth.conf, given to the server through its environment as
-// the Secret does in Kubernetes.
+// passwords of the users in auth.conf: the plaintext each logs in with. The server gets
+// bcrypt hashes of them through its environment, as the Secret toolfleet-nats-server
+// gives them in Kubernetes (serverEnv).
 var passwords = map[string]string{
 	"executor": "executor-secret",
 	"planner":  "planner-secret",
 	"picker":   "picker-secret",
 	"client":   "client-secret",
 	"admin":    "admin-secret",
+	"sys":      "sys-secret",
+}
+
+// routePassword is the cluster route user's password (NATS_ROUTE_PASSWORD).
+const routePassword = "route-secret"
+
+var (
+	hashesOnce sync.Once
+	hashes     map[string]string // user -> bcrypt hash of passwords[user]
+)
+
+// serverEnv is the environment a NATS pod gets from the Secret toolfleet-nats-server:
+// TOOLFLEET_<USER>_PASSWORD_BCRYPT for every user of auth.conf, hashed here at run time
+// (at bcrypt's minimum cost, to keep the tests fast), and NATS_ROUTE_PASSWORD.
+func serverEnv(t testing.TB) map[string]string {
+	t.Helper()
+	hashesOnce.Do(func() {
+		hashes = map[string]string{}
+		for user, pw := range passwords {
+			h, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.MinCost)
+			if err != nil {
+				panic(err)
+			}
+			hashes[user] = string(h)
+		}
+	})
+	env := map[string]string{"NATS_ROUTE_PASSWORD": routePassword}
+	for user, h := range hashes {
+		env[hashVar(user)] = h
+	}
+	return env
+}
+
+// hashVar is the environment variable auth.conf reads user's password hash from.
+func hashVar(user string) string { return "TOOLFLEET_" + strings.ToUpper(user) + "_PASSWORD_BCRYPT" }
+
+// setEnv sets every variable of env for the rest of the test.
+func setEnv(t *testing.T, env map[string]string) {
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
 }
 
 // authServer is a nats-server with JetStream whose users and permissions come from
@@ -51,9 +94,13 @@ type authServer struct {
 // with server.ProcessConfigFile as nats-server -c would, and starts it on a free port.
 func startAuthServer(t *testing.T) *authServer {
 	t.Helper()
-	for user, pw := range passwords {
-		t.Setenv("TOOLFLEET_"+strings.ToUpper(user)+"_PASSWORD", pw)
-	}
+	setEnv(t, serverEnv(t))
+	return startAuthServerEnv(t)
+}
+
+// startAuthServerEnv is startAuthServer in the environment the test has already set.
+func startAuthServerEnv(t *testing.T) *authServer {
+	t.Helper()
 	auth, err := os.ReadFile(authConf(t))
 	if err != nil {
 		t.Fatalf("read auth.conf: %v", err)
@@ -73,17 +120,23 @@ func startAuthServer(t *testing.T) *authServer {
 	if err != nil {
 		t.Fatalf("load nats config with auth.conf: %v", err)
 	}
+	return &authServer{srv: startServer(t, opts)}
+}
+
+// startServer starts a nats-server with opts, quiet, and stops it when the test ends.
+func startServer(t *testing.T, opts *server.Options) *server.Server {
+	t.Helper()
 	opts.NoLog, opts.NoSigs = true, true
-	srv, err := server.NewServer(opts)
+	s, err := server.NewServer(opts)
 	if err != nil {
 		t.Fatalf("new nats-server: %v", err)
 	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
 		t.Fatal("nats-server not ready after 10s")
 	}
-	t.Cleanup(srv.Shutdown)
-	return &authServer{srv: srv}
+	t.Cleanup(s.Shutdown)
+	return s
 }
 
 func quote(s string) string { return `"` + strings.ReplaceAll(s, `\`, `\\`) + `"` }
