@@ -33,8 +33,8 @@ type Executor struct {
 
 	ready     chan struct{} // closed once Run serves every tool
 	readyOnce sync.Once
-	catalog *events.Catalog
-	workers map[string]*worker
+	catalog   *events.Catalog
+	workers   map[string]*worker
 
 	mu       sync.Mutex // guards stopping and wg.Add
 	stopping bool
