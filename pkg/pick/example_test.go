@@ -54,7 +54,7 @@ func ExamplePick() {
 	//   "weather" in tags
 }
 
-// overlap is the seed's default keyword scorer written as a custom Scorer: the share of
+// overlap is a plain keyword scorer written as a custom Scorer: the share of
 // the request's words found in a tool's name or description.
 type overlap struct{}
 
