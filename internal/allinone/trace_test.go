@@ -99,7 +99,7 @@ func TestRunIsOneTrace(t *testing.T) {
 func attr(s sdktrace.ReadOnlySpan, key string) string {
 	for _, a := range s.Attributes() {
 		if string(a.Key) == key {
-			return a.Value.Emit()
+			return a.Value.String()
 		}
 	}
 	return ""

@@ -54,7 +54,7 @@ func TestTraceCrossesAHop(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, a := range toolSpan.Attributes() {
-		attrs[string(a.Key)] = a.Value.Emit()
+		attrs[string(a.Key)] = a.Value.String()
 	}
 	for k, want := range map[string]string{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "calculator",
 		"gen_ai.tool.call.id": "call-1", "error.type": "timeout"} {
