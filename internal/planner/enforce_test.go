@@ -11,10 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/toolfleet/toolfleet/internal/natstest"
-	"github.com/toolfleet/toolfleet/internal/picker"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -135,35 +132,11 @@ func TestToolChoiceRequired(t *testing.T) {
 func TestPickerSelectionIsEnforcedAndRecorded(t *testing.T) {
 	b := setup(t, nil)
 	ran := startPaintFence(t, b)
-	svc, err := picker.New(b.srv.Connect(), picker.WithLogger(zerolog.Nop()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- svc.Run(ctx) }()
-	t.Cleanup(func() { stop(); <-done })
-
-	s, err := provider.ParseScript([]byte("steps:\n  - calls: [{name: add, arguments: {a: 2, b: 2}}, {name: paint_fence, arguments: {colour: red}}]\n" +
-		"  - when: {error: true, contains: not offered}\n    text: four\n  - text: never told\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	model, err := provider.NewScripted(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := New(b.ctx, b.srv.Connect(), Config{Models: map[string]provider.Model{"main": model}, DefaultModel: "main",
-		Events: b.cfg, Picker: NewPickerClient(b.nc, 5*time.Second), PickMax: 1, Log: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.stopPlanner()
-	runCtx, stopRun := context.WithCancel(context.Background())
-	stopped := make(chan error, 1)
-	go func() { stopped <- p.Run(runCtx) }()
-	t.Cleanup(func() { stopRun(); <-stopped })
-	b.p = p
+	startPicker(t, b)
+	p := b.swapPlanner(t, Config{Models: map[string]provider.Model{"main": scriptedModel(t,
+		"steps:\n  - calls: [{name: add, arguments: {a: 2, b: 2}}, {name: paint_fence, arguments: {colour: red}}]\n"+
+			"  - when: {error: true, contains: not offered}\n    text: four\n  - text: never told\n")},
+		DefaultModel: "main", Picker: NewPickerClient(b.nc, 5*time.Second), PickMax: 1})
 
 	var run *Run
 	// The picker loads the catalog on its own; until it has, it fails and the planner
