@@ -203,6 +203,7 @@ func (p *Planner) stepTools(ctx context.Context, r *Run) ([]tools.Definition, St
 			for _, res := range picked {
 				if slices.Contains(names, res.Name) {
 					keep = append(keep, res.Name)
+					res.Definition = tools.Definition{} // the catalog has it; the run keeps the pick
 					rec.Picked = append(rec.Picked, res)
 				}
 			}
