@@ -89,7 +89,9 @@ func TestRealPartsUnderTheirUsers(t *testing.T) {
 	}
 	runPart(t, p.Run)
 
-	run, err := p.Start(ctx, planner.StartRequest{Input: "compute and write", Tools: []string{"calculator", "echo", "write_file"}})
+	// The planner runs only the tools the picker chose, so the input asks for all three.
+	run, err := p.Start(ctx, planner.StartRequest{Input: "evaluate an arithmetic expression, return the value unchanged, and write it to a file",
+		Tools: []string{"calculator", "echo", "write_file"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -254,13 +254,16 @@ type RunView struct {
 	CreatedAt   time.Time         `json:"createdAt"`
 	FinishedAt  *time.Time        `json:"finishedAt,omitempty"`
 	DurationMS  int64             `json:"durationMs"`
+	// Offered is, per step, the tools the model was offered and, when the picker chose
+	// them, the picker's scores and reasons.
+	Offered []StepTools `json:"offered,omitempty"`
 }
 
 func view(r *Run) RunView {
 	v := RunView{ID: r.ID, ParentID: r.ParentID, Depth: r.Depth, Status: r.Status, Termination: r.Termination,
 		Detail: r.Detail, Answer: r.Answer, Model: r.Model, Steps: r.Step, Calls: r.Calls,
 		Tokens: r.Usage.Total(), Usage: r.Usage, Warnings: r.Warnings, Metadata: r.Metadata,
-		CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt}
+		CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt, Offered: r.Offered}
 	if v.Calls == nil {
 		v.Calls = []*CallRecord{}
 	}

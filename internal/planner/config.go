@@ -11,13 +11,15 @@ import (
 
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
+	"github.com/toolfleet/toolfleet/pkg/pick"
 )
 
 // Picker narrows a large tool set to the tools that matter for an input. The planner asks
 // it at each step when a run's tool set is larger than Config.PickThreshold.
 type Picker interface {
-	// Pick returns tool names, best first, at most q.Max of them.
-	Pick(ctx context.Context, q PickQuery) ([]string, error)
+	// Pick returns tools, best first, at most q.Max of them, with their scores and
+	// reasons; the planner records them on the run.
+	Pick(ctx context.Context, q PickQuery) ([]pick.Result, error)
 }
 
 // Config configures a Planner. The zero value of each field takes the default beside it,

@@ -14,8 +14,10 @@
 // Config.PickThreshold) are translated for the model's provider; the model answers; every
 // tool call is checked against the catalog's schema — an invalid call is answered at once
 // with the validator's messages (the first invalid call of each tool is a free repair, a
-// second counts as an error), an unknown tool with the list of available ones — and the
-// rest are published in parallel as call events. When the last result of the step is in,
+// second counts as an error), an unknown tool with the list of available ones, a tool not
+// offered at the step or ruled out by the run's toolChoice with not_allowed (both count as
+// errors) — and the rest are published in parallel as call events. Run.Offered records
+// each step's tools and the picker's results. When the last result of the step is in,
 // the results join the conversation in the order of the model's calls and the next step
 // is asked for.
 //
@@ -23,7 +25,8 @@
 //
 // A run ends with a [Termination]: completed (the model answered without calls),
 // final_tool, max_steps, timeout (wall clock, also while waiting for tools or the model),
-// token_budget, error_threshold, loop_detected, or model_error. Loop detection compares
+// token_budget, error_threshold, loop_detected, model_error, or tool_required (toolChoice
+// required, and the model answered without a call twice in a row). Loop detection compares
 // calls by tool and canonical arguments; at Limits.LoopThreshold repeats it warns, stops,
 // or (the default) answers the repeated call with a warning instead of running it.
 //

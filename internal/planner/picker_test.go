@@ -7,10 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/toolfleet/toolfleet/internal/natstest"
-	"github.com/toolfleet/toolfleet/internal/picker"
 	"github.com/toolfleet/toolfleet/internal/provider"
 )
 
@@ -36,34 +33,10 @@ func (m *recordingModel) Generate(ctx context.Context, req provider.Request) (*p
 // model is shown only the picked tools, best first; with a small set it is not asked.
 func TestPickerNarrowsLargeToolSets(t *testing.T) {
 	b := setup(t, nil)
-	svc, err := picker.New(b.srv.Connect(), picker.WithLogger(zerolog.Nop()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- svc.Run(ctx) }()
-	t.Cleanup(func() { stop(); <-done })
-
-	s, err := provider.ParseScript([]byte("steps:\n  - calls: [{name: add, arguments: {a: 2, b: 2}}]\n  - text: four\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	scripted, err := provider.NewScripted(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	model := &recordingModel{Model: scripted}
-	p, err := New(b.ctx, b.srv.Connect(), Config{Models: map[string]provider.Model{"rec": model},
-		Events: b.cfg, Picker: NewPickerClient(b.nc, 5*time.Second), PickThreshold: 3, PickMax: 2, Log: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.stopPlanner()
-	runCtx, stopRun := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	go func() { ran <- p.Run(runCtx) }()
-	t.Cleanup(func() { stopRun(); <-ran })
+	startPicker(t, b)
+	model := &recordingModel{Model: scriptedModel(t, "steps:\n  - calls: [{name: add, arguments: {a: 2, b: 2}}]\n  - text: four\n")}
+	p := b.swapPlanner(t, Config{Models: map[string]provider.Model{"rec": model},
+		Picker: NewPickerClient(b.nc, 5*time.Second), PickThreshold: 3, PickMax: 2})
 
 	all := []string{"add", "echo", "fail", "finish", "delete_all", "slow"}
 	var run *Run
@@ -72,15 +45,7 @@ func TestPickerNarrowsLargeToolSets(t *testing.T) {
 		model.mu.Lock()
 		model.shown = nil
 		model.mu.Unlock()
-		run, err = p.Start(b.ctx, StartRequest{Input: "add two integers", Tools: all})
-		if err != nil {
-			t.Fatal(err)
-		}
-		wctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
-		defer cancel()
-		if run, err = p.Wait(wctx, run.ID); err != nil {
-			t.Fatal(err)
-		}
+		run = b.run(t, StartRequest{Input: "add two integers", Tools: all})
 		model.mu.Lock()
 		defer model.mu.Unlock()
 		return len(model.shown) > 0 && len(model.shown[0]) < len(all)

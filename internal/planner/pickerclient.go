@@ -38,7 +38,7 @@ func NewPickerClient(nc *nats.Conn, timeout time.Duration) *PickerClient {
 }
 
 // Pick implements Picker.
-func (c *PickerClient) Pick(ctx context.Context, q PickQuery) ([]string, error) {
+func (c *PickerClient) Pick(ctx context.Context, q PickQuery) ([]pick.Result, error) {
 	input, _ := json.Marshal(q.Input)
 	minScore := 0.0 // the model decides among the candidates; never return none for a weak match
 	req, err := json.Marshal(picker.Request{Input: input, Options: picker.RequestOptions{Options: pick.Options{
@@ -59,9 +59,5 @@ func (c *PickerClient) Pick(ctx context.Context, q PickQuery) ([]string, error) 
 	if err := json.Unmarshal(msg.Data, &resp); err != nil {
 		return nil, fmt.Errorf("picker: bad response: %w", err)
 	}
-	names := make([]string, 0, len(resp.Results))
-	for _, r := range resp.Results {
-		names = append(names, r.Name)
-	}
-	return names, nil
+	return resp.Results, nil
 }

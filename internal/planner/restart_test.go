@@ -155,24 +155,8 @@ func TestPlannerKilledMidRun(t *testing.T) {
 // A run whose time runs out while the model is still answering ends as a timeout.
 func TestTimeoutDuringModelCall(t *testing.T) {
 	b := setup(t, nil)
-	s, err := provider.ParseScript([]byte("steps:\n  - text: too late\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := provider.NewScripted(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := New(b.ctx, b.srv.Connect(), Config{Models: map[string]provider.Model{"slow": slowModel{m, 10 * time.Second}},
-		Events: b.cfg, Log: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.stopPlanner()
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	t.Cleanup(func() { stop(); <-done })
+	m := scriptedModel(t, "steps:\n  - text: too late\n")
+	p := b.swapPlanner(t, Config{Models: map[string]provider.Model{"slow": slowModel{m, 10 * time.Second}}})
 	run, err := p.Start(b.ctx, StartRequest{Input: "hurry", Limits: Limits{Timeout: tools.Duration(300 * time.Millisecond)}})
 	if err != nil {
 		t.Fatal(err)

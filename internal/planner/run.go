@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/toolfleet/toolfleet/internal/provider"
+	"github.com/toolfleet/toolfleet/pkg/pick"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
@@ -40,6 +41,9 @@ const (
 	TerminationModelError Termination = "model_error"
 	// TerminationCanceled: someone canceled the run.
 	TerminationCanceled Termination = "canceled"
+	// TerminationToolRequired: toolChoice is required, and the model answered without a
+	// tool call twice in a row (the first time it was asked again).
+	TerminationToolRequired Termination = "tool_required"
 )
 
 // Run is the whole state of a run. It lives in the runs KV bucket, so any planner
@@ -80,6 +84,13 @@ type Run struct {
 	Warnings []string `json:"warnings,omitempty"`
 	// History holds the loop-detection keys of all calls in order.
 	History []string `json:"history,omitempty"`
+	// Offered records, per step, the tools the model was offered: the only tools it may
+	// call at that step. Under toolChoice "none" it may call none, under a named tool
+	// only that one.
+	Offered []StepTools `json:"offered,omitempty"`
+	// RetriedSteps lists the steps whose model answer had no tool call under toolChoice
+	// "required", so the model was asked again.
+	RetriedSteps []int `json:"retriedSteps,omitempty"`
 
 	// TraceParent and TraceState are the W3C trace context of the run's span, when
 	// tracing is on: its model calls and tool calls join the run's trace.
@@ -89,6 +100,26 @@ type Run struct {
 	CreatedAt  time.Time  `json:"createdAt"`
 	Deadline   time.Time  `json:"deadline"`
 	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+}
+
+// StepTools is the tool set of one step, as the model was offered it.
+type StepTools struct {
+	Step  int      `json:"step"`
+	Tools []string `json:"tools"`
+	// Picked is what the picker returned when it chose the tools (scores, reasons,
+	// provenance), best first; absent when the picker was not asked or failed.
+	Picked []pick.Result `json:"picked,omitempty"`
+}
+
+// offered returns the tool set recorded for step, or nil for a step taken before tool
+// sets were recorded.
+func (r *Run) offered(step int) *StepTools {
+	for i := len(r.Offered) - 1; i >= 0; i-- {
+		if r.Offered[i].Step == step {
+			return &r.Offered[i]
+		}
+	}
+	return nil
 }
 
 // CallStatus is a tool call's state in a run.

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/toolfleet/toolfleet/internal/natstest"
+	"github.com/toolfleet/toolfleet/internal/picker"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/executor"
@@ -82,24 +83,13 @@ func setup(t testing.TB, scripts map[string]string) *testBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	exCtx, exStop := context.WithCancel(context.Background())
-	exDone := make(chan error, 1)
-	go func() { exDone <- ex.Run(exCtx) }()
-	t.Cleanup(func() { exStop(); <-exDone })
+	serve(t, ex.Run)
 	if len(scripts) == 0 {
 		scripts = map[string]string{"main": answerScript}
 	}
 	models := map[string]provider.Model{}
 	for name, script := range scripts {
-		s, err := provider.ParseScript([]byte(script))
-		if err != nil {
-			t.Fatalf("script %s: %v", name, err)
-		}
-		m, err := provider.NewScripted(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		models[name] = m
+		models[name] = scriptedModel(t, script)
 	}
 	defaultModel := ""
 	if _, ok := scripts["main"]; ok {
@@ -139,10 +129,7 @@ func startExecutor(t testing.TB, b *testBundle, def tools.Definition, fn tools.F
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- ex.Run(ctx) }()
-	t.Cleanup(func() { stop(); <-done })
+	serve(t, ex.Run)
 	natstest.Eventually(t, waitTimeout, "the catalog to list "+def.Name, func() bool { _, ok := b.p.cat.get(def.Name); return ok })
 }
 
@@ -154,3 +141,51 @@ name: answer
 steps:
   - text: hello there
 `
+
+// swapPlanner stops the bundle's planner and serves runs with one built from cfg (on the
+// bundle's streams, logging nowhere) until the test ends; b.p becomes the new planner.
+func (b *testBundle) swapPlanner(t testing.TB, cfg Config) *Planner {
+	t.Helper()
+	cfg.Events, cfg.Log = b.cfg, zerolog.Nop()
+	p, err := New(b.ctx, b.srv.Connect(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.stopPlanner()
+	serve(t, p.Run)
+	b.p = p
+	return p
+}
+
+// startPicker runs the picker service on the bundle's server until the test ends.
+func startPicker(t testing.TB, b *testBundle) {
+	t.Helper()
+	svc, err := picker.New(b.srv.Connect(), picker.WithLogger(zerolog.Nop()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve(t, svc.Run)
+}
+
+// serve runs run in the background until the test ends, then cancels its context and
+// waits for it to return.
+func serve(t testing.TB, run func(context.Context) error) {
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	t.Cleanup(func() { stop(); <-done })
+}
+
+// scriptedModel is the scripted model of a YAML script.
+func scriptedModel(t testing.TB, script string) provider.Model {
+	t.Helper()
+	s, err := provider.ParseScript([]byte(script))
+	if err != nil {
+		t.Fatalf("script %q: %v", script, err)
+	}
+	m, err := provider.NewScripted(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}

@@ -187,10 +187,12 @@ func (p *Planner) Wait(ctx context.Context, id string) (*Run, error) {
 	}
 }
 
-// stepTools returns the definitions the model is shown at this step: the run's tools as
-// the catalog has them now, narrowed by the picker when the set is large.
-func (p *Planner) stepTools(ctx context.Context, r *Run) ([]tools.Definition, error) {
+// stepTools returns the definitions the model is shown at this step, and their record
+// for the run: the run's tools as the catalog has them now, narrowed by the picker when
+// the set is large. A tool named by toolChoice stays in the set.
+func (p *Planner) stepTools(ctx context.Context, r *Run) ([]tools.Definition, StepTools, error) {
 	names := r.toolNames(p.cat.names())
+	rec := StepTools{Step: r.Step}
 	if p.cfg.Picker != nil && (r.Pick || len(names) > p.cfg.PickThreshold) {
 		picked, err := p.cfg.Picker.Pick(ctx, PickQuery{Input: lastUserText(r.Messages), Tools: r.Tools,
 			AllowUnsafe: r.Tools != nil, Role: r.Metadata["role"], Max: p.cfg.PickMax})
@@ -198,13 +200,20 @@ func (p *Planner) stepTools(ctx context.Context, r *Run) ([]tools.Definition, er
 			p.log.Warn().Err(err).Str("run_id", r.ID).Msg("picker failed; showing the model every tool of the run")
 		} else {
 			var keep []string
-			for _, n := range picked {
-				if slices.Contains(names, n) {
-					keep = append(keep, n)
+			for _, res := range picked {
+				if slices.Contains(names, res.Name) {
+					keep = append(keep, res.Name)
+					res.Definition = tools.Definition{} // the catalog has it; the run keeps the pick
+					rec.Picked = append(rec.Picked, res)
 				}
+			}
+			if n := r.ToolChoice.Tool; n != "" && len(keep) > 0 && !slices.Contains(keep, n) && slices.Contains(names, n) {
+				keep = append(keep, n)
 			}
 			if len(keep) > 0 {
 				names = keep
+			} else {
+				rec.Picked = nil
 			}
 		}
 	}
@@ -213,14 +222,16 @@ func (p *Planner) stepTools(ctx context.Context, r *Run) ([]tools.Definition, er
 		if n == AgentToolName {
 			if r.Depth < r.Limits.MaxDepth {
 				defs = append(defs, AgentDefinition())
+				rec.Tools = append(rec.Tools, n)
 			}
 			continue
 		}
 		if d, ok := p.cat.get(n); ok {
 			defs = append(defs, d)
+			rec.Tools = append(rec.Tools, n)
 		}
 	}
-	return defs, nil
+	return defs, rec, nil
 }
 
 func lastUserText(msgs []provider.Message) string {

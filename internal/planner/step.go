@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -85,7 +86,7 @@ func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, s
 		return p.afterDone(ctx, run)
 	}
 
-	resp, modelErr := p.askModel(ctx, m, run)
+	resp, offered, modelErr := p.askModel(ctx, m, run)
 	if modelErr != nil && ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -102,6 +103,7 @@ func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, s
 			r.finish(TerminationModelError, modelErr.Error(), now)
 			return true, nil
 		}
+		r.Offered = append(r.Offered, offered)
 		p.applyModelResponse(r, resp, now)
 		return true, nil
 	})
@@ -131,15 +133,16 @@ func (p *Planner) stopBeforeModel(r *Run) (Termination, string) {
 	return "", ""
 }
 
-// askModel calls the run's model, keeping the plan message alive while it thinks.
-func (p *Planner) askModel(ctx context.Context, m jetstream.Msg, run *Run) (*provider.Response, error) {
+// askModel calls the run's model, keeping the plan message alive while it thinks. It
+// returns the tools the model was offered too.
+func (p *Planner) askModel(ctx context.Context, m jetstream.Msg, run *Run) (*provider.Response, StepTools, error) {
 	model, ok := p.cfg.Models[run.Model]
 	if !ok {
-		return nil, fmt.Errorf("model %q is not configured on this planner", run.Model)
+		return nil, StepTools{}, fmt.Errorf("model %q is not configured on this planner", run.Model)
 	}
-	defs, err := p.stepTools(ctx, run)
+	defs, offered, err := p.stepTools(ctx, run)
 	if err != nil {
-		return nil, err
+		return nil, offered, err
 	}
 	mctx, cancel := context.WithTimeout(ctx, p.cfg.ModelTimeout)
 	defer cancel()
@@ -162,9 +165,9 @@ func (p *Planner) askModel(ctx context.Context, m jetstream.Msg, run *Run) (*pro
 	}
 	p.m.modelCall(run.Model, time.Since(began), usage, err)
 	if err != nil {
-		return nil, fmt.Errorf("model %s: %w", run.Model, err)
+		return nil, offered, fmt.Errorf("model %s: %w", run.Model, err)
 	}
-	return resp, nil
+	return resp, offered, nil
 }
 
 // keepAlive sends in-progress acks for m every period until stop is called (stop
@@ -185,6 +188,20 @@ func (p *Planner) applyModelResponse(r *Run, resp *provider.Response, now time.T
 	msg := resp.Message
 	msg.Role = provider.RoleAssistant
 	r.Messages = append(r.Messages, msg)
+	if len(msg.ToolCalls) == 0 && r.ToolChoice.Mode == provider.ChoiceRequired {
+		if slices.Contains(r.RetriedSteps, r.Step-1) {
+			r.finish(TerminationToolRequired, fmt.Sprintf(
+				"toolChoice is required, but the model answered without a tool call at steps %d and %d", r.Step-1, r.Step), now)
+			return
+		}
+		// Asked once more, told why; the answer is not taken as the run's answer.
+		r.Messages = append(r.Messages, provider.Message{Role: provider.RoleUser,
+			Text: "toolChoice is required: answer by calling one of the offered tools, not in text."})
+		r.RetriedSteps = append(r.RetriedSteps, r.Step)
+		r.Warnings = append(r.Warnings, fmt.Sprintf("step %d: the model answered without a tool call under toolChoice required; asked again", r.Step))
+		r.Step++
+		return
+	}
 	if len(msg.ToolCalls) == 0 {
 		r.Answer = msg.Text
 		r.finish(TerminationCompleted, "", now)
@@ -225,12 +242,19 @@ func (p *Planner) applyModelResponse(r *Run, resp *provider.Response, now time.T
 const codeLoopDetected tools.Code = "loop_detected"
 
 // checkCall validates one call before it goes to the fleet, answering it locally when it
-// cannot go: a tool outside the run's set or unknown to the catalog, arguments that break
-// the schema, or a nested run past the depth limit.
+// cannot go: a tool unknown to the catalog (no_such_tool), a tool the run does not allow
+// at this step (not_allowed), arguments that break the schema, or a nested run past the
+// depth limit. A refused call counts as a failed call, like an unknown tool: only invalid
+// arguments get a free repair.
 func (p *Planner) checkCall(r *Run, c *CallRecord, now time.Time) {
-	if _, inCatalog := p.cat.get(c.Name); !r.allows(c.Name) || (!inCatalog && c.Name != AgentToolName) {
+	if _, inCatalog := p.cat.get(c.Name); !inCatalog && c.Name != AgentToolName {
 		c.answerLocal(string(events.StatusNoSuchTool), tools.Errorf(tools.CodeNoSuchTool,
-			"tool %q is not available in this run; available: %v", c.Name, r.toolNames(p.cat.names())), now)
+			"tool %q is not available: no executor serves it; %s", c.Name, r.mayCall()), now)
+		r.Errors++
+		return
+	}
+	if why := r.refusal(c.Name); why != "" {
+		c.answerLocal(string(events.StatusError), tools.Errorf(tools.CodeNotAllowed, "%s; %s", why, r.mayCall()), now)
 		r.Errors++
 		return
 	}
@@ -254,6 +278,42 @@ func (p *Planner) checkCall(r *Run, c *CallRecord, now time.Time) {
 	}
 	c.Validated = call.Validated()
 	c.Arguments = call.Arguments()
+}
+
+// refusal says why the run may not call name at its current step, or "" when it may.
+// The agent tool at the depth limit is left to checkAgentCall, which says so.
+func (r *Run) refusal(name string) string {
+	switch {
+	case r.ToolChoice.Mode == provider.ChoiceNone:
+		return fmt.Sprintf("tool %q was not run: toolChoice is none, so no tool may be called", name)
+	case r.ToolChoice.Mode == provider.ChoiceTool && name != r.ToolChoice.Tool:
+		return fmt.Sprintf("tool %q was not run: toolChoice names %q, the only tool that may be called", name, r.ToolChoice.Tool)
+	case !r.allows(name):
+		return fmt.Sprintf("tool %q was not run: it is not among this run's tools", name)
+	case name == AgentToolName && r.Depth >= r.Limits.MaxDepth:
+		return ""
+	}
+	if o := r.offered(r.Step); o != nil && !slices.Contains(o.Tools, name) {
+		return fmt.Sprintf("tool %q was not run: it was not offered at this step", name)
+	}
+	return ""
+}
+
+// mayCall tells the model what it may call at the current step.
+func (r *Run) mayCall() string {
+	switch r.ToolChoice.Mode {
+	case provider.ChoiceNone:
+		return "answer in text"
+	case provider.ChoiceTool:
+		return fmt.Sprintf("call %s", r.ToolChoice.Tool)
+	}
+	if o := r.offered(r.Step); o != nil {
+		return fmt.Sprintf("tools you may call: %v", o.Tools)
+	}
+	if r.Tools == nil {
+		return "call only the tools you were offered"
+	}
+	return fmt.Sprintf("tools you may call: %v", r.Tools)
 }
 
 // answerLocal gives c a result decided by the planner.

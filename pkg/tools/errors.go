@@ -17,6 +17,10 @@ const (
 	CodeInvalidDefinition Code = "invalid_definition"
 	// CodeNoSuchTool: the call names a tool nobody serves.
 	CodeNoSuchTool Code = "no_such_tool"
+	// CodeNotAllowed: the tool exists but the run does not allow it at this step (outside
+	// its tools or activeTools, left out by the picker, or ruled out by toolChoice). The
+	// planner answers it without running the tool. Never retried.
+	CodeNotAllowed Code = "not_allowed"
 	// CodeInvalidInput: the arguments could not be parsed or broke the schema. Never retried.
 	CodeInvalidInput Code = "invalid_tool_input"
 	// CodeInputTooLarge: the arguments exceed the size limit; refused before parsing.
@@ -69,6 +73,7 @@ var retryable = map[Code]bool{
 
 	CodeInvalidDefinition:   false, // the definition stays invalid
 	CodeNoSuchTool:          false, // nobody serves it on the next attempt either
+	CodeNotAllowed:          false, // the run's rules for the step do not change on a retry
 	CodeInvalidInput:        false, // the same arguments break the same schema
 	CodeInputTooLarge:       false, // the same arguments stay too large
 	CodeToolFailedPermanent: false, // the tool said a retry cannot fix it
@@ -110,6 +115,7 @@ type Error struct {
 var (
 	ErrInvalidDefinition = &Error{Code: CodeInvalidDefinition}
 	ErrNoSuchTool        = &Error{Code: CodeNoSuchTool}
+	ErrNotAllowed        = &Error{Code: CodeNotAllowed}
 	ErrInvalidInput      = &Error{Code: CodeInvalidInput}
 	ErrInputTooLarge     = &Error{Code: CodeInputTooLarge}
 	ErrToolFailed        = &Error{Code: CodeToolFailed}
