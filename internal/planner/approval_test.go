@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/toolfleet/toolfleet/internal/natstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/executor"
@@ -41,6 +39,17 @@ func (b *testBundle) awaitApproval(t *testing.T, runID string) *CallRecord {
 		return c.Status == string(CallAwaitingApproval)
 	})
 	return c
+}
+
+// startApproval starts a run of approvalScript and waits until its call of delete_all
+// waits for an approval.
+func (b *testBundle) startApproval(t *testing.T) (*Run, *CallRecord) {
+	t.Helper()
+	run, err := b.p.Start(b.ctx, StartRequest{Input: "clean up", Tools: []string{"delete_all"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run, b.awaitApproval(t, run.ID)
 }
 
 func TestApprovals(t *testing.T) {
@@ -80,11 +89,7 @@ func TestApprovalWithInvalidArgumentsIsRefused(t *testing.T) {
 	b := setup(t, map[string]string{"main": approvalScript})
 	srv := httptest.NewServer(b.p.Handler(""))
 	defer srv.Close()
-	run, err := b.p.Start(b.ctx, StartRequest{Input: "clean up", Tools: []string{"delete_all"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := b.awaitApproval(t, run.ID)
+	run, c := b.startApproval(t)
 	resp, err := http.Post(srv.URL+"/v1/approvals/"+c.ID, "application/json",
 		strings.NewReader(`{"decision":"approve","arguments":{"where":42}}`))
 	if err != nil {
@@ -199,11 +204,7 @@ func TestApprovalFirstAnswerWins(t *testing.T) {
 	b := setup(t, map[string]string{"main": approvalScript})
 	srv := httptest.NewServer(b.p.Handler(""))
 	defer srv.Close()
-	run, err := b.p.Start(b.ctx, StartRequest{Input: "clean up", Tools: []string{"delete_all"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := b.awaitApproval(t, run.ID)
+	run, c := b.startApproval(t)
 	bodies := []string{`{"decision":"approve","by":"ann"}`, `{"decision":"deny","by":"bob","reason":"not today"}`}
 	type answer struct {
 		status int
@@ -249,11 +250,7 @@ func TestApprovalFirstAnswerWins(t *testing.T) {
 func TestApprovalModifiedIsAudited(t *testing.T) {
 	t.Parallel()
 	b := setup(t, map[string]string{"main": approvalScript})
-	run, err := b.p.Start(b.ctx, StartRequest{Input: "clean up", Tools: []string{"delete_all"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := b.awaitApproval(t, run.ID)
+	run, c := b.startApproval(t)
 	before := time.Now().Add(-time.Second)
 	modified := json.RawMessage(`{"where":"tmp"}`)
 	if err := b.p.Approve(b.ctx, c.ID, events.ApprovalAnswer{Decision: events.DecisionApprove, By: "ann", Reason: "tmp only", Arguments: modified}); err != nil {
@@ -287,14 +284,10 @@ steps:
   - text: done
 `})
 	// hold, a safe tool, runs until the test is over.
-	reg := tools.NewRegistry()
 	release := make(chan struct{})
-	if err := reg.AddFunc(tools.Definition{Type: "function", Name: "hold", Description: "Holds.", Safe: true,
+	startExecutor(t, b, tools.Definition{Type: "function", Name: "hold", Description: "Holds.", Safe: true,
 		Parameters: json.RawMessage(`{"type":"object"}`)},
-		func(context.Context, json.RawMessage) (any, error) { <-release; return "held", nil }); err != nil {
-		t.Fatal(err)
-	}
-	serve(t, b, reg, "hold")
+		func(context.Context, json.RawMessage) (any, error) { <-release; return "held", nil })
 	t.Cleanup(func() { close(release) }) // before the executor stops
 	srv := httptest.NewServer(b.p.Handler(""))
 	defer srv.Close()
@@ -323,22 +316,6 @@ steps:
 	}
 }
 
-// serve runs an executor of reg with opts until the test ends, and waits until the
-// planner's catalog lists tool.
-func serve(t *testing.T, b *testBundle, reg *tools.Registry, tool string, opts ...executor.Option) {
-	t.Helper()
-	opts = append([]executor.Option{executor.WithStreamConfig(b.cfg), executor.WithLogger(zerolog.Nop())}, opts...)
-	ex, err := executor.New(b.srv.Connect(), reg, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- ex.Run(ctx) }()
-	t.Cleanup(func() { stop(); <-done })
-	natstest.Eventually(t, waitTimeout, "the catalog to list "+tool, func() bool { _, ok := b.p.cat.get(tool); return ok })
-}
-
 // An approval that never comes is recorded as expired, on the call and in the result.
 func TestApprovalExpiredIsRecorded(t *testing.T) {
 	t.Parallel()
@@ -349,14 +326,11 @@ steps:
     text: not allowed
   - text: done
 `})
-	reg := tools.NewRegistry()
 	var ran atomic.Bool
-	if err := reg.AddFunc(tools.Definition{Type: "function", Name: "risky", Description: "Needs approval.",
+	startExecutor(t, b, tools.Definition{Type: "function", Name: "risky", Description: "Needs approval.",
 		Parameters: json.RawMessage(`{"type":"object"}`)},
-		func(context.Context, json.RawMessage) (any, error) { ran.Store(true); return "ran", nil }); err != nil {
-		t.Fatal(err)
-	}
-	serve(t, b, reg, "risky", executor.WithApprovalTimeout(300*time.Millisecond))
+		func(context.Context, json.RawMessage) (any, error) { ran.Store(true); return "ran", nil },
+		executor.WithApprovalTimeout(300*time.Millisecond))
 
 	run, err := b.p.Start(b.ctx, StartRequest{Input: "go", Tools: []string{"risky"}})
 	if err != nil {

@@ -130,7 +130,9 @@ func (c *Client) Call(ctx context.Context, r Request) (events.Result, error) {
 
 // Answer publishes an approver's answer to the approval of callID, a call of tool (as
 // an [events.ApprovalRequest] names them), and returns once it is stored. The executors
-// serving tool carry it out: deny, approve, or approve with new arguments.
+// serving tool carry it out: deny, approve, or approve with new arguments. The first
+// answer to a call wins: all answers to a call share one event id, so JetStream drops a
+// later one within its duplicate window (and executors ignore it after).
 func (c *Client) Answer(ctx context.Context, tool, callID string, a events.ApprovalAnswer) error {
 	msg, err := events.NewApprovalAnswer(c.source, tool, callID, a)
 	if err != nil {
