@@ -284,8 +284,11 @@ func answerable(c *CallRecord) error {
 // setApproval records the decision on the call; when the approval modified the
 // arguments, Arguments become what runs and ArgumentsOriginal keeps what the model asked.
 func (c *CallRecord) setApproval(a *events.Approval) {
+	if c.ArgumentsOriginal != nil { // replacing a record that modified them
+		c.Arguments, c.ArgumentsOriginal = c.ArgumentsOriginal, nil
+	}
 	c.Approval = a
-	if len(a.ArgumentsApproved) > 0 && c.ArgumentsOriginal == nil {
+	if len(a.ArgumentsApproved) > 0 {
 		c.ArgumentsOriginal, c.Arguments = c.Arguments, a.ArgumentsApproved
 	}
 }

@@ -152,9 +152,13 @@ func TestApprovals(t *testing.T) {
 		t.Errorf("URN id: wrote %v", got)
 	}
 
-	// A second answer to an answered call changes nothing.
-	b.answer(t, events.ApprovalRequest{Tool: "write_file", CallID: "w0", AnswerSubject: "toolfleet.event.approval.answered.write_file.w0"},
-		events.ApprovalAnswer{Decision: events.DecisionDeny})
+	// A second answer to an answered call changes nothing, even past JetStream's
+	// duplicate window (played here by an answer with an id of its own).
+	late, err := events.NewApprovalAnswer("/human", "write_file", "w0", events.ApprovalAnswer{Decision: events.DecisionDeny})
+	must(t, err)
+	late.Header.Set(events.HeaderID, "late-answer")
+	late.Header.Set(events.HeaderMsgID, "late-answer")
+	b.publish(t, late)
 	b.call(t, "write_file", "sync", "run-a", `{"path":"s","text":"s"}`)
 	b.answer(t, awaitRequest(t, requests), events.ApprovalAnswer{Decision: events.DecisionApprove})
 	b.results.one(t, "sync")
