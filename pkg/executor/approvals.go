@@ -220,7 +220,12 @@ func (ex *Executor) expireIfDue(ctx context.Context, w *worker, key string) {
 		return
 	}
 	var p parked
-	if json.Unmarshal(entry.Value(), &p) != nil || p.State != statePending || time.Now().Before(p.ExpiresAt) {
+	if json.Unmarshal(entry.Value(), &p) != nil || time.Now().Before(p.ExpiresAt) {
+		return
+	}
+	// An entry an expiry claimed before (answer sequence 0) is denied again: that denial's
+	// result may not have been stored; a repeat is deduplicated by the call id.
+	if p.State != statePending && (p.State != stateRunning || p.AnswerSeq != 0) {
 		return
 	}
 	// Claimed like an answer, so that an answer arriving now finds the call taken
