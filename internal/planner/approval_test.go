@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/toolfleet/toolfleet/internal/natstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/executor"
@@ -273,6 +275,29 @@ func TestApprovalModifiedIsAudited(t *testing.T) {
 		t.Errorf("call record arguments %s (original %s), want what ran and the model's beside it", got.Arguments, got.ArgumentsOriginal)
 	}
 	check("result", b.storedResult(t, run.ID, c.ID).Approval)
+	// Watchers were told: the run's approval_answered event carries the record.
+	subject, err := events.RunEventSubject(run.ID, "approval_answered")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := b.js.Stream(b.ctx, events.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw *jetstream.RawStreamMsg
+	natstest.Eventually(t, waitTimeout, "the approval_answered event", func() bool { // published asynchronously
+		raw, err = s.GetLastMsgForSubject(b.ctx, subject)
+		return err == nil
+	})
+	_, _, ev, err := events.DecodeRunEvent(events.StoredMsg(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a events.Approval
+	if err := json.Unmarshal(ev.Detail, &a); err != nil || ev.CallID != c.ID {
+		t.Fatalf("approval_answered event %+v: %v", ev, err)
+	}
+	check("approval_answered event", &a)
 }
 
 // A call that never asked for approval cannot be answered.
