@@ -150,6 +150,11 @@ func agentRun(ctx context.Context, f *Fleet, out io.Writer) (*planner.Run, error
 			}
 			fmt.Fprintf(out, "  approval requested: %s %s (%s)\n", req.Tool, short(string(req.Arguments), 60), req.Reason)
 			fmt.Fprintln(out, "  → the demo auto-approves it (in real use a person or a policy service answers this event: POST /v1/approvals/{callId} or NATS)")
+			// The planner takes answers for calls its run shows awaiting approval; the
+			// request reached the demo first.
+			if err := awaitingApproval(ctx, f.Planner, run.ID, req.CallID); err != nil {
+				return nil, fmt.Errorf("approve %s: %w", req.CallID, err)
+			}
 			if err := f.Planner.Approve(ctx, req.CallID, events.ApprovalAnswer{Decision: events.DecisionApprove, By: "toolfleet-demo"}); err != nil {
 				return nil, fmt.Errorf("approve %s: %w", req.CallID, err)
 			}
@@ -160,6 +165,28 @@ func agentRun(ctx context.Context, f *Fleet, out io.Writer) (*planner.Run, error
 			return w.run, nil
 		case err := <-f.Err():
 			return nil, err
+		}
+	}
+}
+
+// awaitingApproval waits until the run shows its call awaiting approval (or answered).
+func awaitingApproval(ctx context.Context, p *planner.Planner, runID, callID string) error {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		r, err := p.Get(ctx, runID)
+		if err != nil {
+			return err
+		}
+		for _, c := range r.Calls {
+			if c.ID == callID && c.Status != string(planner.CallPending) {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
 		}
 	}
 }

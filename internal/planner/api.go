@@ -25,7 +25,9 @@ const maxRequestBytes = 4 << 20
 //	POST /v1/runs                 start a run (StartRequest; "wait": true answers when it is done)
 //	GET  /v1/runs/{id}            the run: status, answer, every call with its timeline
 //	GET  /v1/runs/{id}/events     the run's lifecycle as Server-Sent Events, from its start
-//	POST /v1/approvals/{callId}   answer an approval: {"decision":"approve"|"deny","reason","arguments"}
+//	POST /v1/approvals/{callId}   answer an approval: {"decision":"approve"|"deny","by","reason","arguments"};
+//	                              the first answer wins (202), later ones get 409 with the decision that stood
+
 //	GET  /healthz, /readyz        liveness (the process serves) and readiness (NATS is connected)
 //
 // When token is not empty, every request but the probes must carry

@@ -4,15 +4,18 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
 // APIError is an error the HTTP API answers with its status and a JSON body
-// {"error":{"status","message","violations"}} that says what is wrong.
+// {"error":{"status","message","violations","approval"}} that says what is wrong.
 type APIError struct {
 	Status     int               `json:"status"`
 	Message    string            `json:"message"`
 	Violations []tools.Violation `json:"violations,omitempty"`
+	// Approval is the decision that stood, for an approval answer refused as late.
+	Approval *events.Approval `json:"approval,omitempty"`
 }
 
 func (e *APIError) Error() string { return e.Message }

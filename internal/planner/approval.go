@@ -10,14 +10,16 @@ import (
 )
 
 // publishApproval publishes an approval answer for a call of tool, where the executors
-// serving the tool wait for it.
-func publishApproval(ctx context.Context, js jetstream.JetStream, source, tool, call string, ans events.ApprovalAnswer) error {
+// serving the tool wait for it. dup reports that JetStream dropped it: an answer to the
+// call (same answer id) was published before.
+func publishApproval(ctx context.Context, js jetstream.JetStream, source, tool, call string, ans events.ApprovalAnswer) (dup bool, err error) {
 	msg, err := events.NewApprovalAnswer(source, tool, call, ans)
 	if err != nil {
-		return err
+		return false, err
 	}
-	if _, err := js.PublishMsg(ctx, msg); err != nil {
-		return fmt.Errorf("publish approval of call %s: %w", call, err)
+	ack, err := js.PublishMsg(ctx, msg)
+	if err != nil {
+		return false, fmt.Errorf("publish approval of call %s: %w", call, err)
 	}
-	return nil
+	return ack.Duplicate, nil
 }

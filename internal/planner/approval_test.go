@@ -2,14 +2,22 @@ package planner
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolfleet/toolfleet/internal/natstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
+	"github.com/toolfleet/toolfleet/pkg/executor"
+	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
 const approvalScript = `
@@ -33,6 +41,17 @@ func (b *testBundle) awaitApproval(t *testing.T, runID string) *CallRecord {
 		return c.Status == string(CallAwaitingApproval)
 	})
 	return c
+}
+
+// startApproval starts a run of approvalScript and waits until its call of delete_all
+// waits for an approval.
+func (b *testBundle) startApproval(t *testing.T) (*Run, *CallRecord) {
+	t.Helper()
+	run, err := b.p.Start(b.ctx, StartRequest{Input: "clean up", Tools: []string{"delete_all"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run, b.awaitApproval(t, run.ID)
 }
 
 func TestApprovals(t *testing.T) {
@@ -72,11 +91,7 @@ func TestApprovalWithInvalidArgumentsIsRefused(t *testing.T) {
 	b := setup(t, map[string]string{"main": approvalScript})
 	srv := httptest.NewServer(b.p.Handler(""))
 	defer srv.Close()
-	run, err := b.p.Start(b.ctx, StartRequest{Input: "clean up", Tools: []string{"delete_all"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := b.awaitApproval(t, run.ID)
+	run, c := b.startApproval(t)
 	resp, err := http.Post(srv.URL+"/v1/approvals/"+c.ID, "application/json",
 		strings.NewReader(`{"decision":"approve","arguments":{"where":42}}`))
 	if err != nil {
@@ -141,5 +156,225 @@ steps:
 	}
 	if !strings.HasPrefix(got, "started,") || !strings.HasSuffix(got, ",done") {
 		t.Fatalf("events %s: want started first and done last", got)
+	}
+}
+
+// postAnswer posts an approval answer through the API and returns the status and the
+// decision that stood, when the answer was refused with one.
+func postAnswer(t *testing.T, url, callID, body string) (int, *events.Approval, string) {
+	t.Helper()
+	resp, err := http.Post(url+"/v1/approvals/"+callID, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Error(err)
+		return 0, nil, ""
+	}
+	defer resp.Body.Close()
+	var out struct{ Error *APIError }
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	if out.Error == nil {
+		return resp.StatusCode, nil, ""
+	}
+	return resp.StatusCode, out.Error.Approval, out.Error.Message
+}
+
+// storedResult reads the result the executor stored for a call of a run.
+func (b *testBundle) storedResult(t *testing.T, runID, callID string) events.Result {
+	t.Helper()
+	subject, err := events.ResultSubject(runID, callID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := b.js.Stream(b.ctx, events.StreamResults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := s.GetLastMsgForSubject(b.ctx, subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, res, err := events.DecodeResult(events.StoredMsg(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// Approve and deny sent at the same moment: the first recorded wins (202), the other is
+// refused (409) with the decision that stood, and the tool ran or not accordingly.
+func TestApprovalFirstAnswerWins(t *testing.T) {
+	t.Parallel()
+	b := setup(t, map[string]string{"main": approvalScript})
+	srv := httptest.NewServer(b.p.Handler(""))
+	defer srv.Close()
+	run, c := b.startApproval(t)
+	bodies := []string{`{"decision":"approve","by":"ann"}`, `{"decision":"deny","by":"bob","reason":"not today"}`}
+	type answer struct {
+		status int
+		stood  *events.Approval
+	}
+	answers := make([]answer, len(bodies))
+	var wg sync.WaitGroup
+	for i, body := range bodies {
+		wg.Go(func() {
+			status, stood, _ := postAnswer(t, srv.URL, c.ID, body)
+			answers[i] = answer{status, stood}
+		})
+	}
+	wg.Wait()
+	won, lost := 0, 1
+	if answers[1].status == http.StatusAccepted {
+		won, lost = 1, 0
+	}
+	if answers[won].status != http.StatusAccepted || answers[lost].status != http.StatusConflict {
+		t.Fatalf("statuses %d and %d, want one 202 and one 409", answers[0].status, answers[1].status)
+	}
+	wantDecision, wantBy := events.DecisionApprove, "ann"
+	if won == 1 {
+		wantDecision, wantBy = events.DecisionDeny, "bob"
+	}
+	if s := answers[lost].stood; s == nil || s.Decision != wantDecision || s.By != wantBy || s.At.IsZero() {
+		t.Fatalf("409 body gives %+v, want the decision that stood: %s by %s", s, wantDecision, wantBy)
+	}
+	done := b.wait(t, run.ID)
+	got := done.Calls[0]
+	ran := got.Status == "ok" && strings.Contains(string(got.Output), "deleted")
+	if ran != (wantDecision == events.DecisionApprove) || got.Approval == nil || got.Approval.Decision != wantDecision {
+		t.Fatalf("%s won, but the call is %s (output %s, approval %+v)", wantDecision, got.Status, got.Output, got.Approval)
+	}
+	// A late answer after the result gets the decision that stood as well.
+	if status, stood, _ := postAnswer(t, srv.URL, c.ID, bodies[lost]); status != http.StatusConflict || stood == nil || stood.Decision != wantDecision {
+		t.Fatalf("late answer: %d %+v", status, stood)
+	}
+}
+
+// An approval with modified arguments is audited: the call record shows the arguments
+// that ran and keeps the model's, and both it and the result say who decided and when.
+func TestApprovalModifiedIsAudited(t *testing.T) {
+	t.Parallel()
+	b := setup(t, map[string]string{"main": approvalScript})
+	run, c := b.startApproval(t)
+	before := time.Now().Add(-time.Second)
+	modified := json.RawMessage(`{"where":"tmp"}`)
+	if err := b.p.Approve(b.ctx, c.ID, events.ApprovalAnswer{Decision: events.DecisionApprove, By: "ann", Reason: "tmp only", Arguments: modified}); err != nil {
+		t.Fatal(err)
+	}
+	done := b.wait(t, run.ID)
+	got := done.Calls[0]
+	if got.Status != "ok" || !strings.Contains(string(got.Output), "tmp") {
+		t.Fatalf("call %s output %s", got.Status, got.Output)
+	}
+	check := func(where string, a *events.Approval) {
+		t.Helper()
+		if a == nil || a.Decision != events.DecisionApprove || a.By != "ann" || a.Reason != "tmp only" || a.At.Before(before) ||
+			string(a.ArgumentsOriginal) != `{"where":"staging"}` || string(a.ArgumentsApproved) != string(modified) {
+			t.Errorf("%s: approval record %+v", where, a)
+		}
+	}
+	check("call record", got.Approval)
+	if string(got.Arguments) != string(modified) || string(got.ArgumentsOriginal) != `{"where":"staging"}` {
+		t.Errorf("call record arguments %s (original %s), want what ran and the model's beside it", got.Arguments, got.ArgumentsOriginal)
+	}
+	check("result", b.storedResult(t, run.ID, c.ID).Approval)
+	// Watchers were told: the run's approval_answered event carries the record.
+	subject, err := events.RunEventSubject(run.ID, "approval_answered")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := b.js.Stream(b.ctx, events.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw *jetstream.RawStreamMsg
+	natstest.Eventually(t, waitTimeout, "the approval_answered event", func() bool { // published asynchronously
+		raw, err = s.GetLastMsgForSubject(b.ctx, subject)
+		return err == nil
+	})
+	_, _, ev, err := events.DecodeRunEvent(events.StoredMsg(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a events.Approval
+	if err := json.Unmarshal(ev.Detail, &a); err != nil || ev.CallID != c.ID {
+		t.Fatalf("approval_answered event %+v: %v", ev, err)
+	}
+	check("approval_answered event", &a)
+}
+
+// A call that never asked for approval cannot be answered.
+func TestApprovalOfCallThatDidNotAsk(t *testing.T) {
+	t.Parallel()
+	b := setup(t, map[string]string{"main": `
+steps:
+  - calls: [{name: hold, arguments: {}}]
+  - text: done
+`})
+	// hold, a safe tool, runs until the test is over.
+	release := make(chan struct{})
+	startExecutor(t, b, tools.Definition{Type: "function", Name: "hold", Description: "Holds.", Safe: true,
+		Parameters: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, json.RawMessage) (any, error) { <-release; return "held", nil })
+	t.Cleanup(func() { close(release) }) // before the executor stops
+	srv := httptest.NewServer(b.p.Handler(""))
+	defer srv.Close()
+	run, err := b.p.Start(b.ctx, StartRequest{Input: "wait", Tools: []string{"hold"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c *CallRecord
+	natstest.Eventually(t, waitTimeout, "the slow call", func() bool {
+		r, err := b.p.Get(b.ctx, run.ID)
+		if err != nil || len(r.Calls) == 0 {
+			return false
+		}
+		c = r.Calls[0]
+		return true
+	})
+	status, _, msg := postAnswer(t, srv.URL, c.ID, `{"decision":"approve"}`)
+	if status != http.StatusConflict || !strings.Contains(msg, "not awaiting approval") {
+		t.Fatalf("answer to a call that did not ask: %d %q, want 409 saying so", status, msg)
+	}
+	if status, _, _ := postAnswer(t, srv.URL, c.ID+"x", `{"decision":"approve"}`); status != http.StatusNotFound {
+		t.Fatalf("answer to an unknown call: %d, want 404", status)
+	}
+	if r, _ := b.p.Get(b.ctx, run.ID); r.Calls[0].Approval != nil {
+		t.Fatalf("a refused answer was recorded: %+v", r.Calls[0].Approval)
+	}
+}
+
+// An approval that never comes is recorded as expired, on the call and in the result.
+func TestApprovalExpiredIsRecorded(t *testing.T) {
+	t.Parallel()
+	b := setup(t, map[string]string{"main": `
+steps:
+  - calls: [{name: risky, arguments: {}}]
+  - when: {error: true, contains: denied}
+    text: not allowed
+  - text: done
+`})
+	var ran atomic.Bool
+	startExecutor(t, b, tools.Definition{Type: "function", Name: "risky", Description: "Needs approval.",
+		Parameters: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, json.RawMessage) (any, error) { ran.Store(true); return "ran", nil },
+		executor.WithApprovalTimeout(300*time.Millisecond))
+
+	run, err := b.p.Start(b.ctx, StartRequest{Input: "go", Tools: []string{"risky"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := b.wait(t, run.ID)
+	got := done.Calls[0]
+	if got.Status != string(events.StatusDenied) || ran.Load() {
+		t.Fatalf("call %s (ran %v), want denied without running", got.Status, ran.Load())
+	}
+	if a := got.Approval; a == nil || a.Decision != events.DecisionExpired || a.At.IsZero() || a.By != "" {
+		t.Fatalf("call record approval %+v, want decision expired", a)
+	}
+	if a := b.storedResult(t, run.ID, got.ID).Approval; a == nil || a.Decision != events.DecisionExpired {
+		t.Fatalf("result approval %+v, want decision expired", a)
+	}
+	srv := httptest.NewServer(b.p.Handler(""))
+	defer srv.Close()
+	if status, _, _ := postAnswer(t, srv.URL, got.ID, `{"decision":"approve"}`); status != http.StatusConflict {
+		t.Fatalf("answer after expiry: %d, want 409", status)
 	}
 }

@@ -44,7 +44,11 @@
 // Executors park calls of unsafe tools and announce them; the planner marks the call
 // awaiting_approval and relays the request as a run event. [Planner.Approve] (or POST
 // /v1/approvals/{callId}, or any NATS client publishing events.NewApprovalAnswer)
-// approves, denies, or approves with modified arguments. The planner's own tool run_agent
+// approves, denies, or approves with modified arguments. The first answer wins: the API
+// records it on the call by compare-and-set before publishing it and refuses later answers,
+// and answers to calls not awaiting approval, with 409. The call record keeps the
+// decision (who, when, why) and, for modified arguments, what ran beside the model's;
+// results carry the executor's record of it. The planner's own tool run_agent
 // starts a child run with a subset of the tools; its answer is the call's result; depth
 // is bounded by Limits.MaxDepth.
 //

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
 	"slices"
 	"time"
 
@@ -45,6 +47,11 @@ func (p *Planner) recordResult(ctx context.Context, res events.Result) error {
 		}
 		c.Status, c.Output, c.Error = string(res.Status), res.Output, res.Error
 		c.Attempts, c.Executor, c.Validated = res.Attempts, res.Executor, res.Validated
+		// The executor's record is what was carried out (an answer over NATS, an expiry);
+		// the planner's own record of the same decision is kept.
+		if a := res.Approval; a != nil && (c.Approval == nil || c.Approval.Decision != a.Decision) {
+			c.setApproval(a)
+		}
 		finished := res.FinishedAt
 		if finished.IsZero() {
 			finished = now
@@ -180,7 +187,10 @@ func (p *Planner) handleApprovalRequest(ctx context.Context, m jetstream.Msg) {
 }
 
 // Approve answers the approval request of a call: approve, deny with a reason, or approve
-// with modified arguments (validated again by the executor before the tool runs).
+// with modified arguments (validated again by the executor before the tool runs). The
+// first answer wins: it is recorded on the call by a compare-and-set on the run before it
+// is published, and a later answer is refused (409) with the decision that stood. A call
+// that is not waiting for an approval is refused too (409); an unknown call is 404.
 func (p *Planner) Approve(ctx context.Context, callID string, ans events.ApprovalAnswer) error {
 	if ans.Decision != events.DecisionApprove && ans.Decision != events.DecisionDeny {
 		return requestErrorf("decision must be %q or %q, got %q", events.DecisionApprove, events.DecisionDeny, ans.Decision)
@@ -189,7 +199,7 @@ func (p *Planner) Approve(ctx context.Context, callID string, ans events.Approva
 	if !ok {
 		return notFoundf("no call %q", callID)
 	}
-	run, _, err := p.runs.get(ctx, runID)
+	run, rev, err := p.runs.get(ctx, runID)
 	if errors.Is(err, errRunNotFound) {
 		return notFoundf("no call %q", callID)
 	}
@@ -200,8 +210,8 @@ func (p *Planner) Approve(ctx context.Context, callID string, ans events.Approva
 	if c == nil {
 		return notFoundf("no call %q", callID)
 	}
-	if c.Done() {
-		return conflictf("call %s already has its result (%s)", callID, c.Status)
+	if err := answerable(c); err != nil {
+		return err
 	}
 	if len(ans.Arguments) > 0 {
 		if _, err := p.cat.hydrate(c.Name, ans.Arguments); err != nil {
@@ -209,5 +219,76 @@ func (p *Planner) Approve(ctx context.Context, callID string, ans events.Approva
 			return &APIError{Status: 400, Message: "the modified arguments are invalid: " + te.Message, Violations: te.Violations}
 		}
 	}
-	return publishApproval(ctx, p.js, p.cfg.Source, c.Name, callID, ans)
+	rec := &events.Approval{Decision: ans.Decision, By: ans.By, Reason: ans.Reason, At: p.cfg.Now().UTC()}
+	if ans.Decision == events.DecisionApprove && len(ans.Arguments) > 0 {
+		rec.ArgumentsOriginal, rec.ArgumentsApproved = c.Arguments, ans.Arguments
+	}
+	run, err = p.runs.updateFrom(ctx, runID, run, rev, func(r *Run) (bool, error) {
+		c := r.call(callID)
+		if c == nil {
+			return false, notFoundf("no call %q", callID)
+		}
+		if err := answerable(c); err != nil {
+			return false, err
+		}
+		c.setApproval(rec)
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	dup, err := publishApproval(ctx, p.js, p.cfg.Source, c.Name, callID, ans)
+	if err != nil || dup {
+		// Not published, or an answer over NATS came first (same answer id): take the
+		// record back; the result will carry the decision that stood.
+		if _, uerr := p.runs.update(context.WithoutCancel(ctx), runID, func(r *Run) (bool, error) {
+			c := r.call(callID)
+			if c == nil || c.Approval == nil || !c.Approval.At.Equal(rec.At) || c.Approval.Decision != rec.Decision || c.Approval.By != rec.By {
+				return false, nil
+			}
+			c.Approval = nil
+			if c.ArgumentsOriginal != nil {
+				c.Arguments, c.ArgumentsOriginal = c.ArgumentsOriginal, nil
+			}
+			return true, nil
+		}); uerr != nil {
+			p.log.Warn().Err(uerr).Str("run_id", runID).Str("call_id", callID).Msg("taking back an approval that was not published")
+		}
+		if err != nil {
+			return err
+		}
+		return conflictf("call %s was answered already, over NATS", callID)
+	}
+	if c := run.call(callID); c != nil {
+		p.emit(ctx, run, "approval_answered", c.Step, c.ID, rec)
+	}
+	return nil
+}
+
+// answerable reports, as an API error, why the call cannot take an approval answer: it
+// was answered before (409 with the decision that stood), it has its result, or it never
+// asked for an approval.
+func answerable(c *CallRecord) error {
+	switch {
+	case c.Approval != nil:
+		return &APIError{Status: http.StatusConflict, Approval: c.Approval,
+			Message: fmt.Sprintf("call %s was answered already: %s", c.ID, c.Approval.Decision)}
+	case c.Done():
+		return conflictf("call %s already has its result (%s)", c.ID, c.Status)
+	case c.Status != string(CallAwaitingApproval):
+		return conflictf("call %s is not awaiting approval", c.ID)
+	}
+	return nil
+}
+
+// setApproval records the decision on the call; when the approval modified the
+// arguments, Arguments become what runs and ArgumentsOriginal keeps what the model asked.
+func (c *CallRecord) setApproval(a *events.Approval) {
+	if c.ArgumentsOriginal != nil { // replacing a record that modified them
+		c.Arguments, c.ArgumentsOriginal = c.ArgumentsOriginal, nil
+	}
+	c.Approval = a
+	if len(a.ArgumentsApproved) > 0 {
+		c.ArgumentsOriginal, c.Arguments = c.Arguments, a.ArgumentsApproved
+	}
 }

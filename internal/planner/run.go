@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/toolfleet/toolfleet/internal/provider"
+	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/pick"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
@@ -147,6 +148,11 @@ type CallRecord struct {
 	Attempts    int             `json:"attempts,omitempty"`
 	Validated   bool            `json:"validated"`
 	Executor    string          `json:"executor,omitempty"`
+	// Approval records the decision on a call that asked for approval: who, when, why.
+	// An approval that modified the arguments replaced Arguments (they are what ran);
+	// ArgumentsOriginal keeps the model's.
+	Approval          *events.Approval `json:"approval,omitempty"`
+	ArgumentsOriginal json.RawMessage  `json:"argumentsOriginal,omitempty"`
 	// Local marks a call answered by the planner itself (invalid input, unknown tool,
 	// loop warning, nested run), never published to the fleet.
 	Local      bool       `json:"local,omitempty"`

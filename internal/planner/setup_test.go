@@ -118,14 +118,15 @@ func setup(t testing.TB, scripts map[string]string) *testBundle {
 	return &testBundle{srv: srv, nc: nc, js: js, cfg: cfg, p: p, ctx: ctx, stopPlanner: stopPlanner}
 }
 
-// startExecutor serves one more tool from its own executor until the test ends.
-func startExecutor(t testing.TB, b *testBundle, def tools.Definition, fn tools.Func) {
+// startExecutor serves one more tool from its own executor (with opts) until the test ends.
+func startExecutor(t testing.TB, b *testBundle, def tools.Definition, fn tools.Func, opts ...executor.Option) {
 	t.Helper()
 	reg := tools.NewRegistry()
 	if err := reg.AddFunc(def, fn); err != nil {
 		t.Fatal(err)
 	}
-	ex, err := executor.New(b.srv.Connect(), reg, executor.WithStreamConfig(b.cfg), executor.WithLogger(zerolog.Nop()))
+	opts = append([]executor.Option{executor.WithStreamConfig(b.cfg), executor.WithLogger(zerolog.Nop())}, opts...)
+	ex, err := executor.New(b.srv.Connect(), reg, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

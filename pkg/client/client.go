@@ -17,6 +17,11 @@ import (
 // ErrInvalidOption reports a bad option of [New].
 var ErrInvalidOption = errors.New("client: invalid option")
 
+// ErrAnswered is returned by [Client.Answer] when JetStream dropped the answer because
+// an answer to the call (possibly an earlier try of this one) was stored before: the
+// first answer to a call wins.
+var ErrAnswered = errors.New("client: the approval was answered already")
+
 // Option configures a [Client].
 type Option func(*options) error
 
@@ -130,14 +135,20 @@ func (c *Client) Call(ctx context.Context, r Request) (events.Result, error) {
 
 // Answer publishes an approver's answer to the approval of callID, a call of tool (as
 // an [events.ApprovalRequest] names them), and returns once it is stored. The executors
-// serving tool carry it out: deny, approve, or approve with new arguments.
+// serving tool carry it out: deny, approve, or approve with new arguments. The first
+// answer to a call wins: all answers to a call share one event id, so JetStream drops a
+// later one within its duplicate window ([ErrAnswered]), and executors ignore it after.
 func (c *Client) Answer(ctx context.Context, tool, callID string, a events.ApprovalAnswer) error {
 	msg, err := events.NewApprovalAnswer(c.source, tool, callID, a)
 	if err != nil {
 		return err
 	}
-	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
+	ack, err := c.js.PublishMsg(ctx, msg)
+	if err != nil {
 		return fmt.Errorf("publish the answer to the approval of call %s: %w", callID, ctxErr(ctx, err))
+	}
+	if ack.Duplicate {
+		return fmt.Errorf("answer to the approval of call %s: %w", callID, ErrAnswered)
 	}
 	return nil
 }

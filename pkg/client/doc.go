@@ -30,7 +30,8 @@
 // Over NATS a planner announces each run's lifecycle on toolfleet.event.run.<run>.<what>
 // ([Client.FollowRun] reads them, from the run's first) and relays the approval requests
 // of unsafe tools, which executors publish on toolfleet.event.approval.requested.>
-// ([Client.WatchApprovals]); [Client.Answer] approves or denies one. Starting a run is
+// ([Client.WatchApprovals]); [Client.Answer] approves or denies one (the first answer to
+// a call wins; a later one is [ErrAnswered]). Starting a run is
 // not part of the NATS contract today: it is the planner's HTTP API (POST /v1/runs) or
 // planner.Start in process.
 //

@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -95,6 +96,14 @@ func TestFollowARealRunAndAnswerItsApproval(t *testing.T) {
 	if err := c.Answer(ctx, req.Tool, req.CallID, events.ApprovalAnswer{Decision: events.DecisionApprove, By: "test"}); err != nil {
 		t.Fatal(err)
 	}
+	// The first answer wins, over NATS and through the planner alike.
+	if err := c.Answer(ctx, req.Tool, req.CallID, events.ApprovalAnswer{Decision: events.DecisionDeny}); !errors.Is(err, client.ErrAnswered) {
+		t.Fatalf("second answer: %v, want ErrAnswered", err)
+	}
+	var apiErr *planner.APIError
+	if err := p.Approve(ctx, req.CallID, events.ApprovalAnswer{Decision: events.DecisionDeny}); !errors.As(err, &apiErr) || apiErr.Status != 409 {
+		t.Fatalf("answer through the planner after one over NATS: %v, want 409", err)
+	}
 	follow, err := c.FollowRun(ctx, run.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -125,5 +134,7 @@ func TestFollowARealRunAndAnswerItsApproval(t *testing.T) {
 	}
 	if got, err := p.Get(ctx, run.ID); err != nil || got.Answer != "deleted" {
 		t.Errorf("run %+v, %v; want answer deleted", got, err)
+	} else if a := got.Calls[0].Approval; a == nil || a.Decision != events.DecisionApprove || a.By != "test" {
+		t.Errorf("call record approval %+v, want the answer given over NATS", a)
 	}
 }

@@ -40,9 +40,10 @@ func (w *Watch[T]) Stop() { w.w.stop() }
 var ErrStopped = errors.New("client: watch stopped")
 
 // FollowRun returns the lifecycle events of run, from its first, as a planner publishes
-// them: started, step, tool_called, tool_result or tool_error, approval_needed, done
-// ([events.RunEvent]; an event's Type is [events.RunType] of its word, its Detail the
-// planner's record). The run's last event is "done". The watch ends when ctx ends.
+// them: started, step, tool_called, tool_result or tool_error, approval_needed,
+// approval_answered (an answer taken by the planner's API; Detail is its
+// [events.Approval]), done ([events.RunEvent]; an event's Type is [events.RunType] of
+// its word, its Detail the planner's record). The run's last event is "done". The watch ends when ctx ends.
 func (c *Client) FollowRun(ctx context.Context, run string) (*Watch[events.RunEvent], error) {
 	filter, err := events.RunEventsSubject(run)
 	if err != nil {

@@ -281,4 +281,12 @@ func TestNewApprovalAnswer(t *testing.T) {
 	if _, err := events.NewApprovalAnswer("/human", "write_file", "c1", events.ApprovalAnswer{Decision: "maybe"}); !errors.Is(err, tools.ErrInvalidEvent) {
 		t.Errorf("decision maybe: %v", err)
 	}
+	// Every answer to a call has the same deduplication id, so JetStream keeps the first.
+	other, err := events.NewApprovalAnswer("/other", "write_file", "c1", events.ApprovalAnswer{Decision: events.DecisionApprove})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id := other.Header.Get(events.HeaderMsgID); id != m.Header.Get(events.HeaderMsgID) || id != "approval-c1" || e.ID != id {
+		t.Errorf("answer ids %q and %q (event id %q), want approval-c1 for both", m.Header.Get(events.HeaderMsgID), id, e.ID)
+	}
 }

@@ -37,7 +37,12 @@
 // [DecodeResult] ([CallEvent.Answer] addresses a result to its caller);
 // [NewApprovalRequest], [DecodeApprovalRequest], [NewApprovalAnswer],
 // [DecodeApprovalAnswer]; [NewRunEvent], [DecodeRunEvent]; [NewPlanStep],
-// [DecodePlanStep]; [NewDeadLetter], [DecodeDeadLetter]. Constructors return the
+// [DecodePlanStep]; [NewDeadLetter], [DecodeDeadLetter]. An approval request's id is its
+// call id; every answer to it has the id [ApprovalAnswerID] (approval-<call token>), so
+// the first answer to a call wins and JetStream drops later ones in its duplicate
+// window. A [Result] of a call that waited for approval carries an [Approval] record:
+// decision ([DecisionExpired] when none came in time), approver, reason, time, and the
+// original and approved arguments when an approval replaced them. Constructors return the
 // *nats.Msg to publish; decoders take a [Message]: a [jetstream.Msg] as a consumer
 // delivers it, a core message through [CoreMsg], a message read from a stream through
 // [StoredMsg].

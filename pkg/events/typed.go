@@ -8,7 +8,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nuid"
 
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
@@ -168,7 +167,8 @@ func decodeAs[T any](msg Message, maxBytes int) (Event, T, error) {
 }
 
 // NewApprovalAnswer encodes an approver's answer to the approval of callID (a call of
-// tool) on [ApprovalAnsweredSubject], with a fresh event id.
+// tool) on [ApprovalAnsweredSubject], with event id [ApprovalAnswerID](callID): the first
+// answer to a call wins, later ones within the duplicate window are dropped by JetStream.
 func NewApprovalAnswer(source, tool, callID string, a ApprovalAnswer) (*nats.Msg, error) {
 	subj, err := ApprovalAnsweredSubject(tool, callID)
 	if err != nil {
@@ -178,12 +178,17 @@ func NewApprovalAnswer(source, tool, callID string, a ApprovalAnswer) (*nats.Msg
 		return nil, tools.Errorf(tools.CodeInvalidEvent, "approval answer for call %s: decision %q is neither %q nor %q",
 			callID, a.Decision, DecisionApprove, DecisionDeny)
 	}
-	e := Event{ID: nuid.Next(), Type: TypeApprovalAnswer, Source: source, Time: time.Now()}
+	e := Event{ID: ApprovalAnswerID(callID), Type: TypeApprovalAnswer, Source: source, Time: time.Now()}
 	if err := e.SetData(a); err != nil {
 		return nil, err
 	}
 	return Encode(subj, e)
 }
+
+// ApprovalAnswerID is the event id (and Nats-Msg-Id) of every answer to the approval of
+// callID: deterministic, so that answers deduplicate, and distinct from the call id that
+// the approval request uses.
+func ApprovalAnswerID(callID string) string { return "approval-" + IDToken(callID) }
 
 // DecodeApprovalAnswer decodes an approval answer; an answer whose decision is neither
 // approve nor deny is refused (invalid_event).

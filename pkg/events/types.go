@@ -99,6 +99,24 @@ type Result struct {
 	RunID              string    `json:"run_id"`
 	StartedAt          time.Time `json:"started_at,omitzero"`
 	FinishedAt         time.Time `json:"finished_at,omitzero"`
+	// Approval records the decision on a call that waited for approval; nil for a call
+	// that never did.
+	Approval *Approval `json:"approval,omitempty"`
+}
+
+// Approval is the record of the decision on a call that waited for approval: who
+// decided, when and why, and, when the approver modified the arguments, the call's
+// original arguments beside the approved ones that ran. A call whose approval expired
+// is recorded with [DecisionExpired] and no approver.
+type Approval struct {
+	Decision Decision  `json:"decision"`
+	By       string    `json:"by,omitempty"`
+	Reason   string    `json:"reason,omitempty"`
+	At       time.Time `json:"at"`
+	// ArgumentsOriginal and ArgumentsApproved are set only when an approval replaced
+	// the call's arguments.
+	ArgumentsOriginal json.RawMessage `json:"arguments_original,omitempty"`
+	ArgumentsApproved json.RawMessage `json:"arguments_approved,omitempty"`
 }
 
 // ApprovalRequest is the data of an approval-requested event: a call of an unsafe tool is
@@ -125,12 +143,18 @@ type Decision string
 const (
 	DecisionApprove Decision = "approve"
 	DecisionDeny    Decision = "deny"
+	// DecisionExpired is recorded (in [Approval]) for a call whose approval did not
+	// arrive before it expired; the call is denied. No approver can send it.
+	DecisionExpired Decision = "expired"
 )
 
 // ApprovalAnswer is the data of an approval-answered event, published on
 // [ApprovalAnsweredSubject] (see [NewApprovalAnswer]). The subject names the call; the
-// event id must be unique and must not be the call id, which the approval request
-// already uses as its deduplication id in the same stream.
+// event id is [ApprovalAnswerID] of the call, so that JetStream keeps only the first
+// answer to a call within its duplicate window (a replay, or a second and different
+// answer, is dropped); it differs from the call id, which the approval request uses as
+// its deduplication id in the same stream. Executors also carry out only the first
+// answer they see for a parked call.
 type ApprovalAnswer struct {
 	Decision Decision `json:"decision"`
 	// Reason is shown to the caller when the call is denied.

@@ -101,7 +101,7 @@ func (ex *Executor) handleAnswer(runCtx context.Context, w *worker, msg jetstrea
 		_ = msg.TermWithReason("not an approval answer subject of tool " + w.def.Name)
 		return
 	}
-	_, ans, err := events.DecodeApprovalAnswer(msg, int(ex.cfg.MaxMsgSize))
+	ae, ans, err := events.DecodeApprovalAnswer(msg, int(ex.cfg.MaxMsgSize))
 	if err != nil {
 		// A malformed answer answers nothing; it stays in the events stream for the record
 		// and the call keeps waiting for a valid answer or its expiry.
@@ -132,7 +132,9 @@ func (ex *Executor) handleAnswer(runCtx context.Context, w *worker, msg jetstrea
 		return
 	}
 	if p.State == stateRunning && p.AnswerSeq != meta.Sequence.Stream {
-		_ = msg.Ack() // another answer is being carried out
+		// Another answer is being carried out: the first answer wins. Once its result is
+		// stored the entry is gone, and a later answer finds no entry (acked above).
+		_ = msg.Ack()
 		return
 	}
 	p.State, p.AnswerSeq = stateRunning, meta.Sequence.Stream
@@ -156,6 +158,7 @@ func (ex *Executor) handleAnswer(runCtx context.Context, w *worker, msg jetstrea
 		_ = msg.Ack()
 		return
 	}
+	j.res.Approval = approvalRecord(ae, ans, ce.Call.Arguments)
 	runCtx = ex.startSpan(runCtx, j)
 	ex.o.log.Info().Str("tool", tool).Str("call_id", j.res.CallID).Str("decision", string(ans.Decision)).Str("by", ans.By).
 		Bool("modified", len(ans.Arguments) > 0).Msg("approval answered")
@@ -182,6 +185,19 @@ func (ex *Executor) handleAnswer(runCtx context.Context, w *worker, msg jetstrea
 	ex.runAndAnswer(runCtx, j, hc)
 }
 
+// approvalRecord is the audit record of answer ans (event e) to a call with arguments
+// args, carried in the call's result.
+func approvalRecord(e events.Event, ans events.ApprovalAnswer, args json.RawMessage) *events.Approval {
+	a := &events.Approval{Decision: ans.Decision, By: ans.By, Reason: ans.Reason, At: e.Time.UTC()}
+	if a.At.IsZero() {
+		a.At = time.Now().UTC()
+	}
+	if ans.Decision == events.DecisionApprove && len(ans.Arguments) > 0 {
+		a.ArgumentsOriginal, a.ArgumentsApproved = args, ans.Arguments
+	}
+	return a
+}
+
 // sweepApprovals denies, every little while, the parked calls of w's tool whose
 // approval expired. Replicas sweep concurrently; the result is deduplicated by call id
 // and the bucket entry removed only at the revision that was read.
@@ -204,12 +220,27 @@ func (ex *Executor) expireIfDue(ctx context.Context, w *worker, key string) {
 		return
 	}
 	var p parked
-	if json.Unmarshal(entry.Value(), &p) != nil || p.State != statePending || time.Now().Before(p.ExpiresAt) {
+	if json.Unmarshal(entry.Value(), &p) != nil || time.Now().Before(p.ExpiresAt) {
 		return
+	}
+	// An entry an expiry claimed before (answer sequence 0) is denied again: that denial's
+	// result may not have been stored; a repeat is deduplicated by the call id.
+	if p.State != statePending && (p.State != stateRunning || p.AnswerSeq != 0) {
+		return
+	}
+	// Claimed like an answer, so that an answer arriving now finds the call taken
+	// instead of running it beside the denial.
+	p.State = stateRunning
+	v, _ := json.Marshal(p)
+	rev, err := ex.approvals.Update(ctx, key, v, entry.Revision())
+	if err != nil {
+		return // answered (or expired by another replica) meanwhile
 	}
 	ce, _ := events.DecodeCall(p.call(), 0)
 	j := ex.newJob(nil, w.def, ce, p.ParkedAt)
-	j.afterStore = func() { _ = ex.approvals.Delete(ctx, key, jetstream.LastRevision(entry.Revision())) }
+	j.afterStore = func() { _ = ex.approvals.Delete(ctx, key, jetstream.LastRevision(rev)) }
+	j.res.Approval = &events.Approval{Decision: events.DecisionExpired, At: p.ExpiresAt.UTC(),
+		Reason: "no approval arrived before " + p.ExpiresAt.UTC().Format(time.RFC3339)}
 	ex.fail(j, tools.Errorf(tools.CodeDenied, "call of %q was denied: no approval arrived before %s",
 		w.def.Name, p.ExpiresAt.Format(time.RFC3339)))
 }

@@ -107,6 +107,34 @@ func TestApprovals(t *testing.T) {
 		if tt.wrote == "" && got != nil || tt.wrote != "" && got != tt.wrote {
 			t.Errorf("%s: wrote %v, want %q", tt.name, got, tt.wrote)
 		}
+		// The result records the decision, and the original arguments beside the
+		// approved ones when they were modified.
+		a := r.Approval
+		if a == nil || a.Decision != tt.answer.Decision || a.By != tt.answer.By || a.Reason != tt.answer.Reason || a.At.IsZero() {
+			t.Errorf("%s: approval record %+v", tt.name, a)
+		} else if modified := len(tt.answer.Arguments) > 0; modified &&
+			(string(a.ArgumentsOriginal) != tt.args || string(a.ArgumentsApproved) != string(tt.answer.Arguments)) ||
+			!modified && (a.ArgumentsOriginal != nil || a.ArgumentsApproved != nil) {
+			t.Errorf("%s: approval record arguments %s → %s", tt.name, a.ArgumentsOriginal, a.ArgumentsApproved)
+		}
+	}
+
+	// Two different answers to one call: JetStream keeps the first (same answer id),
+	// and only that one is carried out.
+	b.call(t, "write_file", "twice", "run-a", `{"path":"t","text":"t"}`)
+	twice := awaitRequest(t, requests)
+	b.answer(t, twice, events.ApprovalAnswer{Decision: events.DecisionDeny, By: "bob"})
+	second, err := events.NewApprovalAnswer("/human", "write_file", "twice", events.ApprovalAnswer{Decision: events.DecisionApprove, By: "eve"})
+	must(t, err)
+	ack, err := b.js.PublishMsg(context.Background(), second)
+	if err != nil || !ack.Duplicate {
+		t.Errorf("second answer: ack %+v, err %v; want it dropped as a duplicate", ack, err)
+	}
+	if r := b.results.one(t, "twice"); r.Status != events.StatusDenied || r.Approval == nil || r.Approval.By != "bob" {
+		t.Errorf("two answers: %+v %+v", r, r.Approval)
+	}
+	if _, ran := written.Load("twice"); ran {
+		t.Error("two answers: the tool ran although the first answer denied it")
 	}
 	// A call whose id is no subject token (a URN) is parked, asked for and answered at
 	// the id's token, and its result carries the id.
@@ -124,9 +152,13 @@ func TestApprovals(t *testing.T) {
 		t.Errorf("URN id: wrote %v", got)
 	}
 
-	// A second answer to an answered call changes nothing.
-	b.answer(t, events.ApprovalRequest{Tool: "write_file", CallID: "w0", AnswerSubject: "toolfleet.event.approval.answered.write_file.w0"},
-		events.ApprovalAnswer{Decision: events.DecisionDeny})
+	// A second answer to an answered call changes nothing, even past JetStream's
+	// duplicate window (played here by an answer with an id of its own).
+	late, err := events.NewApprovalAnswer("/human", "write_file", "w0", events.ApprovalAnswer{Decision: events.DecisionDeny})
+	must(t, err)
+	late.Header.Set(events.HeaderID, "late-answer")
+	late.Header.Set(events.HeaderMsgID, "late-answer")
+	b.publish(t, late)
 	b.call(t, "write_file", "sync", "run-a", `{"path":"s","text":"s"}`)
 	b.answer(t, awaitRequest(t, requests), events.ApprovalAnswer{Decision: events.DecisionApprove})
 	b.results.one(t, "sync")
@@ -159,6 +191,9 @@ func TestApprovalSurvivesRestartAndExpires(t *testing.T) {
 	r := b.results.one(t, "p2")
 	if r.Status != events.StatusDenied || !strings.Contains(r.Error.Message, "no approval arrived") {
 		t.Errorf("expired approval: %+v %+v", r, r.Error)
+	}
+	if r.Approval == nil || r.Approval.Decision != events.DecisionExpired || r.Approval.At.IsZero() {
+		t.Errorf("expired approval record: %+v", r.Approval)
 	}
 	if _, ran := written.Load("p2"); ran {
 		t.Error("the tool ran without approval")

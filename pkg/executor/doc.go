@@ -63,6 +63,15 @@
 // serving the tool, which carries it out. A call whose approval does not come within
 // [WithApprovalTimeout] (or its own deadline) is denied.
 //
+// The first answer wins. Every answer to a call has the same event id
+// ([events.ApprovalAnswerID]), so JetStream drops a second one within its duplicate
+// window; beyond it, the replica carrying out an answer claims the parked entry by
+// compare-and-set and later answers find it claimed or gone. An expiry claims the entry
+// the same way, so an answer arriving at the deadline cannot run beside the denial. The
+// result records the decision in [events.Result].Approval: decision, approver, reason,
+// time, and the original and approved arguments when an approval replaced them; an
+// expired approval is recorded as [events.DecisionExpired].
+//
 // # Bad input
 //
 // Every message on a call subject is answered once — see "The answer rule" in the
