@@ -35,6 +35,8 @@ type Executor struct {
 	readyOnce sync.Once
 	catalog   *events.Catalog
 	workers   map[string]*worker
+	// secrets are each tool's resolved secrets, by tool name; see [tools.Secret].
+	secrets map[string]tools.Secrets
 
 	mu       sync.Mutex // guards stopping and wg.Add
 	stopping bool
@@ -60,6 +62,10 @@ func New(nc *nats.Conn, reg *tools.Registry, opts ...Option) (*Executor, error) 
 	if o.maxAckPending > 0 {
 		cfg.MaxAckPending = o.maxAckPending
 	}
+	secrets, err := resolveSecrets(reg)
+	if err != nil {
+		return nil, err
+	}
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
 	if err != nil {
 		return nil, fmt.Errorf("executor: jetstream: %w", err)
@@ -68,7 +74,7 @@ func New(nc *nats.Conn, reg *tools.Registry, opts ...Option) (*Executor, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &Executor{nc: nc, js: js, reg: reg, o: o, cfg: cfg, m: m,
+	return &Executor{nc: nc, js: js, reg: reg, o: o, cfg: cfg, m: m, secrets: secrets,
 		source: "/toolfleet/executor/" + o.id, ready: make(chan struct{})}, nil
 }
 

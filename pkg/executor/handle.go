@@ -187,6 +187,9 @@ func (ex *Executor) runWithRetries(ctx context.Context, j *job, call *tools.Call
 func (ex *Executor) runOnce(ctx context.Context, j *job, call *tools.Call, attempt int) tools.Outcome {
 	ctx = tools.WithCallInfo(ctx, tools.CallInfo{CallID: j.res.CallID, RunID: j.res.RunID, Tool: j.def.Name,
 		Attempt: attempt, Deadline: j.ce.Deadline, Metadata: j.ce.Call.Metadata})
+	if s := ex.secrets[j.def.Name]; len(s) > 0 {
+		ctx = tools.WithSecrets(ctx, s)
+	}
 	var cancel context.CancelFunc
 	if j.def.Timeout == 0 {
 		ctx, cancel = context.WithTimeout(ctx, ex.o.defaultTimeout)
@@ -208,6 +211,7 @@ func (ex *Executor) fail(j *job, failure *tools.Error) {
 // answer completes the result and publishes it; the call is acked once JetStream has
 // stored the result.
 func (ex *Executor) answer(j *job, failure *tools.Error) {
+	failure = scrubSecrets(j, ex.secrets[j.def.Name], failure)
 	failure = fitOutput(j, failure)
 	rm, failure, err := ex.encodeResult(j, failure)
 	if err != nil { // cannot happen for a decoded call; never lose the message silently

@@ -70,6 +70,10 @@ type Definition struct {
 	Retry *RetryPolicy `json:"retry,omitempty"`
 	// ResponseSchema, when set, is the JSON Schema the tool's final output must satisfy.
 	ResponseSchema json.RawMessage `json:"responseSchema,omitempty"`
+	// Secrets are the secrets the tool needs at run time. The executor resolves them at
+	// start-up, hands them to the tool through the context ([SecretFrom]) and scrubs their
+	// values from every output and error. Only their names are marshalled.
+	Secrets []Secret `json:"secrets,omitempty"`
 }
 
 // IsIdempotent reports whether the tool may run more than once for one call id.

@@ -38,6 +38,7 @@ func (s *Spec) check(base string) []string {
 	case !d.NoSchemaMode.Valid():
 		p = append(p, fmt.Sprintf("allowNoSchema needs a noSchemaMode of read-only, human-approval or full, not %q", d.NoSchemaMode))
 	}
+	p = append(p, s.checkSecrets()...)
 	switch {
 	case s.Command == nil && s.HTTP == nil:
 		p = append(p, "no runner: add command or http")
@@ -47,6 +48,37 @@ func (s *Spec) check(base string) []string {
 		p = append(p, s.Command.check(base)...)
 	default:
 		p = append(p, s.HTTP.check()...)
+	}
+	return p
+}
+
+// checkSecrets checks the secret declarations, and that a command's secrets, which
+// reach the process as variables of their names, clash with no other variable.
+func (s *Spec) checkSecrets() []string {
+	var p []string
+	seen := map[string]bool{}
+	for _, sec := range s.Definition.Secrets {
+		if err := sec.Check(); err != nil {
+			p = append(p, err.Error())
+		}
+		if seen[sec.Name] {
+			p = append(p, fmt.Sprintf("secret %s is declared twice", sec.Name))
+		}
+		seen[sec.Name] = true
+		if c := s.Command; c != nil {
+			if _, set := c.Env[sec.Name]; set || slices.Contains(c.PassEnv, sec.Name) || strings.HasPrefix(sec.Name, "TOOLFLEET_") {
+				p = append(p, fmt.Sprintf("command: secret %s clashes with a variable of the same name (env, passEnv or TOOLFLEET_*)", sec.Name))
+			}
+		}
+	}
+	if h := s.HTTP; h != nil {
+		for k, v := range h.Headers {
+			for _, m := range secretRef.FindAllStringSubmatch(v, -1) {
+				if !seen[m[1]] {
+					p = append(p, fmt.Sprintf("http: header %s references ${secret:%s}, which is not in the tool's secrets", k, m[1]))
+				}
+			}
+		}
 	}
 	return p
 }

@@ -35,7 +35,7 @@ func (e *ExitError) Error() string {
 // exit is tool_error (retried by default: a program may fail for passing reasons); a
 // timeout kills the whole process group and is timeout; stdout larger than the limit is
 // tool_error_permanent.
-func (c *Command) run(ctx context.Context, tool string, args json.RawMessage) (any, error) {
+func (c *Command) run(ctx context.Context, tool string, secrets []tools.Secret, args json.RawMessage) (any, error) {
 	if len(c.Argv) == 0 || c.Argv[0] == "" {
 		return nil, tools.Errorf(tools.CodeInvalidDefinition, "tool %s: command has no argv", tool)
 	}
@@ -45,7 +45,11 @@ func (c *Command) run(ctx context.Context, tool string, args json.RawMessage) (a
 
 	cmd := exec.CommandContext(runCtx, c.Argv[0], c.Argv[1:]...)
 	cmd.Dir = c.Dir
-	cmd.Env = c.environ(ctx, tool)
+	env, err := c.environ(ctx, tool, secrets)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Env = env
 	cmd.Stdin = bytes.NewReader(args)
 	stdout := &limitBuffer{max: limitOr(c.MaxOutputBytes)}
 	stderr := &tailBuffer{max: stderrTailBytes}
@@ -56,7 +60,7 @@ func (c *Command) run(ctx context.Context, tool string, args json.RawMessage) (a
 	startInGroup(cmd)
 	cmd.WaitDelay = time.Second
 
-	err := cmd.Start()
+	err = cmd.Start()
 	if err != nil {
 		return nil, tools.Wrap(tools.CodeToolFailed, err, fmt.Sprintf("tool %s: cannot start %s: %v", tool, c.Argv[0], err))
 	}
@@ -95,9 +99,9 @@ func (c *Command) run(ctx context.Context, tool string, args json.RawMessage) (a
 }
 
 // environ is the process's whole environment: the passed-through variables, the fixed
-// ones, and TOOLFLEET_TOOL, TOOLFLEET_CALL_ID, TOOLFLEET_RUN_ID and TOOLFLEET_ATTEMPT so
+// ones, the tool's secrets (from ctx, where the executor put them), and TOOLFLEET_TOOL, TOOLFLEET_CALL_ID, TOOLFLEET_RUN_ID and TOOLFLEET_ATTEMPT so
 // that a program can make its side effects idempotent per call.
-func (c *Command) environ(ctx context.Context, tool string) []string {
+func (c *Command) environ(ctx context.Context, tool string, secrets []tools.Secret) ([]string, error) {
 	env := make(map[string]string)
 	for _, name := range c.PassEnv {
 		if v, ok := os.LookupEnv(name); ok {
@@ -106,6 +110,14 @@ func (c *Command) environ(ctx context.Context, tool string) []string {
 	}
 	for k, v := range c.Env {
 		env[k] = v
+	}
+	for _, s := range secrets {
+		v, ok := tools.SecretFrom(ctx, s.Name)
+		if !ok {
+			return nil, tools.Errorf(tools.CodeInvalidDefinition,
+				"tool %s: secret %s is not available (the executor resolves the secrets a tool declares)", tool, s.Name)
+		}
+		env[s.Name] = v
 	}
 	env["TOOLFLEET_TOOL"] = tool
 	if info, ok := tools.CallInfoFrom(ctx); ok {
@@ -118,5 +130,5 @@ func (c *Command) environ(ctx context.Context, tool string) []string {
 		out = append(out, k+"="+v)
 	}
 	sort.Strings(out)
-	return out
+	return out, nil
 }

@@ -15,8 +15,11 @@ import (
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
-// envRef matches ${NAME} in a header value.
-var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+// envRef matches ${NAME} in a header value, and secretRef ${secret:NAME}.
+var (
+	envRef    = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+	secretRef = regexp.MustCompile(`\$\{secret:([A-Za-z_][A-Za-z0-9_]*)\}`)
+)
 
 // StatusError is the cause (reachable with errors.As) of the error an endpoint's non-2xx
 // answer produces.
@@ -65,6 +68,10 @@ func (h *HTTP) run(ctx context.Context, tool string, args json.RawMessage) (any,
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	for k, v := range h.Headers {
+		v, err := expandSecrets(ctx, v)
+		if err != nil {
+			return nil, tools.Wrap(tools.CodeInvalidDefinition, err, fmt.Sprintf("tool %s: header %s: %v", tool, k, err))
+		}
 		req.Header.Set(k, envRef.ReplaceAllStringFunc(v, func(ref string) string {
 			return os.Getenv(ref[2 : len(ref)-1])
 		}))
@@ -106,6 +113,24 @@ func (h *HTTP) run(ctx context.Context, tool string, args json.RawMessage) (any,
 	default:
 		return nil, &tools.Error{Code: tools.CodeToolFailedPermanent, Message: msg, Err: se}
 	}
+}
+
+// expandSecrets replaces each ${secret:NAME} in a header value with the secret's value
+// from ctx, where the executor put the tool's secrets.
+func expandSecrets(ctx context.Context, v string) (string, error) {
+	var missing string
+	v = secretRef.ReplaceAllStringFunc(v, func(ref string) string {
+		name := ref[len("${secret:") : len(ref)-1]
+		s, ok := tools.SecretFrom(ctx, name)
+		if !ok && missing == "" {
+			missing = name
+		}
+		return s
+	})
+	if missing != "" {
+		return "", fmt.Errorf("secret %s is not available (the executor resolves the secrets a tool declares)", missing)
+	}
+	return v, nil
 }
 
 func requestError(ctx context.Context, tool string, err error) *tools.Error {

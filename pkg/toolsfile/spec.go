@@ -41,7 +41,8 @@ type Command struct {
 	// PassEnv names the executor's environment variables the process sees. Nothing else
 	// of the executor's environment is passed, not even PATH or HOME unless listed.
 	PassEnv []string `json:"passEnv,omitempty"`
-	// Env sets fixed variables.
+	// Env sets fixed variables. Besides these and PassEnv, the process gets each of the
+	// tool's secrets as a variable of the secret's name.
 	Env map[string]string `json:"env,omitempty"`
 	// Timeout bounds one run; the process group is killed when it is up. Zero: 30 s. The
 	// call's own deadline applies as well.
@@ -58,7 +59,9 @@ type HTTP struct {
 	// Method is POST (the default), PUT or PATCH.
 	Method string `json:"method,omitempty"`
 	// Headers are sent with every request; a value may reference ${NAME} for a variable
-	// listed in PassEnv (a token, say), read from the executor's environment per call.
+	// listed in PassEnv, read from the executor's environment per call, and
+	// ${secret:NAME} for one of the tool's secrets (a token, say), which the executor
+	// resolved at start-up and scrubs from outputs and errors.
 	Headers map[string]string `json:"headers,omitempty"`
 	// PassEnv names the variables the header values may reference.
 	PassEnv []string `json:"passEnv,omitempty"`
@@ -76,7 +79,7 @@ type HTTP struct {
 func (s *Spec) Run(ctx context.Context, args json.RawMessage) (any, error) {
 	switch {
 	case s.Command != nil:
-		return s.Command.run(ctx, s.Definition.Name, args)
+		return s.Command.run(ctx, s.Definition.Name, s.Definition.Secrets, args)
 	case s.HTTP != nil:
 		return s.HTTP.run(ctx, s.Definition.Name, args)
 	}
