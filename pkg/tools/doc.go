@@ -45,6 +45,21 @@
 // making it anew. Per-call facts (call id, run id, attempt, the caller's metadata) come
 // from the context instead: [CallInfoFrom].
 //
+// # Secrets
+//
+// An API key or a password is declared in [Definition].Secrets by name and source, never
+// put in a struct literal, an argument or a result:
+//
+//	Secrets: []tools.Secret{{Name: "API_KEY", Env: "TOOLFLEET_SECRET_API_KEY"}} // or File: "/var/run/secrets/..."
+//
+// The executor reads every declared secret when it starts (a missing one stops it, naming
+// the secret and its source) and puts the tool's own secrets in the context of each run:
+// [MustSecret](ctx, "API_KEY"), or [SecretFrom]. Before a result is published or logged,
+// every secret value is replaced with "[redacted:API_KEY]" in the output and in the
+// error's message, violations and cause, also in its JSON-escaped, base64 and URL-escaped
+// forms ([Secrets.Scrub] says what is not found). Only the names are marshalled, so the
+// catalog and the model learn which secrets a tool uses, never their sources or values.
+//
 // # Definitions fail closed
 //
 // A [Definition] is the contract of a tool. Its Parameters are a JSON Schema kept byte for

@@ -22,17 +22,19 @@
 //	      timeout: 5s                    # then the process group is killed
 //	  - name: weather
 //	    parameters: {type: object, properties: {city: {type: string}}, required: [city]}
+//	    secrets:
+//	      - {name: WEATHER_TOKEN, file: /var/run/secrets/toolfleet/weather-token}
 //	    http:
 //	      url: https://weather.internal/v1/now
-//	      passEnv: [WEATHER_TOKEN]
-//	      headers: {Authorization: "Bearer ${WEATHER_TOKEN}"}
+//	      headers: {Authorization: "Bearer ${secret:WEATHER_TOKEN}"}
 //	      timeout: 3s
 //
 // [Load] refuses, all problems at once and each with the file and tool it concerns: an
 // unknown field anywhere, a tool with no runner or with both, a name the providers refuse,
 // a duplicate name, a missing schema without allowNoSchema and a noSchemaMode, a program
 // that does not exist or cannot be executed, a header that references a variable not in
-// passEnv. [Register] then adds the tools to a registry, whose rules also apply (the
+// passEnv or a secret the tool does not declare, a malformed or duplicate secret.
+// [Register] then adds the tools to a registry, whose rules also apply (the
 // schema compiles, no remote $ref).
 //
 // # The command contract
@@ -49,9 +51,20 @@
 // passing reasons), with the exit code and the last 2 KiB of stderr in the message and in
 // an [ExitError]. When the timeout or the call's deadline passes, the whole process group
 // is killed (what the program started dies with it) and the call is a timeout. The
-// environment holds only passEnv, env, and TOOLFLEET_TOOL, TOOLFLEET_CALL_ID,
-// TOOLFLEET_RUN_ID, TOOLFLEET_ATTEMPT, so that a program can make its effects idempotent
-// per call.
+// environment holds only passEnv, env, the tool's secrets (each as a variable of its
+// name), and TOOLFLEET_TOOL, TOOLFLEET_CALL_ID, TOOLFLEET_RUN_ID, TOOLFLEET_ATTEMPT, so
+// that a program can make its effects idempotent per call.
+//
+// # Secrets
+//
+// A tool's secrets list names with their source: env (a variable of the executor) or file
+// (a mounted Kubernetes Secret, say; a trailing newline is dropped); with neither, the
+// secret NAME is read from TOOLFLEET_SECRET_NAME. The executor reads them when it starts
+// and refuses to start when one is missing, naming it. A command gets each as a variable
+// of the secret's name, which must not also be in env or passEnv; an HTTP tool uses them
+// in header values as ${secret:NAME}. Whatever the tool prints or answers, and its error
+// messages (stderr, a response's body), are scrubbed of the values before the result is
+// stored or logged; the catalog shows only the names (see tools.Secret).
 //
 // # The HTTP contract
 //
