@@ -138,7 +138,8 @@ func MustSecret(ctx context.Context, name string) string {
 // JSON string), standard and URL base64 (padded or not) and URL query-escaped. A value
 // embedded in a longer base64 text at an offset not divisible by 3, or transformed in
 // other ways (hashed, split, reversed), is not found. Longer values are replaced first, so
-// a secret containing another is redacted whole.
+// a secret containing another is redacted whole. A very short value (a PIN) is replaced
+// wherever its bytes occur, in unrelated text too.
 func (s Secrets) Scrub(b []byte) []byte {
 	if len(s) == 0 {
 		return b
