@@ -99,8 +99,9 @@ func (c *Command) run(ctx context.Context, tool string, secrets []tools.Secret, 
 }
 
 // environ is the process's whole environment: the passed-through variables, the fixed
-// ones, the tool's secrets (from ctx, where the executor put them), and TOOLFLEET_TOOL, TOOLFLEET_CALL_ID, TOOLFLEET_RUN_ID and TOOLFLEET_ATTEMPT so
-// that a program can make its side effects idempotent per call.
+// ones, the tool's secrets (from ctx, where the executor put them), and TOOLFLEET_TOOL,
+// TOOLFLEET_CALL_ID, TOOLFLEET_RUN_ID and TOOLFLEET_ATTEMPT so that a program can make
+// its side effects idempotent per call.
 func (c *Command) environ(ctx context.Context, tool string, secrets []tools.Secret) ([]string, error) {
 	env := make(map[string]string)
 	for _, name := range c.PassEnv {

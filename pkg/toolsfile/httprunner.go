@@ -15,10 +15,12 @@ import (
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
-// envRef matches ${NAME} in a header value, and secretRef ${secret:NAME}.
+// envRef matches ${NAME} in a header value, secretRef ${secret:NAME}, and headerRef
+// either, so that a header is expanded in one pass (a value is never expanded again).
 var (
 	envRef    = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 	secretRef = regexp.MustCompile(`\$\{secret:([A-Za-z_][A-Za-z0-9_]*)\}`)
+	headerRef = regexp.MustCompile(`\$\{(secret:)?([A-Za-z_][A-Za-z0-9_]*)\}`)
 )
 
 // StatusError is the cause (reachable with errors.As) of the error an endpoint's non-2xx
@@ -68,13 +70,11 @@ func (h *HTTP) run(ctx context.Context, tool string, args json.RawMessage) (any,
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	for k, v := range h.Headers {
-		v, err := expandSecrets(ctx, v)
+		v, err := expandHeader(ctx, v)
 		if err != nil {
 			return nil, tools.Wrap(tools.CodeInvalidDefinition, err, fmt.Sprintf("tool %s: header %s: %v", tool, k, err))
 		}
-		req.Header.Set(k, envRef.ReplaceAllStringFunc(v, func(ref string) string {
-			return os.Getenv(ref[2 : len(ref)-1])
-		}))
+		req.Header.Set(k, v)
 	}
 	// The call's identity lets the endpoint make its side effects idempotent.
 	req.Header.Set("Toolfleet-Tool", tool)
@@ -115,15 +115,19 @@ func (h *HTTP) run(ctx context.Context, tool string, args json.RawMessage) (any,
 	}
 }
 
-// expandSecrets replaces each ${secret:NAME} in a header value with the secret's value
-// from ctx, where the executor put the tool's secrets.
-func expandSecrets(ctx context.Context, v string) (string, error) {
+// expandHeader replaces each ${NAME} in a header value with the executor's variable and
+// each ${secret:NAME} with the secret's value from ctx, where the executor put the tool's
+// secrets.
+func expandHeader(ctx context.Context, v string) (string, error) {
 	var missing string
-	v = secretRef.ReplaceAllStringFunc(v, func(ref string) string {
-		name := ref[len("${secret:") : len(ref)-1]
-		s, ok := tools.SecretFrom(ctx, name)
+	v = headerRef.ReplaceAllStringFunc(v, func(ref string) string {
+		m := headerRef.FindStringSubmatch(ref)
+		if m[1] == "" {
+			return os.Getenv(m[2])
+		}
+		s, ok := tools.SecretFrom(ctx, m[2])
 		if !ok && missing == "" {
-			missing = name
+			missing = m[2]
 		}
 		return s
 	})

@@ -81,14 +81,15 @@ func TestHTTPHeaderFromSecret(t *testing.T) {
 	srv, s := endpoint(t)
 	spec := httpSpec(&HTTP{URL: srv.URL + "/ok", Headers: map[string]string{"Authorization": "Bearer ${secret:API_KEY}"}})
 	spec.Definition.Secrets = []tools.Secret{{Name: "API_KEY"}}
-	ctx := tools.WithSecrets(context.Background(), tools.Secrets{"API_KEY": "tok-456"})
+	// A value that looks like a reference is sent as it is, not expanded again.
+	ctx := tools.WithSecrets(context.Background(), tools.Secrets{"API_KEY": "tok-456${HOME}"})
 	if _, err := spec.Run(ctx, json.RawMessage(`{}`)); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	s.mu.Lock()
 	got := s.headers.Get("Authorization")
 	s.mu.Unlock()
-	if got != "Bearer tok-456" {
+	if got != "Bearer tok-456${HOME}" {
 		t.Errorf("Authorization = %q, want the secret in its template", got)
 	}
 	_, err := spec.Run(context.Background(), json.RawMessage(`{}`))
