@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"regexp"
@@ -81,7 +82,11 @@ func (s Secret) Resolve() (string, error) {
 	if s.File != "" {
 		b, err := os.ReadFile(s.File)
 		if err != nil {
-			return "", fmt.Errorf("secret %s: read file %s: %w", s.Name, s.File, errors.Unwrap(err))
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err // the path is in the message already
+			}
+			return "", fmt.Errorf("secret %s: read file %s: %w", s.Name, s.File, err)
 		}
 		// Files from Kubernetes Secrets or editors often end in a newline.
 		v := strings.TrimRight(string(b), "\r\n")
