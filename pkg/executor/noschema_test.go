@@ -11,8 +11,11 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/toolfleet/toolfleet/internal/natstest"
+	"github.com/toolfleet/toolfleet/internal/telemetry"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/executor"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -130,5 +133,46 @@ func TestNoSchemaModes(t *testing.T) {
 		if l["validated"] != (tt.mode == "") || mode != string(tt.mode) {
 			t.Errorf("%s: log line %v; want validated %v and no_schema_mode %q", tt.id, l, tt.mode == "", tt.mode)
 		}
+	}
+}
+
+// The execute_tool span of a call of a tool without a schema carries its noSchemaMode;
+// a validated call's does not. (Not parallel: tracing is global.)
+func TestNoSchemaModeInTrace(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	telemetry.Use(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
+	t.Cleanup(telemetry.Off)
+	b := setup(t)
+	reg := echoRegistry(t)
+	must(t, reg.AddFunc(tools.Definition{Name: "anything", AllowNoSchema: true, NoSchemaMode: tools.NoSchemaFull, Safe: true},
+		func(context.Context, json.RawMessage) (any, error) { return "ok", nil }))
+	b.start(t, reg)
+	b.waitServed(t, "anything")
+	b.call(t, "echo", "t-echo", "r-trace", `{"text":"hi"}`)
+	b.call(t, "anything", "t-full", "r-trace", `{}`)
+	b.results.wait(t, 15*time.Second, "t-echo", "t-full")
+
+	modes := map[string]string{}
+	natstest.Eventually(t, 10*time.Second, "two execute_tool spans", func() bool {
+		for _, s := range rec.Ended() {
+			var id, mode string
+			for _, a := range s.Attributes() {
+				switch a.Key {
+				case telemetry.KeyToolCallID:
+					id = a.Value.AsString()
+				case telemetry.KeyToolNoSchemaMode:
+					mode = a.Value.AsString()
+				}
+			}
+			if id != "" {
+				modes[id] = mode
+			}
+		}
+		_, echo := modes["t-echo"]
+		_, full := modes["t-full"]
+		return echo && full
+	})
+	if modes["t-echo"] != "" || modes["t-full"] != string(tools.NoSchemaFull) {
+		t.Errorf("span no_schema_mode attributes %v; want none for t-echo, full for t-full", modes)
 	}
 }

@@ -51,7 +51,7 @@
 // byte; a tool without one is refused unless it opts in with AllowNoSchema and a
 // [NoSchemaMode], and its calls then report validated:false and the mode everywhere: the
 // result's no_schema_mode, the planner's call record (noSchemaMode), the executor's "call
-// answered" log line. The mode says how far such a tool may go:
+// answered" log line and execute_tool span. The mode says how far such a tool may go:
 //   - [NoSchemaReadOnly] runs it, and is allowed only for a tool that declares it has no
 //     side effects with [CapabilityReadOnly] among its Capabilities; without it,
 //     registration fails with invalid_definition, saying what to add. The
