@@ -1,7 +1,6 @@
 package executor_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,29 +14,12 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/toolfleet/toolfleet/internal/natstest"
+	"github.com/toolfleet/toolfleet/internal/ops/opstest"
 	"github.com/toolfleet/toolfleet/internal/telemetry"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/executor"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
-
-// syncBuffer is a bytes.Buffer the executor's goroutines may log into.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // Tools without a schema run as their noSchemaMode says: read-only (declared read-only)
 // and full run, human-approval parks until approved; a read-only tool that does not
@@ -66,7 +48,7 @@ func TestNoSchemaModes(t *testing.T) {
 	} {
 		must(t, reg.AddFunc(def, run))
 	}
-	var logs syncBuffer
+	var logs opstest.Log
 	b.start(t, reg, executor.WithLogger(zerolog.New(&logs).Level(zerolog.DebugLevel)), executor.WithApprovalTimeout(time.Minute))
 	for _, name := range []string{"lookup", "shell", "anything"} {
 		b.waitServed(t, name)
@@ -119,9 +101,9 @@ func TestNoSchemaModes(t *testing.T) {
 	// The "call answered" log lines carry the mode (and only for tools without a schema).
 	answered := map[string]map[string]any{}
 	natstest.Eventually(t, 10*time.Second, "call answered log lines", func() bool {
-		for line := range strings.SplitSeq(logs.String(), "\n") {
+		for _, line := range logs.Lines(`"call answered"`) {
 			var l map[string]any
-			if json.Unmarshal([]byte(line), &l) == nil && l["message"] == "call answered" {
+			if json.Unmarshal([]byte(line), &l) == nil {
 				answered[l["call_id"].(string)] = l
 			}
 		}
