@@ -54,7 +54,8 @@ type Definition struct {
 	// Strict asks providers that support it (OpenAI) to constrain generation to the schema.
 	Strict bool `json:"strict,omitempty"`
 	// AllowNoSchema permits registering the tool without Parameters; NoSchemaMode must then
-	// be set, and every call reports validated:false.
+	// be set (read-only only with [CapabilityReadOnly] in Capabilities), and every call
+	// reports validated:false and the mode.
 	AllowNoSchema bool         `json:"allowNoSchema,omitempty"`
 	NoSchemaMode  NoSchemaMode `json:"noSchemaMode,omitempty"`
 	// Safe marks a tool that may run without approval and be offered by the picker by
