@@ -61,13 +61,20 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	opstest.WaitReady(t, addr)
-	msg, err := nc.Request(picker.PickSubject, []byte(`{"input":"weather"}`), 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r picker.Response
-	if err := json.Unmarshal(msg.Data, &r); err != nil || len(r.Results) == 0 || r.Results[0].Name != "get_weather" {
-		t.Errorf("pick answered %s", msg.Data)
+	// Ready means the catalog as it was when the picker opened it is indexed; the put
+	// may land just after that, so the pick is asked until the tool is in.
+	var last []byte
+	natstest.Eventually(t, 10*time.Second, "a pick of get_weather", func() bool {
+		msg, err := nc.Request(picker.PickSubject, []byte(`{"input":"weather"}`), 5*time.Second)
+		if err != nil {
+			return false
+		}
+		last = msg.Data
+		var r picker.Response
+		return json.Unmarshal(msg.Data, &r) == nil && len(r.Results) > 0 && r.Results[0].Name == "get_weather"
+	})
+	if len(last) == 0 {
+		t.Error("no pick answered")
 	}
 	opstest.Serves(t, addr, "toolfleet_picker_catalog_tools", "toolfleet_picker_requests_total")
 	if err := stop(); err != nil {

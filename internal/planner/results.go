@@ -47,6 +47,7 @@ func (p *Planner) recordResult(ctx context.Context, res events.Result) error {
 		}
 		c.Status, c.Output, c.Error = string(res.Status), res.Output, res.Error
 		c.Attempts, c.Executor, c.Validated = res.Attempts, res.Executor, res.Validated
+		c.NoSchemaMode = res.NoSchemaMode
 		// The executor's record is what was carried out (an answer over NATS, an expiry);
 		// the planner's own record of the same decision is kept.
 		if a := res.Approval; a != nil && (c.Approval == nil || c.Approval.Decision != a.Decision) {

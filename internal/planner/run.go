@@ -148,6 +148,9 @@ type CallRecord struct {
 	Attempts    int             `json:"attempts,omitempty"`
 	Validated   bool            `json:"validated"`
 	Executor    string          `json:"executor,omitempty"`
+	// NoSchemaMode is the tool's noSchemaMode when Validated is false (the tool has no
+	// schema); empty for a validated call.
+	NoSchemaMode tools.NoSchemaMode `json:"noSchemaMode,omitempty"`
 	// Approval records the decision on a call that asked for approval: who, when, why.
 	// An approval that modified the arguments replaced Arguments (they are what ran);
 	// ArgumentsOriginal keeps the model's.

@@ -277,6 +277,7 @@ func (p *Planner) checkCall(r *Run, c *CallRecord, now time.Time) {
 		return
 	}
 	c.Validated = call.Validated()
+	c.NoSchemaMode = call.Definition().NoSchema()
 	c.Arguments = call.Arguments()
 }
 

@@ -27,6 +27,11 @@ const (
 	keyServiceName      = attribute.Key("service.name")
 )
 
+// KeyToolNoSchemaMode is toolfleet's attribute of an execute_tool span whose call was not
+// validated against a schema: the tool's noSchemaMode ("read-only", "human-approval",
+// "full").
+const KeyToolNoSchemaMode = attribute.Key("toolfleet.tool.no_schema_mode")
+
 // Operation names.
 const (
 	OpInvokeAgent = "invoke_agent"

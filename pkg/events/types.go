@@ -91,6 +91,9 @@ type Result struct {
 	Executor string `json:"executor"`
 	// Validated is false when the arguments were not checked against a schema.
 	Validated bool `json:"validated"`
+	// NoSchemaMode is the tool's noSchemaMode when Validated is false (the tool has no
+	// schema): "read-only", "human-approval" or "full". Empty for a validated call.
+	NoSchemaMode tools.NoSchemaMode `json:"no_schema_mode,omitempty"`
 	// OutputUTF8Repaired is true when the tool's output held bytes that are not UTF-8;
 	// they were replaced by U+FFFD so that every JSON reader can read the result.
 	OutputUTF8Repaired bool      `json:"output_utf8_repaired,omitempty"`

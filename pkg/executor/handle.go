@@ -38,6 +38,7 @@ type job struct {
 func (ex *Executor) newJob(msg jetstream.Msg, def tools.Definition, ce events.CallEvent, start time.Time) *job {
 	res := ce.Answer()
 	res.Tool, res.Executor, res.Validated = def.Name, ex.o.id, def.Validated()
+	res.NoSchemaMode = def.NoSchema()
 	return &job{msg: msg, ce: ce, def: def, start: start, res: res}
 }
 
@@ -226,7 +227,11 @@ func (ex *Executor) answer(j *job, failure *tools.Error) {
 	}
 	log.Str("tool", j.def.Name).Str("call_id", j.res.CallID).Str("run_id", j.res.RunID).
 		Int("attempt", j.res.Attempts).Int64("duration_ms", j.res.DurationMS).Bool("validated", j.res.Validated).
-		Str("status", string(j.res.Status)).Msg("call answered")
+		Str("status", string(j.res.Status))
+	if j.res.NoSchemaMode != "" {
+		log = log.Str("no_schema_mode", string(j.res.NoSchemaMode))
+	}
+	log.Msg("call answered")
 	j.carryTrace(rm)
 	j.endSpan(failure)
 	ex.publishThenAck(j, rm)

@@ -30,6 +30,9 @@ func (ex *Executor) startSpan(ctx context.Context, j *job) context.Context {
 	}
 	ctx = telemetry.ContextFrom(ctx, j.ce.TraceParent, j.ce.TraceState)
 	ctx, span := telemetry.StartTool(ctx, j.def.Name, j.res.CallID, j.ce.Call.Arguments)
+	if m := j.res.NoSchemaMode; m != "" { // unvalidated arguments: the trace says under which mode
+		span.SetAttributes(telemetry.KeyToolNoSchemaMode.String(string(m)))
+	}
 	j.trace = traced{ctx: ctx, span: span}
 	return ctx
 }

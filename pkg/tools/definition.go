@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -13,8 +15,9 @@ import (
 type NoSchemaMode string
 
 const (
-	// NoSchemaReadOnly runs the tool with unvalidated arguments; the author vouches that it
-	// has no side effects.
+	// NoSchemaReadOnly runs the tool with unvalidated arguments, and is allowed only for a
+	// tool that declares itself read-only: [CapabilityReadOnly] among its Capabilities.
+	// Registering such a tool without it fails with invalid_definition.
 	NoSchemaReadOnly NoSchemaMode = "read-only"
 	// NoSchemaHumanApproval runs the tool only after an approval event answers the call.
 	NoSchemaHumanApproval NoSchemaMode = "human-approval"
@@ -26,6 +29,11 @@ const (
 func (m NoSchemaMode) Valid() bool {
 	return m == NoSchemaReadOnly || m == NoSchemaHumanApproval || m == NoSchemaFull
 }
+
+// CapabilityReadOnly is the capability by which a tool declares that it has no side
+// effects. A tool registered without a schema under [NoSchemaReadOnly] must declare it;
+// callers may also require it (e.g. the picker's capability filter).
+const CapabilityReadOnly = "read-only"
 
 // NamePattern is the providers' rule for tool names. A valid name is also exactly one
 // NATS subject token, so it can stand in toolfleet.call.<tool>.
@@ -46,7 +54,8 @@ type Definition struct {
 	// Strict asks providers that support it (OpenAI) to constrain generation to the schema.
 	Strict bool `json:"strict,omitempty"`
 	// AllowNoSchema permits registering the tool without Parameters; NoSchemaMode must then
-	// be set, and every call reports validated:false.
+	// be set (read-only only with [CapabilityReadOnly] in Capabilities), and every call
+	// reports validated:false and the mode.
 	AllowNoSchema bool         `json:"allowNoSchema,omitempty"`
 	NoSchemaMode  NoSchemaMode `json:"noSchemaMode,omitempty"`
 	// Safe marks a tool that may run without approval and be offered by the picker by
@@ -60,7 +69,8 @@ type Definition struct {
 	Final bool `json:"final,omitempty"`
 	// Tags are free labels the picker can include or exclude.
 	Tags []string `json:"tags,omitempty"`
-	// Capabilities are features a caller may require, e.g. "streaming".
+	// Capabilities are features a caller may require, e.g. "streaming", or
+	// [CapabilityReadOnly] ("read-only"), by which the tool declares it has no side effects.
 	Capabilities []string `json:"capabilities,omitempty"`
 	// Roles lists the caller roles allowed to see and call the tool; empty means any role.
 	Roles []string `json:"roles,omitempty"`
@@ -81,6 +91,20 @@ func (d Definition) IsIdempotent() bool { return d.Idempotent == nil || *d.Idemp
 
 // Validated reports whether calls of the tool are checked against a schema.
 func (d Definition) Validated() bool { return len(d.Parameters) > 0 }
+
+// ReadOnly reports whether the tool declares [CapabilityReadOnly] (in any letter case).
+func (d Definition) ReadOnly() bool {
+	return slices.ContainsFunc(d.Capabilities, func(c string) bool { return strings.EqualFold(c, CapabilityReadOnly) })
+}
+
+// NoSchema returns the tool's noSchemaMode when its calls are not validated against a
+// schema, and "" when they are.
+func (d Definition) NoSchema() NoSchemaMode {
+	if d.Validated() {
+		return ""
+	}
+	return d.NoSchemaMode
+}
 
 // NeedsApproval reports whether a call must be approved before it runs.
 func (d Definition) NeedsApproval() bool {

@@ -64,9 +64,22 @@
 //
 // A [Definition] is the contract of a tool. Its Parameters are a JSON Schema kept byte for
 // byte; a tool without one is refused unless it opts in with AllowNoSchema and a
-// [NoSchemaMode], and its calls then report validated:false everywhere. Names follow
-// [NamePattern]. Schemas compile once, at registration, with draft 2020-12 unless they
-// name draft-07 or 2019-09 in $schema; a $ref must point inside the schema ($defs,
+// [NoSchemaMode], and its calls then report validated:false and the mode everywhere: the
+// result's no_schema_mode, the planner's call record (noSchemaMode), the executor's "call
+// answered" log line and execute_tool span. The mode says how far such a tool may go:
+//   - [NoSchemaReadOnly] runs it, and is allowed only for a tool that declares it has no
+//     side effects with [CapabilityReadOnly] among its Capabilities; without it,
+//     registration fails with invalid_definition, saying what to add. The
+//     declaration is the author's word: toolfleet checks that it is made, not that
+//     it is true.
+//   - [NoSchemaHumanApproval] parks every call until a human approves it.
+//   - [NoSchemaFull] runs it with no further gate.
+//
+// Safe still applies on top: a read-only or full tool that is not Safe waits for
+// approval too.
+//
+// Names follow [NamePattern]. Schemas compile once, at registration, with draft 2020-12
+// unless they name draft-07 or 2019-09 in $schema; a $ref must point inside the schema ($defs,
 // definitions, anchors): http, https, file, urn and relative references are refused then,
 // so that validating a call never touches the network or the disk. Registering a name
 // again replaces the tool; [Registry.Only] and [Registry.Without] give cheap snapshot

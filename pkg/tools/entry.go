@@ -91,6 +91,12 @@ func checkDefinition(def Definition) error {
 				"tool %q sets allowNoSchema without a noSchemaMode: add noSchemaMode \"read-only\", \"human-approval\" or \"full\" "+
 					"to say how far its unchecked calls may go, or give it a parameters schema", def.Name)
 		}
+		if def.NoSchemaMode == NoSchemaReadOnly && !def.ReadOnly() {
+			return Errorf(CodeInvalidDefinition,
+				"tool %q has noSchemaMode \"read-only\" but does not declare itself read-only: add \"read-only\" to its "+
+					"capabilities (capabilities: [\"read-only\"]) if it has no side effects, or use noSchemaMode "+
+					"\"human-approval\" or \"full\", or give it a parameters schema", def.Name)
+		}
 	}
 	if def.Timeout < 0 {
 		return Errorf(CodeInvalidDefinition, "tool %q: timeout must not be negative, got %s", def.Name, def.Timeout.D())

@@ -36,7 +36,7 @@ func fuzzRegistry(t testing.TB) *tools.Registry {
 	reg := tools.NewRegistry(tools.WithMaxArgumentBytes(64 << 10))
 	for _, def := range []tools.Definition{
 		{Name: "search", Parameters: json.RawMessage(searchSchema)},
-		{Name: "free", AllowNoSchema: true, NoSchemaMode: tools.NoSchemaReadOnly},
+		{Name: "free", AllowNoSchema: true, NoSchemaMode: tools.NoSchemaReadOnly, Capabilities: []string{tools.CapabilityReadOnly}},
 	} {
 		if err := reg.AddFunc(def, okFunc); err != nil {
 			t.Fatal(err)

@@ -25,7 +25,7 @@ func searchRegistry(t *testing.T, opts ...tools.RegistryOption) *tools.Registry 
 	if err := reg.AddFunc(tools.Definition{Name: "search", Parameters: json.RawMessage(searchSchema)}, okFunc); err != nil {
 		t.Fatal(err)
 	}
-	if err := reg.AddFunc(tools.Definition{Name: "free", AllowNoSchema: true, NoSchemaMode: tools.NoSchemaReadOnly}, okFunc); err != nil {
+	if err := reg.AddFunc(tools.Definition{Name: "free", AllowNoSchema: true, NoSchemaMode: tools.NoSchemaReadOnly, Capabilities: []string{tools.CapabilityReadOnly}}, okFunc); err != nil {
 		t.Fatal(err)
 	}
 	return reg

@@ -48,6 +48,8 @@ func TestRegistryFailsClosed(t *testing.T) {
 			[]string{"no parameters schema"}},
 		{"allowNoSchema without mode", tools.Definition{Name: "a", AllowNoSchema: true},
 			[]string{"without a noSchemaMode", "read-only", "human-approval", "full"}},
+		{"read-only mode without the read-only capability", tools.Definition{Name: "a", AllowNoSchema: true, NoSchemaMode: tools.NoSchemaReadOnly, Capabilities: []string{"streaming"}},
+			[]string{`noSchemaMode "read-only"`, `capabilities: ["read-only"]`, "human-approval", "full"}},
 		{"allowNoSchema with bad mode", tools.Definition{Name: "a", AllowNoSchema: true, NoSchemaMode: "yolo"},
 			[]string{`noSchemaMode "yolo" is unknown`}},
 		{"bad name dot", tools.Definition{Name: "math.factorial", Parameters: json.RawMessage(objSchema)},
@@ -89,7 +91,9 @@ func TestRegistryAcceptsValidDefinitions(t *testing.T) {
 	for _, def := range []tools.Definition{
 		{Name: "plain", Parameters: json.RawMessage(objSchema)},
 		{Type: "function", Name: "Typed-Name_64" + strings.Repeat("x", 50), Parameters: json.RawMessage(objSchema)},
-		{Name: "free", AllowNoSchema: true, NoSchemaMode: tools.NoSchemaReadOnly},
+		{Name: "free", AllowNoSchema: true, NoSchemaMode: tools.NoSchemaReadOnly, Capabilities: []string{tools.CapabilityReadOnly}},
+		{Name: "free-ro", AllowNoSchema: true, NoSchemaMode: tools.NoSchemaReadOnly, Capabilities: []string{"streaming", "Read-Only"}},
+		{Name: "schema-ro-mode", Parameters: json.RawMessage(objSchema), NoSchemaMode: tools.NoSchemaReadOnly}, // a schema makes the mode moot
 		{Name: "free2", AllowNoSchema: true, NoSchemaMode: tools.NoSchemaHumanApproval},
 		{Name: "free3", AllowNoSchema: true, NoSchemaMode: tools.NoSchemaFull},
 	} {

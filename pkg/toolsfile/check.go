@@ -37,6 +37,8 @@ func (s *Spec) check(base string) []string {
 		p = append(p, "no parameters: give a JSON Schema, or set allowNoSchema: true with a noSchemaMode (read-only, human-approval or full)")
 	case !d.NoSchemaMode.Valid():
 		p = append(p, fmt.Sprintf("allowNoSchema needs a noSchemaMode of read-only, human-approval or full, not %q", d.NoSchemaMode))
+	case d.NoSchemaMode == tools.NoSchemaReadOnly && !d.ReadOnly():
+		p = append(p, `noSchemaMode read-only needs the tool to declare itself read-only: add "capabilities": ["read-only"], or use noSchemaMode human-approval or full`)
 	}
 	p = append(p, s.checkSecrets()...)
 	switch {

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"sort"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -43,24 +44,33 @@ func (c *Command) run(ctx context.Context, tool string, secrets []tools.Secret, 
 	runCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	cmd := exec.CommandContext(runCtx, c.Argv[0], c.Argv[1:]...)
-	cmd.Dir = c.Dir
+	var cmd *exec.Cmd
+	var stdout *limitBuffer
+	var stderr *tailBuffer
 	env, err := c.environ(ctx, tool, secrets)
 	if err != nil {
 		return nil, err
 	}
-	cmd.Env = env
-	cmd.Stdin = bytes.NewReader(args)
-	stdout := &limitBuffer{max: limitOr(c.MaxOutputBytes)}
-	stderr := &tailBuffer{max: stderrTailBytes}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	// The process gets its own group so that a timeout kills what it started too (a
-	// shell's children); WaitDelay stops Wait from hanging on pipes a stray grandchild
-	// still holds.
-	startInGroup(cmd)
-	cmd.WaitDelay = time.Second
-
-	err = cmd.Start()
+	// "text file busy": the program was being written when another process forked (its
+	// copy of the write descriptor lives until that child execs). It passes in a moment.
+	for try := range 4 {
+		cmd = exec.CommandContext(runCtx, c.Argv[0], c.Argv[1:]...)
+		cmd.Dir = c.Dir
+		cmd.Env = env
+		cmd.Stdin = bytes.NewReader(args)
+		stdout = &limitBuffer{max: limitOr(c.MaxOutputBytes)}
+		stderr = &tailBuffer{max: stderrTailBytes}
+		cmd.Stdout, cmd.Stderr = stdout, stderr
+		// The process gets its own group so that a timeout kills what it started too (a
+		// shell's children); WaitDelay stops Wait from hanging on pipes a stray grandchild
+		// still holds.
+		startInGroup(cmd)
+		cmd.WaitDelay = time.Second
+		if err = cmd.Start(); !errors.Is(err, syscall.ETXTBSY) {
+			break
+		}
+		time.Sleep(time.Duration(try+1) * 20 * time.Millisecond)
+	}
 	if err != nil {
 		return nil, tools.Wrap(tools.CodeToolFailed, err, fmt.Sprintf("tool %s: cannot start %s: %v", tool, c.Argv[0], err))
 	}

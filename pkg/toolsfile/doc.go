@@ -31,7 +31,8 @@
 //
 // [Load] refuses, all problems at once and each with the file and tool it concerns: an
 // unknown field anywhere, a tool with no runner or with both, a name the providers refuse,
-// a duplicate name, a missing schema without allowNoSchema and a noSchemaMode, a program
+// a duplicate name, a missing schema without allowNoSchema and a noSchemaMode,
+// noSchemaMode read-only on a tool without "capabilities": ["read-only"], a program
 // that does not exist or cannot be executed, a header that references a variable not in
 // passEnv or a secret the tool does not declare, a malformed or duplicate secret.
 // [Register] then adds the tools to a registry, whose rules also apply (the

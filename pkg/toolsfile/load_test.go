@@ -135,6 +135,7 @@ func TestLoadRefusesBadFiles(t *testing.T) {
 		{"missing name", "t.yaml", "tools:\n  - {" + schema + ", command: {argv: [./ok.sh]}}", []string{`tool 1: name "" must match`}},
 		{"missing schema", "t.yaml", "tools:\n  - {name: x, command: {argv: [./ok.sh]}}", []string{"no parameters", "allowNoSchema"}},
 		{"allowNoSchema without a mode", "t.yaml", "tools:\n  - {name: x, allowNoSchema: true, command: {argv: [./ok.sh]}}", []string{"needs a noSchemaMode"}},
+		{"read-only mode, not declared read-only", "t.yaml", "tools:\n  - {name: x, allowNoSchema: true, noSchemaMode: read-only, command: {argv: [./ok.sh]}}", []string{`tool 1 (x): noSchemaMode read-only needs`, `"capabilities": ["read-only"]`}},
 		{"schema not an object", "t.json", `{"tools":[{"name":"x","parameters":"string","command":{"argv":["./ok.sh"]}}]}`, []string{"JSON Schema object"}},
 		{"wrong type", "t.yaml", "tools:\n  - {type: retrieval, name: x, " + schema + ", command: {argv: [./ok.sh]}}", []string{`type "retrieval"`}},
 		{"duplicate name", "t.yaml", "tools:\n  - {name: x, " + schema + ", command: {argv: [./ok.sh]}}\n  - {name: x, " + schema + ", command: {argv: [./ok.sh]}}", []string{`tool 2 (x): name "x" is already used by`}},

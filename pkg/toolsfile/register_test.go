@@ -28,7 +28,7 @@ func TestRegisterRunsToolsFromAFile(t *testing.T) {
 	   "command": {"argv": ["./greet.sh"]}},
 	  {"name": "fail", "parameters": {"type": "object"}, "command": {"argv": ["./fail.sh"]}},
 	  {"name": "weather", "parameters": {"type": "object"}, "http": {"url": "`+srv.URL+`"}},
-	  {"name": "anything", "allowNoSchema": true, "noSchemaMode": "read-only", "command": {"argv": ["./greet.sh"]}}
+	  {"name": "anything", "allowNoSchema": true, "noSchemaMode": "read-only", "capabilities": ["read-only"], "command": {"argv": ["./greet.sh"]}}
 	]}`)
 	specs, err := Load(p)
 	if err != nil {
