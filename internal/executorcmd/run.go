@@ -24,22 +24,17 @@ func Run(ctx context.Context, c Config) error {
 	if err != nil {
 		return err
 	}
-	metrics := ops.NewRegistry()
-	srv, err := ops.Start(c.Ops.Addr, metrics, log)
+	part, err := ops.StartPart(c.Ops.Addr, c.NATS, log)
 	if err != nil {
 		return err
 	}
-	defer srv.Close()
-	nc, err := c.NATS.Connect(log)
+	defer part.Close()
+	nc := part.NC
+	ex, err := New(nc, reg, c, part.Metrics, log)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	ex, err := New(nc, reg, c, metrics, log)
-	if err != nil {
-		return err
-	}
-	srv.SetReady(ops.Connected(nc), Serving(ex))
+	part.Server.SetReady(ops.Connected(nc), Serving(ex))
 	log.Info().Str("executor", ex.ID()).Strs("tools", toolNames(reg)).Int("concurrency", c.Concurrency).
 		Dur("grace_period", c.GracePeriod).Msg("executor starting")
 	runErr := ex.Run(ctx)

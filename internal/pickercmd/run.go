@@ -19,22 +19,17 @@ import (
 // toolfleet-picker service.
 func Run(ctx context.Context, c Config) error {
 	log := c.Ops.Logger(picker.ServiceName)
-	metrics := ops.NewRegistry()
-	srv, err := ops.Start(c.Ops.Addr, metrics, log)
-	if err != nil {
-		return err
-	}
-	defer srv.Close()
-	nc, err := c.NATS.Connect(log)
+	part, err := ops.StartPart(c.Ops.Addr, c.NATS, log)
 	if err != nil {
 		return fmt.Errorf("picker: %w", err)
 	}
-	defer nc.Close()
-	svc, err := NewService(ctx, nc, c, metrics, log)
+	defer part.Close()
+	nc := part.NC
+	svc, err := NewService(ctx, nc, c, part.Metrics, log)
 	if err != nil {
 		return err
 	}
-	srv.SetReady(ops.Connected(nc), Indexed(svc))
+	part.Server.SetReady(ops.Connected(nc), Indexed(svc))
 	err = svc.Run(ctx)
 	if err == nil {
 		// Drain lets in-flight replies go out before the connection closes.

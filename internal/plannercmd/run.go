@@ -26,18 +26,13 @@ func Run(ctx context.Context, c Config) error {
 	if err != nil {
 		return err
 	}
-	metrics := ops.NewRegistry()
-	srv, err := ops.Start(c.Ops.Addr, metrics, log)
+	part, err := ops.StartPart(c.Ops.Addr, c.NATS, log)
 	if err != nil {
 		return err
 	}
-	defer srv.Close()
-	nc, err := c.NATS.Connect(log)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	p, err := New(ctx, nc, c, models, def, metrics, log)
+	defer part.Close()
+	nc := part.NC
+	p, err := New(ctx, nc, c, models, def, part.Metrics, log)
 	if err != nil {
 		return err
 	}
@@ -46,7 +41,7 @@ func Run(ctx context.Context, c Config) error {
 		return fmt.Errorf("planner API: listen %s: %w", c.HTTPAddr, err)
 	}
 	// New has created the streams and consumers: runs can start.
-	srv.SetReady(ops.Connected(nc))
+	part.Server.SetReady(ops.Connected(nc))
 	log.Info().Str("addr", ln.Addr().String()).Str("default_model", def).Bool("picker", c.UsePicker).Msg("planner API listening")
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return p.Run(gctx) })
