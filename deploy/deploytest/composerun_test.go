@@ -1,7 +1,6 @@
 package deploytest
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolfleet/toolfleet/internal/ops/opstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
@@ -237,7 +237,7 @@ type process struct {
 	name     string
 	environ  map[string]string
 	env      []string
-	out      *syncBuffer
+	out      *opstest.Log
 	done     chan struct{}
 	err      error // of Wait, once done is closed
 	readyURL string
@@ -247,7 +247,7 @@ type process struct {
 // (and PATH), and stops it with SIGTERM when the test ends.
 func start(t *testing.T, name, bin string, argv []string, environ map[string]string) *process {
 	t.Helper()
-	pr := &process{name: name, environ: environ, out: &syncBuffer{}, done: make(chan struct{}), env: []string{"PATH=" + os.Getenv("PATH")}}
+	pr := &process{name: name, environ: environ, out: &opstest.Log{}, done: make(chan struct{}), env: []string{"PATH=" + os.Getenv("PATH")}}
 	for k, v := range environ {
 		pr.env = append(pr.env, k+"="+v)
 	}
@@ -362,22 +362,4 @@ func outsideIP() string {
 		}
 	}
 	return ""
-}
-
-// syncBuffer collects a process's output.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

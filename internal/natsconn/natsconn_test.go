@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/toolfleet/toolfleet/internal/natstest"
+	"github.com/toolfleet/toolfleet/internal/ops/opstest"
 )
 
 func TestRegisterReadsEnvironment(t *testing.T) {
@@ -117,7 +117,7 @@ func TestAsyncErrorsAreLoggedAsJSON(t *testing.T) {
 	if !srv.ReadyForConnections(5 * time.Second) {
 		t.Fatal("server not ready")
 	}
-	var buf syncBuffer
+	var buf opstest.Log
 	nc, err := Config{URL: srv.ClientURL(), User: "u", Password: "p"}.Connect(zerolog.New(&buf))
 	if err != nil {
 		t.Fatal(err)
@@ -138,21 +138,4 @@ func TestAsyncErrorsAreLoggedAsJSON(t *testing.T) {
 			t.Errorf("log line is not JSON: %q", line)
 		}
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

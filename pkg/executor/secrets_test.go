@@ -1,7 +1,6 @@
 package executor_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -9,35 +8,17 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/toolfleet/toolfleet/internal/ops/opstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/executor"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 	"github.com/toolfleet/toolfleet/pkg/toolsfile"
 )
-
-// syncBuffer is a log sink the executor's goroutines may write to at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // secretFile writes value to a file, as a mounted Kubernetes Secret would be.
 func secretFile(t *testing.T, value string) string {
@@ -90,7 +71,7 @@ func TestSecretsStayOutOfEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	logs := &syncBuffer{}
+	logs := &opstest.Log{}
 	b.start(t, reg, executor.WithLogger(zerolog.New(logs).Level(zerolog.DebugLevel)))
 	for _, tool := range []string{"leaky", "leaky_error", "leaky_command"} {
 		b.waitServed(t, tool)
