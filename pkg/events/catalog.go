@@ -200,21 +200,30 @@ func (c *Catalog) Watch(ctx context.Context) (<-chan Change, error) {
 // Later failures (a server restart) are retried at the next tick and reported to onErr,
 // which may be nil. Wrapped in [RetrySetup], a failing first put is tried again too.
 func (c *Catalog) Keep(ctx context.Context, defs []tools.Definition, onErr func(error)) error {
-	put := func(ctx context.Context) error {
-		for _, d := range defs {
-			if err := c.Put(ctx, d); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	if err := put(ctx); err != nil {
+	if err := c.PutAll(ctx, defs); err != nil {
 		return err
 	}
+	c.Refresh(ctx, defs, onErr)
+	return nil
+}
+
+// PutAll stores every definition of defs, stopping at the first failure.
+func (c *Catalog) PutAll(ctx context.Context, defs []tools.Definition) error {
+	for _, d := range defs {
+		if err := c.Put(ctx, d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Refresh is Keep without the first put, for a caller that made it already (with
+// PutAll): it puts defs again every CatalogTTL/3 until ctx ends, reporting failures to
+// onErr, which may be nil.
+func (c *Catalog) Refresh(ctx context.Context, defs []tools.Definition, onErr func(error)) {
 	tick.Every(ctx, c.ttl/3, func(ctx context.Context) {
-		if err := put(ctx); err != nil && onErr != nil && ctx.Err() == nil {
+		if err := c.PutAll(ctx, defs); err != nil && onErr != nil && ctx.Err() == nil {
 			onErr(err)
 		}
 	})
-	return nil
 }

@@ -121,17 +121,14 @@ func (ex *Executor) Run(ctx context.Context) (err error) {
 	// The catalog first: the janitors of other replicas must see the tools before any
 	// call of them is old enough to be answered no_such_tool.
 	err = events.RetrySetup(ctx, func(ctx context.Context) error {
-		for _, d := range defs {
-			if err := ex.catalog.Put(ctx, d); err != nil {
-				return err
-			}
-		}
-		return nil
+		return ex.catalog.PutAll(ctx, defs)
 	}, ex.setupRetry("publish the catalog"))
 	if err != nil {
 		return fmt.Errorf("executor: %w", err)
 	}
-	background.Go(func() { ex.keepCatalog(bgCtx, defs) })
+	background.Go(func() {
+		ex.catalog.Refresh(bgCtx, defs, func(err error) { ex.o.log.Warn().Err(err).Msg("refresh catalog") })
+	})
 	ex.workers = make(map[string]*worker, len(defs))
 	var consumers []jetstream.ConsumeContext
 	stopConsumers := func() {
@@ -207,17 +204,6 @@ func (ex *Executor) setUp(ctx context.Context) (err error) {
 	}
 	ex.catalog, err = events.OpenCatalog(ctx, ex.js, ex.cfg)
 	return err
-}
-
-// keepCatalog keeps the served tools in the catalog until ctx ends (the first put is
-// Run's), putting them again until that succeeds when a refresh cannot even start.
-func (ex *Executor) keepCatalog(ctx context.Context, defs []tools.Definition) {
-	err := events.RetrySetup(ctx, func(ctx context.Context) error {
-		return ex.catalog.Keep(ctx, defs, func(err error) { ex.o.log.Warn().Err(err).Msg("refresh catalog") })
-	}, ex.setupRetry("refresh the catalog"))
-	if err != nil && ctx.Err() == nil {
-		ex.o.log.Error().Err(err).Msg("catalog refresh stopped; the tools of this executor will expire from the catalog")
-	}
 }
 
 // setupRetry logs a start-up step that failed and will be tried again.
