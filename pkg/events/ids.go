@@ -52,6 +52,9 @@ func isToken(s string) bool { return isIDToken(s, 128) || isHashedToken(s) }
 // valid UTF-8 without control characters. what names the attribute ("event id", "run
 // id").
 func ValidateEventID(what, id string) error {
+	if isIDToken(id, 128) { // the usual id: no need to look at runes
+		return nil
+	}
 	switch {
 	case id == "":
 		return tools.Errorf(tools.CodeInvalidEvent, "%s is empty", what)
@@ -73,7 +76,7 @@ func ValidateEventID(what, id string) error {
 // not UTF-8 or holds control characters cannot be written back faithfully; it is still
 // answered, at the subject its token names).
 func ReplyID(id string) string {
-	if id == "" || isIDToken(id, 128) || ValidateEventID("id", id) == nil {
+	if id == "" || ValidateEventID("id", id) == nil {
 		return id
 	}
 	return IDToken(id)

@@ -244,10 +244,13 @@ func fitOutput(j *job, failure *tools.Error) *tools.Error {
 		j.res.Output = bytes.ToValidUTF8(j.res.Output, []byte("\uFFFD"))
 		j.res.OutputUTF8Repaired = true
 	}
-	if d := tools.JSONDepth(j.res.Output); d > tools.MaxDepth {
-		failure = tools.Errorf(tools.CodeInvalidOutput, "the output of %q is nested too deeply (%d levels; the limit is %d)",
-			j.def.Name, d, tools.MaxDepth)
-		j.res.Output = failure.ForModel()
+	// Nesting deeper than MaxDepth takes two bytes a level; shorter outputs cannot.
+	if len(j.res.Output) > 2*tools.MaxDepth {
+		if d := tools.JSONDepth(j.res.Output); d > tools.MaxDepth {
+			failure = tools.Errorf(tools.CodeInvalidOutput, "the output of %q is nested too deeply (%d levels; the limit is %d)",
+				j.def.Name, d, tools.MaxDepth)
+			j.res.Output = failure.ForModel()
+		}
 	}
 	return failure
 }

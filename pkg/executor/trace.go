@@ -43,9 +43,6 @@ func (j *job) carryTrace(rm *nats.Msg) {
 		return
 	}
 	parent, state := telemetry.Carry(j.trace.ctx)
-	if parent == "" { // tracing turned off meanwhile: pass the caller's on
-		parent, state = j.ce.TraceParent, j.ce.TraceState
-	}
 	events.SetTrace(rm, parent, state)
 }
 
