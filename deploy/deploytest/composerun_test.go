@@ -141,7 +141,7 @@ func TestComposeRun(t *testing.T) {
 	if err := cl.PublishMsg(call); err != nil {
 		t.Fatal(err)
 	}
-	if subj, err := events.ResultSubject("run1", "call1"); err != nil || subj != "toolfleet.result.run1.call1" {
+	if subj, err := events.ResultSubject("", "run1", "call1"); err != nil || subj != "toolfleet.result.run1.call1" {
 		t.Fatalf("README's result subject is %s here (%v)", subj, err)
 	}
 	if _, err := cl.Request("$JS.API.STREAM.INFO."+events.StreamResults, nil, 5*time.Second); err != nil {

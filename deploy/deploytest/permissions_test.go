@@ -227,19 +227,19 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 
 	// An approval round trip: executor asks, planner answers, executor reads the answer.
-	reqSubj, _ := events.ApprovalRequestedSubject("echo", "call3")
+	reqSubj, _ := events.ApprovalRequestedSubject("", "echo", "call3")
 	if _, err := executor.js.Publish(ctx, reqSubj, []byte(`{}`)); err != nil {
 		t.Fatalf("executor: publish approval request: %v", err)
 	}
 	fetchAck(ctx, t, approvals, "planner: approval request")
-	ansSubj, _ := events.ApprovalAnsweredSubject("echo", "call3")
+	ansSubj, _ := events.ApprovalAnsweredSubject("", "echo", "call3")
 	if _, err := planner.js.Publish(ctx, ansSubj, []byte(`{"decision":"approve"}`)); err != nil {
 		t.Fatalf("planner: publish approval answer: %v", err)
 	}
 	fetchAck(ctx, t, answers, "executor: approval answer")
 
 	// Run lifecycle events, and the planner's SSE view of one run (an ordered consumer).
-	runSubj, _ := events.RunEventSubject("run1", "done")
+	runSubj, _ := events.RunEventSubject("", "run1", "done")
 	if _, err := planner.js.Publish(ctx, runSubj, []byte(`{}`)); err != nil {
 		t.Fatalf("planner: publish run event: %v", err)
 	}
@@ -326,7 +326,7 @@ func TestLeastPrivilege(t *testing.T) {
 			_, err := planner.js.Publish(ctx, reqSubj, []byte(`{}`))
 			return err
 		})
-		planner.denied("consume a tool's calls", "$JS.API.CONSUMER.CREATE."+events.StreamCalls+"."+events.ConsumerName("echo")+".toolfleet.call.echo", func(ctx context.Context) error {
+		planner.denied("consume a tool's calls", "$JS.API.CONSUMER.CREATE."+events.StreamCalls+"."+events.ConsumerName("echo"), func(ctx context.Context) error {
 			_, err := planner.js.CreateOrUpdateConsumer(ctx, events.StreamCalls, callCfg)
 			return err
 		})
@@ -377,7 +377,7 @@ func TestLeastPrivilege(t *testing.T) {
 			_, err := cl.js.Publish(ctx, "toolfleet.result.run4.call4", []byte(`{}`))
 			return err
 		})
-		cl.denied("consume a tool's calls", "$JS.API.CONSUMER.CREATE."+events.StreamCalls+"."+events.ConsumerName("echo")+".toolfleet.call.echo", func(ctx context.Context) error {
+		cl.denied("consume a tool's calls", "$JS.API.CONSUMER.CREATE."+events.StreamCalls+"."+events.ConsumerName("echo"), func(ctx context.Context) error {
 			_, err := cl.js.CreateOrUpdateConsumer(ctx, events.StreamCalls, callCfg)
 			return err
 		})

@@ -138,7 +138,7 @@ func TestRealPartsUnderTheirUsers(t *testing.T) {
 	if _, err := caller.js.PublishMsg(ctx, msg); err != nil {
 		t.Fatal(err)
 	}
-	subj, err := events.ResultSubject("ghostrun", "ghost1")
+	subj, err := events.ResultSubject("", "ghostrun", "ghost1")
 	if err != nil {
 		t.Fatal(err)
 	}

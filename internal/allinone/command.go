@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolfleet/toolfleet/internal/envflag"
 	"github.com/toolfleet/toolfleet/internal/ops"
+	"github.com/toolfleet/toolfleet/internal/planner"
 )
 
 // usage is the toolfleet command's synopsis.
@@ -80,6 +81,11 @@ func Parse(args []string, out io.Writer) (Command, error) {
 		c.Dev.Fleet = fleet
 		c.Dev.OpsAddr = cfg.Addr
 		c.Dev.Token = os.Getenv("TOOLFLEET_API_TOKEN")
+		if f := os.Getenv("TOOLFLEET_API_TOKENS_FILE"); f != "" {
+			if c.Dev.Tokens, err = planner.LoadTokens(f); err != nil {
+				return Command{}, err
+			}
+		}
 		c.Dev.Out = os.Stdout
 	}
 	return c, nil

@@ -8,7 +8,9 @@ import (
 	"net"
 
 	"github.com/toolfleet/toolfleet/internal/ops"
+	"github.com/toolfleet/toolfleet/internal/planner"
 	"github.com/toolfleet/toolfleet/internal/plannercmd"
+	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
 // DevOptions configure `toolfleet dev`.
@@ -23,9 +25,12 @@ type DevOptions struct {
 	// OpsAddr is the ops server's listen address (/metrics, /healthz, /readyz); one
 	// without a host binds Host. Empty: no ops server.
 	OpsAddr string
-	// Token, when set, protects the API with a bearer token.
-	Token string
-	Out   io.Writer
+	// Token, when set, protects the API with a bearer token (its holder is anonymous);
+	// Tokens map more tokens to the tenant and role their holders act with (see
+	// planner.APIAuth).
+	Token  string
+	Tokens map[string]events.Identity
+	Out    io.Writer
 	// Ready, when set, is called with the addresses once everything serves.
 	Ready func(DevAddrs)
 }
@@ -94,14 +99,16 @@ func Dev(ctx context.Context, o DevOptions) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- plannercmd.ServeAPI(ctx, ln, f.Planner.Handler(o.Token)) }()
+	go func() {
+		serveErr <- plannercmd.ServeAPI(ctx, ln, f.Planner.Handler(planner.APIAuth{Token: o.Token, Tokens: o.Tokens}))
+	}()
 	addrs := DevAddrs{API: "http://" + ln.Addr().String(), NATS: f.Server.ClientURL(), Ops: srv.Addr()}
 	fmt.Fprintf(o.Out, "toolfleet dev: NATS %s (connect any NATS client, e.g. nats --server %s sub 'toolfleet.>'), planner API %s, sandbox %s\n",
 		addrs.NATS, addrs.NATS, addrs.API, f.Sandbox)
 	if addrs.Ops != "" {
 		fmt.Fprintf(o.Out, "ops: http://%s/metrics, /healthz, /readyz\n", addrs.Ops)
 	}
-	printDevHelp(o.Out, addrs.API, o.Token != "", f.Model)
+	printDevHelp(o.Out, addrs.API, o.Token != "" || len(o.Tokens) > 0, f.Model)
 	if o.Ready != nil {
 		o.Ready(addrs)
 	}

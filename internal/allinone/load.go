@@ -29,7 +29,7 @@ type loadSummary struct {
 // id so that a lost or doubled result shows.
 func load(ctx context.Context, f *Fleet, o DemoOptions) (loadSummary, error) {
 	run := "load-" + nuid.Next()
-	filter, err := events.RunResultsSubject(run)
+	filter, err := events.RunResultsSubject("", run)
 	if err != nil {
 		return loadSummary{}, err
 	}

@@ -290,6 +290,6 @@ func (g *Generator) Stop() { g.cc.Stop() }
 
 // resultCall is the default CallOf: the call token of a toolfleet result subject.
 func resultCall(subject string) (string, bool) {
-	_, call, ok := events.ParseResultSubject(subject)
+	_, call, _, ok := events.ParseResultSubject(subject)
 	return call, ok
 }

@@ -3,7 +3,6 @@ package planner
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,9 +29,9 @@ const maxRequestBytes = 4 << 20
 
 //	GET  /healthz, /readyz        liveness (the process serves) and readiness (NATS is connected)
 //
-// When token is not empty, every request but the probes must carry
-// "Authorization: Bearer <token>".
-func (p *Planner) Handler(token string) http.Handler {
+// auth decides who may call it and as whom ([APIAuth]): a caller sees only its tenant's
+// runs and calls; any other is answered 404, as if it did not exist.
+func (p *Planner) Handler(auth APIAuth) http.Handler {
 	probes := http.NewServeMux()
 	probes.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -52,18 +51,18 @@ func (p *Planner) Handler(token string) http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &APIError{Status: http.StatusNotFound, Message: fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path)})
 	})
-	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
 			probes.ServeHTTP(w, r)
 			return
 		}
-		if token != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+		id, ok := auth.identify(r)
+		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="toolfleet"`)
 			writeError(w, &APIError{Status: http.StatusUnauthorized, Message: "missing or wrong bearer token"})
 			return
 		}
-		mux.ServeHTTP(w, r)
+		mux.ServeHTTP(w, r.WithContext(withCaller(r.Context(), id)))
 	})
 }
 
@@ -89,6 +88,7 @@ func (p *Planner) postRun(w http.ResponseWriter, r *http.Request) {
 		}
 		wait = d
 	}
+	req.Caller = callerOf(r) // the token's identity, never the body's
 	run, err := p.Start(r.Context(), req.StartRequest)
 	if err != nil {
 		writeError(w, err)
@@ -108,8 +108,17 @@ func (p *Planner) postRun(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, view(run))
 }
 
+// getVisible returns the run id if the request's caller may see it, and 404 otherwise.
+func (p *Planner) getVisible(r *http.Request, id string) (*Run, error) {
+	run, err := p.Get(r.Context(), id)
+	if err == nil && !run.visibleTo(callerOf(r)) {
+		return nil, notFoundf("no run %q", id)
+	}
+	return run, err
+}
+
 func (p *Planner) getRun(w http.ResponseWriter, r *http.Request) {
-	run, err := p.Get(r.Context(), r.PathValue("id"))
+	run, err := p.getVisible(r, r.PathValue("id"))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -123,7 +132,24 @@ func (p *Planner) postApproval(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if err := p.Approve(r.Context(), r.PathValue("callId"), ans); err != nil {
+	if err := checkDecision(ans); err != nil {
+		writeError(w, err)
+		return
+	}
+	callID := r.PathValue("callId")
+	runID, ok := runOfCall(callID)
+	if !ok {
+		writeError(w, notFoundf("no call %q", callID))
+		return
+	}
+	if _, err := p.getVisible(r, runID); err != nil {
+		if errors.As(err, new(*APIError)) {
+			err = notFoundf("no call %q", callID)
+		}
+		writeError(w, err)
+		return
+	}
+	if err := p.Approve(r.Context(), callID, ans); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -134,11 +160,12 @@ func (p *Planner) postApproval(w http.ResponseWriter, r *http.Request) {
 // is done or the client leaves. Each event's SSE id is its stream sequence.
 func (p *Planner) runEvents(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if _, err := p.Get(r.Context(), id); err != nil {
+	run, err := p.getVisible(r, id)
+	if err != nil {
 		writeError(w, err)
 		return
 	}
-	filter, err := events.RunEventsSubject(id)
+	filter, err := events.RunEventsSubject(run.Tenant, id)
 	if err != nil {
 		writeError(w, requestErrorf("%v", err))
 		return
@@ -168,7 +195,7 @@ func (p *Planner) runEvents(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return
 		}
-		_, what, ok := events.ParseRunEventSubject(m.Subject())
+		_, what, _, ok := events.ParseRunEventSubject(m.Subject())
 		if !ok { // the filter makes this impossible; never act on a guess
 			continue
 		}

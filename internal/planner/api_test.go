@@ -11,7 +11,7 @@ import (
 
 func TestAPIRefusesBadRequests(t *testing.T) {
 	b := setup(t, map[string]string{"main": answerScript})
-	srv := httptest.NewServer(b.p.Handler("tok"))
+	srv := httptest.NewServer(b.p.Handler(APIAuth{Token: "tok"}))
 	defer srv.Close()
 
 	tests := []struct {
@@ -81,7 +81,7 @@ func TestAPIRefusesBadRequests(t *testing.T) {
 // A run whose model answers at once completes, and the API shows its answer.
 func TestAPIRunAndWait(t *testing.T) {
 	b := setup(t, map[string]string{"main": answerScript})
-	srv := httptest.NewServer(b.p.Handler(""))
+	srv := httptest.NewServer(b.p.Handler(APIAuth{}))
 	defer srv.Close()
 	resp, err := http.Post(srv.URL+"/v1/runs", "application/json", strings.NewReader(`{"input":"say hello","wait":true}`))
 	if err != nil {

@@ -89,7 +89,7 @@ func TestApprovals(t *testing.T) {
 
 func TestApprovalWithInvalidArgumentsIsRefused(t *testing.T) {
 	b := setup(t, map[string]string{"main": approvalScript})
-	srv := httptest.NewServer(b.p.Handler(""))
+	srv := httptest.NewServer(b.p.Handler(APIAuth{}))
 	defer srv.Close()
 	run, c := b.startApproval(t)
 	resp, err := http.Post(srv.URL+"/v1/approvals/"+c.ID, "application/json",
@@ -130,7 +130,7 @@ steps:
   - calls: [{name: add, arguments: {a: 1, b: 2}}, {name: fail}]
   - text: finished
 `})
-	srv := httptest.NewServer(b.p.Handler(""))
+	srv := httptest.NewServer(b.p.Handler(APIAuth{}))
 	defer srv.Close()
 	run := b.run(t, StartRequest{Input: "go"})
 	resp, err := http.Get(srv.URL + "/v1/runs/" + run.ID + "/events")
@@ -180,7 +180,7 @@ func postAnswer(t *testing.T, url, callID, body string) (int, *events.Approval, 
 // storedResult reads the result the executor stored for a call of a run.
 func (b *testBundle) storedResult(t *testing.T, runID, callID string) events.Result {
 	t.Helper()
-	subject, err := events.ResultSubject(runID, callID)
+	subject, err := events.ResultSubject("", runID, callID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func (b *testBundle) storedResult(t *testing.T, runID, callID string) events.Res
 func TestApprovalFirstAnswerWins(t *testing.T) {
 	t.Parallel()
 	b := setup(t, map[string]string{"main": approvalScript})
-	srv := httptest.NewServer(b.p.Handler(""))
+	srv := httptest.NewServer(b.p.Handler(APIAuth{}))
 	defer srv.Close()
 	run, c := b.startApproval(t)
 	bodies := []string{`{"decision":"approve","by":"ann"}`, `{"decision":"deny","by":"bob","reason":"not today"}`}
@@ -276,7 +276,7 @@ func TestApprovalModifiedIsAudited(t *testing.T) {
 	}
 	check("result", b.storedResult(t, run.ID, c.ID).Approval)
 	// Watchers were told: the run's approval_answered event carries the record.
-	subject, err := events.RunEventSubject(run.ID, "approval_answered")
+	subject, err := events.RunEventSubject("", run.ID, "approval_answered")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +314,7 @@ steps:
 		Parameters: json.RawMessage(`{"type":"object"}`)},
 		func(context.Context, json.RawMessage) (any, error) { <-release; return "held", nil })
 	t.Cleanup(func() { close(release) }) // before the executor stops
-	srv := httptest.NewServer(b.p.Handler(""))
+	srv := httptest.NewServer(b.p.Handler(APIAuth{}))
 	defer srv.Close()
 	run, err := b.p.Start(b.ctx, StartRequest{Input: "wait", Tools: []string{"hold"}})
 	if err != nil {
@@ -372,7 +372,7 @@ steps:
 	if a := b.storedResult(t, run.ID, got.ID).Approval; a == nil || a.Decision != events.DecisionExpired {
 		t.Fatalf("result approval %+v, want decision expired", a)
 	}
-	srv := httptest.NewServer(b.p.Handler(""))
+	srv := httptest.NewServer(b.p.Handler(APIAuth{}))
 	defer srv.Close()
 	if status, _, _ := postAnswer(t, srv.URL, got.ID, `{"decision":"approve"}`); status != http.StatusConflict {
 		t.Fatalf("answer after expiry: %d, want 409", status)

@@ -158,7 +158,7 @@ func TestPickerSelectionIsEnforcedAndRecorded(t *testing.T) {
 	}
 	wantRefused(t, run.Calls[1], tools.CodeNotAllowed, "not offered at this step")
 
-	srv := httptest.NewServer(p.Handler("tok"))
+	srv := httptest.NewServer(p.Handler(APIAuth{Token: "tok"}))
 	defer srv.Close()
 	req, _ := http.NewRequest("GET", srv.URL+"/v1/runs/"+run.ID, nil)
 	req.Header.Set("Authorization", "Bearer tok")

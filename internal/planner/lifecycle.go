@@ -12,7 +12,7 @@ import (
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
-// emit publishes a run lifecycle event on toolfleet.event.run.<run>.<what>, for the SSE
+// emit publishes a run lifecycle event on toolfleet.event.run.<run>.<what>[.<tenant>], for the SSE
 // stream and any NATS subscriber. Its id is derived from what it reports, so a repeated
 // emission (a step resumed after a crash) is dropped by JetStream.
 //
@@ -24,7 +24,7 @@ import (
 // connection is logged, not retried.
 func (p *Planner) emit(ctx context.Context, run *Run, what string, step int, call string, detail any) {
 	msg, err := events.NewRunEvent(p.cfg.Source, what,
-		events.RunEvent{RunID: run.ID, Step: step, CallID: call, Detail: jsonText(detail)}, p.cfg.Now())
+		events.RunEvent{RunID: run.ID, Tenant: run.Tenant, Step: step, CallID: call, Detail: jsonText(detail)}, p.cfg.Now())
 	if err != nil {
 		p.log.Error().Err(err).Msg("run event encode")
 		return

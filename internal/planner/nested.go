@@ -101,6 +101,7 @@ func (p *Planner) startChild(ctx context.Context, parent *Run, c *CallRecord) er
 	req := StartRequest{
 		Messages: []provider.Message{{Role: provider.RoleUser, Text: a.Task}},
 		Model:    model, Tools: scoped, Limits: parent.Limits, Metadata: parent.Metadata,
+		Caller: parent.caller(), // a nested run acts for the same caller
 	}
 	_, err := p.start(ctx, req, childID(c.ID), parent, c.ID)
 	if err != nil && !isRunExists(err) {
@@ -113,7 +114,7 @@ func (p *Planner) startChild(ctx context.Context, parent *Run, c *CallRecord) er
 // run_agent call; the parent consumes it like any tool result.
 func (p *Planner) answerParent(ctx context.Context, child *Run) error {
 	res := events.Result{Tool: AgentToolName, CallID: child.ParentCallID, RunID: child.ParentID,
-		Executor: p.cfg.ID, Validated: true, Attempts: 1, StartedAt: child.CreatedAt}
+		Executor: p.cfg.ID, Validated: true, Attempts: 1, StartedAt: child.CreatedAt, Caller: child.caller()}
 	if child.FinishedAt != nil {
 		res.FinishedAt = *child.FinishedAt
 		res.DurationMS = child.FinishedAt.Sub(child.CreatedAt).Milliseconds()

@@ -21,7 +21,8 @@ type PickQuery struct {
 	Tools []string
 	// AllowUnsafe lets unsafe tools be candidates: true when the run named its tools.
 	AllowUnsafe bool
-	// Role is the caller's role (run metadata "role"), checked against tools' roles.
+	// Role is the run's caller's role (its identity, not its metadata), checked against
+	// tools' roles.
 	Role string
 	Max  int
 }

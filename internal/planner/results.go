@@ -26,6 +26,11 @@ func (p *Planner) handleResult(ctx context.Context, m jetstream.Msg) {
 		p.ack(m)
 		return
 	}
+	if _, _, tenant, ok := events.ParseResultSubject(m.Subject()); !ok || tenant != res.Caller.Tenant {
+		p.log.Warn().Str("subject", m.Subject()).Str("tenant", res.Caller.Tenant).Msg("ignoring a result whose subject and caller disagree")
+		p.ack(m)
+		return
+	}
 	if err := p.recordResult(ctx, res); err != nil {
 		if ctx.Err() != nil {
 			_ = m.Nak()
@@ -42,7 +47,9 @@ func (p *Planner) recordResult(ctx context.Context, res events.Result) error {
 	now := p.cfg.Now()
 	run, err := p.runs.update(ctx, res.RunID, func(r *Run) (bool, error) {
 		c := r.call(res.CallID)
-		if c == nil || c.Done() {
+		// A result for another tenant's call of the same ids (its caller chose them) is
+		// not this run's.
+		if c == nil || c.Done() || res.Caller.Tenant != r.Tenant {
 			return false, nil
 		}
 		c.Status, c.Output, c.Error = string(res.Status), res.Output, res.Error
@@ -167,7 +174,7 @@ func (p *Planner) handleApprovalRequest(ctx context.Context, m jetstream.Msg) {
 	}
 	run, err := p.runs.update(ctx, req.RunID, func(r *Run) (bool, error) {
 		c := r.call(req.CallID)
-		if c == nil || c.Done() || c.Status == string(CallAwaitingApproval) {
+		if c == nil || c.Done() || c.Status == string(CallAwaitingApproval) || req.Caller.Tenant != r.Tenant {
 			return false, nil
 		}
 		c.Status = string(CallAwaitingApproval)
@@ -193,8 +200,8 @@ func (p *Planner) handleApprovalRequest(ctx context.Context, m jetstream.Msg) {
 // is published, and a later answer is refused (409) with the decision that stood. A call
 // that is not waiting for an approval is refused too (409); an unknown call is 404.
 func (p *Planner) Approve(ctx context.Context, callID string, ans events.ApprovalAnswer) error {
-	if ans.Decision != events.DecisionApprove && ans.Decision != events.DecisionDeny {
-		return requestErrorf("decision must be %q or %q, got %q", events.DecisionApprove, events.DecisionDeny, ans.Decision)
+	if err := checkDecision(ans); err != nil {
+		return err
 	}
 	runID, ok := runOfCall(callID)
 	if !ok {
@@ -238,7 +245,7 @@ func (p *Planner) Approve(ctx context.Context, callID string, ans events.Approva
 	if err != nil {
 		return err
 	}
-	dup, err := publishApproval(ctx, p.js, p.cfg.Source, c.Name, callID, ans)
+	dup, err := publishApproval(ctx, p.js, p.cfg.Source, run.Tenant, c.Name, callID, ans)
 	if err != nil || dup {
 		// Not published, or an answer over NATS came first (same answer id): take the
 		// record back; the result will carry the decision that stood.
@@ -262,6 +269,13 @@ func (p *Planner) Approve(ctx context.Context, callID string, ans events.Approva
 	}
 	if c := run.call(callID); c != nil {
 		p.emit(ctx, run, "approval_answered", c.Step, c.ID, rec)
+	}
+	return nil
+}
+
+func checkDecision(ans events.ApprovalAnswer) error {
+	if ans.Decision != events.DecisionApprove && ans.Decision != events.DecisionDeny {
+		return requestErrorf("decision must be %q or %q, got %q", events.DecisionApprove, events.DecisionDeny, ans.Decision)
 	}
 	return nil
 }

@@ -70,6 +70,11 @@ type Run struct {
 	Limits     Limits              `json:"limits"`
 	Pick       bool                `json:"pick,omitempty"`
 	Metadata   map[string]string   `json:"metadata,omitempty"`
+	// Tenant and Role are the identity of the caller who started the run (its API
+	// token's): its calls are published with it, executors enforce tools' roles and
+	// tenants with it, and only that tenant sees the run.
+	Tenant string `json:"tenant,omitempty"`
+	Role   string `json:"role,omitempty"`
 
 	Messages []provider.Message `json:"messages"`
 	// Step counts model turns taken; the current step's calls are those with Step == Step.
@@ -111,6 +116,9 @@ type StepTools struct {
 	// provenance), best first; absent when the picker was not asked or failed.
 	Picked []pick.Result `json:"picked,omitempty"`
 }
+
+// caller is the identity the run acts with.
+func (r *Run) caller() events.Identity { return events.Identity{Tenant: r.Tenant, Role: r.Role} }
 
 // offered returns the tool set recorded for step, or nil for a step taken before tool
 // sets were recorded.

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolfleet/toolfleet/internal/provider"
+	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
@@ -33,6 +34,9 @@ type StartRequest struct {
 	// false never asks; absent asks when the set is larger than the planner's threshold.
 	Pick     *bool             `json:"pick,omitempty"`
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// Caller is who starts the run: the run acts with this identity (see Run.Tenant). The
+	// HTTP API sets it from the request's bearer token; it is never read from a body.
+	Caller events.Identity `json:"-"`
 }
 
 // Start validates req, stores a new run and asks for its first step. It returns at once;
@@ -97,7 +101,14 @@ func (p *Planner) newRun(req StartRequest, id string) (*Run, error) {
 	}
 	limits := req.Limits.WithDefaults()
 
-	known := func(n string) bool { _, ok := p.cat.get(n); return ok || n == AgentToolName }
+	if err := req.Caller.Validate(); err != nil {
+		return nil, requestErrorf("%v", err)
+	}
+	// A tool the caller may not call does not exist for it.
+	known := func(n string) bool {
+		d, ok := p.cat.get(n)
+		return ok && d.AllowsCaller(req.Caller.Tenant, req.Caller.Role) || n == AgentToolName
+	}
 	toolSet := req.Tools
 	for _, n := range req.Tools {
 		if !known(n) {
@@ -129,6 +140,7 @@ func (p *Planner) newRun(req StartRequest, id string) (*Run, error) {
 	pick := req.Pick != nil && *req.Pick
 	return &Run{ID: id, Status: StatusRunning, Model: model, System: req.System, Tools: toolSet,
 		ToolChoice: choice, Limits: limits, Pick: pick, Metadata: req.Metadata, Messages: msgs,
+		Tenant: req.Caller.Tenant, Role: req.Caller.Role,
 		CreatedAt: now, Deadline: now.Add(limits.Timeout.D())}, nil
 }
 
@@ -195,7 +207,7 @@ func (p *Planner) stepTools(ctx context.Context, r *Run) ([]tools.Definition, St
 	rec := StepTools{Step: r.Step}
 	if p.cfg.Picker != nil && (r.Pick || len(names) > p.cfg.PickThreshold) {
 		picked, err := p.cfg.Picker.Pick(ctx, PickQuery{Input: lastUserText(r.Messages), Tools: r.Tools,
-			AllowUnsafe: r.Tools != nil, Role: r.Metadata["role"], Max: p.cfg.PickMax})
+			AllowUnsafe: r.Tools != nil, Role: r.Role, Max: p.cfg.PickMax})
 		if err != nil {
 			p.log.Warn().Err(err).Str("run_id", r.ID).Msg("picker failed; showing the model every tool of the run")
 		} else {
@@ -226,7 +238,7 @@ func (p *Planner) stepTools(ctx context.Context, r *Run) ([]tools.Definition, St
 			}
 			continue
 		}
-		if d, ok := p.cat.get(n); ok {
+		if d, ok := p.cat.get(n); ok && d.AllowsCaller(r.Tenant, r.Role) {
 			defs = append(defs, d)
 			rec.Tools = append(rec.Tools, n)
 		}

@@ -340,7 +340,7 @@ func (p *Planner) dispatch(ctx context.Context, run *Run) error {
 			continue
 		}
 		msg, err := events.NewCall(events.CallOptions{Source: p.cfg.Source, ID: c.ID, RunID: run.ID, Deadline: run.Deadline,
-			TraceParent: run.TraceParent, TraceState: run.TraceState},
+			TraceParent: run.TraceParent, TraceState: run.TraceState, Caller: run.caller()},
 			events.Call{Tool: c.Name, Arguments: c.Arguments, Metadata: run.Metadata})
 		if err != nil {
 			return err

@@ -11,6 +11,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/envflag"
 	"github.com/toolfleet/toolfleet/internal/natsconn"
 	"github.com/toolfleet/toolfleet/internal/ops"
+	"github.com/toolfleet/toolfleet/internal/planner"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
@@ -23,8 +24,11 @@ type Config struct {
 	NATS natsconn.Config
 	// HTTPAddr is the API's listen address.
 	HTTPAddr string
-	// Token, when set, protects the API with a bearer token.
+	// Token, when set, protects the API with a bearer token; its holder is anonymous.
 	Token string
+	// Tokens maps more bearer tokens (by SHA-256) to the tenant and role their holders
+	// act with, from the tokens file (-api-tokens, see planner.LoadTokens).
+	Tokens map[string]events.Identity
 	// Scripts are scripted models by name, "name=path".
 	Scripts []string
 	// StreamReplicas is the replicas of the streams and buckets the planner creates.
@@ -46,6 +50,8 @@ func Parse(args []string, out io.Writer) (Config, error) {
 	c.NATS.Name = "toolfleet-planner"
 	fs.StringVar(&c.HTTPAddr, "http-addr", envflag.String("TOOLFLEET_HTTP_ADDR", DefaultHTTPAddr), "HTTP API listen address (env TOOLFLEET_HTTP_ADDR)")
 	c.Token = os.Getenv("TOOLFLEET_API_TOKEN") // never a flag: flags show in process lists
+	tokensFile := fs.String("api-tokens", os.Getenv("TOOLFLEET_API_TOKENS_FILE"),
+		"a JSON file mapping API bearer tokens to the tenant and role their holders act with (env TOOLFLEET_API_TOKENS_FILE)")
 	fs.Func("script", "a scripted model, name=path to its YAML or JSON script (repeatable)", func(s string) error {
 		if !strings.Contains(s, "=") {
 			return fmt.Errorf("want name=path, got %q", s)
@@ -63,6 +69,11 @@ func Parse(args []string, out io.Writer) (Config, error) {
 	var err error
 	if c.Ops, err = opsFlags.Config(); err != nil {
 		errs = append(errs, err)
+	}
+	if *tokensFile != "" {
+		if c.Tokens, err = planner.LoadTokens(*tokensFile); err != nil {
+			errs = append(errs, fmt.Errorf("-api-tokens (TOOLFLEET_API_TOKENS_FILE): %w", err))
+		}
 	}
 	if c.StreamReplicas < 1 || c.StreamReplicas > 5 {
 		errs = append(errs, fmt.Errorf("-stream-replicas (TOOLFLEET_STREAM_REPLICAS): must be 1 to 5, got %d", c.StreamReplicas))

@@ -45,7 +45,7 @@ func Run(ctx context.Context, c Config) error {
 	log.Info().Str("addr", ln.Addr().String()).Str("default_model", def).Bool("picker", c.UsePicker).Msg("planner API listening")
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return p.Run(gctx) })
-	g.Go(func() error { return ServeAPI(gctx, ln, p.Handler(c.Token)) })
+	g.Go(func() error { return ServeAPI(gctx, ln, p.Handler(planner.APIAuth{Token: c.Token, Tokens: c.Tokens})) })
 	err = g.Wait()
 	if dErr := nc.Drain(); dErr != nil && err == nil {
 		err = dErr

@@ -27,6 +27,25 @@ type Option func(*options) error
 
 type options struct {
 	source string
+	caller events.Identity
+}
+
+// WithIdentity makes the client call, read results, follow runs and answer approvals as
+// caller: a tenant's user (see [events.Identity]). The fleet takes the identity from the
+// subjects the client publishes on, so the client's NATS user must be allowed them
+// (deploy/k8s/base/nats, "tenants"); connect such a user with its own inbox prefix
+// (nats.CustomInboxPrefix), which its permissions allow instead of _INBOX.>.
+func WithIdentity(caller events.Identity) Option {
+	return func(o *options) error {
+		if caller.IsZero() {
+			return fmt.Errorf("%w: empty identity", ErrInvalidOption)
+		}
+		if err := caller.Validate(); err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalidOption, err)
+		}
+		o.caller = caller
+		return nil
+	}
 }
 
 // WithSource sets the CloudEvents source of what the client publishes, which names the
@@ -46,6 +65,7 @@ func WithSource(source string) Option {
 type Client struct {
 	js     jetstream.JetStream
 	source string
+	caller events.Identity
 }
 
 // New returns a client on nc. The fleet's streams must exist (any executor or planner
@@ -61,7 +81,7 @@ func New(nc *nats.Conn, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: jetstream: %w", err)
 	}
-	return &Client{js: js, source: o.source}, nil
+	return &Client{js: js, source: o.source, caller: o.caller}, nil
 }
 
 // Request is a tool call to make.
@@ -92,7 +112,7 @@ func (c *Client) Call(ctx context.Context, r Request) (events.Result, error) {
 	if len(r.Arguments) == 0 {
 		r.Arguments = json.RawMessage("{}")
 	}
-	opts := events.CallOptions{Source: c.source, ID: r.ID, RunID: r.RunID}
+	opts := events.CallOptions{Source: c.source, ID: r.ID, RunID: r.RunID, Caller: c.caller}
 	opts.Deadline, _ = ctx.Deadline()
 	msg, err := events.NewCall(opts, events.Call{Tool: r.Tool, Arguments: r.Arguments, Metadata: r.Metadata})
 	if err != nil {
@@ -102,7 +122,7 @@ func (c *Client) Call(ctx context.Context, r Request) (events.Result, error) {
 	if run == "" {
 		run = r.ID
 	}
-	subj, err := events.ResultSubject(events.ReplyID(run), events.ReplyID(r.ID))
+	subj, err := events.ResultSubject(c.caller.Tenant, events.ReplyID(run), events.ReplyID(r.ID))
 	if err != nil {
 		return events.Result{}, err
 	}
@@ -139,7 +159,7 @@ func (c *Client) Call(ctx context.Context, r Request) (events.Result, error) {
 // answer to a call wins: all answers to a call share one event id, so JetStream drops a
 // later one within its duplicate window ([ErrAnswered]), and executors ignore it after.
 func (c *Client) Answer(ctx context.Context, tool, callID string, a events.ApprovalAnswer) error {
-	msg, err := events.NewApprovalAnswer(c.source, tool, callID, a)
+	msg, err := events.NewApprovalAnswer(c.source, c.caller.Tenant, tool, callID, a)
 	if err != nil {
 		return err
 	}

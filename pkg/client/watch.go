@@ -45,7 +45,7 @@ var ErrStopped = errors.New("client: watch stopped")
 // [events.Approval]), done ([events.RunEvent]; an event's Type is [events.RunType] of
 // its word, its Detail the planner's record). The run's last event is "done". The watch ends when ctx ends.
 func (c *Client) FollowRun(ctx context.Context, run string) (*Watch[events.RunEvent], error) {
-	filter, err := events.RunEventsSubject(run)
+	filter, err := events.RunEventsSubject(c.caller.Tenant, run)
 	if err != nil {
 		return nil, err
 	}
@@ -60,10 +60,15 @@ func (c *Client) FollowRun(ctx context.Context, run string) (*Watch[events.RunEv
 }
 
 // WatchApprovals returns the approval requests published from now on, of every tool, as
-// executors park calls of unsafe tools; answer each with [Client.Answer] before its
-// ExpiresAt. The watch ends when ctx ends.
+// executors park calls of unsafe tools — of the client's tenant only, for a client
+// [WithIdentity]; answer each with [Client.Answer] before its ExpiresAt. The watch ends
+// when ctx ends.
 func (c *Client) WatchApprovals(ctx context.Context) (*Watch[events.ApprovalRequest], error) {
-	w, err := c.watch(ctx, events.StreamEvents, events.AllApprovalRequests, jetstream.DeliverNewPolicy)
+	filter, err := events.ApprovalRequestsFilter(c.caller.Tenant)
+	if err != nil {
+		return nil, err
+	}
+	w, err := c.watch(ctx, events.StreamEvents, filter, jetstream.DeliverNewPolicy)
 	if err != nil {
 		return nil, fmt.Errorf("watch approvals: %w", err)
 	}

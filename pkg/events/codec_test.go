@@ -22,9 +22,9 @@ func sampleEvents(t testing.TB) []struct {
 } {
 	t.Helper()
 	now := time.Date(2026, 3, 4, 5, 6, 7, 891234567, time.UTC)
-	call, _ := events.CallSubject("get_weather")
-	res, _ := events.ResultSubject("run_1", "call_1")
-	step, _ := events.RunEventSubject("run_1", "step")
+	call, _ := events.CallSubject(events.Identity{}, "get_weather")
+	res, _ := events.ResultSubject("", "run_1", "call_1")
+	step, _ := events.RunEventSubject("", "run_1", "step")
 	return []struct {
 		subject string
 		event   events.Event
@@ -263,7 +263,7 @@ func TestStatusOf(t *testing.T) {
 
 func TestNewApprovalAnswer(t *testing.T) {
 	t.Parallel()
-	m, err := events.NewApprovalAnswer("/human", "write_file", "c1", events.ApprovalAnswer{Decision: events.DecisionDeny, Reason: "no"})
+	m, err := events.NewApprovalAnswer("/human", "", "write_file", "c1", events.ApprovalAnswer{Decision: events.DecisionDeny, Reason: "no"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,11 +278,11 @@ func TestNewApprovalAnswer(t *testing.T) {
 	if m.Subject != "toolfleet.event.approval.answered.write_file.c1" || e.ID == "c1" || a.Decision != events.DecisionDeny || a.Reason != "no" {
 		t.Errorf("answer %s %+v %+v", m.Subject, e, a)
 	}
-	if _, err := events.NewApprovalAnswer("/human", "write_file", "c1", events.ApprovalAnswer{Decision: "maybe"}); !errors.Is(err, tools.ErrInvalidEvent) {
+	if _, err := events.NewApprovalAnswer("/human", "", "write_file", "c1", events.ApprovalAnswer{Decision: "maybe"}); !errors.Is(err, tools.ErrInvalidEvent) {
 		t.Errorf("decision maybe: %v", err)
 	}
 	// Every answer to a call has the same deduplication id, so JetStream keeps the first.
-	other, err := events.NewApprovalAnswer("/other", "write_file", "c1", events.ApprovalAnswer{Decision: events.DecisionApprove})
+	other, err := events.NewApprovalAnswer("/other", "", "write_file", "c1", events.ApprovalAnswer{Decision: events.DecisionApprove})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -228,13 +228,14 @@ func ApprovalConsumerName(tool string) string { return "toolfleet-approval-" + t
 // the same settings, so CreateOrUpdate is idempotent.
 func (c Config) CallConsumer(tool string) (jetstream.ConsumerConfig, error) {
 	c = c.WithDefaults()
-	subj, err := CallSubject(tool)
+	subj, err := CallSubject(Identity{}, tool)
 	if err != nil {
 		return jetstream.ConsumerConfig{}, err
 	}
 	return jetstream.ConsumerConfig{
 		Durable: ConsumerName(tool), Description: "calls of tool " + tool,
-		FilterSubject: subj, AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverAllPolicy,
+		// Anonymous calls and calls with an identity (toolfleet.call.<tool>.<tenant>.<role>).
+		FilterSubjects: []string{subj, subj + ".*.*"}, AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckWait: c.AckWait.D(), MaxDeliver: -1, MaxAckPending: c.MaxAckPending,
 		Replicas: c.Replicas, MemoryStorage: c.Storage == "memory",
 	}, nil

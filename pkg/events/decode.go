@@ -144,9 +144,9 @@ func checkIncoming(subject, msgID, contentType string, e *Event) error {
 				"event %s: data content type %q is not supported (want %s)", e.ID, contentType, ContentType)
 		}
 	}
-	if msgID != "" && msgID != e.ID {
+	if msgID != "" && msgID != e.ID && msgID != MsgID(SubjectTenant(subject), e.ID) {
 		return tools.Errorf(tools.CodeInvalidEvent,
-			"event %s: %s %q differs from the event id (they must be equal for deduplication)", e.ID, HeaderMsgID, msgID)
+			"event %s: %s %q differs from the event id (they must be equal for deduplication, or id@tenant on a tenant's subject)", e.ID, HeaderMsgID, msgID)
 	}
 	return nil
 }

@@ -53,11 +53,16 @@
 // (toolfleet.result.<run>.<call>), [DeadLetterSubject] (toolfleet.dlq.<tool>),
 // [ApprovalRequestedSubject] and [ApprovalAnsweredSubject]
 // (toolfleet.event.approval.{requested,answered}.<tool>.<call>), [RunEventSubject]
-// (toolfleet.event.run.<run>.<what>), [PlanSubject] and the picker's [PickSubject]. Tool
+// (toolfleet.event.run.<run>.<what>), [PlanSubject] and the picker's [PickSubject]. A
+// call made with an [Identity] adds its tenant and role to its subject
+// (toolfleet.call.<tool>.<tenant>.<role>), and every answer to it — result, approval
+// request and answer, the run's events — adds the tenant as its last token, so NATS
+// permissions can give each tenant its own subjects and nothing else; such messages are
+// deduplicated under id@tenant ([MsgID]). Tool
 // names follow [tools.NamePattern]; ids of any kind reach a subject as their [IDToken];
 // anything else is refused, because a '.', '*', '>' or a space would change which
 // subscribers see the message. Each subject read back has an exact parser
-// ([ToolOfCallSubject], [ParseResultSubject], [ParseRunEventSubject],
+// ([ParseCallSubject], [ToolOfCallSubject], [ParseResultSubject], [ParseRunEventSubject],
 // [ParseApprovalRequestSubject], [ParseApprovalAnswerSubject]): a subject of any other
 // shape is refused, never guessed at. Answers carry the caller's id ([ReplyID]): any
 // non-empty CloudEvents id is accepted, and an id of letters, digits, '_' and '-' is its

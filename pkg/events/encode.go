@@ -14,7 +14,8 @@ import (
 const timeFormat = time.RFC3339Nano
 
 // Encode writes e as a NATS message on subject in binary content mode: ce-* headers, the
-// data as body, and Nats-Msg-Id = the event id. It writes the headers directly, which is
+// data as body, and Nats-Msg-Id = the event id ([MsgID]: qualified by the subject's
+// tenant, when it has one). It writes the headers directly, which is
 // several times cheaper than the CloudEvents SDK's encoder (eventstest.EncodeSDK); the
 // tests prove both produce the same message.
 func Encode(subject string, e Event) (*nats.Msg, error) {
@@ -56,7 +57,7 @@ func Encode(subject string, e Event) (*nats.Msg, error) {
 	if e.TraceState != "" {
 		set(HeaderTraceState, e.TraceState)
 	}
-	set(HeaderMsgID, e.ID)
+	set(HeaderMsgID, MsgID(SubjectTenant(subject), e.ID))
 	return &nats.Msg{Subject: subject, Header: h, Data: e.Data}, nil
 }
 

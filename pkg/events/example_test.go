@@ -8,9 +8,9 @@ import (
 )
 
 func ExampleCallSubject() {
-	subj, _ := events.CallSubject("get_weather")
+	subj, _ := events.CallSubject(events.Identity{}, "get_weather")
 	fmt.Println(subj)
-	_, err := events.CallSubject("get.weather") // a '.' would change which executors see it
+	_, err := events.CallSubject(events.Identity{}, "get.weather") // a '.' would change which executors see it
 	fmt.Println(err)
 	// Output:
 	// toolfleet.call.get_weather
@@ -19,9 +19,9 @@ func ExampleCallSubject() {
 
 // Any CloudEvents id may name a call; the subject holds its token.
 func ExampleResultSubject() {
-	plain, _ := events.ResultSubject("run-1", "call_1")
+	plain, _ := events.ResultSubject("", "run-1", "call_1")
 	fmt.Println(plain)
-	urn, _ := events.ResultSubject("run-1", "urn:uuid:1")
+	urn, _ := events.ResultSubject("", "run-1", "urn:uuid:1")
 	fmt.Println(urn)
 	// Output:
 	// toolfleet.result.run-1.call_1
@@ -30,14 +30,17 @@ func ExampleResultSubject() {
 
 // Parsers are exact: a subject of another shape is refused, never guessed at.
 func ExampleParseResultSubject() {
-	run, call, ok := events.ParseResultSubject("toolfleet.result.run-1.call_1")
-	fmt.Println(run, call, ok)
-	_, _, ok = events.ParseResultSubject("toolfleet.result.run-1.call_1.extra")
+	run, call, tenant, ok := events.ParseResultSubject("toolfleet.result.run-1.call_1")
+	fmt.Printf("%s %s %q %v\n", run, call, tenant, ok)
+	run, call, tenant, ok = events.ParseResultSubject("toolfleet.result.run-1.call_1.acme")
+	fmt.Printf("%s %s %q %v\n", run, call, tenant, ok)
+	_, _, _, ok = events.ParseResultSubject("toolfleet.result.run-1.call_1.acme.extra")
 	fmt.Println(ok)
-	_, what, ok := events.ParseRunEventSubject("toolfleet.event.run.run-1.done")
+	_, what, _, ok := events.ParseRunEventSubject("toolfleet.event.run.run-1.done")
 	fmt.Println(what, ok)
 	// Output:
-	// run-1 call_1 true
+	// run-1 call_1 "" true
+	// run-1 call_1 "acme" true
 	// false
 	// done true
 }

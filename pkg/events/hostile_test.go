@@ -50,7 +50,7 @@ func TestDecodeStructuredMode(t *testing.T) {
 			}
 		}
 	}
-	call, _ := events.CallSubject("echo")
+	call, _ := events.CallSubject(events.Identity{}, "echo")
 	ct := nats.Header{"Content-Type": {"application/cloudevents+json"}}
 	b64 := base64.StdEncoding.EncodeToString([]byte(`{"arguments":{"text":"hi"}}`))
 	ce, err := events.DecodeCall(events.CoreMsg(&nats.Msg{Subject: call, Header: ct, Data: []byte(
@@ -180,7 +180,7 @@ func FuzzDecodeCall(f *testing.F) {
 		if events.ValidateEventID("id", ce.ID) != nil {
 			t.Fatalf("accepted a call whose id %q is not a valid event id", ce.ID)
 		}
-		rs, rerr := events.ResultSubject(events.ReplyID(ce.RunIDOrSelf()), events.ReplyID(ce.ID))
+		rs, rerr := events.ResultSubject("", events.ReplyID(ce.RunIDOrSelf()), events.ReplyID(ce.ID))
 		if rerr != nil || strings.Count(rs, ".") != 3 {
 			t.Fatalf("accepted call %q cannot be answered: %q %v", ce.ID, rs, rerr)
 		}
@@ -194,7 +194,7 @@ func FuzzDecodeCall(f *testing.F) {
 // event cannot smuggle a header break (or anything but printable ASCII) through it.
 func TestTraceContextIsChecked(t *testing.T) {
 	t.Parallel()
-	call, _ := events.CallSubject("echo")
+	call, _ := events.CallSubject(events.Identity{}, "echo")
 	for _, tp := range []string{"00-abc\r\nNats-Msg-Id: x", "é", strings.Repeat("a", 513)} {
 		body, _ := json.Marshal(map[string]any{"specversion": "1.0", "id": "c1", "type": events.TypeCall, "source": "/x",
 			"traceparent": tp, "data": map[string]any{}})

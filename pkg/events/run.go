@@ -8,12 +8,12 @@ import (
 )
 
 // NewRunEvent encodes r as the run lifecycle event what (e.g. "step", "done") on
-// [RunEventSubject](r.RunID, what), of type [RunType](what), at time at (zero: now). Its
+// [RunEventSubject](r.Tenant, r.RunID, what), of type [RunType](what), at time at (zero: now). Its
 // id is derived from what it reports — <run>-<what>-<call> when r names a call,
 // <run>-<what>-<step> otherwise — so announcing the same thing twice (a step resumed
 // after a crash) is deduplicated.
 func NewRunEvent(source, what string, r RunEvent, at time.Time) (*nats.Msg, error) {
-	subj, err := RunEventSubject(r.RunID, what)
+	subj, err := RunEventSubject(r.Tenant, r.RunID, what)
 	if err != nil {
 		return nil, err
 	}
@@ -34,7 +34,7 @@ func NewRunEvent(source, what string, r RunEvent, at time.Time) (*nats.Msg, erro
 // DecodeRunEvent decodes a run lifecycle event; what is the event's word, read exactly
 // from its subject ([ParseRunEventSubject]).
 func DecodeRunEvent(msg Message) (e Event, what string, r RunEvent, err error) {
-	_, what, _ = ParseRunEventSubject(msg.Subject())
+	_, what, _, _ = ParseRunEventSubject(msg.Subject())
 	e, r, err = decodeAs[RunEvent](msg, 0)
 	return e, what, r, err
 }

@@ -69,31 +69,53 @@ func ValidateToken(word string) error {
 		"event word %q is not allowed: use 1 to 64 lower-case letters, digits, '_' or '-'", word)
 }
 
-// CallSubject is where calls of tool are published: toolfleet.call.<tool>.
-func CallSubject(tool string) (string, error) {
+// CallSubject is where calls of tool are published: toolfleet.call.<tool> for an
+// anonymous caller (the zero [Identity]), toolfleet.call.<tool>.<tenant>.<role> for a
+// caller with an identity. The subject is the only place an executor reads a caller's
+// identity from, so NATS permissions on these subjects decide who may claim it.
+func CallSubject(caller Identity, tool string) (string, error) {
 	if err := ValidateTool(tool); err != nil {
 		return "", err
 	}
-	return callPrefix + tool, nil
+	if caller.IsZero() {
+		return callPrefix + tool, nil
+	}
+	if err := caller.Validate(); err != nil {
+		return "", err
+	}
+	return callPrefix + tool + "." + caller.Tenant + "." + caller.Role, nil
 }
 
 // ResultSubject is where the result of call in run is published:
-// toolfleet.result.<run>.<call>, each id as its [IDToken], so any non-empty id works. A
-// caller subscribes to toolfleet.result.<run>.* (see [RunResultsSubject]) to gather a
-// run's results.
-func ResultSubject(run, call string) (string, error) {
+// toolfleet.result.<run>.<call> for an anonymous caller, toolfleet.result.<run>.<call>.<tenant>
+// for a caller of tenant; each id as its [IDToken], so any non-empty id works. A caller
+// subscribes to [RunResultsSubject] to gather a run's results.
+func ResultSubject(tenant, run, call string) (string, error) {
 	if run == "" || call == "" {
 		return "", tools.Errorf(tools.CodeInvalidEvent, "a result subject needs a run id and a call id (got %q, %q)", run, call)
 	}
-	return resultPrefix + IDToken(run) + "." + IDToken(call), nil
+	subj := resultPrefix + IDToken(run) + "." + IDToken(call)
+	return withTenant(subj, tenant)
 }
 
-// RunResultsSubject is the filter matching every result of run.
-func RunResultsSubject(run string) (string, error) {
+// RunResultsSubject is the filter matching every result of run, a run of tenant (empty:
+// an anonymous caller's).
+func RunResultsSubject(tenant, run string) (string, error) {
 	if run == "" {
 		return "", tools.Errorf(tools.CodeInvalidEvent, "run id is empty")
 	}
-	return resultPrefix + IDToken(run) + ".*", nil
+	return withTenant(resultPrefix+IDToken(run)+".*", tenant)
+}
+
+// withTenant appends tenant as the last token of subj, unless it is empty.
+func withTenant(subj, tenant string) (string, error) {
+	if tenant == "" {
+		return subj, nil
+	}
+	if err := validateIdentityToken("tenant", tenant); err != nil {
+		return "", err
+	}
+	return subj + "." + tenant, nil
 }
 
 // DeadLetterSubject is where messages for tool that could not be processed go:
@@ -107,115 +129,183 @@ func DeadLetterSubject(tool string) string {
 }
 
 // ApprovalRequestedSubject is where an approval request for call of tool is announced:
-// toolfleet.event.approval.requested.<tool>.<IDToken(call)>.
-func ApprovalRequestedSubject(tool, call string) (string, error) {
-	return approvalSubject(approvalReqPrefix, tool, call)
+// toolfleet.event.approval.requested.<tool>.<IDToken(call)>, followed by .<tenant> for a
+// call of tenant.
+func ApprovalRequestedSubject(tenant, tool, call string) (string, error) {
+	return approvalSubject(approvalReqPrefix, tenant, tool, call)
 }
 
 // ApprovalAnsweredSubject is where the answer to the approval of call of tool must be
-// published: toolfleet.event.approval.answered.<tool>.<IDToken(call)>. The tool is part
-// of the subject so that only the executors serving it consume the answer.
-func ApprovalAnsweredSubject(tool, call string) (string, error) {
-	return approvalSubject(approvalAnsPrefix, tool, call)
+// published: toolfleet.event.approval.answered.<tool>.<IDToken(call)>, followed by
+// .<tenant> for a call of tenant. The tool is part of the subject so that only the
+// executors serving it consume the answer; the tenant, so that NATS permissions let only
+// the call's tenant answer.
+func ApprovalAnsweredSubject(tenant, tool, call string) (string, error) {
+	return approvalSubject(approvalAnsPrefix, tenant, tool, call)
 }
 
-func approvalSubject(prefix, tool, call string) (string, error) {
+func approvalSubject(prefix, tenant, tool, call string) (string, error) {
 	if err := ValidateTool(tool); err != nil {
 		return "", err
 	}
 	if call == "" {
 		return "", tools.Errorf(tools.CodeInvalidEvent, "call id is empty")
 	}
-	return prefix + tool + "." + IDToken(call), nil
+	return withTenant(prefix+tool+"."+IDToken(call), tenant)
 }
 
-// ParseApprovalAnswerSubject returns the tool and the call token an approval answer's
-// subject names; ok is false unless subject is exactly
-// toolfleet.event.approval.answered.<tool>.<token>.
-func ParseApprovalAnswerSubject(subject string) (tool, callToken string, ok bool) {
-	return parseApprovalSubject(approvalAnsPrefix, subject)
+// ParseApprovalAnswerSubject returns the tool, the call token and the tenant (empty for
+// an anonymous caller) an approval answer's subject names; ok is false unless subject is
+// exactly toolfleet.event.approval.answered.<tool>.<token>[.<tenant>].
+func ParseApprovalAnswerSubject(subject string) (tool, callToken, tenant string, ok bool) {
+	return parseTwo(subject, approvalAnsPrefix, isTool, isToken)
 }
 
-// ParseApprovalRequestSubject returns the tool and the call token an approval request's
-// subject names; ok is false unless subject is exactly
-// toolfleet.event.approval.requested.<tool>.<token>.
-func ParseApprovalRequestSubject(subject string) (tool, callToken string, ok bool) {
-	return parseApprovalSubject(approvalReqPrefix, subject)
+// ParseApprovalRequestSubject returns the tool, the call token and the tenant an
+// approval request's subject names; ok is false unless subject is exactly
+// toolfleet.event.approval.requested.<tool>.<token>[.<tenant>].
+func ParseApprovalRequestSubject(subject string) (tool, callToken, tenant string, ok bool) {
+	return parseTwo(subject, approvalReqPrefix, isTool, isToken)
 }
 
-func parseApprovalSubject(prefix, subject string) (tool, callToken string, ok bool) {
-	return parseTwo(subject, prefix, isTool, isToken)
-}
-
-// parseTwo returns the two tokens that follow prefix in subject, each passing its rule;
-// ok is false unless subject is exactly prefix + first + "." + second.
-func parseTwo(subject, prefix string, first, second func(string) bool) (a, b string, ok bool) {
+// parseTwo returns the two tokens that follow prefix in subject, each passing its rule,
+// and the tenant token that may end it; ok is false unless subject is exactly
+// prefix + first + "." + second, optionally followed by "." + a valid tenant.
+func parseTwo(subject, prefix string, first, second func(string) bool) (a, b, tenant string, ok bool) {
 	rest, ok := strings.CutPrefix(subject, prefix)
 	if !ok {
-		return "", "", false
+		return "", "", "", false
 	}
-	a, b, ok = strings.Cut(rest, ".")
-	if !ok || !first(a) || !second(b) {
-		return "", "", false
+	a, rest, ok = strings.Cut(rest, ".")
+	if !ok || !first(a) {
+		return "", "", "", false
 	}
-	return a, b, true
+	b, tenant, hasTenant := strings.Cut(rest, ".")
+	if !second(b) || hasTenant && !isIdentityToken(tenant) {
+		return "", "", "", false
+	}
+	return a, b, tenant, true
 }
 
 func isTool(s string) bool { return isIDToken(s, 64) }
 
 func isWord(s string) bool { return wordPattern.MatchString(s) }
 
-// ParseResultSubject returns the run and call tokens a result's subject names; ok is
-// false unless subject is exactly toolfleet.result.<run token>.<call token>. The tokens
-// are [IDToken]s: compare them with IDToken of an id, not with the id.
-func ParseResultSubject(subject string) (runToken, callToken string, ok bool) {
+// ParseResultSubject returns the run and call tokens and the tenant (empty for an
+// anonymous caller) a result's subject names; ok is false unless subject is exactly
+// toolfleet.result.<run token>.<call token>[.<tenant>]. The tokens are [IDToken]s:
+// compare them with IDToken of an id, not with the id.
+func ParseResultSubject(subject string) (runToken, callToken, tenant string, ok bool) {
 	return parseTwo(subject, resultPrefix, isToken, isToken)
 }
 
-// ParseRunEventSubject returns the run token and the event word of a run lifecycle
-// event's subject; ok is false unless subject is exactly
-// toolfleet.event.run.<run token>.<what> with a valid word ([ValidateToken]).
-func ParseRunEventSubject(subject string) (runToken, what string, ok bool) {
+// ParseRunEventSubject returns the run token, the event word and the tenant of a run
+// lifecycle event's subject; ok is false unless subject is exactly
+// toolfleet.event.run.<run token>.<what>[.<tenant>] with a valid word ([ValidateToken]).
+func ParseRunEventSubject(subject string) (runToken, what, tenant string, ok bool) {
 	return parseTwo(subject, runEventPrefix, isToken, isWord)
 }
 
-// ApprovalAnswersFilter matches every approval answer for tool.
+// ApprovalAnswersFilter matches every approval answer for tool, of every tenant.
 func ApprovalAnswersFilter(tool string) (string, error) {
 	if err := ValidateTool(tool); err != nil {
 		return "", err
 	}
-	return approvalAnsPrefix + tool + ".*", nil
+	return approvalAnsPrefix + tool + ".>", nil
 }
 
-// RunEventsSubject is the filter matching every lifecycle event of run.
-func RunEventsSubject(run string) (string, error) {
+// ApprovalRequestsFilter matches the approval requests of tenant's calls, of every tool;
+// with tenant empty, every approval request (of anonymous callers and every tenant).
+func ApprovalRequestsFilter(tenant string) (string, error) {
+	if tenant == "" {
+		return AllApprovalRequests, nil
+	}
+	return withTenant(approvalReqPrefix+"*.*", tenant)
+}
+
+// RunEventsSubject is the filter matching every lifecycle event of run, a run of tenant
+// (empty: an anonymous caller's).
+func RunEventsSubject(tenant, run string) (string, error) {
 	if run == "" {
 		return "", tools.Errorf(tools.CodeInvalidEvent, "run id is empty")
 	}
-	return runEventPrefix + IDToken(run) + ".*", nil
+	return withTenant(runEventPrefix+IDToken(run)+".*", tenant)
 }
 
 // RunEventSubject is where a run lifecycle event is published:
-// toolfleet.event.run.<IDToken(run)>.<what>, e.g. what = "step" or "done".
-func RunEventSubject(run, what string) (string, error) {
+// toolfleet.event.run.<IDToken(run)>.<what>, e.g. what = "step" or "done", followed by
+// .<tenant> for a run of tenant.
+func RunEventSubject(tenant, run, what string) (string, error) {
 	if run == "" {
 		return "", tools.Errorf(tools.CodeInvalidEvent, "run id is empty")
 	}
 	if err := ValidateToken(what); err != nil {
 		return "", err
 	}
-	return runEventPrefix + IDToken(run) + "." + what, nil
+	return withTenant(runEventPrefix+IDToken(run)+"."+what, tenant)
 }
 
 // ToolOfCallSubject returns the tool named by a call subject; ok is false unless subject
-// is exactly toolfleet.call.<tool> with a valid tool name (a wildcard, a second token or
-// a byte outside the name alphabet is not a tool).
+// is exactly toolfleet.call.<tool> or toolfleet.call.<tool>.<tenant>.<role> (see
+// [ParseCallSubject]).
 func ToolOfCallSubject(subject string) (tool string, ok bool) {
-	tool, ok = strings.CutPrefix(subject, callPrefix)
-	if !ok || ValidateTool(tool) != nil {
-		return "", false
+	tool, _, ok = ParseCallSubject(subject)
+	return tool, ok
+}
+
+// ParseCallSubject returns the tool and the caller's identity a call subject names: the
+// zero Identity for toolfleet.call.<tool>, tenant and role for
+// toolfleet.call.<tool>.<tenant>.<role>. ok is false for a subject of any other shape (a
+// wildcard, one or three extra tokens, a byte outside the alphabets).
+func ParseCallSubject(subject string) (tool string, caller Identity, ok bool) {
+	rest, ok := strings.CutPrefix(subject, callPrefix)
+	if !ok {
+		return "", Identity{}, false
 	}
-	return tool, true
+	tool, rest, hasIdentity := strings.Cut(rest, ".")
+	if !isTool(tool) {
+		return "", Identity{}, false
+	}
+	if !hasIdentity {
+		return tool, Identity{}, true
+	}
+	tenant, role, ok := strings.Cut(rest, ".")
+	if !ok || !isIdentityToken(tenant) || !isIdentityToken(role) {
+		return "", Identity{}, false
+	}
+	return tool, Identity{Tenant: tenant, Role: role}, true
+}
+
+// SubjectTenant returns the tenant a subject of the contract names: the caller's tenant
+// of a call, result or approval subject, the run's of a run event; empty for an anonymous
+// caller's subject and for any other subject.
+func SubjectTenant(subject string) string {
+	var tenant string
+	switch {
+	case strings.HasPrefix(subject, callPrefix):
+		_, caller, _ := ParseCallSubject(subject)
+		tenant = caller.Tenant
+	case strings.HasPrefix(subject, resultPrefix):
+		_, _, tenant, _ = ParseResultSubject(subject)
+	case strings.HasPrefix(subject, approvalReqPrefix):
+		_, _, tenant, _ = ParseApprovalRequestSubject(subject)
+	case strings.HasPrefix(subject, approvalAnsPrefix):
+		_, _, tenant, _ = ParseApprovalAnswerSubject(subject)
+	case strings.HasPrefix(subject, runEventPrefix):
+		_, _, tenant, _ = ParseRunEventSubject(subject)
+	}
+	return tenant
+}
+
+// MsgID is the Nats-Msg-Id of the event id on a subject of tenant: the id itself for an
+// anonymous caller, id@tenant otherwise. JetStream drops duplicates by Nats-Msg-Id across
+// a whole stream, so without the tenant two tenants that chose the same call id (or
+// answered calls of the same id) would drop each other's messages.
+func MsgID(tenant, id string) string {
+	if tenant == "" {
+		return id
+	}
+	return id + "@" + tenant
 }
 
 // TypeForSubject returns the event type a message on subject must have, so that an

@@ -19,10 +19,10 @@ func TestSubjects(t *testing.T) {
 		}
 		return s
 	}
-	if got := must(events.CallSubject("get_weather")); got != "toolfleet.call.get_weather" {
+	if got := must(events.CallSubject(events.Identity{}, "get_weather")); got != "toolfleet.call.get_weather" {
 		t.Errorf("CallSubject = %s", got)
 	}
-	if got := must(events.ResultSubject("run-1", "call_A")); got != "toolfleet.result.run-1.call_A" {
+	if got := must(events.ResultSubject("", "run-1", "call_A")); got != "toolfleet.result.run-1.call_A" {
 		t.Errorf("ResultSubject = %s", got)
 	}
 	if got := events.DeadLetterSubject("echo"); got != "toolfleet.dlq.echo" {
@@ -31,10 +31,10 @@ func TestSubjects(t *testing.T) {
 	if got := events.DeadLetterSubject("a.b"); got != "toolfleet.dlq._unknown" {
 		t.Errorf("DeadLetterSubject of a bad name = %s", got)
 	}
-	if got := must(events.ApprovalAnsweredSubject("write_file", "c1")); got != "toolfleet.event.approval.answered.write_file.c1" {
+	if got := must(events.ApprovalAnsweredSubject("", "write_file", "c1")); got != "toolfleet.event.approval.answered.write_file.c1" {
 		t.Errorf("ApprovalAnsweredSubject = %s", got)
 	}
-	if got := must(events.RunEventSubject("r1", "done")); got != "toolfleet.event.run.r1.done" {
+	if got := must(events.RunEventSubject("", "r1", "done")); got != "toolfleet.event.run.r1.done" {
 		t.Errorf("RunEventSubject = %s", got)
 	}
 	for subj, want := range map[string]string{
@@ -53,14 +53,14 @@ func TestSubjects(t *testing.T) {
 func TestSubjectsRefuseBadTools(t *testing.T) {
 	t.Parallel()
 	for _, bad := range []string{"", "a.b", "a*", "a>", "a b", "tab\t", "é", string(make([]byte, 65))} {
-		if _, err := events.CallSubject(bad); !errors.Is(err, tools.ErrInvalidEvent) {
+		if _, err := events.CallSubject(events.Identity{}, bad); !errors.Is(err, tools.ErrInvalidEvent) {
 			t.Errorf("tool %q: got %v, want invalid_event", bad, err)
 		}
 	}
-	if _, err := events.ResultSubject("run", ""); !errors.Is(err, tools.ErrInvalidEvent) {
+	if _, err := events.ResultSubject("", "run", ""); !errors.Is(err, tools.ErrInvalidEvent) {
 		t.Errorf("empty call id: got %v, want invalid_event", err)
 	}
-	if _, err := events.RunEventSubject("r", "Step"); err == nil {
+	if _, err := events.RunEventSubject("", "r", "Step"); err == nil {
 		t.Error("upper-case event word accepted")
 	}
 }
@@ -78,7 +78,7 @@ func TestAnyIDMapsToOneToken(t *testing.T) {
 		if again := events.IDToken(tok); again != tok {
 			t.Errorf("IDToken is not idempotent: %q -> %q -> %q", id, tok, again)
 		}
-		subj, err := events.ResultSubject(id, id)
+		subj, err := events.ResultSubject("", id, id)
 		if err != nil {
 			t.Fatalf("ResultSubject(%q): %v", id, err)
 		}
@@ -141,64 +141,121 @@ func FuzzIDPattern(f *testing.F) {
 
 // Every subject has an exact parser: what a builder makes parses back to its parts, and
 // anything else — another root, a missing or extra token, a wildcard — is not a guess
-// but a refusal.
+// but a refusal. A tenant, when there is one, is the last token.
 func TestParseSubjects(t *testing.T) {
 	t.Parallel()
-	res, _ := events.ResultSubject("run 1", "urn:uuid:1")
-	if run, call, ok := events.ParseResultSubject(res); !ok || run != events.IDToken("run 1") || call != events.IDToken("urn:uuid:1") {
-		t.Errorf("ParseResultSubject(%s) = %s, %s, %v", res, run, call, ok)
+	for _, tenant := range []string{"", "acme"} {
+		res, _ := events.ResultSubject(tenant, "run 1", "urn:uuid:1")
+		if run, call, te, ok := events.ParseResultSubject(res); !ok || run != events.IDToken("run 1") || call != events.IDToken("urn:uuid:1") || te != tenant {
+			t.Errorf("ParseResultSubject(%s) = %s, %s, %s, %v", res, run, call, te, ok)
+		}
+		ev, _ := events.RunEventSubject(tenant, "r1", "tool_called")
+		if run, what, te, ok := events.ParseRunEventSubject(ev); !ok || run != "r1" || what != "tool_called" || te != tenant {
+			t.Errorf("ParseRunEventSubject(%s) = %s, %s, %s, %v", ev, run, what, te, ok)
+		}
+		req, _ := events.ApprovalRequestedSubject(tenant, "write_file", "c1")
+		if tool, call, te, ok := events.ParseApprovalRequestSubject(req); !ok || tool != "write_file" || call != "c1" || te != tenant {
+			t.Errorf("ParseApprovalRequestSubject(%s) = %s, %s, %s, %v", req, tool, call, te, ok)
+		}
+		ans, _ := events.ApprovalAnsweredSubject(tenant, "write_file", "c1")
+		if tool, call, te, ok := events.ParseApprovalAnswerSubject(ans); !ok || tool != "write_file" || call != "c1" || te != tenant {
+			t.Errorf("ParseApprovalAnswerSubject(%s) = %s, %s, %s, %v", ans, tool, call, te, ok)
+		}
 	}
-	ev, _ := events.RunEventSubject("r1", "tool_called")
-	if run, what, ok := events.ParseRunEventSubject(ev); !ok || run != "r1" || what != "tool_called" {
-		t.Errorf("ParseRunEventSubject(%s) = %s, %s, %v", ev, run, what, ok)
-	}
-	req, _ := events.ApprovalRequestedSubject("write_file", "c1")
-	if tool, call, ok := events.ParseApprovalRequestSubject(req); !ok || tool != "write_file" || call != "c1" {
-		t.Errorf("ParseApprovalRequestSubject(%s) = %s, %s, %v", req, tool, call, ok)
-	}
-	for _, bad := range []string{"", "toolfleet.result.r", "toolfleet.result.r.c.d", "toolfleet.result.r.*", "toolfleet.result.>",
-		"toolfleet.result..c", "toolfleet.call.r.c", "toolfleet.result.r.c "} {
-		if _, _, ok := events.ParseResultSubject(bad); ok {
+	for _, bad := range []string{"", "toolfleet.result.r", "toolfleet.result.r.c.d.e", "toolfleet.result.r.*", "toolfleet.result.>",
+		"toolfleet.result..c", "toolfleet.call.r.c", "toolfleet.result.r.c ", "toolfleet.result.r.c.*", "toolfleet.result.r.c.>",
+		"toolfleet.result.r.c.", "toolfleet.result.r.c.a b"} {
+		if _, _, _, ok := events.ParseResultSubject(bad); ok {
 			t.Errorf("ParseResultSubject(%q) accepted", bad)
 		}
 	}
-	for _, bad := range []string{"toolfleet.event.run.r", "toolfleet.event.run.r.a.b", "toolfleet.event.run.r.*", "toolfleet.event.run.r.Done",
-		"toolfleet.event.approval.requested.t.c"} {
-		if _, _, ok := events.ParseRunEventSubject(bad); ok {
+	for _, bad := range []string{"toolfleet.event.run.r", "toolfleet.event.run.r.a.b.c", "toolfleet.event.run.r.*", "toolfleet.event.run.r.Done",
+		"toolfleet.event.approval.requested.t.c", "toolfleet.event.run.r.done.*"} {
+		if _, _, _, ok := events.ParseRunEventSubject(bad); ok {
 			t.Errorf("ParseRunEventSubject(%q) accepted", bad)
 		}
 	}
-	for _, bad := range []string{"toolfleet.event.approval.requested.t", "toolfleet.event.approval.requested.t.c.d",
-		"toolfleet.event.approval.answered.t.c", "toolfleet.event.approval.requested.*.c"} {
-		if _, _, ok := events.ParseApprovalRequestSubject(bad); ok {
+	for _, bad := range []string{"toolfleet.event.approval.requested.t", "toolfleet.event.approval.requested.t.c.d.e",
+		"toolfleet.event.approval.answered.t.c", "toolfleet.event.approval.requested.*.c", "toolfleet.event.approval.requested.t.c.>"} {
+		if _, _, _, ok := events.ParseApprovalRequestSubject(bad); ok {
 			t.Errorf("ParseApprovalRequestSubject(%q) accepted", bad)
 		}
 	}
-	if f, _ := events.RunEventsSubject("r1"); f != "toolfleet.event.run.r1.*" {
+	if f, _ := events.RunEventsSubject("", "r1"); f != "toolfleet.event.run.r1.*" {
 		t.Errorf("RunEventsSubject = %s", f)
+	}
+	if f, _ := events.RunEventsSubject("acme", "r1"); f != "toolfleet.event.run.r1.*.acme" {
+		t.Errorf("RunEventsSubject(acme) = %s", f)
+	}
+	if f, _ := events.RunResultsSubject("acme", "r1"); f != "toolfleet.result.r1.*.acme" {
+		t.Errorf("RunResultsSubject(acme) = %s", f)
+	}
+	for _, bad := range []string{"a.b", "*", ">", "", "a b", strings.Repeat("t", 65)} {
+		if _, err := events.ResultSubject(bad, "r", "c"); bad != "" && !errors.Is(err, tools.ErrInvalidEvent) {
+			t.Errorf("ResultSubject with tenant %q: %v, want invalid_event", bad, err)
+		}
+	}
+}
+
+// A call's subject names the caller's identity, and only the subject does: tenant and
+// role are its last two tokens, each a plain token, and an anonymous call has neither.
+func TestCallSubjectIdentity(t *testing.T) {
+	t.Parallel()
+	anon, _ := events.CallSubject(events.Identity{}, "echo")
+	if anon != "toolfleet.call.echo" {
+		t.Errorf("anonymous call subject %s", anon)
+	}
+	id := events.Identity{Tenant: "acme", Role: "admin"}
+	subj, err := events.CallSubject(id, "echo")
+	if err != nil || subj != "toolfleet.call.echo.acme.admin" {
+		t.Fatalf("CallSubject = %s, %v", subj, err)
+	}
+	if tool, got, ok := events.ParseCallSubject(subj); !ok || tool != "echo" || got != id {
+		t.Errorf("ParseCallSubject(%s) = %s, %+v, %v", subj, tool, got, ok)
+	}
+	if tool, got, ok := events.ParseCallSubject(anon); !ok || tool != "echo" || !got.IsZero() {
+		t.Errorf("ParseCallSubject(%s) = %s, %+v, %v", anon, tool, got, ok)
+	}
+	for _, bad := range []events.Identity{{Tenant: "acme"}, {Role: "admin"}, {Tenant: "a.b", Role: "r"}, {Tenant: "t", Role: "*"},
+		{Tenant: "t", Role: ">"}, {Tenant: strings.Repeat("t", 65), Role: "r"}} {
+		if _, err := events.CallSubject(bad, "echo"); !errors.Is(err, tools.ErrInvalidEvent) {
+			t.Errorf("CallSubject(%+v): %v, want invalid_event", bad, err)
+		}
+	}
+	for _, bad := range []string{"toolfleet.call.echo.acme", "toolfleet.call.echo.acme.admin.x", "toolfleet.call.echo.*.admin",
+		"toolfleet.call.echo.acme.>", "toolfleet.call.echo..admin", "toolfleet.call.echo.acme.", "toolfleet.call.*"} {
+		if _, _, ok := events.ParseCallSubject(bad); ok {
+			t.Errorf("ParseCallSubject(%q) accepted", bad)
+		}
 	}
 }
 
 // FuzzParseSubjects: the parsers never panic, and what they accept is rebuilt exactly.
 func FuzzParseSubjects(f *testing.F) {
 	for _, s := range []string{"toolfleet.result.r.c", "toolfleet.event.run.r.done", "toolfleet.event.approval.requested.t.c",
-		"toolfleet.result.=" + strings.Repeat("A", 43) + ".c", "toolfleet.result.r.c.d", "toolfleet.event.run..x"} {
+		"toolfleet.result.=" + strings.Repeat("A", 43) + ".c", "toolfleet.result.r.c.d", "toolfleet.event.run..x",
+		"toolfleet.call.t.a.b", "toolfleet.event.run.r.done.acme"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if run, call, ok := events.ParseResultSubject(s); ok {
-			if got, _ := events.ResultSubject(run, call); got != s {
+		if run, call, tenant, ok := events.ParseResultSubject(s); ok {
+			if got, _ := events.ResultSubject(tenant, run, call); got != s {
 				t.Errorf("result %q rebuilt as %q", s, got)
 			}
 		}
-		if run, what, ok := events.ParseRunEventSubject(s); ok {
-			if got, _ := events.RunEventSubject(run, what); got != s {
+		if run, what, tenant, ok := events.ParseRunEventSubject(s); ok {
+			if got, _ := events.RunEventSubject(tenant, run, what); got != s {
 				t.Errorf("run event %q rebuilt as %q", s, got)
 			}
 		}
-		if tool, call, ok := events.ParseApprovalRequestSubject(s); ok {
-			if got, _ := events.ApprovalRequestedSubject(tool, call); got != s {
+		if tool, call, tenant, ok := events.ParseApprovalRequestSubject(s); ok {
+			if got, _ := events.ApprovalRequestedSubject(tenant, tool, call); got != s {
 				t.Errorf("approval request %q rebuilt as %q", s, got)
+			}
+		}
+		if tool, caller, ok := events.ParseCallSubject(s); ok {
+			if got, _ := events.CallSubject(caller, tool); got != s {
+				t.Errorf("call %q rebuilt as %q", s, got)
 			}
 		}
 	})

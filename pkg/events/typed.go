@@ -16,6 +16,9 @@ import (
 type CallEvent struct {
 	Event
 	Call Call
+	// Caller is the identity the call's subject names (see [Identity]); zero for an
+	// anonymous call.
+	Caller Identity
 }
 
 // RunIDOrSelf returns the run id, or the call id for a call published without one (such
@@ -44,12 +47,15 @@ type CallOptions struct {
 	TraceParent, TraceState string
 	// Time is when the call was made; zero means now.
 	Time time.Time
+	// Caller is the identity the call is made with; the zero Identity is anonymous. It
+	// becomes part of the subject ([CallSubject]), where NATS permissions guard it.
+	Caller Identity
 }
 
-// NewCall encodes a call of c.Tool as a message on [CallSubject], with the attributes of
-// o.
+// NewCall encodes a call of c.Tool as a message on [CallSubject](o.Caller, c.Tool), with
+// the attributes of o.
 func NewCall(o CallOptions, c Call) (*nats.Msg, error) {
-	subj, err := CallSubject(c.Tool)
+	subj, err := CallSubject(o.Caller, c.Tool)
 	if err != nil {
 		return nil, err
 	}
@@ -71,13 +77,14 @@ func NewCall(o CallOptions, c Call) (*nats.Msg, error) {
 func DecodeCall(msg Message, maxBytes int) (CallEvent, error) {
 	var ce CallEvent
 	subject := msg.Subject()
-	ce.Call.Tool, _ = ToolOfCallSubject(subject)
+	var ok bool
+	ce.Call.Tool, ce.Caller, ok = ParseCallSubject(subject)
 	e, err := decode(msg, maxBytes, false)
 	ce.Event = e
 	if err != nil {
 		return ce, err
 	}
-	if _, ok := ToolOfCallSubject(subject); !ok {
+	if !ok {
 		return ce, tools.Errorf(tools.CodeInvalidEvent, "call %s: subject %q does not name a valid tool", e.ID, subject)
 	}
 	subjTool := ce.Call.Tool
@@ -104,7 +111,7 @@ func DecodeCall(msg Message, maxBytes int) (CallEvent, error) {
 	return ce, nil
 }
 
-// NewResult encodes r as a result message on [ResultSubject](r.RunID, r.CallID), with
+// NewResult encodes r as a result message on [ResultSubject](r.Caller.Tenant, r.RunID, r.CallID), with
 // event id = call id so a re-published result is deduplicated. The ids must be valid
 // event ids: pass a caller's ids through [ReplyID].
 //
@@ -113,7 +120,7 @@ func DecodeCall(msg Message, maxBytes int) (CallEvent, error) {
 // as long as the results stream keeps it, not only within the duplicate window: a
 // second result is refused, and [IsAlreadyAnswered] tells that refusal apart.
 func NewResult(source string, r Result, attempt int) (*nats.Msg, error) {
-	subj, err := ResultSubject(r.RunID, r.CallID)
+	subj, err := ResultSubject(r.Caller.Tenant, r.RunID, r.CallID)
 	if err != nil {
 		return nil, err
 	}
@@ -144,10 +151,10 @@ func IsAlreadyAnswered(err error) bool {
 	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeWrongLastSequence
 }
 
-// Answer returns the result that answers c, addressed to its caller (tool, and the
-// caller's ids through [ReplyID]); the caller of Answer fills in the outcome.
+// Answer returns the result that answers c, addressed to its caller (tool, identity, and
+// the caller's ids through [ReplyID]); the caller of Answer fills in the outcome.
 func (c CallEvent) Answer() Result {
-	return Result{Tool: c.Call.Tool, CallID: ReplyID(c.ID), RunID: ReplyID(c.RunIDOrSelf())}
+	return Result{Tool: c.Call.Tool, CallID: ReplyID(c.ID), RunID: ReplyID(c.RunIDOrSelf()), Caller: c.Caller}
 }
 
 // DecodeResult decodes a result message.
@@ -167,10 +174,11 @@ func decodeAs[T any](msg Message, maxBytes int) (Event, T, error) {
 }
 
 // NewApprovalAnswer encodes an approver's answer to the approval of callID (a call of
-// tool) on [ApprovalAnsweredSubject], with event id [ApprovalAnswerID](callID): the first
-// answer to a call wins, later ones within the duplicate window are dropped by JetStream.
-func NewApprovalAnswer(source, tool, callID string, a ApprovalAnswer) (*nats.Msg, error) {
-	subj, err := ApprovalAnsweredSubject(tool, callID)
+// tool made by a caller of tenant, empty for an anonymous one) on
+// [ApprovalAnsweredSubject], with event id [ApprovalAnswerID](callID): the first answer to
+// a call wins, later ones within the duplicate window are dropped by JetStream.
+func NewApprovalAnswer(source, tenant, tool, callID string, a ApprovalAnswer) (*nats.Msg, error) {
+	subj, err := ApprovalAnsweredSubject(tenant, tool, callID)
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +203,7 @@ func ApprovalAnswerID(callID string) string { return "approval-" + IDToken(callI
 func DecodeApprovalAnswer(msg Message, maxBytes int) (Event, ApprovalAnswer, error) {
 	e, a, err := decodeAs[ApprovalAnswer](msg, maxBytes)
 	if err == nil && a.Decision != DecisionApprove && a.Decision != DecisionDeny {
-		_, call, _ := ParseApprovalAnswerSubject(msg.Subject())
+		_, call, _, _ := ParseApprovalAnswerSubject(msg.Subject())
 		err = tools.Errorf(tools.CodeInvalidEvent, "approval answer for call %s: decision %q is neither %q nor %q",
 			call, a.Decision, DecisionApprove, DecisionDeny)
 	}
@@ -203,17 +211,17 @@ func DecodeApprovalAnswer(msg Message, maxBytes int) (Event, ApprovalAnswer, err
 }
 
 // NewApprovalRequest encodes r as an approval request on
-// [ApprovalRequestedSubject](r.Tool, r.CallID), with event id r.CallID (a re-published
+// [ApprovalRequestedSubject](r.Caller.Tenant, r.Tool, r.CallID), with event id r.CallID (a re-published
 // request is deduplicated) and extension runid r.RunID; both ids must be valid event ids
 // (pass a caller's ids through [ReplyID]). An empty r.AnswerSubject is set to
 // [ApprovalAnsweredSubject]. traceParent, when set, is the call's trace context.
 func NewApprovalRequest(source string, r ApprovalRequest, traceParent string) (*nats.Msg, error) {
-	subj, err := ApprovalRequestedSubject(r.Tool, r.CallID)
+	subj, err := ApprovalRequestedSubject(r.Caller.Tenant, r.Tool, r.CallID)
 	if err != nil {
 		return nil, err
 	}
 	if r.AnswerSubject == "" {
-		if r.AnswerSubject, err = ApprovalAnsweredSubject(r.Tool, r.CallID); err != nil {
+		if r.AnswerSubject, err = ApprovalAnsweredSubject(r.Caller.Tenant, r.Tool, r.CallID); err != nil {
 			return nil, err
 		}
 	}

@@ -40,6 +40,7 @@ const (
 	StatusTimeout     Status = "timeout"      // the last attempt ran past its deadline
 	StatusNoSuchTool  Status = "no_such_tool" // no executor serves the tool
 	StatusInterrupted Status = "interrupted"  // a non-idempotent call was cut off and not run again
+	StatusForbidden   Status = "forbidden"    // the caller's role or tenant may not call the tool
 )
 
 // StatusOf maps a failure to the status a result reports; nil is [StatusOK].
@@ -58,6 +59,8 @@ func StatusOf(err *tools.Error) Status {
 		return StatusNoSuchTool
 	case tools.CodeInterrupted:
 		return StatusInterrupted
+	case tools.CodeForbidden:
+		return StatusForbidden
 	}
 	return StatusError
 }
@@ -96,12 +99,15 @@ type Result struct {
 	NoSchemaMode tools.NoSchemaMode `json:"no_schema_mode,omitempty"`
 	// OutputUTF8Repaired is true when the tool's output held bytes that are not UTF-8;
 	// they were replaced by U+FFFD so that every JSON reader can read the result.
-	OutputUTF8Repaired bool      `json:"output_utf8_repaired,omitempty"`
-	Tool               string    `json:"tool"`
-	CallID             string    `json:"call_id"`
-	RunID              string    `json:"run_id"`
-	StartedAt          time.Time `json:"started_at,omitzero"`
-	FinishedAt         time.Time `json:"finished_at,omitzero"`
+	OutputUTF8Repaired bool   `json:"output_utf8_repaired,omitempty"`
+	Tool               string `json:"tool"`
+	CallID             string `json:"call_id"`
+	RunID              string `json:"run_id"`
+	// Caller is the identity the call was made with (its subject's); zero for an
+	// anonymous call. The result is published on the tenant's result subject.
+	Caller     Identity  `json:"caller,omitzero"`
+	StartedAt  time.Time `json:"started_at,omitzero"`
+	FinishedAt time.Time `json:"finished_at,omitzero"`
 	// Approval records the decision on a call that waited for approval; nil for a call
 	// that never did.
 	Approval *Approval `json:"approval,omitempty"`
@@ -137,6 +143,9 @@ type ApprovalRequest struct {
 	ExpiresAt time.Time `json:"expires_at"`
 	// AnswerSubject is where the answer must be published.
 	AnswerSubject string `json:"answer_subject"`
+	// Caller is the identity the call was made with; the request and its answer are on
+	// subjects of its tenant.
+	Caller Identity `json:"caller,omitzero"`
 }
 
 // Decision is an approver's verdict.
@@ -198,7 +207,10 @@ type DeadLetter struct {
 // RunEvent is the data of a run lifecycle event (type [RunType]): free-form for the
 // planner, with the common fields named.
 type RunEvent struct {
-	RunID  string          `json:"run_id"`
+	RunID string `json:"run_id"`
+	// Tenant is the run's tenant (empty for an anonymous caller's run): the event is on
+	// the tenant's subject ([RunEventSubject]).
+	Tenant string          `json:"tenant,omitempty"`
 	Step   int             `json:"step,omitempty"`
 	Tool   string          `json:"tool,omitempty"`
 	CallID string          `json:"call_id,omitempty"`

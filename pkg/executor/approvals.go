@@ -16,11 +16,14 @@ import (
 )
 
 // Approvals park calls instead of holding them: a call of a tool that needs approval is
-// stored in the toolfleet-approvals bucket (key <tool>.<call id>), an approval request
-// event is published, and the call message is acked — so no slot and no message is
-// held while a human thinks, and an executor restart loses nothing. The answer arrives on
-// toolfleet.event.approval.answered.<tool>.<call>, through a durable consumer shared by
-// the replicas serving the tool, so any of them resumes the call. Each replica sweeps the
+// stored in the toolfleet-approvals bucket (key <tool>.<call token>, and .<tenant> for a
+// call of a tenant), an approval request event is published, and the call message is
+// acked — so no slot and no message is held while a human thinks, and an executor
+// restart loses nothing. The answer arrives on
+// toolfleet.event.approval.answered.<tool>.<call>[.<tenant>], through a durable consumer
+// shared by the replicas serving the tool, so any of them resumes the call. The tenant
+// of the answer's subject is part of the key it looks up, so an answer on another
+// tenant's subject finds nothing to answer. Each replica sweeps the
 // bucket and denies calls whose approval expired.
 
 const (
@@ -46,8 +49,14 @@ func (p parked) call() events.Message {
 	return events.CoreMsg(&nats.Msg{Subject: p.Subject, Header: p.Headers, Data: p.Data})
 }
 
-// approvalKey is the bucket key of a parked call: <tool>.<call token>.
-func approvalKey(tool, callToken string) string { return tool + "." + callToken }
+// approvalKey is the bucket key of a parked call: <tool>.<call token>, followed by
+// .<tenant> for a call of a tenant.
+func approvalKey(tool, callToken, tenant string) string {
+	if tenant == "" {
+		return tool + "." + callToken
+	}
+	return tool + "." + callToken + "." + tenant
+}
 
 // park stores the call, announces the approval request and acks the call.
 func (ex *Executor) park(ctx context.Context, j *job) {
@@ -61,7 +70,7 @@ func (ex *Executor) park(ctx context.Context, j *job) {
 	p := parked{Subject: j.msg.Subject(), Headers: j.msg.Headers(), Data: j.msg.Data(), ParkedAt: now,
 		ExpiresAt: exp, State: statePending}
 	v, _ := json.Marshal(p)
-	key := approvalKey(j.def.Name, events.IDToken(j.ce.ID))
+	key := approvalKey(j.def.Name, events.IDToken(j.ce.ID), j.ce.Caller.Tenant)
 	if _, err := ex.approvals.Create(ctx, key, v); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 		ex.o.log.Warn().Err(err).Str("call_id", j.res.CallID).Msg("park call for approval; handing it back")
 		ex.handBack(j)
@@ -76,7 +85,7 @@ func (ex *Executor) park(ctx context.Context, j *job) {
 		reason = fmt.Sprintf("tool %q takes unvalidated arguments (noSchemaMode human-approval)", j.def.Name)
 	}
 	req := events.ApprovalRequest{Tool: j.def.Name, CallID: j.res.CallID, RunID: j.res.RunID, Arguments: j.ce.Call.Arguments,
-		Metadata: j.ce.Call.Metadata, Reason: reason, Validated: j.def.Validated(), ExpiresAt: exp}
+		Metadata: j.ce.Call.Metadata, Reason: reason, Validated: j.def.Validated(), ExpiresAt: exp, Caller: j.ce.Caller}
 	m, err := events.NewApprovalRequest(ex.source, req, j.ce.TraceParent)
 	if err == nil {
 		j.carryTrace(m)
@@ -96,7 +105,7 @@ func (ex *Executor) park(ctx context.Context, j *job) {
 // handleAnswer carries out an approval answer: deny, approve, or approve with new
 // arguments (validated again).
 func (ex *Executor) handleAnswer(runCtx context.Context, w *worker, msg jetstream.Msg) {
-	tool, callID, ok := events.ParseApprovalAnswerSubject(msg.Subject())
+	tool, callID, tenant, ok := events.ParseApprovalAnswerSubject(msg.Subject())
 	if !ok || tool != w.def.Name { // the consumer's filter makes this impossible; never act on a guess
 		_ = msg.TermWithReason("not an approval answer subject of tool " + w.def.Name)
 		return
@@ -116,7 +125,7 @@ func (ex *Executor) handleAnswer(runCtx context.Context, w *worker, msg jetstrea
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(runCtx), 10*time.Second)
 	defer cancel()
-	key := approvalKey(tool, callID)
+	key := approvalKey(tool, callID, tenant)
 	entry, err := ex.approvals.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		_ = msg.Ack() // answered before, or expired: nothing left to do
@@ -204,7 +213,7 @@ func approvalRecord(e events.Event, ans events.ApprovalAnswer, args json.RawMess
 func (ex *Executor) sweepApprovals(ctx context.Context, w *worker) {
 	every := min(max(ex.o.approvalTimeout/4, 100*time.Millisecond), 5*time.Second)
 	tick.Every(ctx, every, func(ctx context.Context) {
-		lister, err := ex.approvals.ListKeysFiltered(ctx, w.def.Name+".*")
+		lister, err := ex.approvals.ListKeysFiltered(ctx, w.def.Name+".>")
 		if err != nil {
 			return
 		}

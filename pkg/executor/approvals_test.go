@@ -50,7 +50,7 @@ func awaitRequest(t testing.TB, sub *nats.Subscription) events.ApprovalRequest {
 
 func (b *testBundle) answer(t testing.TB, req events.ApprovalRequest, ans events.ApprovalAnswer) {
 	t.Helper()
-	m, err := events.NewApprovalAnswer("/human", req.Tool, req.CallID, ans)
+	m, err := events.NewApprovalAnswer("/human", "", req.Tool, req.CallID, ans)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestApprovals(t *testing.T) {
 	b.call(t, "write_file", "twice", "run-a", `{"path":"t","text":"t"}`)
 	twice := awaitRequest(t, requests)
 	b.answer(t, twice, events.ApprovalAnswer{Decision: events.DecisionDeny, By: "bob"})
-	second, err := events.NewApprovalAnswer("/human", "write_file", "twice", events.ApprovalAnswer{Decision: events.DecisionApprove, By: "eve"})
+	second, err := events.NewApprovalAnswer("/human", "", "write_file", "twice", events.ApprovalAnswer{Decision: events.DecisionApprove, By: "eve"})
 	must(t, err)
 	ack, err := b.js.PublishMsg(context.Background(), second)
 	if err != nil || !ack.Duplicate {
@@ -154,7 +154,7 @@ func TestApprovals(t *testing.T) {
 
 	// A second answer to an answered call changes nothing, even past JetStream's
 	// duplicate window (played here by an answer with an id of its own).
-	late, err := events.NewApprovalAnswer("/human", "write_file", "w0", events.ApprovalAnswer{Decision: events.DecisionDeny})
+	late, err := events.NewApprovalAnswer("/human", "", "write_file", "w0", events.ApprovalAnswer{Decision: events.DecisionDeny})
 	must(t, err)
 	late.Header.Set(events.HeaderID, "late-answer")
 	late.Header.Set(events.HeaderMsgID, "late-answer")

@@ -62,7 +62,7 @@ func replyCall(subject string) (string, bool) {
 	if id, ok := strings.CutPrefix(subject, "raw.reply."); ok {
 		return id, true
 	}
-	_, call, ok := events.ParseResultSubject(subject)
+	_, call, _, ok := events.ParseResultSubject(subject)
 	return call, ok
 }
 

@@ -55,7 +55,7 @@ func ExampleExecutor_Run() {
 
 	// The caller: listen on the result's subject, then publish the call. Run creates the
 	// streams, so the publish is tried until they exist.
-	subj, _ := events.ResultSubject("run-1", "call-1")
+	subj, _ := events.ResultSubject("", "run-1", "call-1")
 	results, err := nc.SubscribeSync(subj)
 	if err != nil {
 		panic(err)

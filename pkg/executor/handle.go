@@ -75,6 +75,11 @@ func (ex *Executor) handleCall(ctx context.Context, w *worker, msg jetstream.Msg
 		ex.fail(j, tools.Errorf(tools.CodeTimeout, "the call's deadline %s passed before it started", ce.Deadline.Format(time.RFC3339)))
 		return
 	}
+	// Who may call: the identity of the call's subject, never the caller's metadata.
+	if f := w.def.Forbidden(ce.Caller.Tenant, ce.Caller.Role); f != nil {
+		ex.fail(j, f)
+		return
+	}
 	call, err := ex.reg.Hydrate(w.def.Name, ce.Call.Arguments)
 	if err != nil {
 		ex.fail(j, tools.AsError(err, tools.CodeInvalidInput))
@@ -94,7 +99,7 @@ func (ex *Executor) handleCall(ctx context.Context, w *worker, msg jetstream.Msg
 // answered", since the result's publish is refused anyway if one exists (see
 // [events.NewResult]).
 func (ex *Executor) answered(ctx context.Context, j *job) bool {
-	subj, err := events.ResultSubject(j.res.RunID, j.res.CallID)
+	subj, err := events.ResultSubject("", j.res.RunID, j.res.CallID)
 	if err != nil {
 		return false
 	}
@@ -187,7 +192,8 @@ func (ex *Executor) runWithRetries(ctx context.Context, j *job, call *tools.Call
 
 func (ex *Executor) runOnce(ctx context.Context, j *job, call *tools.Call, attempt int) tools.Outcome {
 	ctx = tools.WithCallInfo(ctx, tools.CallInfo{CallID: j.res.CallID, RunID: j.res.RunID, Tool: j.def.Name,
-		Attempt: attempt, Deadline: j.ce.Deadline, Metadata: j.ce.Call.Metadata})
+		Attempt: attempt, Deadline: j.ce.Deadline, Metadata: j.ce.Call.Metadata,
+		Tenant: j.ce.Caller.Tenant, Role: j.ce.Caller.Role})
 	if s := ex.secrets[j.def.Name]; len(s) > 0 {
 		ctx = tools.WithSecrets(ctx, s)
 	}
@@ -230,6 +236,9 @@ func (ex *Executor) answer(j *job, failure *tools.Error) {
 		Str("status", string(j.res.Status))
 	if j.res.NoSchemaMode != "" {
 		log = log.Str("no_schema_mode", string(j.res.NoSchemaMode))
+	}
+	if !j.res.Caller.IsZero() {
+		log = log.Str("tenant", j.res.Caller.Tenant).Str("role", j.res.Caller.Role)
 	}
 	log.Msg("call answered")
 	j.carryTrace(rm)

@@ -161,7 +161,7 @@ func TestEveryCallIsAnswered(t *testing.T) {
 	b.publish(t, big)
 
 	for _, tt := range tests {
-		subj, err := events.ResultSubject(tt.run, tt.id)
+		subj, err := events.ResultSubject("", tt.run, tt.id)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -228,9 +228,15 @@ type subResult struct {
 
 func (ci *compositeImpl) run(ctx context.Context, c *Call) (any, error) {
 	results := make([]subResult, 0, len(c.subs))
+	caller, _ := CallInfoFrom(ctx)
 	for _, s := range c.subs {
 		if s.call == nil {
 			results = append(results, subResult{Name: s.name, Result: errorJSON("unknown sub-tool: " + s.name)})
+			continue
+		}
+		// A composite does not widen who may call its sub-tools.
+		if !s.call.entry.def.AllowsCaller(caller.Tenant, caller.Role) {
+			results = append(results, subResult{Name: s.name, Result: errorJSON(forbiddenMessage(s.call.entry.def, caller.Tenant, caller.Role))})
 			continue
 		}
 		results = append(results, subResult{Name: s.name, Result: s.call.Run(ctx).Output})

@@ -200,3 +200,73 @@ func TestCompositeOfNoSchemaToolIsNotValidated(t *testing.T) {
 		t.Errorf("output = %s", out.Output)
 	}
 }
+
+// A composite does not widen who may call its sub-tools: a sub-tool whose roles exclude
+// the caller (as the executor established it) gives an error entry and does not run,
+// while the others do.
+func TestCompositeKeepsSubToolRoles(t *testing.T) {
+	reg := tools.NewRegistry()
+	ran := map[string]int{}
+	for _, d := range []tools.Definition{
+		{Name: "open", Parameters: json.RawMessage(`{"type":"object"}`), Safe: true},
+		{Name: "admin_only", Parameters: json.RawMessage(`{"type":"object"}`), Safe: true, Roles: []string{"admin"}},
+	} {
+		name := d.Name
+		if err := reg.AddFunc(d, func(context.Context, json.RawMessage) (any, error) { ran[name]++; return "ran " + name, nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := reg.AddComposite("both", "Runs both.", []string{"open", "admin_only"}); err != nil {
+		t.Fatal(err)
+	}
+	args := json.RawMessage(`{"calls":[{"name":"open","args":{}},{"name":"admin_only","args":{}}]}`)
+	for _, tt := range []struct {
+		role      string
+		adminRuns int
+	}{{"guest", 0}, {"", 0}, {"admin", 1}} {
+		clear(ran)
+		c, err := reg.Hydrate("both", args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := c.Run(tools.WithCallInfo(context.Background(), tools.CallInfo{Tool: "both", Tenant: "acme", Role: tt.role}))
+		if out.Err != nil || ran["open"] != 1 || ran["admin_only"] != tt.adminRuns {
+			t.Fatalf("role %q: %s, %v, ran %v", tt.role, out.Output, out.Err, ran)
+		}
+		if forbidden := strings.Contains(string(out.Output), "may not be called"); forbidden != (tt.adminRuns == 0) {
+			t.Fatalf("role %q: output %s", tt.role, out.Output)
+		}
+	}
+}
+
+func TestAllowsCaller(t *testing.T) {
+	d := tools.Definition{Name: "t", Roles: []string{"admin"}, Tenants: []string{"acme"}}
+	for _, tt := range []struct {
+		tenant, role string
+		want         bool
+	}{{"acme", "admin", true}, {"acme", "user", false}, {"globex", "admin", false}, {"", "", false}, {"", "admin", false}} {
+		if got := d.AllowsCaller(tt.tenant, tt.role); got != tt.want {
+			t.Errorf("AllowsCaller(%q, %q) = %v, want %v", tt.tenant, tt.role, got, tt.want)
+		}
+		if f := d.Forbidden(tt.tenant, tt.role); (f == nil) != tt.want || f != nil && f.Code != tools.CodeForbidden {
+			t.Errorf("Forbidden(%q, %q) = %v", tt.tenant, tt.role, f)
+		}
+	}
+	if !(tools.Definition{}).AllowsCaller("", "") {
+		t.Error("a tool without roles or tenants refuses an anonymous caller")
+	}
+}
+
+func TestRolesAndTenantsMustBeTokens(t *testing.T) {
+	reg := tools.NewRegistry()
+	for _, d := range []tools.Definition{
+		{Name: "a", Parameters: json.RawMessage(`{"type":"object"}`), Roles: []string{"admin.ops"}},
+		{Name: "b", Parameters: json.RawMessage(`{"type":"object"}`), Tenants: []string{""}},
+		{Name: "c", Parameters: json.RawMessage(`{"type":"object"}`), Roles: []string{"*"}},
+	} {
+		err := reg.AddFunc(d, func(context.Context, json.RawMessage) (any, error) { return nil, nil })
+		if !errors.Is(err, tools.ErrInvalidDefinition) {
+			t.Errorf("%s: %v, want invalid_definition", d.Name, err)
+		}
+	}
+}

@@ -15,8 +15,12 @@ type CallInfo struct {
 	// Deadline is when the call as a whole must be answered (zero: none). The attempt's own
 	// deadline is the context's.
 	Deadline time.Time
-	// Metadata is caller-supplied metadata (e.g. the caller's role or user).
+	// Metadata is caller-supplied metadata (notes, a user name): anything the caller put
+	// there, unchecked. For who the caller is, use Tenant and Role.
 	Metadata map[string]string
+	// Tenant and Role are the caller's identity as the fleet established it (the call's
+	// subject, guarded by NATS permissions); both empty for an anonymous caller.
+	Tenant, Role string
 }
 
 type callInfoKey struct{}

@@ -72,8 +72,15 @@ type Definition struct {
 	// Capabilities are features a caller may require, e.g. "streaming", or
 	// [CapabilityReadOnly] ("read-only"), by which the tool declares it has no side effects.
 	Capabilities []string `json:"capabilities,omitempty"`
-	// Roles lists the caller roles allowed to see and call the tool; empty means any role.
+	// Roles lists the caller roles allowed to see and call the tool; empty means any
+	// role. Executors enforce it with the caller's identity as the fleet establishes it
+	// (the call's subject, which NATS permissions guard; see pkg/events, "Identity"),
+	// never with caller-supplied metadata: a call whose role is not listed, or that has
+	// no role, is answered [CodeForbidden] and never runs.
 	Roles []string `json:"roles,omitempty"`
+	// Tenants lists the tenants allowed to see and call the tool; empty means every
+	// tenant and anonymous callers. Enforced like Roles.
+	Tenants []string `json:"tenants,omitempty"`
 	// Timeout bounds one attempt of the tool; zero means the executor's default.
 	Timeout Duration `json:"timeout,omitempty"`
 	// Retry is the retry policy; nil means [DefaultRetryPolicy].
@@ -84,6 +91,39 @@ type Definition struct {
 	// start-up, hands them to the tool through the context ([SecretFrom]) and scrubs their
 	// values from every output and error. Only their names are marshalled.
 	Secrets []Secret `json:"secrets,omitempty"`
+}
+
+// AllowsCaller reports whether a caller of tenant and role (empty for an anonymous
+// caller) may call the tool: its tenant is listed in Tenants and its role in Roles, or
+// the list is empty.
+func (d Definition) AllowsCaller(tenant, role string) bool {
+	return (len(d.Tenants) == 0 || tenant != "" && slices.Contains(d.Tenants, tenant)) &&
+		(len(d.Roles) == 0 || role != "" && slices.Contains(d.Roles, role))
+}
+
+// forbiddenMessage says why a caller of tenant and role may not call d.
+func forbiddenMessage(d Definition, tenant, role string) string {
+	who := "an anonymous caller"
+	if tenant != "" || role != "" {
+		who = fmt.Sprintf("role %q of tenant %q", role, tenant)
+	}
+	return fmt.Sprintf("tool %q may not be called by %s (allowed roles %v, tenants %v)", d.Name, who, orAny(d.Roles), orAny(d.Tenants))
+}
+
+func orAny(list []string) any {
+	if len(list) == 0 {
+		return "any"
+	}
+	return list
+}
+
+// Forbidden returns the [CodeForbidden] error for a caller of tenant and role that d
+// does not allow ([Definition.AllowsCaller]), or nil when it does.
+func (d Definition) Forbidden(tenant, role string) *Error {
+	if d.AllowsCaller(tenant, role) {
+		return nil
+	}
+	return &Error{Code: CodeForbidden, Message: forbiddenMessage(d, tenant, role)}
 }
 
 // IsIdempotent reports whether the tool may run more than once for one call id.

@@ -74,6 +74,20 @@ func checkDefinition(def Definition) error {
 			"tool name %q is invalid: it must match %s (1 to 64 letters, digits, '_' or '-'; no dots or spaces)",
 			def.Name, NamePattern.String())
 	}
+	for _, list := range []struct {
+		what  string
+		names []string
+	}{{"roles", def.Roles}, {"tenants", def.Tenants}} {
+		for _, n := range list.names {
+			// A caller's role and tenant are subject tokens: a name that is not one could
+			// never match, and the tool would be closed to everyone by a typo.
+			if !NamePattern.MatchString(n) {
+				return Errorf(CodeInvalidDefinition,
+					"tool %q: %s entry %q is invalid: use 1 to 64 letters, digits, '_' or '-' (a caller's role and tenant are NATS subject tokens)",
+					def.Name, list.what, n)
+			}
+		}
+	}
 	if def.NoSchemaMode != "" && !def.NoSchemaMode.Valid() {
 		return Errorf(CodeInvalidDefinition,
 			"tool %q: noSchemaMode %q is unknown; use \"read-only\", \"human-approval\" or \"full\"", def.Name, def.NoSchemaMode)

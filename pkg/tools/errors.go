@@ -21,6 +21,10 @@ const (
 	// its tools or activeTools, left out by the picker, or ruled out by toolChoice). The
 	// planner answers it without running the tool. Never retried.
 	CodeNotAllowed Code = "not_allowed"
+	// CodeForbidden: the caller's role or tenant is not among those the tool allows
+	// (Definition.Roles, Definition.Tenants). The executor answers it without running the
+	// tool. Never retried.
+	CodeForbidden Code = "forbidden"
 	// CodeInvalidInput: the arguments could not be parsed or broke the schema. Never retried.
 	CodeInvalidInput Code = "invalid_tool_input"
 	// CodeInputTooLarge: the arguments exceed the size limit; refused before parsing.
@@ -74,6 +78,7 @@ var retryable = map[Code]bool{
 	CodeInvalidDefinition:   false, // the definition stays invalid
 	CodeNoSuchTool:          false, // nobody serves it on the next attempt either
 	CodeNotAllowed:          false, // the run's rules for the step do not change on a retry
+	CodeForbidden:           false, // the caller's identity does not change on a retry
 	CodeInvalidInput:        false, // the same arguments break the same schema
 	CodeInputTooLarge:       false, // the same arguments stay too large
 	CodeToolFailedPermanent: false, // the tool said a retry cannot fix it
@@ -116,6 +121,7 @@ var (
 	ErrInvalidDefinition = &Error{Code: CodeInvalidDefinition}
 	ErrNoSuchTool        = &Error{Code: CodeNoSuchTool}
 	ErrNotAllowed        = &Error{Code: CodeNotAllowed}
+	ErrForbidden         = &Error{Code: CodeForbidden}
 	ErrInvalidInput      = &Error{Code: CodeInvalidInput}
 	ErrInputTooLarge     = &Error{Code: CodeInputTooLarge}
 	ErrToolFailed        = &Error{Code: CodeToolFailed}
