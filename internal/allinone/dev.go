@@ -45,10 +45,14 @@ type DevAddrs struct {
 // printDevHelp shows how to start a run with curl. The scripted model follows the demo's
 // script whatever the input, so its example is the demo's request, which stops at an
 // approval the user gives; a real model gets a question of its own.
-func printDevHelp(out io.Writer, api string, token bool, model string) {
+func printDevHelp(out io.Writer, api string, token, tokensFile bool, model string) {
 	auth := ""
-	if token {
+	switch {
+	case token:
 		auth = ` -H "Authorization: Bearer $TOOLFLEET_API_TOKEN"`
+	case tokensFile:
+		auth = ` -H "Authorization: Bearer $TOKEN"`
+		fmt.Fprintln(out, "API tokens: set TOKEN to one of the tokens of TOOLFLEET_API_TOKENS_FILE (its tenant and role are the run's)")
 	}
 	body, _ := json.Marshal(map[string]any{"input": "What is 6*7?", "tools": []string{"calculator"}, "wait": true})
 	if isScripted(model) {
@@ -108,7 +112,7 @@ func Dev(ctx context.Context, o DevOptions) error {
 	if addrs.Ops != "" {
 		fmt.Fprintf(o.Out, "ops: http://%s/metrics, /healthz, /readyz\n", addrs.Ops)
 	}
-	printDevHelp(o.Out, addrs.API, o.Token != "" || len(o.Tokens) > 0, f.Model)
+	printDevHelp(o.Out, addrs.API, o.Token != "", len(o.Tokens) > 0, f.Model)
 	if o.Ready != nil {
 		o.Ready(addrs)
 	}

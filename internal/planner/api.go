@@ -280,9 +280,12 @@ type RunView struct {
 	Usage       any               `json:"usage"`
 	Warnings    []string          `json:"warnings,omitempty"`
 	Metadata    map[string]string `json:"metadata,omitempty"`
-	CreatedAt   time.Time         `json:"createdAt"`
-	FinishedAt  *time.Time        `json:"finishedAt,omitempty"`
-	DurationMS  int64             `json:"durationMs"`
+	// Tenant and Role are the identity the run acts with (its caller's API token's).
+	Tenant     string     `json:"tenant,omitempty"`
+	Role       string     `json:"role,omitempty"`
+	CreatedAt  time.Time  `json:"createdAt"`
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+	DurationMS int64      `json:"durationMs"`
 	// Offered is, per step, the tools the model was offered and, when the picker chose
 	// them, the picker's scores and reasons.
 	Offered []StepTools `json:"offered,omitempty"`
@@ -291,7 +294,7 @@ type RunView struct {
 func view(r *Run) RunView {
 	v := RunView{ID: r.ID, ParentID: r.ParentID, Depth: r.Depth, Status: r.Status, Termination: r.Termination,
 		Detail: r.Detail, Answer: r.Answer, Model: r.Model, Steps: r.Step, Calls: r.Calls,
-		Tokens: r.Usage.Total(), Usage: r.Usage, Warnings: r.Warnings, Metadata: r.Metadata,
+		Tokens: r.Usage.Total(), Usage: r.Usage, Warnings: r.Warnings, Metadata: r.Metadata, Tenant: r.Tenant, Role: r.Role,
 		CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt, Offered: r.Offered}
 	if v.Calls == nil {
 		v.Calls = []*CallRecord{}
