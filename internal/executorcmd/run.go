@@ -14,16 +14,18 @@ import (
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
-// Run runs the executor program until ctx ends: it builds the registry, serves the ops
-// server, connects to NATS and runs the executor; on ctx's end the executor finishes or
+// Run runs the executor program until ctx ends: it builds the registry (connecting to the
+// tools file's MCP servers, see [Config.Tools]), serves the ops server, connects to NATS
+// and runs the executor; on ctx's end the executor finishes or
 // hands back its calls within the grace period and Run returns nil. /readyz answers 200
 // once NATS is connected and every tool's consumer is being consumed.
 func Run(ctx context.Context, c Config) error {
 	log := c.Ops.Logger("executor")
-	reg, err := c.Registry()
+	reg, servers, err := c.Tools(ctx, log)
 	if err != nil {
 		return err
 	}
+	defer servers.Close()
 	part, err := ops.StartPart(c.Ops.Addr, c.NATS, log)
 	if err != nil {
 		return err

@@ -91,7 +91,9 @@ type served struct {
 }
 
 // Start connects to the server, lists its tools and registers them in reg, then keeps
-// them fresh and the connection up until ctx ends or Close is called. It fails, with
+// them fresh and the connection up until Close is called. ctx bounds only the start
+// (with ConnectTimeout): an executor that is stopping still finishes the calls in
+// flight, so close the server once the executor has returned. It fails, with
 // nothing registered, when the server cannot be reached within ConnectTimeout, when a
 // listed tool cannot be served (its name or schema is refused), or when a tool's name
 // is taken in reg already.
@@ -179,12 +181,12 @@ func Start(ctx context.Context, reg *tools.Registry, cfg Config) (*Server, error
 	s.lastTTL = ttl
 	s.log.Info().Int("tools", len(defs)).Strs("names", s.Names()).Msg("MCP server connected; its tools are registered")
 
+	// The server outlives ctx: calls in flight when an executor starts to stop must
+	// finish, so only Close ends it.
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
-	stop := context.AfterFunc(ctx, cancel)
 	go func() {
 		defer close(s.done)
-		defer stop()
 		s.supervise(runCtx, sess)
 	}()
 	return s, nil
@@ -230,7 +232,23 @@ func (s *Server) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.client.Connect(ctx, t, nil)
+	sess, err := s.client.Connect(ctx, t, nil)
+	if err != nil {
+		if d, ok := t.(Diagnoser); ok {
+			if more := d.Diagnose(); more != "" {
+				err = fmt.Errorf("%w; %s", err, more)
+			}
+		}
+		return nil, err
+	}
+	return sess, nil
+}
+
+// Diagnoser is implemented by a transport that can say more about a connection that
+// failed, such as the exit status and the end of the stderr of a stdio server's process.
+// Start's error and the reconnection logs include what it says.
+type Diagnoser interface {
+	Diagnose() string
 }
 
 func (s *Server) setSession(sess *mcp.ClientSession) {
