@@ -147,6 +147,9 @@ func Start(ctx context.Context, reg *tools.Registry, cfg Config) (*Server, error
 		s.log.Warn().Err(lastErr).Dur("retry_in", backoff).Msg("MCP server: cannot connect and list its tools yet; retrying")
 		select {
 		case <-startCtx.Done():
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("mcptool: server %s: start canceled before a connection: %w", cfg.Name, lastErr)
+			}
 			return nil, fmt.Errorf("mcptool: server %s: no connection within %s: %w", cfg.Name, cfg.ConnectTimeout, lastErr)
 		case <-time.After(backoff):
 		}
@@ -179,6 +182,7 @@ func Start(ctx context.Context, reg *tools.Registry, cfg Config) (*Server, error
 	}
 	s.setSession(sess)
 	s.lastTTL = ttl
+	s.warnUnlisted(listed)
 	s.log.Info().Int("tools", len(defs)).Strs("names", s.Names()).Msg("MCP server connected; its tools are registered")
 
 	// The server outlives ctx: calls in flight when an executor starts to stop must
@@ -190,6 +194,26 @@ func Start(ctx context.Context, reg *tools.Registry, cfg Config) (*Server, error
 		s.supervise(runCtx, sess)
 	}()
 	return s, nil
+}
+
+// warnUnlisted logs the policy's names of tools that the server does not list: a typo,
+// or a tool that comes later.
+func (s *Server) warnUnlisted(listed []*mcp.Tool) {
+	have := map[string]bool{}
+	for _, t := range listed {
+		if t != nil {
+			have[t.Name] = true
+		}
+	}
+	var missing []string
+	for _, name := range append(slices.Clone(s.cfg.Policy.Include), sortedKeys(s.cfg.Policy.Tools)...) {
+		if !have[name] && !slices.Contains(missing, name) {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		s.log.Warn().Strs("tools", missing).Msg("MCP server: the policy names tools the server does not list (a typo, or tools that come later)")
+	}
 }
 
 // Names returns the toolfleet names of the tools served now, sorted.

@@ -1,6 +1,7 @@
 package toolsfile
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -110,7 +111,7 @@ func (m *MCPServer) Config(log zerolog.Logger) mcptool.Config {
 		Refresh: m.Refresh.D(), ConnectTimeout: m.ConnectTimeout.D(), Logger: log}
 	switch {
 	case m.Command != nil:
-		cfg.Transport = m.commandTransport
+		cfg.Transport = func(ctx context.Context) (mcp.Transport, error) { return m.commandTransport(ctx, log) }
 	case m.HTTP != nil:
 		cfg.Transport = m.httpTransport
 	}
@@ -131,8 +132,9 @@ func (m *MCPServer) secrets() (tools.Secrets, error) {
 }
 
 // commandTransport starts a fresh process: the declared environment and the secrets as
-// variables, in its own process group.
-func (m *MCPServer) commandTransport(context.Context) (mcp.Transport, error) {
+// variables, in its own process group. What it writes to stderr is logged at debug
+// level, a line at a time and scrubbed of its secrets, and its end kept for errors.
+func (m *MCPServer) commandTransport(_ context.Context, log zerolog.Logger) (mcp.Transport, error) {
 	secrets, err := m.secrets()
 	if err != nil {
 		return nil, err
@@ -156,7 +158,7 @@ func (m *MCPServer) commandTransport(context.Context) (mcp.Transport, error) {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	sort.Strings(cmd.Env)
-	stderr := &syncTail{tail: tailBuffer{max: stderrTailBytes}}
+	stderr := &syncTail{tail: tailBuffer{max: stderrTailBytes}, log: log, server: m.Name, secrets: secrets}
 	cmd.Stderr = stderr
 	setGroup(cmd)
 	return &groupTransport{CommandTransport: mcp.CommandTransport{Command: cmd}, stderr: stderr, secrets: secrets}, nil
@@ -198,15 +200,34 @@ func (c *groupConn) Close() error {
 	return err
 }
 
-// syncTail is a tailBuffer written by the process's stderr copier and read by Diagnose.
+// syncTail is a tailBuffer written by the process's stderr copier and read by Diagnose;
+// it logs each complete line as well.
 type syncTail struct {
-	mu   sync.Mutex
-	tail tailBuffer
+	mu      sync.Mutex
+	tail    tailBuffer
+	line    []byte
+	log     zerolog.Logger
+	server  string
+	secrets tools.Secrets
 }
 
 func (s *syncTail) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.line = append(s.line, p...)
+	for {
+		i := bytes.IndexByte(s.line, '\n')
+		if i < 0 {
+			break
+		}
+		if line := bytes.TrimSpace(s.line[:i]); len(line) > 0 {
+			s.log.Debug().Str("mcp_server", s.server).Str("stderr", s.secrets.ScrubString(string(bytes.ToValidUTF8(line, []byte("\uFFFD"))))).Msg("MCP server stderr")
+		}
+		s.line = s.line[i+1:]
+	}
+	if len(s.line) > stderrTailBytes { // a line that never ends is not logged whole
+		s.line = s.line[:0]
+	}
 	return s.tail.Write(p)
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/toolfleet/toolfleet/internal/natstest"
+	"github.com/toolfleet/toolfleet/internal/ops/opstest"
 	"github.com/toolfleet/toolfleet/pkg/client"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/executor"
@@ -132,7 +133,8 @@ mcpServers:
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	reg := tools.NewRegistry()
-	servers, err := file.Start(ctx, reg, zerolog.Nop(), nil)
+	var logs opstest.Log
+	servers, err := file.Start(ctx, reg, zerolog.New(&logs).Level(zerolog.DebugLevel), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,6 +230,13 @@ mcpServers:
 	res, err = call("t_add", `{"a":1,"b":1}`)
 	if err != nil || string(res.Output) != `{"sum":2}` {
 		t.Errorf("t_add after the crash: %+v %v", res, err)
+	}
+	// The server's stderr is logged, its secret scrubbed.
+	if len(logs.Lines("crashing on purpose")) == 0 || len(logs.Lines("starting with TEST_TOKEN=[redacted:TEST_TOKEN]")) < 2 {
+		t.Errorf("the log lacks the server's stderr (two starts, a crash):\n%s", logs.String())
+	}
+	if strings.Contains(logs.String(), "tok-123") {
+		t.Errorf("the log shows the secret:\n%s", logs.String())
 	}
 
 	// list_changed: the adapter registers the new tool (the executor serves it after a
