@@ -305,9 +305,14 @@ func (s *Server) session(ctx context.Context) (*mcp.ClientSession, error) {
 	}
 }
 
-// supervise keeps the tools fresh while sess lives, and reconnects when it ends.
+// supervise keeps the tools fresh while sess lives, and reconnects when it ends. The
+// backoff between attempts grows from 100 ms to 10 s, and starts over only after a
+// connection that lasted a minute, so that a server that dies right after each start
+// is not restarted in a tight loop.
 func (s *Server) supervise(ctx context.Context, sess *mcp.ClientSession) {
+	backoff := minBackoff
 	for {
+		since := time.Now()
 		ended := make(chan struct{})
 		go func() { _ = sess.Wait(); close(ended) }()
 		s.watch(ctx, sess, ended)
@@ -316,20 +321,23 @@ func (s *Server) supervise(ctx context.Context, sess *mcp.ClientSession) {
 		if ctx.Err() != nil {
 			return
 		}
-		s.log.Warn().Msg("MCP server: the connection ended; reconnecting")
-		for backoff := minBackoff; ; backoff = min(2*backoff, maxBackoff) {
+		if time.Since(since) > time.Minute {
+			backoff = minBackoff
+		}
+		s.log.Warn().Dur("retry_in", backoff).Msg("MCP server: the connection ended; reconnecting")
+		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-time.After(backoff):
 			}
+			backoff = min(2*backoff, maxBackoff)
 			next, err := s.connect(ctx)
-			if err != nil {
-				s.log.Warn().Err(err).Dur("retry_in", min(2*backoff, maxBackoff)).Msg("MCP server: cannot reconnect yet")
-				continue
+			if err == nil {
+				sess = next
+				break
 			}
-			sess = next
-			break
+			s.log.Warn().Err(err).Dur("retry_in", backoff).Msg("MCP server: cannot reconnect yet")
 		}
 		s.setSession(sess)
 		s.log.Info().Msg("MCP server: reconnected")
