@@ -269,6 +269,44 @@ func TestARefreshIntervalPicksUpChangesWithoutNotifications(t *testing.T) {
 	})
 }
 
+func TestTheServersTTLHintDecidesWhenToListAgain(t *testing.T) {
+	// No notifications and no refresh interval: only the ttl hint (1 s) brings the
+	// change in.
+	var mu sync.Mutex
+	extra := false
+	srv := mcp.NewServer(&mcp.Implementation{Name: "cached"}, &mcp.ServerOptions{
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: false}},
+		SetCacheable: func(_ context.Context, req mcp.Request, c *mcp.Cacheable) {
+			if _, ok := req.(*mcp.ListToolsRequest); ok {
+				c.TTLMs = 1000
+			}
+		},
+	})
+	srv.AddTool(&mcp.Tool{Name: "one", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{}, nil
+	})
+	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			res, err := next(ctx, method, req)
+			mu.Lock()
+			defer mu.Unlock()
+			if lr, ok := res.(*mcp.ListToolsResult); ok && extra {
+				lr.Tools = append(lr.Tools, &mcp.Tool{Name: "two", InputSchema: map[string]any{"type": "object"}})
+			}
+			return res, err
+		}
+	})
+	reg := tools.NewRegistry()
+	start(t, reg, mcptool.Config{Name: "c", Transport: mcptooltest.InMemory(srv, nil), Refresh: -1})
+	mu.Lock()
+	extra = true
+	mu.Unlock()
+	natstest.Eventually(t, 5*time.Second, "c_two registered when the ttl ran out", func() bool {
+		_, ok := reg.Lookup("c_two")
+		return ok
+	})
+}
+
 func TestTheAdapterReconnectsAfterTheConnectionEnds(t *testing.T) {
 	srv, _ := mcptooltest.NewServer(func() {})
 	sessions := make(chan *mcp.ServerSession, 4)
