@@ -49,7 +49,7 @@ func TestToolsAreRegisteredPrefixedWithTheirSchemasAndUnsafe(t *testing.T) {
 	srv, _ := mcptooltest.NewServer(func() {})
 	reg := tools.NewRegistry()
 	s := start(t, reg, mcptool.Config{Name: "test", Prefix: "t", Transport: mcptooltest.InMemory(srv, nil)})
-	want := []string{"t_add", "t_crash", "t_echo", "t_fail", "t_grow", "t_picture", "t_sleep", "t_stats"}
+	want := []string{"t_add", "t_crash", "t_echo", "t_fail", "t_grow", "t_picture", "t_shrink", "t_sleep", "t_stats"}
 	if got := s.Names(); !slices.Equal(got, want) {
 		t.Fatalf("names %v, want %v", got, want)
 	}

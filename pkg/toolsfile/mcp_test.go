@@ -248,6 +248,18 @@ mcpServers:
 		_, ok := reg.Lookup("t_fresh")
 		return ok
 	})
+	// A tool the server no longer lists is answered no_such_tool.
+	if _, err := call("t_shrink", `{"name":"picture"}`); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 10*time.Second, "t_picture unregistered", func() bool {
+		_, ok := reg.Lookup("t_picture")
+		return !ok
+	})
+	res, err = call("t_picture", `{}`)
+	if !errors.Is(err, tools.ErrNoSuchTool) {
+		t.Errorf("t_picture after the server removed it: %s %v, want no_such_tool", res.Status, err)
+	}
 }
 
 func TestMCPServerOverHTTPWithASecretHeader(t *testing.T) {

@@ -76,6 +76,7 @@ type (
 //	sleep {ms}   answers "slept" after ms milliseconds
 //	crash {}     calls onCrash (the stdio server exits)
 //	grow {name}  adds a tool called name (an echo), which sends tools/list_changed
+//	shrink {name} removes the tool called name, which sends tools/list_changed
 //	stats {}     the calls of every tool so far, {"counts": {...}} (not counted)
 func NewServer(onCrash func()) (*mcp.Server, *Counts) {
 	counts := &Counts{m: map[string]int{}}
@@ -130,6 +131,12 @@ func NewServer(onCrash func()) (*mcp.Server, *Counts) {
 					return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: name + ": " + in.Text}}}, nil, nil
 				})
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "added " + name}}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "shrink", Description: "Remove a tool."},
+		func(_ context.Context, _ *mcp.CallToolRequest, in GrowIn) (*mcp.CallToolResult, any, error) {
+			counts.add("shrink")
+			s.RemoveTools(in.Name)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "removed " + in.Name}}}, nil, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "stats", Description: "Calls so far."},
 		func(context.Context, *mcp.CallToolRequest, Empty) (*mcp.CallToolResult, map[string]map[string]int, error) {
