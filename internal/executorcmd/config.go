@@ -171,9 +171,10 @@ func (c Config) Registry() (*tools.Registry, error) {
 // the tools file's MCP servers: it connects to each (retrying up to its connectTimeout)
 // and registers its tools, or fails saying which server and why; ctx bounds the start.
 // The servers run, and keep their tools fresh in the registry, until they are closed:
-// close them once the executor has stopped (its calls in flight may need them). A server that lists new tools later is logged: this
-// executor serves them after a restart.
-func (c Config) Tools(ctx context.Context, log zerolog.Logger) (*tools.Registry, toolsfile.MCPServers, error) {
+// close them once the executor has stopped (its calls in flight may need them).
+// onChange (nil: none) hears of each later change of a server's tools; the registry has
+// it already, but a running executor serves only the tools it started with (see [Run]).
+func (c Config) Tools(ctx context.Context, log zerolog.Logger, onChange func(server string, c mcptool.Change)) (*tools.Registry, toolsfile.MCPServers, error) {
 	reg, err := c.builtins()
 	if err != nil {
 		return nil, nil, err
@@ -184,12 +185,7 @@ func (c Config) Tools(ctx context.Context, log zerolog.Logger) (*tools.Registry,
 		if err != nil {
 			return nil, nil, err
 		}
-		servers, err = file.Start(ctx, reg, log, func(server string, ch mcptool.Change) {
-			if len(ch.Added) > 0 {
-				log.Warn().Str("mcp_server", server).Strs("tools", ch.Added).
-					Msg("the MCP server lists new tools; this executor serves them after a restart")
-			}
-		})
+		servers, err = file.Start(ctx, reg, log, onChange)
 		if err != nil {
 			return nil, nil, err
 		}

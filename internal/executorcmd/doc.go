@@ -22,7 +22,8 @@
 //	                   tools, and MCP servers whose tools it serves (see pkg/toolsfile);
 //	                   the servers are connected before the executor starts, and it
 //	                   does not start when one cannot be reached or one of its tools
-//	                   is refused
+//	                   is refused; when their tools change, a new executor takes over
+//	                   in the same process (see Run)
 //	-ops-addr          where /metrics, /healthz and /readyz listen; "off" disables
 //	                   (TOOLFLEET_OPS_ADDR, ":9090"; see internal/ops). The older
 //	                   -metrics-addr and TOOLFLEET_METRICS_ADDR still work, with a warning.

@@ -58,8 +58,10 @@
 // any more is logged and unregistered: a schema that does not compile is never served.
 // [Config.OnChange] hears of every change.
 //
-// A long-running executor builds its consumers once, at start: it serves new tools only
-// after a restart (see [Config.OnChange]).
+// An executor (package executor) builds its consumers and catalog entries once, at
+// start: a tool added later is in the registry but served only by an executor started
+// after it. The executor program (internal/executorcmd) starts a new executor beside
+// the running one on [Config.OnChange] and stops the old one once the new one serves.
 //
 // # Reconnecting
 //

@@ -122,8 +122,10 @@
 // or nothing; a server that cannot be reached, a tool whose name does not fit once
 // prefixed or whose inputSchema does not compile, a name already taken: each is an error
 // naming the server and the tool, and the executor does not start (exclude a tool, or
-// rename it, to start without it). A stdio server that exits is restarted, and its tools
-// listed again, for later calls; what it wrote to stderr is logged at debug level and
+// rename it, to start without it). The tools are listed again on list_changed, on the
+// server's ttl hint or every refresh, and the registry follows (the executor program
+// then hands over to a new executor serving the new list). A stdio server that exits is
+// restarted, and its tools listed again, for later calls; what it wrote to stderr is logged at debug level and
 // the end of it is in start-up errors. The secrets are read at each connection, passed
 // to a command as variables of their names, and scrubbed from every output and error of
 // the server's tools. The mapping of tools/call results to outputs and errors is in
