@@ -297,6 +297,11 @@ func StartMCP(ctx context.Context, reg *tools.Registry, servers []MCPServer, log
 	)
 	for i := range servers {
 		m := &servers[i]
+		// A missing secret does not come by waiting: fail now, naming it.
+		if _, err := m.secrets(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", m.Source, err))
+			continue
+		}
 		cfg := m.Config(log)
 		if onChange != nil {
 			cfg.OnChange = func(c mcptool.Change) { onChange(m.Name, c) }

@@ -335,3 +335,26 @@ mcpServers:
 		t.Errorf("%d tools registered after the failure, want none", reg.Len())
 	}
 }
+
+func TestMCPServerWithAMissingSecretFailsAtOnce(t *testing.T) {
+	path := writeFile(t, "tools.yaml", `
+mcpServers:
+  - name: web
+    secrets: [{name: NOPE_TOKEN}]
+    http:
+      url: http://127.0.0.1:1/mcp
+      headers: {Authorization: "Bearer ${secret:NOPE_TOKEN}"}
+`)
+	file, err := toolsfile.LoadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	_, err = file.Start(context.Background(), tools.NewRegistry(), zerolog.Nop(), nil)
+	if err == nil || !strings.Contains(err.Error(), "TOOLFLEET_SECRET_NOPE_TOKEN") || !strings.Contains(err.Error(), "(web)") {
+		t.Fatalf("Start: %v, want an error naming the server and where the secret was looked for", err)
+	}
+	if d := time.Since(begin); d > 2*time.Second {
+		t.Errorf("Start took %s to report a missing secret, want no retries", d)
+	}
+}
