@@ -68,6 +68,8 @@
 // When the connection ends (a stdio server exits, an HTTP session is lost), the adapter
 // connects again with backoff (from 100 ms up to 10 s; it starts over only after a
 // connection that lasted a minute, so a server that dies at once is not restarted in a
-// tight loop), starting a fresh process for a stdio server, and lists the tools again. A call made meanwhile waits for the
-// connection within its own deadline.
+// tight loop), starting a fresh process for a stdio server, and lists the tools again.
+// A call made meanwhile waits for the connection within its own deadline. A call whose
+// connection is lost is answered at once (see above) and is not sent again by the
+// adapter: only the executor's retry policy, for a tool declared idempotent, repeats it.
 package mcptool
