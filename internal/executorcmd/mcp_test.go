@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -59,12 +61,29 @@ mcpServers:
 	if res, err := call("t_add", `{"a":1,"b":2}`); err != nil || string(res.Output) != `{"sum":3}` {
 		t.Fatalf("t_add: %s %v", res.Output, err)
 	}
+	// Calls keep coming while the executors hand over: every one is answered once.
+	var wg sync.WaitGroup
+	failures := make(chan string, 100)
+	for i := range 40 {
+		wg.Go(func() {
+			time.Sleep(time.Duration(i) * 50 * time.Millisecond)
+			res, err := call("t_add", fmt.Sprintf(`{"a":%d,"b":1}`, i))
+			if want := fmt.Sprintf(`{"sum":%d}`, i+1); err != nil || string(res.Output) != want {
+				failures <- fmt.Sprintf("call %d: %s %v", i, res.Output, err)
+			}
+		})
+	}
 	if _, err := call("t_grow", `{"name":"late"}`); err != nil {
 		t.Fatal(err)
 	}
 	natstest.Eventually(t, 15*time.Second, "the hand-over to an executor serving t_late", func() bool {
 		return len(log.Lines("executor handed over")) > 0
 	})
+	wg.Wait()
+	close(failures)
+	for f := range failures {
+		t.Error("during the hand-over, " + f)
+	}
 	if res, err := call("t_late", `{"text":"hi"}`); err != nil || string(res.Output) != `"late: hi"` {
 		t.Errorf("t_late, added by the server after the start: %s %v", res.Output, err)
 	}
