@@ -1,6 +1,7 @@
 package executorcmd
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,10 +11,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/toolfleet/toolfleet/internal/envflag"
 	"github.com/toolfleet/toolfleet/internal/natsconn"
 	"github.com/toolfleet/toolfleet/internal/ops"
 	"github.com/toolfleet/toolfleet/pkg/builtin"
+	"github.com/toolfleet/toolfleet/pkg/mcptool"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 	"github.com/toolfleet/toolfleet/pkg/toolsfile"
 )
@@ -70,7 +74,7 @@ func Parse(args []string, out io.Writer) (Config, error) {
 	builtins := fs.String("builtins", envflag.String("TOOLFLEET_BUILTINS", "all"), `built-in tools to serve, comma-separated, or "all" or "none" (env TOOLFLEET_BUILTINS)`)
 	fs.StringVar(&c.SandboxRoot, "sandbox-root", os.Getenv("TOOLFLEET_SANDBOX_ROOT"), "directory read_file, list_dir and write_file are confined to; empty leaves them out (env TOOLFLEET_SANDBOX_ROOT)")
 	allow := fs.String("http-allowlist", os.Getenv("TOOLFLEET_HTTP_ALLOWLIST"), "hosts http_get may reach, comma-separated (example.com, *.example.com, host:port); empty leaves http_get out (env TOOLFLEET_HTTP_ALLOWLIST)")
-	fs.StringVar(&c.ToolsFile, "tools-file", os.Getenv("TOOLFLEET_TOOLS_FILE"), "YAML or JSON file of command and HTTP tools (env TOOLFLEET_TOOLS_FILE)")
+	fs.StringVar(&c.ToolsFile, "tools-file", os.Getenv("TOOLFLEET_TOOLS_FILE"), "YAML or JSON file of command and HTTP tools and MCP servers (env TOOLFLEET_TOOLS_FILE)")
 	opsFlags := ops.Register(fs, ops.ExecutorAlias)
 	fs.DurationVar(&c.GracePeriod, "grace-period", grace, "how long in-flight calls may finish on SIGTERM (env TOOLFLEET_GRACE_PERIOD)")
 	fs.StringVar(&c.ExecutorID, "executor-id", envflag.String("TOOLFLEET_EXECUTOR_ID", host), "name of this replica in results and logs (env TOOLFLEET_EXECUTOR_ID; default the host name)")
@@ -144,13 +148,12 @@ func (c Config) BuiltinConfig() builtin.Config {
 }
 
 // Registry builds the registry the executor serves: the built-ins, then the tools file's
-// tools. A tools file tool may not take a built-in's name.
+// tools. A tools file tool may not take a built-in's name. A tools file that declares
+// mcpServers is refused here (their tools exist only once connected): use [Config.Tools].
 func (c Config) Registry() (*tools.Registry, error) {
-	reg := tools.NewRegistry()
-	if c.Builtins == nil || len(c.Builtins) > 0 {
-		if err := builtin.Register(reg, c.BuiltinConfig()); err != nil {
-			return nil, err
-		}
+	reg, err := c.builtins()
+	if err != nil {
+		return nil, err
 	}
 	if c.ToolsFile != "" {
 		specs, err := toolsfile.Load(c.ToolsFile)
@@ -161,6 +164,50 @@ func (c Config) Registry() (*tools.Registry, error) {
 			return nil, err
 		}
 	}
+	return nonEmpty(reg)
+}
+
+// Tools builds the registry the executor serves, as [Config.Registry] does, and starts
+// the tools file's MCP servers: it connects to each (retrying up to its connectTimeout)
+// and registers its tools, or fails saying which server and why; ctx bounds the start.
+// The servers run, and keep their tools fresh in the registry, until they are closed:
+// close them once the executor has stopped (its calls in flight may need them).
+// onChange (nil: none) hears of each later change of a server's tools; the registry has
+// it already, but a running executor serves only the tools it started with (see [Run]).
+func (c Config) Tools(ctx context.Context, log zerolog.Logger, onChange func(server string, c mcptool.Change)) (*tools.Registry, toolsfile.MCPServers, error) {
+	reg, err := c.builtins()
+	if err != nil {
+		return nil, nil, err
+	}
+	var servers toolsfile.MCPServers
+	if c.ToolsFile != "" {
+		file, err := toolsfile.LoadFile(c.ToolsFile)
+		if err != nil {
+			return nil, nil, err
+		}
+		servers, err = file.Start(ctx, reg, log, onChange)
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	if _, err := nonEmpty(reg); err != nil {
+		servers.Close()
+		return nil, nil, err
+	}
+	return reg, servers, nil
+}
+
+func (c Config) builtins() (*tools.Registry, error) {
+	reg := tools.NewRegistry()
+	if c.Builtins == nil || len(c.Builtins) > 0 {
+		if err := builtin.Register(reg, c.BuiltinConfig()); err != nil {
+			return nil, err
+		}
+	}
+	return reg, nil
+}
+
+func nonEmpty(reg *tools.Registry) (*tools.Registry, error) {
 	if reg.Len() == 0 {
 		return nil, errors.New("no tool to serve: enable built-ins or give a tools file")
 	}

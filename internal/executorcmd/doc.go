@@ -18,7 +18,12 @@
 //	                   every configured one, "none" none (TOOLFLEET_BUILTINS)
 //	-sandbox-root      directory of read_file, list_dir, write_file (TOOLFLEET_SANDBOX_ROOT)
 //	-http-allowlist    hosts http_get may reach, comma-separated (TOOLFLEET_HTTP_ALLOWLIST)
-//	-tools-file        YAML or JSON tools file (TOOLFLEET_TOOLS_FILE)
+//	-tools-file        YAML or JSON tools file (TOOLFLEET_TOOLS_FILE): command and HTTP
+//	                   tools, and MCP servers whose tools it serves (see pkg/toolsfile);
+//	                   the servers are connected before the executor starts, and it
+//	                   does not start when one cannot be reached or one of its tools
+//	                   is refused; when their tools change, a new executor takes over
+//	                   in the same process (see Run)
 //	-ops-addr          where /metrics, /healthz and /readyz listen; "off" disables
 //	                   (TOOLFLEET_OPS_ADDR, ":9090"; see internal/ops). The older
 //	                   -metrics-addr and TOOLFLEET_METRICS_ADDR still work, with a warning.

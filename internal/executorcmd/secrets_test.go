@@ -47,3 +47,31 @@ tools:
 		}
 	}
 }
+
+// The executor program does not start when an MCP server of its tools file cannot be
+// reached; the error names the server and carries what the process said.
+func TestRunRefusesAnMCPServerThatCannotStart(t *testing.T) {
+	opstest.Env(t, nil)
+	srv := natstest.Start(t)
+	file := filepath.Join(t.TempDir(), "tools.yaml")
+	err := os.WriteFile(file, []byte(`
+mcpServers:
+  - name: broken
+    command: {argv: [sh, -c, "echo 'no such database' >&2; exit 1"]}
+    connectTimeout: 300ms
+`), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Parse([]string{"-nats-url", srv.URL(), "-ops-addr", "off", "-tools-file", file}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Ops.LogTo = io.Discard
+	err = Run(context.Background(), c)
+	for _, want := range []string{"broken", "no connection within 300ms", "no such database"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Run: %v, want it to say %s", err, want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 // Package toolsfile declares tools without recompiling: a tools file lists tools by their
 // canonical definition (the JSON names of tools.Definition) and says how each runs, as a
-// process or as an HTTP endpoint. A tool can so be written in any language.
+// process or as an HTTP endpoint, and MCP servers whose tools it imports. A tool can so
+// be written in any language.
 //
 // # The file
 //
@@ -82,4 +83,51 @@
 //
 // A failed answer's status and the start of its body are in the message and in a
 // [StatusError].
+//
+// # MCP servers
+//
+// A file may also list mcpServers (beside tools, or alone): MCP servers whose tools the
+// executor serves, through package mcptool. A server is a command speaking MCP over
+// stdio, started like a command tool (argv, dir, passEnv, env; no shell; its own process
+// group, killed when the connection ends), or a URL speaking streamable HTTP, with
+// headers like an HTTP tool's (${NAME} from passEnv, ${secret:NAME}):
+//
+//	mcpServers:
+//	  - name: fs                      # in messages, logs and tags
+//	    prefix: fs                    # read_file is served as fs_read_file (default: name)
+//	    command:
+//	      argv: [npx, -y, "@modelcontextprotocol/server-filesystem", /data]
+//	      passEnv: [PATH, HOME]
+//	    connectTimeout: 60s           # start-up attempts (default 30s)
+//	    refresh: 10m                  # list again without a ttl hint (default 5m)
+//	    exclude: [move_file]          # or include: [...] to import only those
+//	    defaults: {roles: [ops]}      # every tool: unsafe and not idempotent unless set
+//	    tools:                        # per tool, by the server's name
+//	      read_file: {safe: true, idempotent: true, timeout: 10s}
+//	      list_directory: {safe: true, name: fs_ls}
+//	  - name: search
+//	    secrets: [{name: SEARCH_TOKEN, file: /var/run/secrets/toolfleet/search}]
+//	    http:
+//	      url: https://mcp.search.internal/mcp
+//	      headers: {Authorization: "Bearer ${secret:SEARCH_TOKEN}"}
+//
+// An override (under defaults or tools) sets safe, idempotent, final, roles, timeout,
+// retry, tags, capabilities and, per tool, name. The server's own annotations
+// (readOnlyHint, ...) decide nothing.
+//
+// [LoadFile] checks a server as it checks a tool (its program, URL, variables and the
+// secrets its headers use) without connecting; [Load] refuses a file with mcpServers,
+// since their tools exist only once listed. [File.Start] (or [StartMCP]) connects: it
+// retries each server until its connectTimeout, lists its tools and registers them, all
+// or nothing; a server that cannot be reached, a tool whose name does not fit once
+// prefixed or whose inputSchema does not compile, a name already taken: each is an error
+// naming the server and the tool, and the executor does not start (exclude a tool, or
+// rename it, to start without it). The tools are listed again on list_changed, on the
+// server's ttl hint or every refresh, and the registry follows (the executor program
+// then hands over to a new executor serving the new list). A stdio server that exits is
+// restarted, and its tools listed again, for later calls; what it wrote to stderr is logged at debug level and
+// the end of it is in start-up errors. The secrets are read at each connection, passed
+// to a command as variables of their names, and scrubbed from every output and error of
+// the server's tools. The mapping of tools/call results to outputs and errors is in
+// package mcptool.
 package toolsfile

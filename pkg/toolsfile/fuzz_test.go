@@ -5,8 +5,8 @@ import (
 	"testing"
 )
 
-// FuzzParse asserts that any document yields specs or an ErrInvalidFile error, never a
-// panic, and that accepted specs have exactly one runner.
+// FuzzParse asserts that any document yields specs and servers or an ErrInvalidFile error, never a
+// panic, and that accepted specs have exactly one runner (servers one transport).
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{
 		`{"tools":[]}`,
@@ -17,21 +17,29 @@ func FuzzParse(f *testing.F) {
 		`{"tools":{}}`,
 		`{"tools":[{"timeout":"1x","retry":{"maxRetries":-1}}]}`,
 		`[`,
+		`{"mcpServers":[{"name":"fs","command":{"argv":["true"]},"tools":{"x":{"safe":true}}}]}`,
+		`{"mcpServers":[{"name":"w","http":{"url":"http://x/mcp","headers":{"A":"${secret:T}"}},"secrets":[{"name":"T"}]}]}`,
+		`{"mcpServers":[{"name":"w"},{"name":"w","http":{},"command":{}}]}`,
 	} {
 		f.Add([]byte(s))
 	}
 	base := f.TempDir()
 	f.Fuzz(func(t *testing.T, doc []byte) {
-		specs, err := parse(doc, "fuzz.json", base)
+		file, err := parse(doc, "fuzz.json", base)
 		if err != nil {
 			if !errors.Is(err, ErrInvalidFile) {
 				t.Fatalf("parse error %v does not wrap ErrInvalidFile", err)
 			}
 			return
 		}
-		for _, s := range specs {
+		for _, s := range file.Tools {
 			if (s.Command == nil) == (s.HTTP == nil) {
 				t.Fatalf("accepted spec %+v without exactly one runner", s)
+			}
+		}
+		for _, m := range file.MCPServers {
+			if (m.Command == nil) == (m.HTTP == nil) {
+				t.Fatalf("accepted MCP server %+v without exactly one transport", m)
 			}
 		}
 	})

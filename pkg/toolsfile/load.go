@@ -25,7 +25,30 @@ var ErrInvalidFile = errors.New("invalid tools file")
 // unknown field, no runner or two, a name the providers refuse, a duplicate name, a
 // missing schema without allowNoSchema and a noSchemaMode, a program that cannot be found.
 // Relative paths in a command are resolved against the file's directory.
+//
+// A file that declares mcpServers is refused here: its tools exist only once the servers
+// are connected. Use [LoadFile] and [StartMCP].
 func Load(path string) ([]Spec, error) {
+	f, err := LoadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(f.MCPServers) > 0 {
+		return nil, fmt.Errorf("%w %s: it declares mcpServers, whose tools are known only once connected: load it with LoadFile and start them with StartMCP", ErrInvalidFile, path)
+	}
+	return f.Tools, nil
+}
+
+// File is a whole tools file: its tools and the MCP servers whose tools it imports.
+type File struct {
+	Tools      []Spec
+	MCPServers []MCPServer
+}
+
+// LoadFile reads a tools file as [Load] does, with its mcpServers: each is checked (a
+// name, one transport, the program or URL, the secrets its headers use, the policy) and
+// returned unconnected; [StartMCP] connects them.
+func LoadFile(path string) (*File, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read tools file: %w", err)
@@ -49,23 +72,24 @@ func Load(path string) ([]Spec, error) {
 }
 
 // parse decodes the JSON form of a tools file: {"tools": [ {definition fields, command |
-// http}, ... ]}.
-func parse(doc []byte, name, base string) ([]Spec, error) {
+// http}, ... ], "mcpServers": [ ... ]}.
+func parse(doc []byte, name, base string) (*File, error) {
 	var file struct {
-		Tools []json.RawMessage `json:"tools"`
+		Tools      []json.RawMessage `json:"tools"`
+		MCPServers []json.RawMessage `json:"mcpServers"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(doc))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&file); err != nil {
-		return nil, fmt.Errorf("%w %s: %v (the file is an object with a \"tools\" list)", ErrInvalidFile, name, err)
+		return nil, fmt.Errorf("%w %s: %v (the file is an object with a \"tools\" list and/or an \"mcpServers\" list)", ErrInvalidFile, name, err)
 	}
-	if file.Tools == nil {
-		return nil, fmt.Errorf("%w %s: no \"tools\" list", ErrInvalidFile, name)
+	if file.Tools == nil && file.MCPServers == nil {
+		return nil, fmt.Errorf("%w %s: no \"tools\" list (nor \"mcpServers\")", ErrInvalidFile, name)
 	}
 	var (
-		specs []Spec
-		errs  []error
-		seen  = make(map[string]string)
+		out  File
+		errs []error
+		seen = make(map[string]string)
 	)
 	for i, raw := range file.Tools {
 		src := fmt.Sprintf("%s: tool %d", name, i+1)
@@ -82,12 +106,35 @@ func parse(doc []byte, name, base string) ([]Spec, error) {
 		for _, p := range problems {
 			errs = append(errs, fmt.Errorf("%w %s: %s", ErrInvalidFile, src, p))
 		}
-		specs = append(specs, s)
+		out.Tools = append(out.Tools, s)
+	}
+	servers := make(map[string]string)
+	for i, raw := range file.MCPServers {
+		src := fmt.Sprintf("%s: mcpServers %d", name, i+1)
+		var m MCPServer
+		var problems []string
+		if err := strictDecode(raw, &m); err != nil {
+			problems = []string{err.Error()}
+		} else {
+			if m.Name != "" {
+				src = fmt.Sprintf("%s (%s)", src, m.Name)
+				if first, dup := servers[m.Name]; dup {
+					problems = append(problems, fmt.Sprintf("name %q is already used by %s", m.Name, first))
+				}
+				servers[m.Name] = src
+			}
+			problems = append(problems, m.check(base)...)
+		}
+		m.Source = src
+		for _, p := range problems {
+			errs = append(errs, fmt.Errorf("%w %s: %s", ErrInvalidFile, src, p))
+		}
+		out.MCPServers = append(out.MCPServers, m)
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	return specs, nil
+	return &out, nil
 }
 
 // definitionFields are the JSON names of tools.Definition, the fields a tool may have

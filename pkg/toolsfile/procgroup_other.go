@@ -9,3 +9,6 @@ func startInGroup(cmd *exec.Cmd) {}
 
 // killGroup has nothing to do without process groups.
 func killGroup(cmd *exec.Cmd) {}
+
+// setGroup: without process groups, the process alone is ended.
+func setGroup(cmd *exec.Cmd) {}

@@ -20,3 +20,9 @@ func killGroup(cmd *exec.Cmd) {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}
 }
+
+// setGroup makes the command the leader of a new process group, for a process that
+// outlives one call (an MCP server); killGroup ends what is left of it.
+func setGroup(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+}

@@ -1,9 +1,13 @@
 package toolsfile
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
+	"github.com/rs/zerolog"
+
+	"github.com/toolfleet/toolfleet/pkg/mcptool"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
@@ -42,4 +46,21 @@ func Register(reg *tools.Registry, specs []Spec) error {
 		return errors.Join(errs...)
 	}
 	return nil
+}
+
+// Start registers the file's tools in reg ([Register]) and starts its MCP servers
+// ([StartMCP]), all or nothing: on any error nothing of the file stays registered. Close
+// the servers returned when the executor stops.
+func (f *File) Start(ctx context.Context, reg *tools.Registry, log zerolog.Logger, onChange func(server string, c mcptool.Change)) (MCPServers, error) {
+	if err := Register(reg, f.Tools); err != nil {
+		return nil, err
+	}
+	servers, err := StartMCP(ctx, reg, f.MCPServers, log, onChange)
+	if err != nil {
+		for _, s := range f.Tools {
+			reg.Remove(s.Definition.Name)
+		}
+		return nil, err
+	}
+	return servers, nil
 }
