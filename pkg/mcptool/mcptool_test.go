@@ -80,7 +80,7 @@ func TestPolicyOverridesDefaults(t *testing.T) {
 		Defaults: mcptool.Override{Idempotent: new(true), Roles: []string{"dev"}},
 		Tools: map[string]mcptool.Override{
 			"add":  {Safe: new(true), Timeout: tools.Duration(3 * time.Second), Name: "plus", Tags: []string{"math"}},
-			"echo": {Idempotent: new(false), Roles: []string{"ops"}},
+			"echo": {Idempotent: new(false), Roles: []string{"ops"}, Tenants: []string{"acme"}},
 		},
 		Exclude: []string{"crash"},
 	}})
@@ -89,7 +89,7 @@ func TestPolicyOverridesDefaults(t *testing.T) {
 		t.Errorf("plus: %+v (found %v): want safe, idempotent, 3s, role dev, tag math", plus, ok)
 	}
 	echo, _ := reg.Lookup("test_echo")
-	if echo.Safe || echo.IsIdempotent() || !slices.Equal(echo.Roles, []string{"ops"}) {
+	if echo.Safe || echo.IsIdempotent() || !slices.Equal(echo.Roles, []string{"ops"}) || !slices.Equal(echo.Tenants, []string{"acme"}) {
 		t.Errorf("test_echo: %+v: want unsafe, not idempotent, role ops", echo)
 	}
 	if _, ok := reg.Lookup("test_crash"); ok {

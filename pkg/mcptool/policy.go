@@ -23,6 +23,9 @@ type Override struct {
 	Final *bool `json:"final,omitempty"`
 	// Roles are the caller roles allowed to call the tool; empty: any.
 	Roles []string `json:"roles,omitempty"`
+	// Tenants are the tenants allowed to call the tool; empty: any (see
+	// tools.Definition.Tenants).
+	Tenants []string `json:"tenants,omitempty"`
 	// Timeout bounds one attempt; zero: the executor's default.
 	Timeout tools.Duration `json:"timeout,omitempty"`
 	// Retry is the retry policy (only an idempotent tool is retried).
@@ -89,6 +92,9 @@ func (p Policy) apply(d *tools.Definition, name string) {
 		}
 		if o.Roles != nil {
 			d.Roles = slices.Clone(o.Roles)
+		}
+		if o.Tenants != nil {
+			d.Tenants = slices.Clone(o.Tenants)
 		}
 		if o.Timeout > 0 {
 			d.Timeout = o.Timeout
