@@ -151,10 +151,14 @@ func (p *Planner) Run(ctx context.Context) error {
 		handlers.Wait()
 	}()
 	for _, c := range p.consumers {
-		handle := c.handle
+		handle, name := c.handle, c.name
+		// Pulls are renewed within a second of a lost consumer leader, and consume errors
+		// are logged at warn (see events.ConsumeOptions).
 		cc, err := c.cons.Consume(func(m jetstream.Msg) {
 			handlers.Go(func() { handle(ctx, m) })
-		}, jetstream.PullMaxMessages(64))
+		}, events.ConsumeOptions(64, func(err error, repeats int) {
+			p.log.Warn().Err(err).Str("consumer", name).Int("repeats", repeats).Msg("consume: pulling failed; pulling again")
+		})...)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -17,7 +18,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 		return err
 	}
 	for _, sc := range cfg.Streams() {
-		err := retryRace(ctx, func() error {
+		err := retryRace(ctx, func(ctx context.Context) error {
 			_, err := js.CreateOrUpdateStream(ctx, sc)
 			return err
 		})
@@ -26,7 +27,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 		}
 	}
 	for _, kc := range cfg.Buckets() {
-		err := retryRace(ctx, func() error {
+		err := retryRace(ctx, func(ctx context.Context) error {
 			_, err := js.CreateOrUpdateKeyValue(ctx, kc)
 			return err
 		})
@@ -37,19 +38,35 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 	return nil
 }
 
+// ensureRequestTimeout bounds one create or update request of [Ensure]. On a cluster,
+// two parts creating the same R3 stream at the same moment may both never be answered
+// (nats-server 2.15, measured: both waited out a 60s context), although the stream is
+// created; the request is then tried again after a random wait (so that the parts do
+// not collide again), finds the stream and updates it.
+const ensureRequestTimeout = 2 * time.Second
+
 // retryRace retries f when it failed because another client created the same thing in
-// between our update and our create.
-func retryRace(ctx context.Context, f func() error) error {
+// between our update and our create, or when its request went unanswered. Each call of f
+// gets ensureRequestTimeout.
+func retryRace(ctx context.Context, f func(context.Context) error) error {
 	var err error
 	for i := range 10 {
-		err = f()
-		if err == nil || !isRace(err) {
+		reqCtx, cancel := context.WithTimeout(ctx, ensureRequestTimeout)
+		err = f(reqCtx)
+		cancel()
+		lost := errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil
+		if err == nil || !(isRace(err) || lost) {
 			return err
+		}
+		wait := time.Duration(i+1) * 10 * time.Millisecond
+		if lost {
+			// Parts that started together would collide again: part them.
+			wait += rand.N(time.Second)
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(time.Duration(i+1) * 10 * time.Millisecond):
+		case <-time.After(wait):
 		}
 	}
 	return err
@@ -70,12 +87,12 @@ func EnsurePlanner(ctx context.Context, js jetstream.JetStream, cfg Config) (jet
 		return nil, err
 	}
 	sc := cfg.PlanStream()
-	if err := retryRace(ctx, func() error { _, err := js.CreateOrUpdateStream(ctx, sc); return err }); err != nil {
+	if err := retryRace(ctx, func(ctx context.Context) error { _, err := js.CreateOrUpdateStream(ctx, sc); return err }); err != nil {
 		return nil, fmt.Errorf("ensure stream %s: %w", sc.Name, err)
 	}
 	var kv jetstream.KeyValue
 	kc := cfg.RunsBucket()
-	err := retryRace(ctx, func() error {
+	err := retryRace(ctx, func(ctx context.Context) error {
 		var err error
 		kv, err = js.CreateOrUpdateKeyValue(ctx, kc)
 		return err

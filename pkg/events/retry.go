@@ -3,56 +3,175 @@ package events
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Backoff of [RetrySetup]: the first wait, and the longest.
+// Backoff of [RetrySetup]: the first wait, and the longest; and how long one try may
+// take.
 const (
 	setupFirstWait = 100 * time.Millisecond
 	setupMaxWait   = 5 * time.Second
 )
 
+// setupTryTimeout bounds one try of [RetrySetup] (10s): a request that a server lost (its
+// node died, a leader is being elected) fails the try after this long, and the next try
+// starts, instead of one try using up the caller's whole context. A variable for tests.
+var setupTryTimeout = 10 * time.Second
+
 // RetrySetup runs setup (creating streams, buckets, consumers: what a part does before it
 // serves) until it succeeds, fails for good, or ctx ends, waiting 100ms, 200ms, … up to
-// 5s between tries. So a part started while its server is down, restarting or electing a
-// leader comes up when the server does, instead of exiting. onRetry, when set, is told of
-// every failure that will be retried and the wait before the next try (log it: a part
-// waiting for its server should say so).
+// 5s between tries. Each try runs under its own context, ctx bounded by
+// 10s, so a request lost in a cluster that is forming, or whose leader died,
+// costs one try, not the part's start. So a part started while its server is down,
+// restarting or electing a leader, or with a cluster whose nodes are still joining, comes
+// up when the server does, instead of exiting. onRetry, when set, is told of every
+// failure that will be retried and the wait before the next try (log it: a part waiting
+// for its server should say so).
 //
-// A failure is final when the server answered that the request itself is wrong (a
-// JetStream API error of the 4xx class other than a timeout: a stream that exists with
-// another configuration, a subject overlap, a refused permission to create): retrying
-// would not change it. ctx's end returns ctx's error.
+// A failure is final only when retrying cannot change it: the server answered that the
+// request itself is wrong (a JetStream API error of the 4xx class, such as a stream that
+// exists with another configuration, a subject overlap, a refused permission), or the
+// connection was closed for good. Timeouts, no responders, a JetStream that is not ready
+// and a cluster not ready yet (no suitable peers for an R3 stream, a membership change in
+// progress, no leader) are retried. ctx's end returns ctx's error.
 func RetrySetup(ctx context.Context, setup func(context.Context) error, onRetry func(err error, wait time.Duration)) error {
 	wait := setupFirstWait
 	for {
-		err := setup(ctx)
-		if err == nil || !retryable(err) || ctx.Err() != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
+		tryCtx, cancel := context.WithTimeout(ctx, setupTryTimeout)
+		err := setup(tryCtx)
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err == nil || !retryable(err) {
 			return err
 		}
 		if onRetry != nil {
 			onRetry(err, wait)
 		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return ctx.Err()
-		case <-time.After(wait):
+		case <-t.C:
 		}
 		wait = min(2*wait, setupMaxWait)
 	}
 }
 
+// JetStream API error codes of a cluster that is not ready yet, although their class
+// says the request is wrong (400): they pass once the nodes have joined and agree.
+const (
+	errCodeNoPeers            = 10005 // no suitable peers for placement: the nodes are still joining
+	errCodePeerNotMember      = 10040
+	errCodeServerNotMember    = 10044
+	errCodeMemberChangeInPlay = 10202
+	// errCodeReplicasNotSupported is a 500 that no retry changes: R3 asked of a server
+	// that runs without a cluster.
+	errCodeReplicasNotSupported = 10074
+)
+
 // retryable reports whether a setup failure may pass: anything but the server saying
-// the request is wrong.
+// the request is wrong, or a connection closed for good.
 func retryable(err error) bool {
+	if errors.Is(err, nats.ErrConnectionClosed) {
+		return false
+	}
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
-		return apiErr.Code == 0 || apiErr.Code == 408 || apiErr.Code >= 500
+		switch apiErr.ErrorCode {
+		case errCodeNoPeers, errCodePeerNotMember, errCodeServerNotMember, errCodeMemberChangeInPlay:
+			return true
+		case errCodeReplicasNotSupported:
+			return false
+		}
+		// 404: a stream or bucket not (yet) known to the node that answered.
+		return apiErr.Code == 0 || apiErr.Code == 404 || apiErr.Code == 408 || apiErr.Code == 429 || apiErr.Code >= 500
 	}
 	return true
+}
+
+// How every toolfleet pull consumer (an executor's calls and approval answers, the
+// planner's steps, results and approval requests) pulls, chosen so that a consumer
+// whose leader is lost — its node was killed, so the waiting pull request died with it
+// and no error ever comes back — is noticed within a second and pulled from again:
+//
+//   - PullHeartbeat (500ms): the server sends an idle heartbeat on a waiting pull this
+//     often; nats.go counts a pull as lost after two missed heartbeats (1s) and sends a
+//     new one. A pull that finds no leader (no responders, a leader election under
+//     way) is tried again on the same 1s beat, so calls flow again at most about 1s
+//     after the new leader is elected. nats.go's default (half of a 30s expiry, 15s)
+//     left a tool without calls for 30s after its consumer leader died.
+//   - PullExpiry (5s): how long the server holds one pull request; the heartbeat must be
+//     under half of it (nats.go refuses otherwise). Short enough that a pull parked on
+//     a node that lost its leadership without telling us is renewed soon anyway, long
+//     enough that an idle consumer costs one request per 5s and two heartbeats a second.
+const (
+	PullExpiry    = 5 * time.Second
+	PullHeartbeat = 500 * time.Millisecond
+	// consumeErrEvery is how often one kind of consume error is reported; repeats in
+	// between are counted and reported with the next.
+	consumeErrEvery = 10 * time.Second
+)
+
+// ConsumeOptions returns the options of a toolfleet consumer's Consume: at most
+// maxMessages buffered, [PullExpiry], [PullHeartbeat], and onErr told of consume errors
+// (a lost heartbeat, no responders, a leadership change, a refused pull). An error is
+// reported at once, then identical ones at most every 10s, each report saying how many
+// were left out since the one before (repeats): a consumer waiting out an election
+// would otherwise report twice a second. Report them at warn: they are why a tool takes
+// no calls.
+func ConsumeOptions(maxMessages int, onErr func(err error, repeats int)) []jetstream.PullConsumeOpt {
+	r := &errLimiter{every: consumeErrEvery, seen: map[string]*errSeen{}}
+	return []jetstream.PullConsumeOpt{
+		jetstream.PullMaxMessages(maxMessages),
+		jetstream.PullExpiry(PullExpiry),
+		jetstream.PullHeartbeat(PullHeartbeat),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			if err == nil || onErr == nil {
+				return
+			}
+			if report, repeats := r.allow(err.Error(), time.Now()); report {
+				onErr(err, repeats)
+			}
+		}),
+	}
+}
+
+// errLimiter lets one report of each distinct error through per period.
+type errLimiter struct {
+	mu    sync.Mutex
+	every time.Duration
+	seen  map[string]*errSeen
+}
+
+type errSeen struct {
+	at      time.Time
+	repeats int
+}
+
+// allow reports whether the error with text key is to be reported at now, and how many
+// identical ones were held back since its last report.
+func (l *errLimiter) allow(key string, now time.Time) (report bool, repeats int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s, ok := l.seen[key]
+	if ok && now.Sub(s.at) < l.every {
+		s.repeats++
+		return false, 0
+	}
+	if !ok {
+		if len(l.seen) >= 64 { // errors carrying ids: keep the map small
+			clear(l.seen)
+		}
+		s = &errSeen{}
+		l.seen[key] = s
+	}
+	repeats, s.at, s.repeats = s.repeats, now, 0
+	return true, repeats
 }

@@ -36,6 +36,16 @@
 // Publishing and then acking on the PubAck was the fastest safe pattern measured (cheaper
 // than publish-then-AckSync).
 //
+// A finished call's result that cannot be stored yet — no responders or no PubAck (each
+// publish waits 3s at most) while the results stream elects a leader, a server
+// restarting — is published again, with the same id (never stored twice), waiting 100ms
+// doubling to 1s between tries, for one ack wait or until the call's deadline when that
+// is later (at most 5 minutes), and the call is kept alive with in-progress acks
+// meanwhile. So a leader election (seconds) never turns a call that ran into a
+// redelivery: an idempotent call does not run again and a non-idempotent one is not
+// answered interrupted. Only when that window is over, or the executor's grace period
+// at shutdown, is the call handed back.
+//
 // A call is answered once for as long as its result is kept, not only within JetStream's
 // duplicate window: the result is stored only on a subject that has none (see
 // [events.NewResult]; a refused second result means "answered already", and the call is
@@ -92,10 +102,24 @@
 // (toolfleet.call.a.b, a literal toolfleet.call.*) invalid_event, by a janitor every
 // replica runs; it compares subjects byte for byte and deletes only what it answered.
 //
-// # Start-up
+// # Start-up and lost leaders
 //
-// Run waits for a server that is down, restarting or electing a leader when it starts
-// (see [events.RetrySetup]), logging each retry, instead of failing.
+// Run waits for a server that is down, restarting or electing a leader when it starts,
+// or a cluster whose nodes are still forming (see [events.RetrySetup]: each try of the
+// setup has its own timeout), logging each retry, instead of failing; executors started
+// together on a fresh cluster all come up.
+//
+// Every consumer (calls, approval answers) pulls with [events.ConsumeOptions]: pull
+// requests expire after 5s ([events.PullExpiry]) and the server sends a heartbeat on a
+// waiting pull every 500ms ([events.PullHeartbeat]). When the node leading a tool's
+// consumer dies, the pull waiting there dies silently with it; two missed heartbeats
+// (1s) make the executor pull again, and a pull that finds no leader yet is tried again
+// on the same beat, so a tool takes calls again about a second after its consumer's new
+// leader is elected (nats.go's defaults, a 30s expiry and 15s heartbeat, left it without
+// calls for 30s). Consume errors (no heartbeat, no responders, leadership change) are
+// logged at warn, identical ones at most every 10s with a count of the repeats. Measured
+// on a 3-node cluster under load (internal/clustertest): after a SIGKILL of the calls
+// stream's leader, every tool was served again within the election time.
 //
 // # Shutdown
 //

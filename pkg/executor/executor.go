@@ -38,6 +38,10 @@ type Executor struct {
 	// secrets are each tool's resolved secrets, by tool name; see [tools.Secret].
 	secrets map[string]tools.Secrets
 
+	// runDone is closed when calls in flight are cancelled (the grace period is over):
+	// results still being retried then give up and their calls are handed back.
+	runDone <-chan struct{}
+
 	mu       sync.Mutex // guards stopping and wg.Add
 	stopping bool
 	wg       sync.WaitGroup
@@ -66,7 +70,7 @@ func New(nc *nats.Conn, reg *tools.Registry, opts ...Option) (*Executor, error) 
 	if err != nil {
 		return nil, err
 	}
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096), jetstream.WithPublishAsyncTimeout(publishTryTimeout))
 	if err != nil {
 		return nil, fmt.Errorf("executor: jetstream: %w", err)
 	}
@@ -106,6 +110,7 @@ func (ex *Executor) Run(ctx context.Context) (err error) {
 	// runCtx is the context calls run under; it outlives ctx by the grace period, so
 	// calls in flight can finish after shutdown starts.
 	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
+	ex.runDone = runCtx.Done()
 	// The look-up loop serves calls until the last one is done, so it stops with runCtx.
 	var lookupsDone sync.WaitGroup
 	ex.lookups = newResultLookups(ex.nc)

@@ -132,7 +132,7 @@ func (ex *Executor) runAndAnswer(ctx context.Context, j *job, call *tools.Call) 
 		}
 		if !first {
 			ex.fail(j, tools.Errorf(tools.CodeInterrupted,
-				"tool %q is not idempotent and call %s had already started (an executor stopped or crashed while running it); it is not run again",
+				"tool %q is not idempotent and call %s had already started (its executor stopped or crashed while running it, or could not store its result); it is not run again",
 				j.def.Name, j.res.CallID))
 			return
 		}
@@ -306,12 +306,14 @@ func (ex *Executor) resultLimit() int {
 // publishThenAck publishes the result asynchronously and acks the call when the
 // result's PubAck arrives — never before, so a crash in between means a redelivery, not
 // a lost call. JetStream stores one result per call: a second one (a redelivered call
-// that ran again) is refused, and the call counts as answered by the first. If the result
-// cannot be stored, the call is handed back for later.
+// that ran again) is refused, and the call counts as answered by the first. A result
+// that cannot be stored yet is tried again (see publishResult) and only then is the call
+// handed back for later.
 func (ex *Executor) publishThenAck(j *job, rm *nats.Msg) {
-	if err := ex.publish(rm); err != nil {
+	if err := ex.publishResult(j, rm); err != nil {
 		if !events.IsAlreadyAnswered(err) {
-			ex.o.log.Warn().Err(err).Str("call_id", j.res.CallID).Msg("result not stored; handing the call back")
+			ex.o.log.Warn().Err(err).Str("tool", j.def.Name).Str("call_id", j.res.CallID).
+				Msg("result not stored; handing the call back")
 			ex.handBack(j)
 			return
 		}
@@ -325,6 +327,103 @@ func (ex *Executor) publishThenAck(j *job, rm *nats.Msg) {
 	if j.msg != nil {
 		_ = j.msg.Ack()
 	}
+}
+
+// How a result that could not be stored is tried again: waits from resultFirstWait
+// doubling up to resultMaxWait, for at least one ack wait and at most resultMaxWindow.
+// A leader election of the results stream (or of its node's cluster) takes seconds, and
+// a finished call's result is a fact that must not be lost to it: giving up hands the
+// call back, and a non-idempotent call handed back can only be answered interrupted.
+const (
+	resultFirstWait = 100 * time.Millisecond
+	resultMaxWait   = time.Second
+	resultMaxWindow = 5 * time.Minute
+	// publishTryTimeout is how long one publish waits for its PubAck (set on the
+	// executor's JetStream context): a publish lost with a stream leader that died gets
+	// no answer at all, and is tried again after this.
+	publishTryTimeout = 3 * time.Second
+)
+
+// publishResult stores the result rm of j. A failure that may pass — no responders or
+// no PubAck while the results stream elects a leader, a server restarting, a
+// "temporarily unavailable" answer — is retried with the same message (same
+// Nats-Msg-Id and expected subject sequence 0, so never stored twice) for as long as the
+// call's own limits allow: one ack wait, or until the call's deadline when that is later
+// (at most resultMaxWindow). Meanwhile the call is kept alive with in-progress acks, so
+// JetStream does not hand it to another replica, which would run an idempotent call again
+// or answer a non-idempotent one interrupted. A refusal (the call answered already, a
+// result too large) is returned at once; so is the last failure once the window is over
+// or the executor's grace period ended.
+func (ex *Executor) publishResult(j *job, rm *nats.Msg) error {
+	err := ex.publishOnce(rm)
+	if err == nil || !retryPublish(err) {
+		return err
+	}
+	start := time.Now()
+	until := start.Add(ex.cfg.AckWait.D())
+	if dl := j.ce.Deadline; dl.After(until) {
+		until = dl
+		if most := start.Add(resultMaxWindow); most.Before(until) {
+			until = most
+		}
+	}
+	if j.msg != nil {
+		_ = j.msg.InProgress()
+		stop := ex.keepAlive(j.msg)
+		defer stop()
+	}
+	ex.o.log.Warn().Err(err).Str("tool", j.def.Name).Str("call_id", j.res.CallID).Time("until", until).
+		Msg("result not stored yet; trying again")
+	wait := resultFirstWait
+	for tries := 2; ; tries++ {
+		if time.Now().Add(wait).After(until) {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ex.runDone:
+			t.Stop()
+			return fmt.Errorf("executor stopped: %w", err)
+		}
+		if err = ex.publishOnce(rm); err == nil || !retryPublish(err) {
+			if err == nil {
+				ex.o.log.Info().Str("tool", j.def.Name).Str("call_id", j.res.CallID).Int("tries", tries).
+					Dur("after", time.Since(start)).Msg("result stored after retries")
+			}
+			return err
+		}
+		wait = min(2*wait, resultMaxWait)
+	}
+}
+
+// publishOnce publishes m and waits for its PubAck (at most publishTryTimeout).
+func (ex *Executor) publishOnce(m *nats.Msg) error {
+	f, err := ex.js.PublishMsgAsync(m)
+	if err == nil {
+		select {
+		case <-f.Ok():
+			return nil
+		case err = <-f.Err():
+		}
+	}
+	return fmt.Errorf("publish %s: %w", m.Subject, err)
+}
+
+// retryPublish reports whether a failed publish may succeed if tried again: anything but
+// the server refusing the message (a JetStream API error of the 4xx class other than a
+// timeout, a duplicate still in process or too many requests: the call answered already,
+// a message too large) or a message or connection that can never be sent.
+func retryPublish(err error) bool {
+	if errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrMaxPayload) || errors.Is(err, nats.ErrBadSubject) {
+		return false
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		c := apiErr.Code
+		return c < 400 || c >= 500 || c == 408 || c == 409 || c == 429
+	}
+	return true
 }
 
 // handBack returns the call to JetStream for a later delivery, waiting longer the more
@@ -342,13 +441,9 @@ func (ex *Executor) handBack(j *job) {
 func (ex *Executor) publish(m *nats.Msg) error {
 	var last error
 	for try := range 3 {
-		f, err := ex.js.PublishMsgAsync(m)
+		err := ex.publishOnce(m)
 		if err == nil {
-			select {
-			case <-f.Ok():
-				return nil
-			case err = <-f.Err():
-			}
+			return nil
 		}
 		last = err
 		var apiErr *jetstream.APIError
@@ -357,7 +452,7 @@ func (ex *Executor) publish(m *nats.Msg) error {
 		}
 		time.Sleep(time.Duration(try+1) * 200 * time.Millisecond)
 	}
-	return fmt.Errorf("publish %s: %w", m.Subject, last)
+	return last
 }
 
 // refuse answers a message that is not a valid call. Without any caller id (no ce-id,

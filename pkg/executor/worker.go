@@ -41,10 +41,10 @@ func (ex *Executor) startWorker(ctx, runCtx context.Context, def tools.Definitio
 	}
 	// Pull as many as may run, no more: a call waiting in a client buffer is a call
 	// another replica could be running.
+	// Pulls are renewed within a second of a lost consumer leader (see
+	// events.ConsumeOptions): a tool waits out an election, not nats.go's 30s default.
 	consume, err := cons.Consume(func(msg jetstream.Msg) { ex.dispatch(runCtx, w, msg, ex.handleCall) },
-		jetstream.PullMaxMessages(n), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			ex.o.log.Debug().Err(err).Str("tool", def.Name).Msg("consume")
-		}))
+		events.ConsumeOptions(n, ex.consumeErr(events.ConsumerName(def.Name)))...)
 	if err != nil {
 		return nil, fmt.Errorf("executor: consume tool %s: %w", def.Name, err)
 	}
@@ -65,7 +65,7 @@ func (ex *Executor) startWorker(ctx, runCtx context.Context, def tools.Definitio
 			return nil, fmt.Errorf("executor: approval consumer for tool %s: %w", def.Name, err)
 		}
 		answers, err := acons.Consume(func(msg jetstream.Msg) { ex.dispatch(runCtx, w, msg, ex.handleAnswer) },
-			jetstream.PullMaxMessages(n))
+			events.ConsumeOptions(n, ex.consumeErr(events.ApprovalConsumerName(def.Name)))...)
 		if err != nil {
 			consume.Stop()
 			return nil, fmt.Errorf("executor: consume approvals of tool %s: %w", def.Name, err)
@@ -73,6 +73,16 @@ func (ex *Executor) startWorker(ctx, runCtx context.Context, def tools.Definitio
 		w.consumers = append(w.consumers, answers)
 	}
 	return w, nil
+}
+
+// consumeErr logs the errors of consumer's Consume at warn (identical ones at most every
+// 10s, see events.ConsumeOptions): a lost heartbeat, no responders or a leadership change
+// is why a tool takes no calls, and an operator must see it.
+func (ex *Executor) consumeErr(consumer string) func(error, int) {
+	return func(err error, repeats int) {
+		ex.o.log.Warn().Err(err).Str("consumer", consumer).Int("repeats", repeats).
+			Msg("consume: pulling calls failed; pulling again")
+	}
 }
 
 // dispatch runs handle for msg under ctx in its own goroutine (which Run waits for)
