@@ -602,7 +602,7 @@ func (c *cluster) waitResults(t *testing.T, js jetstream.JetStream, calls []call
 	t.Helper()
 	want := map[string]bool{}
 	for _, cl := range calls {
-		subj, err := events.ResultSubject(cl.run, cl.id)
+		subj, err := events.ResultSubject("", cl.run, cl.id)
 		if err != nil {
 			t.Fatal(err)
 		}
