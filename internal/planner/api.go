@@ -51,18 +51,15 @@ func (p *Planner) Handler(auth APIAuth) http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &APIError{Status: http.StatusNotFound, Message: fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path)})
 	})
+	authed := auth.Middleware(mux, func(w http.ResponseWriter) {
+		writeError(w, &APIError{Status: http.StatusUnauthorized, Message: "missing or wrong bearer token"})
+	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
 			probes.ServeHTTP(w, r)
 			return
 		}
-		id, ok := auth.identify(r)
-		if !ok {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="toolfleet"`)
-			writeError(w, &APIError{Status: http.StatusUnauthorized, Message: "missing or wrong bearer token"})
-			return
-		}
-		mux.ServeHTTP(w, r.WithContext(withCaller(r.Context(), id)))
+		authed.ServeHTTP(w, r)
 	})
 }
 

@@ -1,128 +1,24 @@
 package planner
 
 import (
-	"context"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
-	"encoding/json"
-	"fmt"
 	"net/http"
-	"os"
-	"strings"
 
+	"github.com/toolfleet/toolfleet/internal/apiauth"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
-// APIAuth says who may use the HTTP API and as whom. With neither field set the API is
-// open and every caller is anonymous (the zero identity): for a laptop or a single-tenant
-// install behind its own gateway. Otherwise every request but the probes needs
-// "Authorization: Bearer <token>", and the token decides the caller's identity: the runs
-// it starts carry it (their calls are published on its call subjects, see
-// events.Identity), and it sees, follows and answers approvals of its tenant's runs
-// only; another tenant's run is "not found".
-type APIAuth struct {
-	// Token is a bearer token whose holder acts anonymously (no tenant, no role).
-	Token string
-	// Tokens maps the SHA-256 of a bearer token (hex) to the identity its holder acts
-	// with. Build it with [LoadTokens] or [HashToken].
-	Tokens map[string]events.Identity
-}
+// APIAuth says who may use the planner's API and as whom (see apiauth.Auth): a caller
+// sees only its tenant's runs.
+type APIAuth = apiauth.Auth
 
-// HashToken is the key of token in APIAuth.Tokens.
-func HashToken(token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return hex.EncodeToString(sum[:])
-}
+// LoadTokens reads a tokens file (see apiauth.LoadTokens).
+var LoadTokens = apiauth.LoadTokens
 
-// TokenEntry is one line of a tokens file: a token (or its SHA-256, so the file need
-// not hold it) and the identity of its holder.
-type TokenEntry struct {
-	Token  string `json:"token,omitempty"`
-	SHA256 string `json:"sha256,omitempty"`
-	Tenant string `json:"tenant"`
-	Role   string `json:"role"`
-}
-
-// LoadTokens reads a tokens file: a JSON array of [TokenEntry], e.g.
-//
-//	[{"token": "s3cret", "tenant": "acme", "role": "admin"},
-//	 {"sha256": "9f86d0…", "tenant": "globex", "role": "user"}]
-//
-// Every entry needs a tenant and a role (valid subject tokens); a token may appear once.
-func LoadTokens(path string) (map[string]events.Identity, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("tokens file: %w", err)
-	}
-	var entries []TokenEntry
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&entries); err != nil {
-		return nil, fmt.Errorf("tokens file %s: want a JSON array of {token|sha256, tenant, role}: %w", path, err)
-	}
-	out := make(map[string]events.Identity, len(entries))
-	for i, e := range entries {
-		id := events.Identity{Tenant: e.Tenant, Role: e.Role}
-		if id.Tenant == "" || id.Role == "" {
-			return nil, fmt.Errorf("tokens file %s: entry %d needs a tenant and a role", path, i)
-		}
-		if err := id.Validate(); err != nil {
-			return nil, fmt.Errorf("tokens file %s: entry %d: %w", path, i, err)
-		}
-		var key string
-		switch {
-		case e.Token != "" && e.SHA256 == "":
-			key = HashToken(e.Token)
-		case e.SHA256 != "" && e.Token == "":
-			key = strings.ToLower(e.SHA256)
-			if raw, err := hex.DecodeString(key); err != nil || len(raw) != sha256.Size {
-				return nil, fmt.Errorf("tokens file %s: entry %d: sha256 must be 64 hex digits", path, i)
-			}
-		default:
-			return nil, fmt.Errorf("tokens file %s: entry %d needs exactly one of token and sha256", path, i)
-		}
-		if _, dup := out[key]; dup {
-			return nil, fmt.Errorf("tokens file %s: entry %d repeats a token", path, i)
-		}
-		out[key] = id
-	}
-	return out, nil
-}
-
-// open reports whether the API takes requests without a token.
-func (a APIAuth) open() bool { return a.Token == "" && len(a.Tokens) == 0 }
-
-// identify returns the identity of the request's bearer token; ok is false for a
-// request without a known token.
-func (a APIAuth) identify(r *http.Request) (events.Identity, bool) {
-	if a.open() {
-		return events.Identity{}, true
-	}
-	token, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !found || token == "" {
-		return events.Identity{}, false
-	}
-	if a.Token != "" && subtle.ConstantTimeCompare([]byte(token), []byte(a.Token)) == 1 {
-		return events.Identity{}, true
-	}
-	// A map look-up by the token's hash: what it leaks in time is about the hash, which
-	// tells nothing about a token.
-	id, ok := a.Tokens[HashToken(token)]
-	return id, ok
-}
-
-type callerKey struct{}
-
-func withCaller(ctx context.Context, id events.Identity) context.Context {
-	return context.WithValue(ctx, callerKey{}, id)
-}
+// HashToken is the key of a token in APIAuth.Tokens.
+var HashToken = apiauth.HashToken
 
 // callerOf returns the identity the API established for the request.
-func callerOf(r *http.Request) events.Identity {
-	id, _ := r.Context().Value(callerKey{}).(events.Identity)
-	return id
-}
+func callerOf(r *http.Request) events.Identity { return apiauth.Caller(r.Context()) }
 
 // visibleTo reports whether a caller of identity id may see run: runs of its own tenant
 // (anonymous callers: anonymous runs).
