@@ -26,6 +26,7 @@ type Planner struct {
 	cfg  Config
 	log  zerolog.Logger
 	runs store
+	rlog *runLog
 	cat  *catalogView
 
 	consumers []consumer
@@ -54,8 +55,12 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Planner, error) {
 	// A planner started while its server is down or restarting waits for it.
 	var kv jetstream.KeyValue
 	var catalog *events.Catalog
+	var rlog *runLog
 	err = events.RetrySetup(ctx, func(ctx context.Context) (err error) {
 		if kv, err = events.EnsurePlanner(ctx, js, cfg.Events); err != nil {
+			return err
+		}
+		if rlog, err = newRunLog(ctx, js, cfg.Events); err != nil {
 			return err
 		}
 		catalog, err = events.OpenCatalog(ctx, js, cfg.Events)
@@ -72,7 +77,8 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Planner, error) {
 	}
 	p := &Planner{nc: nc, js: js, cfg: cfg, log: cfg.Log.With().Str("planner", cfg.ID).Logger(),
 		cat: newCatalogView(catalog, cfg.Log), deadlines: map[string]time.Time{}, m: m}
-	p.runs = store{kv: kv, finished: p.finished}
+	p.runs = newStore(kv, p.finished)
+	p.rlog = rlog
 	if err := p.cat.load(ctx); err != nil {
 		return nil, fmt.Errorf("planner: catalog: %w", err)
 	}

@@ -55,7 +55,12 @@ func (p *Planner) handleAdvance(ctx context.Context, m jetstream.Msg) {
 }
 
 func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, step int) error {
-	run, rev, err := p.runs.get(ctx, runID)
+	run, rev, fresh, err := p.runs.getCached(ctx, runID)
+	if err == nil && !fresh && run.Status != StatusDone && run.Step < step {
+		// This replica's copy is behind another's change: read it.
+		run, rev, err = p.runs.get(ctx, runID)
+		fresh = true
+	}
 	if errors.Is(err, errRunNotFound) {
 		return nil
 	}
@@ -73,38 +78,46 @@ func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, s
 		return p.dispatch(ctx, run)
 	}
 	if t, detail := p.stopBeforeModel(run); t != "" {
-		run, err = p.runs.updateFrom(ctx, runID, run, rev, func(r *Run) (bool, error) {
-			if r.Status == StatusDone || r.Step != step || len(r.stepCalls()) > 0 {
-				return false, nil
-			}
-			r.finish(t, detail, p.cfg.Now())
-			return true, nil
-		})
-		if err != nil {
-			return err
-		}
-		return p.afterDone(ctx, run)
+		return p.end(ctx, run, rev, fresh, step, t, detail)
 	}
-
-	resp, offered, modelErr := p.askModel(ctx, m, run)
+	msgs, err := p.rlog.conversation(ctx, run)
+	if err != nil {
+		return err
+	}
+	resp, offered, modelErr := p.askModel(ctx, m, run, msgs)
 	if modelErr != nil && ctx.Err() != nil {
 		return ctx.Err()
 	}
 	now := p.cfg.Now()
-	run, err = p.runs.updateFrom(ctx, runID, run, rev, func(r *Run) (bool, error) {
-		if r.Status == StatusDone || r.Step != step || len(r.stepCalls()) > 0 {
+	if modelErr != nil {
+		if !run.Deadline.IsZero() && !now.Before(run.Deadline) {
+			return p.end(ctx, run, rev, fresh, step, TerminationTimeout,
+				fmt.Sprintf("the run's time limit of %s ran out while the model was answering", run.Limits.Timeout.D()))
+		}
+		return p.end(ctx, run, rev, fresh, step, TerminationModelError, modelErr.Error())
+	}
+
+	// The answer is applied to a copy of the control state and recorded, with the state it
+	// leaves, in the step's record, written once; the compare-and-set then makes the
+	// recorded step (this replica's, or another's that recorded it first) part of the run.
+	rec, err := p.newStepRecord(run, resp, offered, now)
+	if err != nil {
+		return err
+	}
+	stored, err := p.rlog.writeStep(ctx, runID, rec)
+	if err != nil {
+		if isPermanent(err) {
+			return p.end(ctx, run, rev, fresh, step, TerminationStorageError,
+				fmt.Sprintf("the model's answer at step %d could not be stored: %v", step, err))
+		}
+		return err
+	}
+	run, err = p.runs.updateFrom(ctx, runID, run, rev, fresh, func(r *Run) (bool, error) {
+		if r.Status == StatusDone || r.Step != step || len(r.stepCalls()) > 0 || r.Recorded > step {
 			return false, nil // another replica took the step meanwhile
 		}
-		if modelErr != nil && !r.Deadline.IsZero() && !now.Before(r.Deadline) {
-			r.finish(TerminationTimeout, fmt.Sprintf("the run's time limit of %s ran out while the model was answering", r.Limits.Timeout.D()), now)
-			return true, nil
-		}
-		if modelErr != nil {
-			r.finish(TerminationModelError, modelErr.Error(), now)
-			return true, nil
-		}
-		r.Offered = append(r.Offered, offered)
-		p.applyModelResponse(r, resp, now)
+		*r = *stored.State
+		r.Calls = slices.Clone(r.Calls)
 		return true, nil
 	})
 	if err != nil {
@@ -115,6 +128,50 @@ func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, s
 		return p.afterChange(ctx, run)
 	}
 	return p.dispatch(ctx, run)
+}
+
+// newStepRecord applies the model's answer at the run's step to a copy of its control
+// state and returns the step's record: the answer, the calls it made, how the previous
+// step's calls ended, and the state it leaves.
+func (p *Planner) newStepRecord(run *Run, resp *provider.Response, offered StepTools, now time.Time) (*stepRecord, error) {
+	b, err := json.Marshal(run.control())
+	if err != nil {
+		return nil, fmt.Errorf("encode run %s: %w", run.ID, err)
+	}
+	var next Run // a deep copy: the record keeps what it is given
+	if err := json.Unmarshal(b, &next); err != nil {
+		return nil, fmt.Errorf("decode run %s: %w", run.ID, err)
+	}
+	step := next.Step
+	rec := &stepRecord{Step: step, Closed: next.Calls, Offered: &offered}
+	next.Calls, next.Warnings = nil, nil
+	next.Offered = []StepTools{offered}
+	msg := resp.Message
+	msg.Role = provider.RoleAssistant
+	rec.Message = msg
+	p.applyModelResponse(&next, resp, now)
+	next.Recorded = step + 1
+	rec.Calls = next.Calls
+	rec.Warnings = next.Warnings
+	rec.Retried = slices.Contains(next.RetriedSteps, step)
+	rec.State = next.control()
+	return rec, nil
+}
+
+// end ends the run at step with t, unless it ended or moved on meanwhile, and does what
+// its end calls for.
+func (p *Planner) end(ctx context.Context, run *Run, rev uint64, fresh bool, step int, t Termination, detail string) error {
+	run, err := p.runs.updateFrom(ctx, run.ID, run, rev, fresh, func(r *Run) (bool, error) {
+		if r.Status == StatusDone || r.Step != step || len(r.stepCalls()) > 0 || r.Recorded > step {
+			return false, nil
+		}
+		r.finish(t, detail, p.cfg.Now())
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	return p.afterChange(ctx, run)
 }
 
 // stopBeforeModel checks the stop conditions that forbid another model call.
@@ -135,12 +192,12 @@ func (p *Planner) stopBeforeModel(r *Run) (Termination, string) {
 
 // askModel calls the run's model, keeping the plan message alive while it thinks. It
 // returns the tools the model was offered too.
-func (p *Planner) askModel(ctx context.Context, m jetstream.Msg, run *Run) (*provider.Response, StepTools, error) {
+func (p *Planner) askModel(ctx context.Context, m jetstream.Msg, run *Run, msgs []provider.Message) (*provider.Response, StepTools, error) {
 	model, ok := p.cfg.Models[run.Model]
 	if !ok {
 		return nil, StepTools{}, fmt.Errorf("model %q is not configured on this planner", run.Model)
 	}
-	defs, offered, err := p.stepTools(ctx, run)
+	defs, offered, err := p.stepTools(ctx, run, msgs)
 	if err != nil {
 		return nil, offered, err
 	}
@@ -156,7 +213,7 @@ func (p *Planner) askModel(ctx context.Context, m jetstream.Msg, run *Run) (*pro
 	mctx, span := chatSpan(mctx, run, model)
 	began := time.Now()
 	resp, err := model.Generate(mctx, provider.Request{
-		System: run.System, Messages: run.Messages, Tools: defs, ToolChoice: run.ToolChoice,
+		System: run.System, Messages: msgs, Tools: defs, ToolChoice: run.ToolChoice,
 	})
 	endChat(span, resp, err)
 	var usage provider.Usage
@@ -180,23 +237,20 @@ func keepAlive(m jetstream.Msg, period time.Duration) (stop func()) {
 	return func() { cancel(); done.Wait() }
 }
 
-// applyModelResponse records the model's answer in the run: usage, the assistant message,
-// and a call record for every tool call, answering at once those the planner can answer
+// applyModelResponse records the model's answer in the run's control state: usage, and a
+// call record for every tool call (the assistant message is the step record's), answering at once those the planner can answer
 // itself (unknown tool, invalid arguments, a loop warning, the depth limit).
 func (p *Planner) applyModelResponse(r *Run, resp *provider.Response, now time.Time) {
 	r.Usage = r.Usage.Add(resp.Usage)
 	msg := resp.Message
-	msg.Role = provider.RoleAssistant
-	r.Messages = append(r.Messages, msg)
 	if len(msg.ToolCalls) == 0 && r.ToolChoice.Mode == provider.ChoiceRequired {
 		if slices.Contains(r.RetriedSteps, r.Step-1) {
 			r.finish(TerminationToolRequired, fmt.Sprintf(
 				"toolChoice is required, but the model answered without a tool call at steps %d and %d", r.Step-1, r.Step), now)
 			return
 		}
-		// Asked once more, told why; the answer is not taken as the run's answer.
-		r.Messages = append(r.Messages, provider.Message{Role: provider.RoleUser,
-			Text: "toolChoice is required: answer by calling one of the offered tools, not in text."})
+		// Asked once more, told why (retryNudge, in the conversation after the step's
+		// message); the answer is not taken as the run's answer.
 		r.RetriedSteps = append(r.RetriedSteps, r.Step)
 		r.Warnings = append(r.Warnings, fmt.Sprintf("step %d: the model answered without a tool call under toolChoice required; asked again", r.Step))
 		r.Step++
@@ -212,9 +266,7 @@ func (p *Planner) applyModelResponse(r *Run, resp *provider.Response, now time.T
 			Arguments: tc.Arguments, Step: r.Step, Status: string(CallPending), CalledAt: now, Validated: true}
 		r.Calls = append(r.Calls, c)
 
-		key := callKey(tc.Name, tc.Arguments)
-		n := repeatRun(r.History, key)
-		r.History = append(r.History, key)
+		n := r.Loop.add(callKey(tc.Name, tc.Arguments))
 		if n >= r.Limits.LoopThreshold {
 			warning := fmt.Sprintf("%s was called %d times in a row with the same arguments", tc.Name, n)
 			switch r.Limits.LoopAction {
@@ -328,8 +380,12 @@ func (c *CallRecord) answerLocal(status string, err *tools.Error, now time.Time)
 // starts its nested runs. A step resumed after a crash is dispatched again: the calls
 // carry the same ids, so JetStream drops the repeats, and a nested run is created once.
 func (p *Planner) dispatch(ctx context.Context, run *Run) error {
+	calls, err := p.withArguments(ctx, run, run.stepCalls())
+	if err != nil {
+		return err
+	}
 	var futures []jetstream.PubAckFuture
-	for _, c := range run.stepCalls() {
+	for _, c := range calls {
 		if c.Local || c.Done() {
 			continue
 		}
@@ -363,6 +419,32 @@ func (p *Planner) dispatch(ctx context.Context, run *Run) error {
 		}
 	}
 	return nil
+}
+
+// withArguments returns copies of calls of the run's current step with their arguments,
+// which the control state does not hold: they are in the step's record.
+func (p *Planner) withArguments(ctx context.Context, run *Run, calls []*CallRecord) ([]*CallRecord, error) {
+	out := make([]*CallRecord, len(calls))
+	var rec *stepRecord
+	for i, c := range calls {
+		cc := *c
+		out[i] = &cc
+		if cc.Arguments != nil {
+			continue
+		}
+		if rec == nil {
+			var err error
+			if rec, err = p.rlog.step(ctx, run.ID, c.Step); err != nil {
+				return nil, fmt.Errorf("step %d of run %s: %w", c.Step, run.ID, err)
+			}
+		}
+		for _, made := range rec.Calls {
+			if made.ID == c.ID {
+				cc.Arguments = made.Arguments
+			}
+		}
+	}
+	return out, nil
 }
 
 // afterChange does what a stored change of the run calls for: the next step's request, or
