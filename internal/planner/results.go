@@ -76,11 +76,11 @@ func (p *Planner) recordResult(ctx context.Context, res events.Result) error {
 		if c.Failed() {
 			what = "tool_error"
 		}
+		detail := c
 		if withArgs, err := p.withArguments(ctx, r, []*CallRecord{c}); err == nil {
-			p.emit(ctx, r, what, c.Step, c.ID, withArgs[0])
-		} else {
-			p.emit(ctx, r, what, c.Step, c.ID, c)
+			detail = withArgs[0]
 		}
+		p.emit(ctx, r, what, c.Step, c.ID, p.eventCall(detail))
 		if r.Status == StatusRunning && r.stepComplete() {
 			p.completeStep(r, now)
 		}
@@ -93,6 +93,27 @@ func (p *Planner) recordResult(ctx context.Context, res events.Result) error {
 		return err
 	}
 	return p.afterChange(ctx, run)
+}
+
+// eventCall returns the call record as a result event carries it: whole when it fits an
+// event, else without its arguments, else without its output too ("truncated": the
+// run, GET /v1/runs/{id}, has them).
+func (p *Planner) eventCall(c *CallRecord) any {
+	limit := int(p.cfg.Events.WithDefaults().MaxMsgSize) - 16<<10
+	if len(c.Arguments)+len(c.Output)+len(c.ArgumentsOriginal) <= limit {
+		return c
+	}
+	cc := *c
+	cc.Arguments, cc.ArgumentsOriginal = nil, nil
+	truncated := []string{"arguments"}
+	if len(cc.Output) > limit {
+		cc.Output = nil
+		truncated = append(truncated, "output")
+	}
+	return struct {
+		*CallRecord
+		Truncated []string `json:"truncated"`
+	}{&cc, truncated}
 }
 
 // stepComplete reports whether every call of the current step has its result.

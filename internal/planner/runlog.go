@@ -38,6 +38,9 @@ type runLog struct {
 	log     jetstream.Stream
 	results jetstream.Stream
 
+	// wrote, when set, is told the size of every record written (tests).
+	wrote func(subject string, n int)
+
 	mu   sync.Mutex
 	runs map[string]*runCache
 }
@@ -117,6 +120,9 @@ func (l *runLog) putOnce(ctx context.Context, subject string, v any) (bool, erro
 	b, err := json.Marshal(v)
 	if err != nil {
 		return false, err
+	}
+	if l.wrote != nil {
+		l.wrote(subject, len(b))
 	}
 	msg := nats.NewMsg(subject)
 	msg.Data = b
@@ -225,7 +231,11 @@ func (l *runLog) writeStep(ctx context.Context, run string, rec *stepRecord) (*s
 			if err != nil {
 				return nil, err
 			}
-			f, err := l.js.PublishAsync(logSubject(run, "args", stored.ArgsRef, strconv.Itoa(i)), b)
+			subject := logSubject(run, "args", stored.ArgsRef, strconv.Itoa(i))
+			if l.wrote != nil {
+				l.wrote(subject, len(b))
+			}
+			f, err := l.js.PublishAsync(subject, b)
 			if err != nil {
 				return nil, fmt.Errorf("write arguments of step %d (%d bytes): %w", rec.Step, len(b), err)
 			}
