@@ -26,9 +26,11 @@
 // A run ends with a [Termination]: completed (the model answered without calls),
 // final_tool, max_steps, timeout (wall clock, also while waiting for tools or the model),
 // token_budget, error_threshold, loop_detected, model_error, tool_required (toolChoice
-// required, and the model answered without a call twice in a row), or storage_error. Loop detection compares
-// calls by tool and canonical arguments; at Limits.LoopThreshold repeats it warns, stops,
-// or (the default) answers the repeated call with a warning instead of running it.
+// required, and the model answered without a call twice in a row), or storage_error (a
+// part of its state can never be stored). Loop detection compares calls by tool and
+// canonical arguments; at Limits.LoopThreshold repeats it warns, stops, or (the
+// default) answers the repeated call with a warning instead of running it. It keeps a
+// window (the last call's key and its repeat count), not the run's history.
 //
 // # Durability
 //
