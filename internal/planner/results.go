@@ -50,7 +50,7 @@ func (p *Planner) recordResult(ctx context.Context, res events.Result) error {
 		c.Status, c.Output, c.Error = string(res.Status), res.Output, res.Error
 		// The output is not kept in the run's state: it stays in the results stream, read
 		// by call id; this replica remembers it for the next step's conversation.
-		p.rlog.keepOutput(r.ID, c.ID, res.Output)
+		p.rlog.keepOutput(r.ID, c.Step, c.ID, res.Output)
 		c.Attempts, c.Executor, c.Validated = res.Attempts, res.Executor, res.Validated
 		c.NoSchemaMode = res.NoSchemaMode
 		// The executor's record is what was carried out (an answer over NATS, an expiry);

@@ -55,7 +55,12 @@ type runCache struct {
 	covered int
 	recs    map[int]*stepRecord
 	outputs map[string]json.RawMessage
+	outStep int // the step whose outputs are kept
 }
+
+// maxCachedConversations bounds the runs whose conversation one replica remembers; past
+// it, the cache starts over (the log is the truth).
+const maxCachedConversations = 1024
 
 // stepRecord is one step of a run as the run log keeps it.
 type stepRecord struct {
@@ -159,7 +164,7 @@ func (l *runLog) cache(run string) *runCache {
 	defer l.mu.Unlock()
 	c := l.runs[run]
 	if c == nil {
-		if len(l.runs) >= maxCachedRuns {
+		if len(l.runs) >= maxCachedConversations {
 			clear(l.runs)
 		}
 		c = &runCache{recs: map[int]*stepRecord{}, outputs: map[string]json.RawMessage{}}
@@ -326,9 +331,13 @@ func (l *runLog) readStep(ctx context.Context, run string, n int) (*stepRecord, 
 
 // keepOutput remembers the output of a call of run whose result came in on this replica,
 // for the conversation of the next step.
-func (l *runLog) keepOutput(run, call string, out json.RawMessage) {
+func (l *runLog) keepOutput(run string, step int, call string, out json.RawMessage) {
 	c := l.cache(run)
 	l.mu.Lock()
+	if c.outStep != step { // only the current step's: another replica may take the steps
+		clear(c.outputs)
+		c.outStep = step
+	}
 	c.outputs[call] = out
 	l.mu.Unlock()
 }
@@ -551,6 +560,9 @@ func (l *runLog) assemble(ctx context.Context, r *Run) (*Run, error) {
 			return nil, err
 		}
 		out.Messages = append(out.Messages, m...)
+	}
+	if r.Status == StatusDone {
+		l.forget(r.ID) // nothing to cache for a run that ended
 	}
 	return &out, nil
 }

@@ -125,7 +125,9 @@ func (s store) get(ctx context.Context, id string) (*Run, uint64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	s.remember(id, e.Revision(), e.Value())
+	if r.Status != StatusDone {
+		s.remember(id, e.Revision(), e.Value())
+	}
 	return r, e.Revision(), nil
 }
 
