@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -29,6 +31,10 @@ func (p *Planner) handleResult(ctx context.Context, m jetstream.Msg) {
 			_ = m.Nak()
 			return
 		}
+		if errors.Is(err, errStepNotStored) {
+			_ = m.NakWithDelay(stepNotStoredDelay(m))
+			return
+		}
 		if isPermanent(err) && p.failRun(ctx, res.RunID, err) == nil {
 			p.ack(m)
 			return
@@ -42,8 +48,10 @@ func (p *Planner) handleResult(ctx context.Context, m jetstream.Msg) {
 
 func (p *Planner) recordResult(ctx context.Context, res events.Result) error {
 	now := p.cfg.Now()
+	ahead := false
 	run, err := p.runs.update(ctx, res.RunID, func(r *Run) (bool, error) {
 		c := r.call(res.CallID)
+		ahead = c == nil && r.ahead(res.CallID)
 		if c == nil || c.Done() {
 			return false, nil
 		}
@@ -92,7 +100,40 @@ func (p *Planner) recordResult(ctx context.Context, res events.Result) error {
 	if err != nil {
 		return err
 	}
+	if ahead {
+		return errStepNotStored
+	}
 	return p.afterChange(ctx, run)
+}
+
+// errStepNotStored: a result or an approval request came for a call of a step whose
+// state is not stored yet (its calls go out while it is being stored); it is handled
+// again shortly.
+var errStepNotStored = errors.New("the call's step is not stored yet")
+
+// stepNotStoredDelay is how long such a message waits before it is handled again: 10ms
+// at first (the state is being stored), doubling up to 2s (the replica storing it
+// stopped, and another takes the step over when the step's message comes back).
+func stepNotStoredDelay(m jetstream.Msg) time.Duration {
+	n := uint64(1)
+	if meta, err := m.Metadata(); err == nil {
+		n = meta.NumDelivered
+	}
+	return min(10*time.Millisecond<<min(n-1, 10), 2*time.Second)
+}
+
+// ahead reports whether call is a call of r, which is running, at a step whose record
+// r has not made part of it yet.
+func (r *Run) ahead(call string) bool {
+	if r.Status != StatusRunning {
+		return false
+	}
+	parts := strings.Split(call, "-")
+	if len(parts) != 3 || parts[0] != r.ID {
+		return false
+	}
+	step, err := strconv.Atoi(parts[1])
+	return err == nil && step >= r.Recorded
 }
 
 // eventCall returns the call record as a result event carries it: whole when it fits an
@@ -222,8 +263,10 @@ func (p *Planner) handleApprovalRequest(ctx context.Context, m jetstream.Msg) {
 		p.ack(m)
 		return
 	}
+	ahead := false
 	run, err := p.runs.update(ctx, req.RunID, func(r *Run) (bool, error) {
 		c := r.call(req.CallID)
+		ahead = c == nil && r.ahead(req.CallID)
 		if c == nil || c.Done() || c.Status == string(CallAwaitingApproval) {
 			return false, nil
 		}
@@ -236,6 +279,10 @@ func (p *Planner) handleApprovalRequest(ctx context.Context, m jetstream.Msg) {
 	}
 	if err != nil {
 		_ = m.NakWithDelay(time.Second)
+		return
+	}
+	if ahead {
+		_ = m.NakWithDelay(stepNotStoredDelay(m))
 		return
 	}
 	if c := run.call(req.CallID); c != nil {

@@ -179,21 +179,41 @@ func (l *runLog) forget(run string) {
 	l.mu.Unlock()
 }
 
-// writeInput records the messages a run starts with.
-func (l *runLog) writeInput(ctx context.Context, run string, msgs []provider.Message) error {
-	if _, err := l.putOnce(ctx, logSubject(run, "input"), msgs); err != nil {
-		return err
+// writeInput starts writing the messages a run starts with and returns a function that
+// waits for the write's outcome (nil too when an earlier start wrote them). An error
+// now is one no retry fixes, such as an input over the server's max payload.
+func (l *runLog) writeInput(run string, msgs []provider.Message) (wait func(context.Context) error, err error) {
+	subject := logSubject(run, "input")
+	b, err := json.Marshal(msgs)
+	if err != nil {
+		return nil, err
 	}
-	l.mu.Lock()
-	c := l.runs[run]
-	l.mu.Unlock()
-	if c == nil {
-		c = l.cache(run)
+	if l.wrote != nil {
+		l.wrote(subject, len(b))
 	}
-	l.mu.Lock()
-	c.input = msgs
-	l.mu.Unlock()
-	return nil
+	msg := nats.NewMsg(subject)
+	msg.Data = b
+	msg.Header.Set(events.HeaderExpectedLastSubjectSeq, "0")
+	f, err := l.js.PublishMsgAsync(msg)
+	if err != nil {
+		return nil, fmt.Errorf("write %s (%d bytes): %w", subject, len(b), err)
+	}
+	return func(ctx context.Context) error {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			if !events.IsAlreadyAnswered(err) {
+				return fmt.Errorf("write %s: %w", subject, err)
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		c := l.cache(run)
+		l.mu.Lock()
+		c.input = msgs
+		l.mu.Unlock()
+		return nil
+	}, nil
 }
 
 func (l *runLog) input(ctx context.Context, run string) ([]provider.Message, error) {

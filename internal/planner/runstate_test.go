@@ -334,3 +334,40 @@ func TestTwoReplicasShareARun(t *testing.T) {
 		}
 	}
 }
+
+// A result that comes back before its step's state is stored (a step's calls go out
+// while it is stored) waits for it instead of being dropped: here the result is
+// published while the model is still thinking, before the call exists anywhere.
+func TestResultBeforeItsStepIsStored(t *testing.T) {
+	b := setup(t, nil)
+	script := `
+name: early
+steps:
+  - calls: [{name: add, arguments: {a: 1, b: 2}}]
+  - text: done
+`
+	p, err := New(b.ctx, b.srv.Connect(), Config{Models: map[string]provider.Model{"main": slowModel{scriptedModel(t, script), 500 * time.Millisecond}},
+		DefaultModel: "main", Events: b.cfg, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.stopPlanner()
+	serve(t, p.Run)
+	b.p = p
+	run, err := p.Start(b.ctx, StartRequest{Input: "1+2", Tools: []string{"add"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := events.NewResult("/test", events.Result{Status: events.StatusOK, Output: json.RawMessage(`{"sum":99}`),
+		Attempts: 1, Executor: "early", Validated: true, Tool: "add", CallID: callID(run.ID, 0, 0), RunID: run.ID}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.js.PublishMsg(b.ctx, msg); err != nil {
+		t.Fatal(err)
+	}
+	done := b.wait(t, run.ID)
+	if done.Termination != TerminationCompleted || len(done.Calls) != 1 || string(done.Calls[0].Output) != `{"sum":99}` || done.Calls[0].Executor != "early" {
+		t.Fatalf("run ended %s (%s) with calls %+v; want the early result recorded", done.Termination, done.Detail, done.Calls)
+	}
+}

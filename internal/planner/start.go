@@ -51,9 +51,11 @@ func (p *Planner) start(ctx context.Context, req StartRequest, id string, parent
 		run.ParentID, run.ParentCallID, run.Depth = parent.ID, parentCall, parent.Depth+1
 	}
 	p.startRunSpan(ctx, run, parent)
-	// The input goes to the run log first (once: a second start of the same nested run
-	// finds it there), then the control state, which makes the run exist.
-	if err := p.rlog.writeInput(ctx, run.ID, run.Messages); err != nil {
+	// The input goes to the run log (once: a second start of the same nested run finds
+	// it there) and the control state, which makes the run exist, to the bucket; both
+	// are stored before the first step is asked for.
+	waitInput, err := p.rlog.writeInput(run.ID, run.Messages)
+	if err != nil {
 		p.runSpans.Delete(run.ID)
 		if isPermanent(err) {
 			return nil, &APIError{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("the run's input cannot be stored: %v", err)}
@@ -65,6 +67,11 @@ func (p *Planner) start(ctx context.Context, req StartRequest, id string, parent
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			return nil, errRunExists
 		}
+		return nil, err
+	}
+	if err := waitInput(ctx); err != nil {
+		// The run exists without its input: it cannot take a step. End it, saying why.
+		_ = p.failRun(context.WithoutCancel(ctx), run.ID, err)
 		return nil, err
 	}
 	p.m.runStarted()

@@ -81,6 +81,10 @@ func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, s
 		return p.end(ctx, run, rev, fresh, step, t, detail)
 	}
 	msgs, err := p.rlog.conversation(ctx, run)
+	if errors.Is(err, errNoRecord) {
+		// A part of the run's log is gone (expired, or never stored): no step can follow.
+		return p.end(ctx, run, rev, fresh, step, TerminationStorageError, fmt.Sprintf("the run's log is incomplete: %v", err))
+	}
 	if err != nil {
 		return err
 	}
@@ -112,22 +116,52 @@ func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, s
 		}
 		return err
 	}
+	// The step is announced and its calls go out while its state is stored: they carry
+	// the ids the stored state gives them, whichever replica stores it, and a result
+	// that comes back before the state is stored waits for it (recordResult).
+	state := *stored.State
+	state.Calls = slices.Clone(state.Calls)
+	p.emit(ctx, &state, "step", step, "", map[string]any{"usage": state.Usage})
+	var sent func(context.Context) error
+	if state.Status == StatusRunning && state.Step == step && len(state.stepCalls()) > 0 && !state.nests() {
+		if sent, err = p.publishCalls(ctx, &state); err != nil {
+			return err
+		}
+	}
 	run, err = p.runs.updateFrom(ctx, runID, run, rev, fresh, func(r *Run) (bool, error) {
 		if r.Status == StatusDone || r.Step != step || len(r.stepCalls()) > 0 || r.Recorded > step {
 			return false, nil // another replica took the step meanwhile
 		}
-		*r = *stored.State
-		r.Calls = slices.Clone(r.Calls)
+		*r = state
+		r.Calls = slices.Clone(state.Calls)
 		return true, nil
 	})
+	if sent != nil {
+		if serr := sent(ctx); serr != nil && err == nil {
+			err = serr
+		}
+	}
 	if err != nil {
 		return err
 	}
-	p.emit(ctx, run, "step", step, "", map[string]any{"usage": run.Usage})
 	if run.Status == StatusDone || len(run.stepCalls()) == 0 {
 		return p.afterChange(ctx, run)
 	}
+	if sent != nil {
+		return nil
+	}
 	return p.dispatch(ctx, run)
+}
+
+// nests reports whether the current step of r calls run_agent: such a step starts its
+// nested runs once its state is stored.
+func (r *Run) nests() bool {
+	for _, c := range r.stepCalls() {
+		if c.Name == AgentToolName {
+			return true
+		}
+	}
+	return false
 }
 
 // newStepRecord applies the model's answer at the run's step to a copy of its control
@@ -380,9 +414,19 @@ func (c *CallRecord) answerLocal(status string, err *tools.Error, now time.Time)
 // starts its nested runs. A step resumed after a crash is dispatched again: the calls
 // carry the same ids, so JetStream drops the repeats, and a nested run is created once.
 func (p *Planner) dispatch(ctx context.Context, run *Run) error {
-	calls, err := p.withArguments(ctx, run, run.stepCalls())
+	sent, err := p.publishCalls(ctx, run)
 	if err != nil {
 		return err
+	}
+	return sent(ctx)
+}
+
+// publishCalls is dispatch without the wait for the calls' acknowledgements: it returns
+// a function that waits for them.
+func (p *Planner) publishCalls(ctx context.Context, run *Run) (wait func(context.Context) error, err error) {
+	calls, err := p.withArguments(ctx, run, run.stepCalls())
+	if err != nil {
+		return nil, err
 	}
 	var futures []jetstream.PubAckFuture
 	for _, c := range calls {
@@ -391,7 +435,7 @@ func (p *Planner) dispatch(ctx context.Context, run *Run) error {
 		}
 		if c.Name == AgentToolName {
 			if err := p.startChild(ctx, run, c); err != nil {
-				return err
+				return nil, err
 			}
 			continue
 		}
@@ -399,26 +443,28 @@ func (p *Planner) dispatch(ctx context.Context, run *Run) error {
 			TraceParent: run.TraceParent, TraceState: run.TraceState},
 			events.Call{Tool: c.Name, Arguments: c.Arguments, Metadata: run.Metadata})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		// Announced before the call goes out, so it precedes its result's announcement.
 		p.emit(ctx, run, "tool_called", run.Step, c.ID, map[string]any{"tool": c.Name, "arguments": c.Arguments})
 		f, err := p.js.PublishMsgAsync(msg)
 		if err != nil {
-			return fmt.Errorf("publish call %s: %w", c.ID, err)
+			return nil, fmt.Errorf("publish call %s: %w", c.ID, err)
 		}
 		futures = append(futures, f)
 	}
-	for _, f := range futures {
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			return fmt.Errorf("publish call: %w", err)
-		case <-ctx.Done():
-			return ctx.Err()
+	return func(ctx context.Context) error {
+		for _, f := range futures {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				return fmt.Errorf("publish call: %w", err)
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
-	}
-	return nil
+		return nil
+	}, nil
 }
 
 // withArguments returns copies of calls of the run's current step with their arguments,
