@@ -310,6 +310,14 @@ func (l *runLog) keepStep(run string, rec *stepRecord) {
 	l.mu.Unlock()
 }
 
+// known reports whether this replica has record n of run in its cache.
+func (l *runLog) known(run string, n int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := l.runs[run]
+	return c != nil && c.recs[n] != nil
+}
+
 // step returns record n of run, with its arguments, from the cache or the log.
 func (l *runLog) step(ctx context.Context, run string, n int) (*stepRecord, error) {
 	c := l.cache(run)

@@ -80,41 +80,47 @@ func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, s
 	if t, detail := p.stopBeforeModel(run); t != "" {
 		return p.end(ctx, run, rev, fresh, step, t, detail)
 	}
-	msgs, err := p.rlog.conversation(ctx, run)
-	if errors.Is(err, errNoRecord) {
-		// A part of the run's log is gone (expired, or never stored): no step can follow.
-		return p.end(ctx, run, rev, fresh, step, TerminationStorageError, fmt.Sprintf("the run's log is incomplete: %v", err))
-	}
+	stored, err := p.recorded(ctx, m, runID, step)
 	if err != nil {
 		return err
 	}
-	resp, offered, modelErr := p.askModel(ctx, m, run, msgs)
-	if modelErr != nil && ctx.Err() != nil {
-		return ctx.Err()
-	}
-	now := p.cfg.Now()
-	if modelErr != nil {
-		if !run.Deadline.IsZero() && !now.Before(run.Deadline) {
-			return p.end(ctx, run, rev, fresh, step, TerminationTimeout,
-				fmt.Sprintf("the run's time limit of %s ran out while the model was answering", run.Limits.Timeout.D()))
+	if stored == nil {
+		msgs, err := p.rlog.conversation(ctx, run)
+		if errors.Is(err, errNoRecord) {
+			// A part of the run's log is gone (expired, or never stored): no step can follow.
+			return p.end(ctx, run, rev, fresh, step, TerminationStorageError, fmt.Sprintf("the run's log is incomplete: %v", err))
 		}
-		return p.end(ctx, run, rev, fresh, step, TerminationModelError, modelErr.Error())
-	}
+		if err != nil {
+			return err
+		}
+		resp, offered, modelErr := p.askModel(ctx, m, run, msgs)
+		if modelErr != nil && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		now := p.cfg.Now()
+		if modelErr != nil {
+			if !run.Deadline.IsZero() && !now.Before(run.Deadline) {
+				return p.end(ctx, run, rev, fresh, step, TerminationTimeout,
+					fmt.Sprintf("the run's time limit of %s ran out while the model was answering", run.Limits.Timeout.D()))
+			}
+			return p.end(ctx, run, rev, fresh, step, TerminationModelError, modelErr.Error())
+		}
 
-	// The answer is applied to a copy of the control state and recorded, with the state it
-	// leaves, in the step's record, written once; the compare-and-set then makes the
-	// recorded step (this replica's, or another's that recorded it first) part of the run.
-	rec, err := p.newStepRecord(run, resp, offered, now)
-	if err != nil {
-		return err
-	}
-	stored, err := p.rlog.writeStep(ctx, runID, rec)
-	if err != nil {
-		if isPermanent(err) {
-			return p.end(ctx, run, rev, fresh, step, TerminationStorageError,
-				fmt.Sprintf("the model's answer at step %d could not be stored: %v", step, err))
+		// The answer is applied to a copy of the control state and recorded, with the state it
+		// leaves, in the step's record, written once; the compare-and-set then makes the
+		// recorded step (this replica's, or another's that recorded it first) part of the run.
+		rec, err := p.newStepRecord(run, resp, offered, now)
+		if err != nil {
+			return err
 		}
-		return err
+		stored, err = p.rlog.writeStep(ctx, runID, rec)
+		if err != nil {
+			if isPermanent(err) {
+				return p.end(ctx, run, rev, fresh, step, TerminationStorageError,
+					fmt.Sprintf("the model's answer at step %d could not be stored: %v", step, err))
+			}
+			return err
+		}
 	}
 	// The step is announced and its calls go out while its state is stored: they carry
 	// the ids the stored state gives them, whichever replica stores it, and a result
@@ -151,6 +157,23 @@ func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, s
 		return nil
 	}
 	return p.dispatch(ctx, run)
+}
+
+// recorded returns the record of step when one is stored already, so that its answer
+// is applied instead of the model being asked again: the step's message came back
+// because the replica that recorded the step stopped, or failed to store its state.
+// The log is read only for a message delivered before, or a step this replica recorded.
+func (p *Planner) recorded(ctx context.Context, m jetstream.Msg, run string, step int) (*stepRecord, error) {
+	if !p.rlog.known(run, step) {
+		if meta, err := m.Metadata(); err != nil || meta.NumDelivered <= 1 {
+			return nil, nil
+		}
+	}
+	rec, err := p.rlog.step(ctx, run, step)
+	if errors.Is(err, errNoRecord) {
+		return nil, nil
+	}
+	return rec, err
 }
 
 // nests reports whether the current step of r calls run_agent: such a step starts its
