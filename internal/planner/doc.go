@@ -41,7 +41,8 @@
 // change writes a value of the same small size. What the run accumulates is written
 // once, on the stream TOOLFLEET_RUNLOG (toolfleet.runlog.<run>.input, .step.<n>, and
 // .args.<attempt>.<i> for large arguments): the input, and per step the model's message,
-// the calls it made and how the previous step's calls ended. Tool outputs are not
+// the calls it made and how the previous step's calls ended (the answer that completes
+// the run is the control state's Answer). Tool outputs are not
 // copied: they stay in the results stream where the executors stored them, read by call
 // id. [Planner.Get] assembles the run from the three; a replica caches a run's
 // conversation and control state between steps, and the stored parts are the truth.

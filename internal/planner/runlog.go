@@ -24,7 +24,9 @@ import (
 //	toolfleet.runlog.<run>.step.<n>           step n: the model's message, the calls it made
 //	                                          (calls the planner answered itself with their
 //	                                          answers), how step n-1's calls ended, and the
-//	                                          control state the step left
+//	                                          control state the step left; the step whose
+//	                                          answer completes the run has none (the control
+//	                                          state holds the answer)
 //	toolfleet.runlog.<run>.args.<attempt>.<i> the arguments of tool call i of a step whose
 //	                                          arguments are too large to share its record
 //
@@ -588,6 +590,14 @@ func (l *runLog) assemble(ctx context.Context, r *Run) (*Run, error) {
 			return nil, err
 		}
 		out.Messages = append(out.Messages, m...)
+	}
+	if r.Status == StatusDone && r.Termination == TerminationCompleted && r.Recorded <= r.Step {
+		// The step that answered has no record: its message is the answer, its tool set
+		// the control state's.
+		out.Messages = append(out.Messages, provider.Message{Role: provider.RoleAssistant, Text: r.Answer})
+		if n := len(r.Offered); n > 0 && r.Offered[n-1].Step == r.Step {
+			out.Offered = append(out.Offered, r.Offered[n-1])
+		}
 	}
 	if r.Status == StatusDone {
 		l.forget(r.ID) // nothing to cache for a run that ended

@@ -106,6 +106,11 @@ func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, s
 			return p.end(ctx, run, rev, fresh, step, TerminationModelError, modelErr.Error())
 		}
 
+		if len(resp.Message.ToolCalls) == 0 && run.ToolChoice.Mode != provider.ChoiceRequired {
+			// The model's answer ends the run, and the control state holds all there is
+			// of this step (the answer, the tool set, the usage): nothing to record.
+			return p.answered(ctx, run, rev, fresh, step, resp, offered, now)
+		}
 		// The answer is applied to a copy of the control state and recorded, with the state it
 		// leaves, in the step's record, written once; the compare-and-set then makes the
 		// recorded step (this replica's, or another's that recorded it first) part of the run.
@@ -157,6 +162,24 @@ func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, s
 		return nil
 	}
 	return p.dispatch(ctx, run)
+}
+
+// answered stores the model's final answer at step, which completes the run: the last
+// step has no record (see [runLog.assemble]).
+func (p *Planner) answered(ctx context.Context, run *Run, rev uint64, fresh bool, step int, resp *provider.Response, offered StepTools, now time.Time) error {
+	run, err := p.runs.updateFrom(ctx, run.ID, run, rev, fresh, func(r *Run) (bool, error) {
+		if r.Status == StatusDone || r.Step != step || len(r.stepCalls()) > 0 || r.Recorded > step {
+			return false, nil // another replica took the step meanwhile
+		}
+		r.Offered = []StepTools{offered}
+		p.applyModelResponse(r, resp, now)
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	p.emit(ctx, run, "step", step, "", map[string]any{"usage": run.Usage})
+	return p.afterChange(ctx, run)
 }
 
 // recorded returns the record of step when one is stored already, so that its answer
