@@ -492,14 +492,24 @@ func (l *runLog) conversation(ctx context.Context, r *Run) ([]provider.Message, 
 	}
 	l.mu.Lock()
 	c.msgs, c.covered = msgs, r.Recorded
-	for n := range c.recs {
-		if n < r.Recorded-1 {
-			delete(c.recs, n)
-		}
-	}
 	clear(c.outputs)
 	l.mu.Unlock()
+	l.prune(r.ID, r.Recorded-1)
 	return msgs, nil
+}
+
+// prune forgets the cached records of run before step from: the next step needs only
+// the last one (its calls' arguments).
+func (l *runLog) prune(run string, from int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c := l.runs[run]; c != nil {
+		for n := range c.recs {
+			if n < from {
+				delete(c.recs, n)
+			}
+		}
+	}
 }
 
 // stepMessages returns the messages step rec adds to the conversation, given its calls.
@@ -601,6 +611,8 @@ func (l *runLog) assemble(ctx context.Context, r *Run) (*Run, error) {
 	}
 	if r.Status == StatusDone {
 		l.forget(r.ID) // nothing to cache for a run that ended
+	} else {
+		l.prune(r.ID, r.Recorded-1)
 	}
 	return &out, nil
 }
