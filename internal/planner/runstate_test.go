@@ -3,6 +3,7 @@ package planner
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -30,10 +31,11 @@ type writes struct {
 
 func newWrites() *writes { return &writes{control: map[string][]int{}, log: map[string]int{}} }
 
-func (w *writes) kv(id string, n int) {
+func (w *writes) kv(id string, n int) error {
 	w.mu.Lock()
 	w.control[id] = append(w.control[id], n)
 	w.mu.Unlock()
+	return nil
 }
 
 func (w *writes) record(subject string, n int) {
@@ -369,5 +371,60 @@ steps:
 	done := b.wait(t, run.ID)
 	if done.Termination != TerminationCompleted || len(done.Calls) != 1 || string(done.Calls[0].Output) != `{"sum":99}` || done.Calls[0].Executor != "early" {
 		t.Fatalf("run ended %s (%s) with calls %+v; want the early result recorded", done.Termination, done.Detail, done.Calls)
+	}
+}
+
+// countingModel counts the model's answers.
+type countingModel struct {
+	provider.Model
+	mu sync.Mutex
+	n  int
+}
+
+func (m *countingModel) Generate(ctx context.Context, req provider.Request) (*provider.Response, error) {
+	m.mu.Lock()
+	m.n++
+	m.mu.Unlock()
+	return m.Model.Generate(ctx, req)
+}
+
+// A step whose record was written but whose state could not be stored (here the first
+// compare-and-set of a step fails) is taken again from its record when its message
+// comes back: the model is not asked twice, the calls run once, the run completes.
+func TestStepRecordedButNotStoredIsNotAskedAgain(t *testing.T) {
+	b := setup(t, nil)
+	model := &countingModel{Model: scriptedModel(t, `
+name: once
+steps:
+  - calls: [{name: add, arguments: {a: 1, b: 2}}]
+  - text: three
+`)}
+	p, err := New(b.ctx, b.srv.Connect(), Config{Models: map[string]provider.Model{"main": model},
+		DefaultModel: "main", Events: b.cfg, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	writes := 0
+	p.runs.wrote = func(string, int) error {
+		mu.Lock()
+		defer mu.Unlock()
+		writes++
+		if writes == 2 { // the create, then step 0's state
+			return errors.New("injected: the server is gone")
+		}
+		return nil
+	}
+	b.stopPlanner()
+	serve(t, p.Run)
+	b.p = p
+	run := b.run(t, StartRequest{Input: "1+2", Tools: []string{"add"}})
+	if run.Termination != TerminationCompleted || run.Answer != "three" || len(run.Calls) != 1 || run.Calls[0].Status != "ok" {
+		t.Fatalf("run ended %s (%s), answer %q, calls %+v", run.Termination, run.Detail, run.Answer, run.Calls)
+	}
+	model.mu.Lock()
+	defer model.mu.Unlock()
+	if model.n != 2 {
+		t.Fatalf("the model answered %d times, want 2 (one per step)", model.n)
 	}
 }

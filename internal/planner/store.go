@@ -30,8 +30,9 @@ type store struct {
 	kv jetstream.KeyValue
 	// finished, when set, is told of a run once, by the update that stored its end.
 	finished func(*Run)
-	// wrote, when set, is told the size of every value written (tests).
-	wrote func(id string, n int)
+	// wrote, when set, is told the size of every value about to be written; an error
+	// fails the write (tests).
+	wrote func(id string, n int) error
 
 	mu    *sync.Mutex
 	cache map[string]cachedRun
@@ -86,7 +87,9 @@ func (s store) cached(id string) (cachedRun, bool) {
 
 func (s store) put(ctx context.Context, id string, b []byte, rev uint64, create bool) (uint64, error) {
 	if s.wrote != nil {
-		s.wrote(id, len(b))
+		if err := s.wrote(id, len(b)); err != nil {
+			return 0, err
+		}
 	}
 	var err error
 	if create {
