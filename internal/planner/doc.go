@@ -44,7 +44,9 @@
 // the calls it made and how the previous step's calls ended (the answer that completes
 // the run is the control state's Answer). Tool outputs are not
 // copied: they stay in the results stream where the executors stored them, read by call
-// id. [Planner.Get] assembles the run from the three; a replica caches a run's
+// id (so a run shows them as long as events.Config.ResultsMaxAge keeps results; a run's
+// own steps never outlast them, since a run lasts at most a day and results are kept at
+// least that long by default). [Planner.Get] assembles the run from the three; a replica caches a run's
 // conversation and control state between steps, and the stored parts are the truth.
 //
 // Steps are messages on the work-queue stream TOOLFLEET_PLAN; results and approval

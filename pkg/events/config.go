@@ -354,11 +354,14 @@ const (
 // small control data and points into this log, so a run's state write does not grow
 // with its length. Each subject is written once: a writer sends
 // Nats-Expected-Last-Subject-Sequence: 0, so of two planner replicas writing the same
-// record the first wins and the second reads it back. Kept as long as the run state
-// (RunsMaxAge); direct get is allowed so a record is one request.
+// record the first wins and the second reads it back. A record is kept RunsMaxAge plus a
+// day (the longest a run may last) after it was written, so that it outlives the run
+// state, which is kept RunsMaxAge after the run's last change; direct get is allowed so
+// a record is one request. The runs' tool outputs are not copied here: they are read
+// from the results stream, so a run shows them as long as ResultsMaxAge keeps them.
 func (c Config) RunLogStream() jetstream.StreamConfig {
 	c = c.WithDefaults()
-	return jetstream.StreamConfig{Name: StreamRunLog, Description: "toolfleet run logs: inputs, steps and calls of planner runs",
+	return jetstream.StreamConfig{Name: StreamRunLog, Description: "toolfleet run logs: inputs and steps of planner runs",
 		Subjects: []string{AllRunLog}, Retention: jetstream.LimitsPolicy, Storage: c.storage(),
-		Replicas: c.Replicas, MaxAge: c.RunsMaxAge.D(), Discard: jetstream.DiscardOld, AllowDirect: true}
+		Replicas: c.Replicas, MaxAge: c.RunsMaxAge.D() + 24*time.Hour, Discard: jetstream.DiscardOld, AllowDirect: true}
 }
