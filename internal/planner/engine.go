@@ -38,6 +38,10 @@ type Planner struct {
 	// runSpans holds the invoke_agent spans of the runs this replica started, by run id,
 	// until the run finishes (see trace.go).
 	runSpans sync.Map
+	// storing holds, by run id, a channel closed when this replica has stored the state
+	// of a step whose calls went out before it (see takeStep): a result that comes back
+	// first waits for it here rather than going back to the stream.
+	storing sync.Map
 }
 
 // New connects a planner to JetStream, creating the streams, consumers and buckets it

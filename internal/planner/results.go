@@ -26,7 +26,11 @@ func (p *Planner) handleResult(ctx context.Context, m jetstream.Msg) {
 		p.ack(m)
 		return
 	}
-	if err := p.recordResult(ctx, res); err != nil {
+	err = p.recordResult(ctx, res)
+	if errors.Is(err, errStepNotStored) && p.waitStored(ctx, res.RunID) {
+		err = p.recordResult(ctx, res)
+	}
+	if err != nil {
 		if ctx.Err() != nil {
 			_ = m.Nak()
 			return
@@ -120,6 +124,20 @@ func stepNotStoredDelay(m jetstream.Msg) time.Duration {
 		n = meta.NumDelivered
 	}
 	return min(10*time.Millisecond<<min(n-1, 10), 2*time.Second)
+}
+
+// waitStored waits until this replica has stored the state of the step of run whose
+// calls went out first, if it is storing one; it reports whether it waited.
+func (p *Planner) waitStored(ctx context.Context, run string) bool {
+	v, ok := p.storing.Load(run)
+	if !ok {
+		return false
+	}
+	select {
+	case <-v.(chan struct{}):
+	case <-ctx.Done():
+	}
+	return true
 }
 
 // ahead reports whether call is a call of r, which is running, at a step whose record

@@ -134,8 +134,13 @@ func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, s
 	state.Calls = slices.Clone(state.Calls)
 	p.emit(ctx, &state, "step", step, "", map[string]any{"usage": state.Usage})
 	var sent func(context.Context) error
+	doneStoring := func() {}
 	if state.Status == StatusRunning && state.Step == step && len(state.stepCalls()) > 0 && !state.nests() {
+		ch := make(chan struct{})
+		p.storing.Store(runID, ch)
+		doneStoring = func() { p.storing.CompareAndDelete(runID, ch); close(ch) }
 		if sent, err = p.publishCalls(ctx, &state); err != nil {
+			doneStoring()
 			return err
 		}
 	}
@@ -147,6 +152,7 @@ func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, s
 		r.Calls = slices.Clone(state.Calls)
 		return true, nil
 	})
+	doneStoring()
 	if sent != nil {
 		if serr := sent(ctx); serr != nil && err == nil {
 			err = serr
