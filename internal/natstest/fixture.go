@@ -26,7 +26,12 @@ type JetStream struct {
 // with cfg. Everything is closed when the test ends.
 func StartJetStream(tb testing.TB, cfg events.Config) *JetStream {
 	tb.Helper()
-	srv := Start(tb)
+	return JetStreamOn(tb, Start(tb), cfg)
+}
+
+// JetStreamOn is StartJetStream on a server the test started (e.g. with [StartWith]).
+func JetStreamOn(tb testing.TB, srv *Server, cfg events.Config) *JetStream {
+	tb.Helper()
 	nc := srv.Connect()
 	js, err := jetstream.New(nc)
 	if err != nil {

@@ -33,10 +33,18 @@ func Start(tb testing.TB) *Server {
 // started before its server, pointed at an address nothing listened on yet.
 func StartOnPort(tb testing.TB, port int) *Server {
 	tb.Helper()
+	return StartWith(tb, func(o *server.Options) { o.Port = port })
+}
+
+// StartWith is Start with the server's options changed by opt first, e.g. a max_payload
+// as small as a production server's (Start's is 8 MiB).
+func StartWith(tb testing.TB, opt func(*server.Options)) *Server {
+	tb.Helper()
 	s := &Server{tb: tb, opts: server.Options{
-		Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: tb.TempDir(),
+		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: tb.TempDir(),
 		NoLog: true, NoSigs: true, MaxPayload: 8 << 20,
 	}}
+	opt(&s.opts)
 	s.start()
 	// Later restarts reuse the port the first start picked.
 	s.opts.Port = s.srv.Addr().(*net.TCPAddr).Port

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
@@ -23,6 +24,7 @@ const maxRequestBytes = 4 << 20
 //
 //	POST /v1/runs                 start a run (StartRequest; "wait": true answers when it is done)
 //	GET  /v1/runs/{id}            the run: status, answer, every call with its timeline
+//	GET  /v1/runs/{id}/messages   the run's conversation, in order (provider.Message list)
 //	GET  /v1/runs/{id}/events     the run's lifecycle as Server-Sent Events, from its start
 //	POST /v1/approvals/{callId}   answer an approval: {"decision":"approve"|"deny","by","reason","arguments"};
 //	                              the first answer wins (202), later ones get 409 with the decision that stood
@@ -46,6 +48,7 @@ func (p *Planner) Handler(auth APIAuth) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/runs", p.postRun)
 	mux.HandleFunc("GET /v1/runs/{id}", p.getRun)
+	mux.HandleFunc("GET /v1/runs/{id}/messages", p.getMessages)
 	mux.HandleFunc("GET /v1/runs/{id}/events", p.runEvents)
 	mux.HandleFunc("POST /v1/approvals/{callId}", p.postApproval)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -121,6 +124,22 @@ func (p *Planner) getRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, view(run))
+}
+
+// getMessages answers the run's conversation as the model saw it: the input, then per
+// step the model's message and its calls' results (outputs over the run's context
+// budget as the model was shown them).
+func (p *Planner) getMessages(w http.ResponseWriter, r *http.Request) {
+	run, err := p.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	msgs := run.Messages
+	if msgs == nil {
+		msgs = []provider.Message{}
+	}
+	writeJSON(w, http.StatusOK, msgs)
 }
 
 func (p *Planner) postApproval(w http.ResponseWriter, r *http.Request) {

@@ -32,7 +32,7 @@ func TestAPIRefusesBadRequests(t *testing.T) {
 		{"active tool outside tools", "POST", "/v1/runs", `{"input":"hi","tools":["add"],"activeTools":["echo"]}`, "tok", 400, `"echo" in activeTools`},
 		{"bad tool choice", "POST", "/v1/runs", `{"input":"hi","toolChoice":"some of them"}`, "tok", 400, "toolChoice"},
 		{"tool choice outside tools", "POST", "/v1/runs", `{"input":"hi","tools":["add"],"toolChoice":"echo"}`, "tok", 400, "not in the run's tools"},
-		{"max steps too big", "POST", "/v1/runs", `{"input":"hi","limits":{"maxSteps":1000}}`, "tok", 400, "limits.maxSteps"},
+		{"max steps too big", "POST", "/v1/runs", `{"input":"hi","limits":{"maxSteps":1001}}`, "tok", 400, "limits.maxSteps"},
 		{"bad loop action", "POST", "/v1/runs", `{"input":"hi","limits":{"loopAction":"panic"}}`, "tok", 400, "limits.loopAction"},
 		{"negative budget", "POST", "/v1/runs", `{"input":"hi","limits":{"tokenBudget":-5}}`, "tok", 400, "limits.tokenBudget"},
 		{"bad wait timeout", "POST", "/v1/runs", `{"input":"hi","wait":true,"waitTimeout":"forever"}`, "tok", 400, "waitTimeout"},

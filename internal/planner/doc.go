@@ -25,19 +25,46 @@
 //
 // A run ends with a [Termination]: completed (the model answered without calls),
 // final_tool, max_steps, timeout (wall clock, also while waiting for tools or the model),
-// token_budget, error_threshold, loop_detected, model_error, or tool_required (toolChoice
-// required, and the model answered without a call twice in a row). Loop detection compares
-// calls by tool and canonical arguments; at Limits.LoopThreshold repeats it warns, stops,
-// or (the default) answers the repeated call with a warning instead of running it.
+// token_budget, error_threshold, loop_detected, model_error, tool_required (toolChoice
+// required, and the model answered without a call twice in a row), or storage_error (a
+// part of its state can never be stored). Loop detection compares calls by tool and
+// canonical arguments; at Limits.LoopThreshold repeats it warns, stops, or (the
+// default) answers the repeated call with a warning instead of running it. It keeps a
+// window (the last call's key and its repeat count), not the run's history.
 //
 // # Durability
 //
-// A run's whole state is one entry of the KV bucket toolfleet-runs, changed only by
-// compare-and-set. Steps are messages on the work-queue stream TOOLFLEET_PLAN; results
-// and approval requests are read by durable consumers all planner replicas share. Every
-// handler is idempotent (call ids are derived from run, step and position; JetStream
-// drops repeated publications), so any replica continues any run, and a planner killed
-// mid-run loses nothing and repeats nothing when it or another replica comes back.
+// A run's state is in three places, none of which grows per write with the run's
+// length. Its control state (status, step, counters, limits, the loop detector's window,
+// the current step's tool set and calls without their arguments or outputs) is one
+// entry of the KV bucket toolfleet-runs, changed only by compare-and-set, so every
+// change writes a value of the same small size. What the run accumulates is written
+// once, on the stream TOOLFLEET_RUNLOG (toolfleet.runlog.<run>.input, .step.<n>, and
+// .args.<attempt>.<i> for large arguments): the input, and per step the model's message,
+// the calls it made and how the previous step's calls ended (the answer that completes
+// the run is the control state's Answer). Tool outputs are not
+// copied: they stay in the results stream where the executors stored them, read by call
+// id (so a run shows them as long as events.Config.ResultsMaxAge keeps results; a run's
+// own steps never outlast them, since a run lasts at most a day and results are kept at
+// least that long by default). [Planner.Get] assembles the run from the three; a replica caches a run's
+// conversation and control state between steps, and the stored parts are the truth.
+//
+// Steps are messages on the work-queue stream TOOLFLEET_PLAN; results and approval
+// requests are read by durable consumers all planner replicas share. Every handler is
+// idempotent (call ids are derived from run, step and position; a step's record is
+// written once, the first writer winning, and the compare-and-set makes the recorded
+// step part of the run whichever replica asked the model; JetStream drops repeated
+// publications), so any replica continues any run, and a planner killed mid-run loses
+// nothing and repeats nothing when it or another replica comes back. A write that can
+// never succeed (a record over the server's max payload) ends the run with
+// storage_error instead of being retried until the run's time limit.
+//
+// # Context budget
+//
+// Each tool output is shown to the model within the run's Limits.ContextBudget (64 KiB
+// by default): a larger one is replaced, in the model's context only, by a JSON object
+// with its first bytes, its size, the call id as a handle and a note; the full output
+// stays in the call's result (GET /v1/runs/{id}).
 //
 // # Approvals and nested runs
 //
@@ -56,6 +83,7 @@
 //
 // [Planner.Handler] serves the HTTP API: POST /v1/runs, GET /v1/runs/{id} (status,
 // answer, every call with its timeline, tokens, steps, termination), GET
+// /v1/runs/{id}/messages (the conversation, in order), GET
 // /v1/runs/{id}/events (the run's lifecycle as Server-Sent Events, replayed from its
 // start), POST /v1/approvals/{callId}, /healthz and /readyz. The same lifecycle is
 // published on toolfleet.event.run.<run>.<what> for any NATS subscriber.

@@ -26,6 +26,7 @@ type Planner struct {
 	cfg  Config
 	log  zerolog.Logger
 	runs store
+	rlog *runLog
 	cat  *catalogView
 
 	consumers []consumer
@@ -37,6 +38,10 @@ type Planner struct {
 	// runSpans holds the invoke_agent spans of the runs this replica started, by run id,
 	// until the run finishes (see trace.go).
 	runSpans sync.Map
+	// storing holds, by run id, a channel closed when this replica has stored the state
+	// of a step whose calls went out before it (see takeStep): a result that comes back
+	// first waits for it here rather than going back to the stream.
+	storing sync.Map
 }
 
 // New connects a planner to JetStream, creating the streams, consumers and buckets it
@@ -54,8 +59,12 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Planner, error) {
 	// A planner started while its server is down or restarting waits for it.
 	var kv jetstream.KeyValue
 	var catalog *events.Catalog
+	var rlog *runLog
 	err = events.RetrySetup(ctx, func(ctx context.Context) (err error) {
 		if kv, err = events.EnsurePlanner(ctx, js, cfg.Events); err != nil {
+			return err
+		}
+		if rlog, err = newRunLog(ctx, js, cfg.Events); err != nil {
 			return err
 		}
 		catalog, err = events.OpenCatalog(ctx, js, cfg.Events)
@@ -72,7 +81,8 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Planner, error) {
 	}
 	p := &Planner{nc: nc, js: js, cfg: cfg, log: cfg.Log.With().Str("planner", cfg.ID).Logger(),
 		cat: newCatalogView(catalog, cfg.Log), deadlines: map[string]time.Time{}, m: m}
-	p.runs = store{kv: kv, finished: p.finished}
+	p.runs = newStore(kv, p.finished)
+	p.rlog = rlog
 	if err := p.cat.load(ctx); err != nil {
 		return nil, fmt.Errorf("planner: catalog: %w", err)
 	}

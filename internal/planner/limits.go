@@ -1,8 +1,10 @@
 package planner
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
@@ -39,6 +41,12 @@ type Limits struct {
 	LoopAction LoopAction `json:"loopAction,omitempty"`
 	// MaxDepth bounds nested runs (a run started by a tool of another run). Default 3.
 	MaxDepth int `json:"maxDepth,omitempty"`
+	// ContextBudget bounds, in bytes, each tool output as the model sees it. An output
+	// over it is replaced, in the model's context only, by a JSON object holding its
+	// first ContextBudget bytes ("head"), its size, the call id as a handle and a note
+	// saying so; the full output stays in the call's result (the results stream, GET
+	// /v1/runs/{id}). Default 64 KiB, at most 16 MiB.
+	ContextBudget int `json:"contextBudget,omitempty"`
 }
 
 // Defaults.
@@ -49,6 +57,9 @@ const (
 	DefaultLoopThreshold  = 3
 	DefaultLoopAction     = LoopInject
 	DefaultMaxDepth       = 3
+	DefaultContextBudget  = 64 << 10
+	// MaxMaxSteps is the largest MaxSteps a run may ask for.
+	MaxMaxSteps = 1000
 )
 
 // WithDefaults returns l with zero fields set to their defaults.
@@ -71,14 +82,51 @@ func (l Limits) WithDefaults() Limits {
 	if l.MaxDepth == 0 {
 		l.MaxDepth = DefaultMaxDepth
 	}
+	if l.ContextBudget == 0 {
+		l.ContextBudget = DefaultContextBudget
+	}
 	return l
+}
+
+// contextBudget is ContextBudget, or its default for a run stored without one.
+func (l Limits) contextBudget() int {
+	if l.ContextBudget <= 0 {
+		return DefaultContextBudget
+	}
+	return l.ContextBudget
+}
+
+// withinBudget returns out as the model is shown it: as it is when it fits budget bytes,
+// otherwise a JSON object with its first bytes and a note that the full output is kept
+// in the result of call.
+func withinBudget(out json.RawMessage, call string, budget int) json.RawMessage {
+	if len(out) <= budget {
+		return out
+	}
+	head := out[:budget]
+	for len(head) > 0 && !utf8.RuneStart(out[len(head)]) { // do not cut a character
+		head = head[:len(head)-1]
+	}
+	b, err := json.Marshal(struct {
+		Truncated bool   `json:"truncated"`
+		CallID    string `json:"callId"`
+		Bytes     int    `json:"bytes"`
+		Head      string `json:"head"`
+		Note      string `json:"note"`
+	}{true, call, len(out), string(head), fmt.Sprintf(
+		"The output is %d bytes, over this run's context budget of %d bytes per output: shown is its beginning (head). The full output is kept in the result of call %s.",
+		len(out), budget, call)})
+	if err != nil {
+		return json.RawMessage("null")
+	}
+	return b
 }
 
 // Validate refuses limits out of range, saying which and why.
 func (l Limits) Validate() error {
 	switch {
-	case l.MaxSteps < 0 || l.MaxSteps > 100:
-		return fmt.Errorf("limits.maxSteps must be between 1 and 100, got %d", l.MaxSteps)
+	case l.MaxSteps < 0 || l.MaxSteps > MaxMaxSteps:
+		return fmt.Errorf("limits.maxSteps must be between 1 and %d, got %d", MaxMaxSteps, l.MaxSteps)
 	case l.Timeout < 0 || l.Timeout.D() > 24*time.Hour:
 		return fmt.Errorf("limits.timeout must be between 1ms and 24h, got %s", l.Timeout.D())
 	case l.TokenBudget < 0:
@@ -89,6 +137,8 @@ func (l Limits) Validate() error {
 		return fmt.Errorf("limits.loopThreshold must be between 2 and 100, got %d", l.LoopThreshold)
 	case l.MaxDepth < 0 || l.MaxDepth > 10:
 		return fmt.Errorf("limits.maxDepth must be between 1 and 10, got %d", l.MaxDepth)
+	case l.ContextBudget < 0 || l.ContextBudget > 16<<20:
+		return fmt.Errorf("limits.contextBudget must be between 1 and %d bytes, got %d", 16<<20, l.ContextBudget)
 	}
 	switch l.LoopAction {
 	case "", LoopWarn, LoopStop, LoopInject:

@@ -2,6 +2,8 @@ package planner
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 )
 
@@ -32,12 +34,26 @@ func canonicalJSON(raw json.RawMessage) []byte {
 	return out
 }
 
+// add counts the call with key next in the window and returns how many calls at the end
+// of the run's calls, counting this one, are the same call. The window keeps a hash of
+// the last key only, so its size does not grow with the run or with the arguments.
+func (w *loopWindow) add(next string) int {
+	sum := sha256.Sum256([]byte(next))
+	h := hex.EncodeToString(sum[:16])
+	if w.Key == h {
+		w.Count++
+	} else {
+		w.Key, w.Count = h, 1
+	}
+	return w.Count
+}
+
 // repeatRun returns how many calls at the end of history, counting the new call, are the
 // same call as it. history holds callKeys in the order the calls were made.
 func repeatRun(history []string, next string) int {
-	n := 1
-	for i := len(history) - 1; i >= 0 && history[i] == next; i-- {
-		n++
+	var w loopWindow
+	for _, k := range history {
+		w.add(k)
 	}
-	return n
+	return w.add(next)
 }

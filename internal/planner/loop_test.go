@@ -55,7 +55,7 @@ func TestLimitsValidate(t *testing.T) {
 		}
 	}
 	bad := map[string]Limits{
-		"maxSteps":       {MaxSteps: 101},
+		"maxSteps":       {MaxSteps: MaxMaxSteps + 1},
 		"tokenBudget":    {TokenBudget: -1},
 		"loopThreshold":  {LoopThreshold: 1},
 		"loopAction":     {LoopAction: "explode"},

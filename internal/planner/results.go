@@ -2,16 +2,16 @@ package planner
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
@@ -31,9 +31,21 @@ func (p *Planner) handleResult(ctx context.Context, m jetstream.Msg) {
 		p.ack(m)
 		return
 	}
-	if err := p.recordResult(ctx, res); err != nil {
+	err = p.recordResult(ctx, res)
+	if errors.Is(err, errStepNotStored) && p.waitStored(ctx, res.RunID) {
+		err = p.recordResult(ctx, res)
+	}
+	if err != nil {
 		if ctx.Err() != nil {
 			_ = m.Nak()
+			return
+		}
+		if errors.Is(err, errStepNotStored) {
+			_ = m.NakWithDelay(stepNotStoredDelay(m))
+			return
+		}
+		if isPermanent(err) && p.failRun(ctx, res.RunID, err) == nil {
+			p.ack(m)
 			return
 		}
 		p.log.Error().Err(err).Str("run_id", res.RunID).Str("call_id", res.CallID).Msg("recording a result failed; it will be retried")
@@ -45,14 +57,19 @@ func (p *Planner) handleResult(ctx context.Context, m jetstream.Msg) {
 
 func (p *Planner) recordResult(ctx context.Context, res events.Result) error {
 	now := p.cfg.Now()
+	ahead := false
 	run, err := p.runs.update(ctx, res.RunID, func(r *Run) (bool, error) {
 		c := r.call(res.CallID)
+		ahead = c == nil && r.ahead(res.CallID)
 		// A result for another tenant's call of the same ids (its caller chose them) is
 		// not this run's.
 		if c == nil || c.Done() || res.Caller.Tenant != r.Tenant {
 			return false, nil
 		}
 		c.Status, c.Output, c.Error = string(res.Status), res.Output, res.Error
+		// The output is not kept in the run's state: it stays in the results stream, read
+		// by call id; this replica remembers it for the next step's conversation.
+		p.rlog.keepOutput(r.ID, c.Step, c.ID, res.Output)
 		c.Attempts, c.Executor, c.Validated = res.Attempts, res.Executor, res.Validated
 		c.NoSchemaMode = res.NoSchemaMode
 		// The executor's record is what was carried out (an answer over NATS, an expiry);
@@ -78,7 +95,11 @@ func (p *Planner) recordResult(ctx context.Context, res events.Result) error {
 		if c.Failed() {
 			what = "tool_error"
 		}
-		p.emit(ctx, r, what, c.Step, c.ID, c)
+		detail := c
+		if withArgs, err := p.withArguments(ctx, r, []*CallRecord{c}); err == nil {
+			detail = withArgs[0]
+		}
+		p.emit(ctx, r, what, c.Step, c.ID, p.eventCall(detail))
 		if r.Status == StatusRunning && r.stepComplete() {
 			p.completeStep(r, now)
 		}
@@ -90,7 +111,75 @@ func (p *Planner) recordResult(ctx context.Context, res events.Result) error {
 	if err != nil {
 		return err
 	}
+	if ahead {
+		return errStepNotStored
+	}
 	return p.afterChange(ctx, run)
+}
+
+// errStepNotStored: a result or an approval request came for a call of a step whose
+// state is not stored yet (its calls go out while it is being stored); it is handled
+// again shortly.
+var errStepNotStored = errors.New("the call's step is not stored yet")
+
+// stepNotStoredDelay is how long such a message waits before it is handled again: 10ms
+// at first (the state is being stored), doubling up to 2s (the replica storing it
+// stopped, and another takes the step over when the step's message comes back).
+func stepNotStoredDelay(m jetstream.Msg) time.Duration {
+	n := uint64(1)
+	if meta, err := m.Metadata(); err == nil {
+		n = meta.NumDelivered
+	}
+	return min(10*time.Millisecond<<min(n-1, 10), 2*time.Second)
+}
+
+// waitStored waits until this replica has stored the state of the step of run whose
+// calls went out first, if it is storing one; it reports whether it waited.
+func (p *Planner) waitStored(ctx context.Context, run string) bool {
+	v, ok := p.storing.Load(run)
+	if !ok {
+		return false
+	}
+	select {
+	case <-v.(chan struct{}):
+	case <-ctx.Done():
+	}
+	return true
+}
+
+// ahead reports whether call is a call of r, which is running, at a step whose record
+// r has not made part of it yet.
+func (r *Run) ahead(call string) bool {
+	if r.Status != StatusRunning {
+		return false
+	}
+	parts := strings.Split(call, "-")
+	if len(parts) != 3 || parts[0] != r.ID {
+		return false
+	}
+	step, err := strconv.Atoi(parts[1])
+	return err == nil && step >= r.Recorded
+}
+
+// eventCall returns the call record as a result event carries it: whole when it fits an
+// event, else without its arguments, else without its output too ("truncated": the
+// run, GET /v1/runs/{id}, has them).
+func (p *Planner) eventCall(c *CallRecord) any {
+	limit := int(p.cfg.Events.WithDefaults().MaxMsgSize) - 16<<10
+	if len(c.Arguments)+len(c.Output)+len(c.ArgumentsOriginal) <= limit {
+		return c
+	}
+	cc := *c
+	cc.Arguments, cc.ArgumentsOriginal = nil, nil
+	truncated := []string{"arguments"}
+	if len(cc.Output) > limit {
+		cc.Output = nil
+		truncated = append(truncated, "output")
+	}
+	return struct {
+		*CallRecord
+		Truncated []string `json:"truncated"`
+	}{&cc, truncated}
 }
 
 // stepComplete reports whether every call of the current step has its result.
@@ -107,23 +196,14 @@ func (r *Run) stepComplete() bool {
 	return true
 }
 
-// completeStep feeds the finished step's results to the conversation, in the order of the
-// model's calls, and moves the run to the next step, unless a stop condition ends it.
+// completeStep moves the run past its finished step, unless a stop condition ends it.
+// The step's results join the conversation as they are: the conversation is assembled
+// from the step's record and the calls' results (runlog.go), in the order of the
+// model's calls.
 func (p *Planner) completeStep(r *Run, now time.Time) {
-	calls := r.stepCalls()
-	msg := provider.Message{Role: provider.RoleTool}
-	for _, c := range calls {
-		content := c.Output
-		if len(content) == 0 {
-			content = json.RawMessage("null")
-		}
-		msg.ToolResults = append(msg.ToolResults, provider.ToolResult{
-			CallID: c.ModelCallID, Name: c.Name, Content: content, IsError: c.Failed()})
-	}
-	r.Messages = append(r.Messages, msg)
-	for _, c := range calls {
+	for _, c := range r.stepCalls() {
 		if c.Status == string(events.StatusOK) && p.cat.isFinal(c.Name) {
-			r.Answer = string(c.Output)
+			r.Answer, r.AnswerCall = string(c.Output), c.ID
 			r.finish(TerminationFinalTool, c.Name+" is a final tool", now)
 			return
 		}
@@ -135,11 +215,47 @@ func (p *Planner) completeStep(r *Run, now time.Time) {
 	r.Step++
 }
 
+// failRun ends a run whose state cannot be stored (a permanent error, such as a value
+// over the server's max payload) with TerminationStorageError, instead of retrying the
+// write until the run's time limit.
+func (p *Planner) failRun(ctx context.Context, runID string, cause error) error {
+	run, err := p.runs.update(ctx, runID, func(r *Run) (bool, error) {
+		if r.Status == StatusDone {
+			return false, nil
+		}
+		r.finish(TerminationStorageError, fmt.Sprintf("the run's state could not be stored: %v", cause), p.cfg.Now())
+		return true, nil
+	})
+	if err != nil {
+		p.log.Error().Err(err).Str("run_id", runID).Msg("ending a run whose state cannot be stored")
+		return err
+	}
+	return p.afterChange(ctx, run)
+}
+
+// answer returns the run's answer: the model's text, or the output of the final tool.
+func (p *Planner) answer(ctx context.Context, run *Run) string {
+	if run.Answer != "" || run.AnswerCall == "" {
+		return run.Answer
+	}
+	out, err := p.rlog.output(ctx, run.Tenant, run.ID, &CallRecord{ID: run.AnswerCall})
+	if err != nil {
+		p.log.Warn().Err(err).Str("run_id", run.ID).Msg("reading the final tool's output")
+	}
+	return string(out)
+}
+
 // afterDone announces the end of a run and, for a nested run, answers the parent's call.
 // It runs every time a finished run is seen, and is idempotent: both messages carry ids
 // that JetStream deduplicates.
 func (p *Planner) afterDone(ctx context.Context, run *Run) error {
 	p.forget(run.ID)
+	if run.AnswerCall != "" && run.Answer == "" {
+		r := *run
+		r.Answer = p.answer(ctx, run)
+		run = &r
+	}
+	p.rlog.forget(run.ID)
 	p.emit(ctx, run, "done", run.Step, "", map[string]any{
 		"termination": run.Termination, "detail": run.Detail, "answer": run.Answer})
 	if run.ParentID == "" {
@@ -172,8 +288,10 @@ func (p *Planner) handleApprovalRequest(ctx context.Context, m jetstream.Msg) {
 		p.ack(m)
 		return
 	}
+	ahead := false
 	run, err := p.runs.update(ctx, req.RunID, func(r *Run) (bool, error) {
 		c := r.call(req.CallID)
+		ahead = c == nil && r.ahead(req.CallID)
 		if c == nil || c.Done() || c.Status == string(CallAwaitingApproval) || req.Caller.Tenant != r.Tenant {
 			return false, nil
 		}
@@ -186,6 +304,10 @@ func (p *Planner) handleApprovalRequest(ctx context.Context, m jetstream.Msg) {
 	}
 	if err != nil {
 		_ = m.NakWithDelay(time.Second)
+		return
+	}
+	if ahead {
+		_ = m.NakWithDelay(stepNotStoredDelay(m))
 		return
 	}
 	if c := run.call(req.CallID); c != nil {
@@ -216,11 +338,26 @@ func (p *Planner) Approve(ctx context.Context, callID string, ans events.Approva
 	}
 	c := run.call(callID)
 	if c == nil {
+		// Not a call of the current step: an earlier one has ended; look it up.
+		full, err := p.rlog.assemble(ctx, run)
+		if err != nil {
+			return err
+		}
+		for _, fc := range full.Calls {
+			if fc.ID == callID {
+				return answerable(fc)
+			}
+		}
 		return notFoundf("no call %q", callID)
 	}
 	if err := answerable(c); err != nil {
 		return err
 	}
+	withArgs, err := p.withArguments(ctx, run, []*CallRecord{c})
+	if err != nil {
+		return err
+	}
+	c = withArgs[0]
 	if len(ans.Arguments) > 0 {
 		if _, err := p.cat.hydrate(c.Name, ans.Arguments); err != nil {
 			te := tools.AsError(err, tools.CodeInvalidInput)
@@ -231,7 +368,7 @@ func (p *Planner) Approve(ctx context.Context, callID string, ans events.Approva
 	if ans.Decision == events.DecisionApprove && len(ans.Arguments) > 0 {
 		rec.ArgumentsOriginal, rec.ArgumentsApproved = c.Arguments, ans.Arguments
 	}
-	run, err = p.runs.updateFrom(ctx, runID, run, rev, func(r *Run) (bool, error) {
+	run, err = p.runs.updateFrom(ctx, runID, run, rev, true, func(r *Run) (bool, error) {
 		c := r.call(callID)
 		if c == nil {
 			return false, notFoundf("no call %q", callID)
@@ -304,6 +441,10 @@ func (c *CallRecord) setApproval(a *events.Approval) {
 	}
 	c.Approval = a
 	if len(a.ArgumentsApproved) > 0 {
-		c.ArgumentsOriginal, c.Arguments = c.Arguments, a.ArgumentsApproved
+		orig := c.Arguments
+		if orig == nil { // the control state keeps a call's arguments in its step's record
+			orig = a.ArgumentsOriginal
+		}
+		c.ArgumentsOriginal, c.Arguments = orig, a.ArgumentsApproved
 	}
 }

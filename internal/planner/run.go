@@ -45,10 +45,23 @@ const (
 	// TerminationToolRequired: toolChoice is required, and the model answered without a
 	// tool call twice in a row (the first time it was asked again).
 	TerminationToolRequired Termination = "tool_required"
+	// TerminationStorageError: a part of the run's state could not be stored in a way no
+	// retry fixes (e.g. a model answer larger than the server's max payload); Detail
+	// says which and why. The run ends at once instead of waiting for its time limit.
+	TerminationStorageError Termination = "storage_error"
 )
 
-// Run is the whole state of a run. It lives in the runs KV bucket, so any planner
-// replica can continue any run; every change is a compare-and-set on its revision.
+// Run is a run: its control state, and the conversation and calls it accumulated.
+//
+// Where it lives: the control state — the fields below but Messages, Warnings, the
+// Offered and RetriedSteps of earlier steps, and the earlier steps' Calls — is one entry
+// of the runs KV bucket, changed only by compare-and-set on its revision, so any planner
+// replica can continue any run. Its size does not grow with the run's length (see
+// [Run.control]). What a run accumulates is written once, in the run log
+// (events.StreamRunLog): the input messages, and one record per step with the model's
+// message, the calls it made and how the previous step's calls ended; tool outputs stay
+// in the results stream where the executors stored them, referenced by call id.
+// [Planner.Get] and [Planner.Wait] return the run assembled from those parts.
 type Run struct {
 	ID string `json:"id"`
 	// ParentID and ParentCallID are set on a nested run: its answer becomes the result of
@@ -61,7 +74,10 @@ type Run struct {
 	Termination Termination `json:"termination,omitempty"`
 	// Detail says more about the termination, e.g. which tool looped.
 	Detail string `json:"detail,omitempty"`
-	Answer string `json:"answer,omitempty"`
+	// Answer is the model's final text, or the output of the final tool that ended the
+	// run (AnswerCall; the control state holds only the call id).
+	Answer     string `json:"answer,omitempty"`
+	AnswerCall string `json:"answerCall,omitempty"`
 
 	Model      string              `json:"model"`
 	System     string              `json:"system,omitempty"`
@@ -76,26 +92,34 @@ type Run struct {
 	Tenant string `json:"tenant,omitempty"`
 	Role   string `json:"role,omitempty"`
 
-	Messages []provider.Message `json:"messages"`
+	// Messages is the conversation (assembled from the run log; not in the control state).
+	Messages []provider.Message `json:"messages,omitempty"`
 	// Step counts model turns taken; the current step's calls are those with Step == Step.
 	// A planner that resumes a step whose calls are recorded publishes the unanswered ones
 	// again: JetStream drops the repeats by id.
-	Step   int            `json:"step"`
+	Step int `json:"step"`
+	// Recorded is how many step records of the run log belong to the run: records
+	// 0..Recorded-1 (a record written by a replica whose compare-and-set lost is not).
+	Recorded int `json:"recorded"`
+	// Calls: in the control state, the calls of the last step that made calls, without
+	// their arguments and outputs; assembled, every call of the run.
 	Calls  []*CallRecord  `json:"calls"`
 	Usage  provider.Usage `json:"usage"`
 	Errors int            `json:"errors"`
 	// Repaired lists tools whose one free repair (an invalid call answered with the
 	// validator's messages, not counted as an error) is used.
 	Repaired []string `json:"repaired,omitempty"`
+	// Warnings are kept in the step records; the control state holds none.
 	Warnings []string `json:"warnings,omitempty"`
-	// History holds the loop-detection keys of all calls in order.
-	History []string `json:"history,omitempty"`
+	// Loop is the loop detector's window: the last call's key (a hash of tool and
+	// canonical arguments) and how many calls in a row had it.
+	Loop loopWindow `json:"loop,omitzero"`
 	// Offered records, per step, the tools the model was offered: the only tools it may
 	// call at that step. Under toolChoice "none" it may call none, under a named tool
-	// only that one.
+	// only that one. The control state keeps the current step's only.
 	Offered []StepTools `json:"offered,omitempty"`
 	// RetriedSteps lists the steps whose model answer had no tool call under toolChoice
-	// "required", so the model was asked again.
+	// "required", so the model was asked again. The control state keeps the last only.
 	RetriedSteps []int `json:"retriedSteps,omitempty"`
 
 	// TraceParent and TraceState are the W3C trace context of the run's span, when
@@ -106,6 +130,42 @@ type Run struct {
 	CreatedAt  time.Time  `json:"createdAt"`
 	Deadline   time.Time  `json:"deadline"`
 	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+}
+
+// loopWindow is what loop detection needs of the calls made so far: the key of the last
+// one and the length of the run of identical calls it ends.
+type loopWindow struct {
+	Key   string `json:"key,omitempty"`
+	Count int    `json:"count,omitempty"`
+}
+
+// control returns the part of r the runs bucket stores: r without the conversation,
+// the warnings, the earlier steps' tool sets and retries, and without the calls'
+// arguments (in the step record) and outputs (in the results stream, or in the step
+// record for calls the planner answered itself). Its size is bounded by the run's
+// request and one step's calls, never by the run's length. r is not modified.
+func (r *Run) control() *Run {
+	c := *r
+	c.Messages, c.Warnings = nil, nil
+	if r.AnswerCall != "" {
+		c.Answer = ""
+	}
+	if len(c.Offered) > 0 {
+		c.Offered = c.Offered[len(c.Offered)-1:]
+	}
+	if len(c.RetriedSteps) > 0 {
+		c.RetriedSteps = c.RetriedSteps[len(c.RetriedSteps)-1:]
+	}
+	c.Calls = make([]*CallRecord, len(r.Calls))
+	for i, call := range r.Calls {
+		cc := *call
+		cc.Output = nil
+		if cc.ArgumentsOriginal == nil { // arguments an approval modified are kept
+			cc.Arguments = nil
+		}
+		c.Calls[i] = &cc
+	}
+	return &c
 }
 
 // StepTools is the tool set of one step, as the model was offered it.
@@ -148,7 +208,7 @@ type CallRecord struct {
 	// ModelCallID is the id the model gave the call; results are fed back under it.
 	ModelCallID string          `json:"modelCallId"`
 	Name        string          `json:"name"`
-	Arguments   json.RawMessage `json:"arguments"`
+	Arguments   json.RawMessage `json:"arguments,omitempty"`
 	Step        int             `json:"step"`
 	Status      string          `json:"status"`
 	Output      json.RawMessage `json:"output,omitempty"`

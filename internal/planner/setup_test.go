@@ -69,9 +69,15 @@ var testTools = []struct {
 // scripts names scripted models for the bundle: name → YAML script.
 func setup(t testing.TB, scripts map[string]string) *testBundle {
 	t.Helper()
+	return setupOn(t, natstest.Start(t), scripts)
+}
+
+// setupOn is setup on a server the test started.
+func setupOn(t testing.TB, srv *natstest.Server, scripts map[string]string) *testBundle {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
-	fx := natstest.StartJetStream(t, events.Config{AckWait: tools.Duration(5 * time.Second)})
+	fx := natstest.JetStreamOn(t, srv, events.Config{AckWait: tools.Duration(5 * time.Second)})
 	srv, nc, js, cfg := fx.Srv, fx.NC, fx.JS, fx.Cfg
 	reg := tools.NewRegistry()
 	for _, tt := range testTools {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 
@@ -54,11 +55,27 @@ func (p *Planner) start(ctx context.Context, req StartRequest, id string, parent
 		run.ParentID, run.ParentCallID, run.Depth = parent.ID, parentCall, parent.Depth+1
 	}
 	p.startRunSpan(ctx, run, parent)
+	// The input goes to the run log (once: a second start of the same nested run finds
+	// it there) and the control state, which makes the run exist, to the bucket; both
+	// are stored before the first step is asked for.
+	waitInput, err := p.rlog.writeInput(run.ID, run.Messages)
+	if err != nil {
+		p.runSpans.Delete(run.ID)
+		if isPermanent(err) {
+			return nil, &APIError{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("the run's input cannot be stored: %v", err)}
+		}
+		return nil, err
+	}
 	if err := p.runs.create(ctx, run); err != nil {
 		p.runSpans.Delete(run.ID)
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			return nil, errRunExists
 		}
+		return nil, err
+	}
+	if err := waitInput(ctx); err != nil {
+		// The run exists without its input: it cannot take a step. End it, saying why.
+		_ = p.failRun(context.WithoutCancel(ctx), run.ID, err)
 		return nil, err
 	}
 	p.m.runStarted()
@@ -153,13 +170,17 @@ func (p *Planner) modelNames() []string {
 	return out
 }
 
-// Get returns a run.
+// Get returns a run, assembled from its control state, its run log and its calls'
+// results.
 func (p *Planner) Get(ctx context.Context, id string) (*Run, error) {
 	run, _, err := p.runs.get(ctx, id)
 	if errors.Is(err, errRunNotFound) {
 		return nil, notFoundf("no run %q", id)
 	}
-	return run, err
+	if err != nil {
+		return nil, err
+	}
+	return p.rlog.assemble(ctx, run)
 }
 
 // Wait returns the run once it is done, or when ctx ends (with the run as it is then).
@@ -175,6 +196,9 @@ func (p *Planner) Wait(ctx context.Context, id string) (*Run, error) {
 		case <-ctx.Done():
 			if last == nil {
 				return p.Get(context.WithoutCancel(ctx), id)
+			}
+			if full, err := p.rlog.assemble(context.WithoutCancel(ctx), last); err == nil {
+				last = full
 			}
 			return last, ctx.Err()
 		case e, ok := <-w.Updates():
@@ -193,7 +217,7 @@ func (p *Planner) Wait(ctx context.Context, id string) (*Run, error) {
 			}
 			last = &r
 			if r.Status == StatusDone {
-				return last, nil
+				return p.rlog.assemble(ctx, last)
 			}
 		}
 	}
@@ -202,11 +226,11 @@ func (p *Planner) Wait(ctx context.Context, id string) (*Run, error) {
 // stepTools returns the definitions the model is shown at this step, and their record
 // for the run: the run's tools as the catalog has them now, narrowed by the picker when
 // the set is large. A tool named by toolChoice stays in the set.
-func (p *Planner) stepTools(ctx context.Context, r *Run) ([]tools.Definition, StepTools, error) {
+func (p *Planner) stepTools(ctx context.Context, r *Run, msgs []provider.Message) ([]tools.Definition, StepTools, error) {
 	names := r.toolNames(p.cat.names())
 	rec := StepTools{Step: r.Step}
 	if p.cfg.Picker != nil && (r.Pick || len(names) > p.cfg.PickThreshold) {
-		picked, err := p.cfg.Picker.Pick(ctx, PickQuery{Input: lastUserText(r.Messages), Tools: r.Tools,
+		picked, err := p.cfg.Picker.Pick(ctx, PickQuery{Input: lastUserText(msgs), Tools: r.Tools,
 			AllowUnsafe: r.Tools != nil, Role: r.Role, Max: p.cfg.PickMax})
 		if err != nil {
 			p.log.Warn().Err(err).Str("run_id", r.ID).Msg("picker failed; showing the model every tool of the run")

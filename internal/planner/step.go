@@ -55,7 +55,12 @@ func (p *Planner) handleAdvance(ctx context.Context, m jetstream.Msg) {
 }
 
 func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, step int) error {
-	run, rev, err := p.runs.get(ctx, runID)
+	run, rev, fresh, err := p.runs.getCached(ctx, runID)
+	if err == nil && !fresh && run.Status != StatusDone && run.Step < step {
+		// This replica's copy is behind another's change: read it.
+		run, rev, err = p.runs.get(ctx, runID)
+		fresh = true
+	}
 	if errors.Is(err, errRunNotFound) {
 		return nil
 	}
@@ -73,37 +78,106 @@ func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, s
 		return p.dispatch(ctx, run)
 	}
 	if t, detail := p.stopBeforeModel(run); t != "" {
-		run, err = p.runs.updateFrom(ctx, runID, run, rev, func(r *Run) (bool, error) {
-			if r.Status == StatusDone || r.Step != step || len(r.stepCalls()) > 0 {
-				return false, nil
-			}
-			r.finish(t, detail, p.cfg.Now())
-			return true, nil
-		})
+		return p.end(ctx, run, rev, fresh, step, t, detail)
+	}
+	stored, err := p.recorded(ctx, m, runID, step)
+	if err != nil {
+		return err
+	}
+	if stored == nil {
+		msgs, err := p.rlog.conversation(ctx, run)
+		if errors.Is(err, errNoRecord) {
+			// A part of the run's log is gone (expired, or never stored): no step can follow.
+			return p.end(ctx, run, rev, fresh, step, TerminationStorageError, fmt.Sprintf("the run's log is incomplete: %v", err))
+		}
 		if err != nil {
 			return err
 		}
-		return p.afterDone(ctx, run)
-	}
+		resp, offered, modelErr := p.askModel(ctx, m, run, msgs)
+		if modelErr != nil && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		now := p.cfg.Now()
+		if modelErr != nil {
+			if !run.Deadline.IsZero() && !now.Before(run.Deadline) {
+				return p.end(ctx, run, rev, fresh, step, TerminationTimeout,
+					fmt.Sprintf("the run's time limit of %s ran out while the model was answering", run.Limits.Timeout.D()))
+			}
+			return p.end(ctx, run, rev, fresh, step, TerminationModelError, modelErr.Error())
+		}
 
-	resp, offered, modelErr := p.askModel(ctx, m, run)
-	if modelErr != nil && ctx.Err() != nil {
-		return ctx.Err()
+		if len(resp.Message.ToolCalls) == 0 && run.ToolChoice.Mode != provider.ChoiceRequired {
+			// The model's answer ends the run, and the control state holds all there is
+			// of this step (the answer, the tool set, the usage): nothing to record.
+			return p.answered(ctx, run, rev, fresh, step, resp, offered, now)
+		}
+		// The answer is applied to a copy of the control state and recorded, with the state it
+		// leaves, in the step's record, written once; the compare-and-set then makes the
+		// recorded step (this replica's, or another's that recorded it first) part of the run.
+		rec, err := p.newStepRecord(run, resp, offered, now)
+		if err != nil {
+			return err
+		}
+		stored, err = p.rlog.writeStep(ctx, runID, rec)
+		if err != nil {
+			if isPermanent(err) {
+				return p.end(ctx, run, rev, fresh, step, TerminationStorageError,
+					fmt.Sprintf("the model's answer at step %d could not be stored: %v", step, err))
+			}
+			return err
+		}
 	}
-	now := p.cfg.Now()
-	run, err = p.runs.updateFrom(ctx, runID, run, rev, func(r *Run) (bool, error) {
-		if r.Status == StatusDone || r.Step != step || len(r.stepCalls()) > 0 {
+	// The step is announced and its calls go out while its state is stored: they carry
+	// the ids the stored state gives them, whichever replica stores it, and a result
+	// that comes back before the state is stored waits for it (recordResult).
+	state := *stored.State
+	state.Calls = slices.Clone(state.Calls)
+	p.emit(ctx, &state, "step", step, "", map[string]any{"usage": state.Usage})
+	var sent func(context.Context) error
+	doneStoring := func() {}
+	if state.Status == StatusRunning && state.Step == step && len(state.stepCalls()) > 0 && !state.nests() {
+		ch := make(chan struct{})
+		p.storing.Store(runID, ch)
+		doneStoring = func() { p.storing.CompareAndDelete(runID, ch); close(ch) }
+		if sent, err = p.publishCalls(ctx, &state); err != nil {
+			doneStoring()
+			return err
+		}
+	}
+	run, err = p.runs.updateFrom(ctx, runID, run, rev, fresh, func(r *Run) (bool, error) {
+		if r.Status == StatusDone || r.Step != step || len(r.stepCalls()) > 0 || r.Recorded > step {
 			return false, nil // another replica took the step meanwhile
 		}
-		if modelErr != nil && !r.Deadline.IsZero() && !now.Before(r.Deadline) {
-			r.finish(TerminationTimeout, fmt.Sprintf("the run's time limit of %s ran out while the model was answering", r.Limits.Timeout.D()), now)
-			return true, nil
+		*r = state
+		r.Calls = slices.Clone(state.Calls)
+		return true, nil
+	})
+	doneStoring()
+	if sent != nil {
+		if serr := sent(ctx); serr != nil && err == nil {
+			err = serr
 		}
-		if modelErr != nil {
-			r.finish(TerminationModelError, modelErr.Error(), now)
-			return true, nil
+	}
+	if err != nil {
+		return err
+	}
+	if run.Status == StatusDone || len(run.stepCalls()) == 0 {
+		return p.afterChange(ctx, run)
+	}
+	if sent != nil {
+		return nil
+	}
+	return p.dispatch(ctx, run)
+}
+
+// answered stores the model's final answer at step, which completes the run: the last
+// step has no record (see [runLog.assemble]).
+func (p *Planner) answered(ctx context.Context, run *Run, rev uint64, fresh bool, step int, resp *provider.Response, offered StepTools, now time.Time) error {
+	run, err := p.runs.updateFrom(ctx, run.ID, run, rev, fresh, func(r *Run) (bool, error) {
+		if r.Status == StatusDone || r.Step != step || len(r.stepCalls()) > 0 || r.Recorded > step {
+			return false, nil // another replica took the step meanwhile
 		}
-		r.Offered = append(r.Offered, offered)
+		r.Offered = []StepTools{offered}
 		p.applyModelResponse(r, resp, now)
 		return true, nil
 	})
@@ -111,10 +185,79 @@ func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, s
 		return err
 	}
 	p.emit(ctx, run, "step", step, "", map[string]any{"usage": run.Usage})
-	if run.Status == StatusDone || len(run.stepCalls()) == 0 {
-		return p.afterChange(ctx, run)
+	return p.afterChange(ctx, run)
+}
+
+// recorded returns the record of step when one is stored already, so that its answer
+// is applied instead of the model being asked again: the step's message came back
+// because the replica that recorded the step stopped, or failed to store its state.
+// The log is read only for a message delivered before, or a step this replica recorded.
+func (p *Planner) recorded(ctx context.Context, m jetstream.Msg, run string, step int) (*stepRecord, error) {
+	if !p.rlog.known(run, step) {
+		if meta, err := m.Metadata(); err != nil || meta.NumDelivered <= 1 {
+			return nil, nil
+		}
 	}
-	return p.dispatch(ctx, run)
+	rec, err := p.rlog.step(ctx, run, step)
+	if errors.Is(err, errNoRecord) {
+		return nil, nil
+	}
+	return rec, err
+}
+
+// nests reports whether the current step of r calls run_agent: such a step starts its
+// nested runs once its state is stored.
+func (r *Run) nests() bool {
+	for _, c := range r.stepCalls() {
+		if c.Name == AgentToolName {
+			return true
+		}
+	}
+	return false
+}
+
+// newStepRecord applies the model's answer at the run's step to a copy of its control
+// state and returns the step's record: the answer, the calls it made, how the previous
+// step's calls ended, and the state it leaves.
+func (p *Planner) newStepRecord(run *Run, resp *provider.Response, offered StepTools, now time.Time) (*stepRecord, error) {
+	b, err := json.Marshal(run.control())
+	if err != nil {
+		return nil, fmt.Errorf("encode run %s: %w", run.ID, err)
+	}
+	var next Run // a deep copy: the record keeps what it is given
+	if err := json.Unmarshal(b, &next); err != nil {
+		return nil, fmt.Errorf("decode run %s: %w", run.ID, err)
+	}
+	step := next.Step
+	rec := &stepRecord{Step: step, Closed: next.Calls, Offered: &offered}
+	next.Calls, next.Warnings = nil, nil
+	next.Offered = []StepTools{offered}
+	msg := resp.Message
+	msg.Role = provider.RoleAssistant
+	rec.Message = msg
+	p.applyModelResponse(&next, resp, now)
+	next.Recorded = step + 1
+	rec.Calls = next.Calls
+	rec.Warnings = next.Warnings
+	rec.Retried = slices.Contains(next.RetriedSteps, step)
+	rec.State = next.control()
+	return rec, nil
+}
+
+// end ends the run at step with t, unless it ended or moved on meanwhile, and does what
+// its end calls for.
+func (p *Planner) end(ctx context.Context, run *Run, rev uint64, fresh bool, step int, t Termination, detail string) error {
+	run, err := p.runs.updateFrom(ctx, run.ID, run, rev, fresh, func(r *Run) (bool, error) {
+		if r.Status == StatusDone || r.Step != step || len(r.stepCalls()) > 0 || r.Recorded > step {
+			return false, nil
+		}
+		r.finish(t, detail, p.cfg.Now())
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	return p.afterChange(ctx, run)
 }
 
 // stopBeforeModel checks the stop conditions that forbid another model call.
@@ -135,12 +278,12 @@ func (p *Planner) stopBeforeModel(r *Run) (Termination, string) {
 
 // askModel calls the run's model, keeping the plan message alive while it thinks. It
 // returns the tools the model was offered too.
-func (p *Planner) askModel(ctx context.Context, m jetstream.Msg, run *Run) (*provider.Response, StepTools, error) {
+func (p *Planner) askModel(ctx context.Context, m jetstream.Msg, run *Run, msgs []provider.Message) (*provider.Response, StepTools, error) {
 	model, ok := p.cfg.Models[run.Model]
 	if !ok {
 		return nil, StepTools{}, fmt.Errorf("model %q is not configured on this planner", run.Model)
 	}
-	defs, offered, err := p.stepTools(ctx, run)
+	defs, offered, err := p.stepTools(ctx, run, msgs)
 	if err != nil {
 		return nil, offered, err
 	}
@@ -156,7 +299,7 @@ func (p *Planner) askModel(ctx context.Context, m jetstream.Msg, run *Run) (*pro
 	mctx, span := chatSpan(mctx, run, model)
 	began := time.Now()
 	resp, err := model.Generate(mctx, provider.Request{
-		System: run.System, Messages: run.Messages, Tools: defs, ToolChoice: run.ToolChoice,
+		System: run.System, Messages: msgs, Tools: defs, ToolChoice: run.ToolChoice,
 	})
 	endChat(span, resp, err)
 	var usage provider.Usage
@@ -180,23 +323,20 @@ func keepAlive(m jetstream.Msg, period time.Duration) (stop func()) {
 	return func() { cancel(); done.Wait() }
 }
 
-// applyModelResponse records the model's answer in the run: usage, the assistant message,
-// and a call record for every tool call, answering at once those the planner can answer
+// applyModelResponse records the model's answer in the run's control state: usage, and a
+// call record for every tool call (the assistant message is the step record's), answering at once those the planner can answer
 // itself (unknown tool, invalid arguments, a loop warning, the depth limit).
 func (p *Planner) applyModelResponse(r *Run, resp *provider.Response, now time.Time) {
 	r.Usage = r.Usage.Add(resp.Usage)
 	msg := resp.Message
-	msg.Role = provider.RoleAssistant
-	r.Messages = append(r.Messages, msg)
 	if len(msg.ToolCalls) == 0 && r.ToolChoice.Mode == provider.ChoiceRequired {
 		if slices.Contains(r.RetriedSteps, r.Step-1) {
 			r.finish(TerminationToolRequired, fmt.Sprintf(
 				"toolChoice is required, but the model answered without a tool call at steps %d and %d", r.Step-1, r.Step), now)
 			return
 		}
-		// Asked once more, told why; the answer is not taken as the run's answer.
-		r.Messages = append(r.Messages, provider.Message{Role: provider.RoleUser,
-			Text: "toolChoice is required: answer by calling one of the offered tools, not in text."})
+		// Asked once more, told why (retryNudge, in the conversation after the step's
+		// message); the answer is not taken as the run's answer.
 		r.RetriedSteps = append(r.RetriedSteps, r.Step)
 		r.Warnings = append(r.Warnings, fmt.Sprintf("step %d: the model answered without a tool call under toolChoice required; asked again", r.Step))
 		r.Step++
@@ -212,9 +352,7 @@ func (p *Planner) applyModelResponse(r *Run, resp *provider.Response, now time.T
 			Arguments: tc.Arguments, Step: r.Step, Status: string(CallPending), CalledAt: now, Validated: true}
 		r.Calls = append(r.Calls, c)
 
-		key := callKey(tc.Name, tc.Arguments)
-		n := repeatRun(r.History, key)
-		r.History = append(r.History, key)
+		n := r.Loop.add(callKey(tc.Name, tc.Arguments))
 		if n >= r.Limits.LoopThreshold {
 			warning := fmt.Sprintf("%s was called %d times in a row with the same arguments", tc.Name, n)
 			switch r.Limits.LoopAction {
@@ -328,14 +466,28 @@ func (c *CallRecord) answerLocal(status string, err *tools.Error, now time.Time)
 // starts its nested runs. A step resumed after a crash is dispatched again: the calls
 // carry the same ids, so JetStream drops the repeats, and a nested run is created once.
 func (p *Planner) dispatch(ctx context.Context, run *Run) error {
+	sent, err := p.publishCalls(ctx, run)
+	if err != nil {
+		return err
+	}
+	return sent(ctx)
+}
+
+// publishCalls is dispatch without the wait for the calls' acknowledgements: it returns
+// a function that waits for them.
+func (p *Planner) publishCalls(ctx context.Context, run *Run) (wait func(context.Context) error, err error) {
+	calls, err := p.withArguments(ctx, run, run.stepCalls())
+	if err != nil {
+		return nil, err
+	}
 	var futures []jetstream.PubAckFuture
-	for _, c := range run.stepCalls() {
+	for _, c := range calls {
 		if c.Local || c.Done() {
 			continue
 		}
 		if c.Name == AgentToolName {
 			if err := p.startChild(ctx, run, c); err != nil {
-				return err
+				return nil, err
 			}
 			continue
 		}
@@ -343,26 +495,54 @@ func (p *Planner) dispatch(ctx context.Context, run *Run) error {
 			TraceParent: run.TraceParent, TraceState: run.TraceState, Caller: run.caller()},
 			events.Call{Tool: c.Name, Arguments: c.Arguments, Metadata: run.Metadata})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		// Announced before the call goes out, so it precedes its result's announcement.
 		p.emit(ctx, run, "tool_called", run.Step, c.ID, map[string]any{"tool": c.Name, "arguments": c.Arguments})
 		f, err := p.js.PublishMsgAsync(msg)
 		if err != nil {
-			return fmt.Errorf("publish call %s: %w", c.ID, err)
+			return nil, fmt.Errorf("publish call %s: %w", c.ID, err)
 		}
 		futures = append(futures, f)
 	}
-	for _, f := range futures {
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			return fmt.Errorf("publish call: %w", err)
-		case <-ctx.Done():
-			return ctx.Err()
+	return func(ctx context.Context) error {
+		for _, f := range futures {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				return fmt.Errorf("publish call: %w", err)
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	}, nil
+}
+
+// withArguments returns copies of calls of the run's current step with their arguments,
+// which the control state does not hold: they are in the step's record.
+func (p *Planner) withArguments(ctx context.Context, run *Run, calls []*CallRecord) ([]*CallRecord, error) {
+	out := make([]*CallRecord, len(calls))
+	var rec *stepRecord
+	for i, c := range calls {
+		cc := *c
+		out[i] = &cc
+		if cc.Arguments != nil {
+			continue
+		}
+		if rec == nil {
+			var err error
+			if rec, err = p.rlog.step(ctx, run.ID, c.Step); err != nil {
+				return nil, fmt.Errorf("step %d of run %s: %w", c.Step, run.ID, err)
+			}
+		}
+		for _, made := range rec.Calls {
+			if made.ID == c.ID {
+				cc.Arguments = made.Arguments
+			}
 		}
 	}
-	return nil
+	return out, nil
 }
 
 // afterChange does what a stored change of the run calls for: the next step's request, or

@@ -5,33 +5,117 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // errRunNotFound is returned for a run id the runs bucket does not hold.
 var errRunNotFound = errors.New("run not found")
 
-// store keeps runs in the runs KV bucket. Every change is a compare-and-set on the
-// entry's revision, so two replicas (or two goroutines) handling results of the same run
-// never overwrite each other: the loser reloads and applies its change again.
+// store keeps the control state of runs in the runs KV bucket: status, step, counters,
+// limits, and the current step's calls without their arguments or outputs (see
+// [Run.control]). Its size does not grow with the run: the conversation and the calls'
+// arguments are in the run log (runlog.go), written once, and outputs in the results
+// stream. Every change is a compare-and-set on the entry's revision, so two replicas (or
+// two goroutines) handling results of the same run never overwrite each other: the
+// loser reloads and applies its change again.
+//
+// A replica remembers the last revision of each running run it read or wrote, so the
+// usual change costs no read: a stale copy fails its compare-and-set and is read again.
+// A change that would do nothing on a remembered copy is tried again on a fresh read
+// before it is believed, since a message is acknowledged on that verdict.
 type store struct {
 	kv jetstream.KeyValue
 	// finished, when set, is told of a run once, by the update that stored its end.
 	finished func(*Run)
+	// wrote, when set, is told the size of every value about to be written; an error
+	// fails the write (tests).
+	wrote func(id string, n int) error
+
+	mu    *sync.Mutex
+	cache map[string]cachedRun
+}
+
+type cachedRun struct {
+	rev uint64
+	val []byte
+}
+
+// maxCachedRuns bounds the remembered control states of one replica.
+const maxCachedRuns = 10000
+
+func newStore(kv jetstream.KeyValue, finished func(*Run)) store {
+	return store{kv: kv, finished: finished, mu: &sync.Mutex{}, cache: map[string]cachedRun{}}
+}
+
+func (s store) remember(id string, rev uint64, val []byte) {
+	if s.mu == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.cache[id]; ok && c.rev > rev {
+		return
+	}
+	if len(s.cache) >= maxCachedRuns {
+		clear(s.cache)
+	}
+	s.cache[id] = cachedRun{rev: rev, val: val}
+}
+
+// drop forgets the remembered state of a run (it ended, or it is stale).
+func (s store) drop(id string) {
+	if s.mu == nil {
+		return
+	}
+	s.mu.Lock()
+	delete(s.cache, id)
+	s.mu.Unlock()
+}
+
+func (s store) cached(id string) (cachedRun, bool) {
+	if s.mu == nil {
+		return cachedRun{}, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.cache[id]
+	return c, ok
+}
+
+func (s store) put(ctx context.Context, id string, b []byte, rev uint64, create bool) (uint64, error) {
+	if s.wrote != nil {
+		if err := s.wrote(id, len(b)); err != nil {
+			return 0, err
+		}
+	}
+	var err error
+	if create {
+		rev, err = s.kv.Create(ctx, id, b)
+	} else {
+		rev, err = s.kv.Update(ctx, id, b, rev)
+	}
+	if err != nil {
+		return 0, err
+	}
+	s.remember(id, rev, b)
+	return rev, nil
 }
 
 func (s store) create(ctx context.Context, r *Run) error {
-	b, err := json.Marshal(r)
+	b, err := json.Marshal(r.control())
 	if err != nil {
 		return fmt.Errorf("encode run %s: %w", r.ID, err)
 	}
-	if _, err := s.kv.Create(ctx, r.ID, b); err != nil {
+	if _, err := s.put(ctx, r.ID, b, 0, true); err != nil {
 		return fmt.Errorf("store run %s: %w", r.ID, err)
 	}
 	return nil
 }
 
+// get returns the run's control state as stored, read fresh.
 func (s store) get(ctx context.Context, id string) (*Run, uint64, error) {
 	e, err := s.kv.Get(ctx, id)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -40,24 +124,52 @@ func (s store) get(ctx context.Context, id string) (*Run, uint64, error) {
 	if err != nil {
 		return nil, 0, fmt.Errorf("load run %s: %w", id, err)
 	}
-	var r Run
-	if err := json.Unmarshal(e.Value(), &r); err != nil {
-		return nil, 0, fmt.Errorf("decode run %s: %w", id, err)
+	r, err := decodeRun(id, e.Value())
+	if err != nil {
+		return nil, 0, err
 	}
-	return &r, e.Revision(), nil
+	if r.Status != StatusDone {
+		s.remember(id, e.Revision(), e.Value())
+	}
+	return r, e.Revision(), nil
+}
+
+// getCached returns the run's control state as this replica last saw it, or reads it.
+// fresh reports whether it was read now.
+func (s store) getCached(ctx context.Context, id string) (r *Run, rev uint64, fresh bool, err error) {
+	if c, ok := s.cached(id); ok {
+		if r, err := decodeRun(id, c.val); err == nil {
+			return r, c.rev, false, nil
+		}
+	}
+	r, rev, err = s.get(ctx, id)
+	return r, rev, true, err
+}
+
+func decodeRun(id string, b []byte) (*Run, error) {
+	var r Run
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("decode run %s: %w", id, err)
+	}
+	return &r, nil
 }
 
 // update loads the run, applies change and stores the result if the run was not changed
 // meanwhile; otherwise it starts over. change reports whether it changed anything; when
 // it did not, nothing is written. The run as stored is returned.
 func (s store) update(ctx context.Context, id string, change func(r *Run) (bool, error)) (*Run, error) {
-	return s.updateFrom(ctx, id, nil, 0, change)
+	r, rev, fresh, err := s.getCached(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return s.updateFrom(ctx, id, r, rev, fresh, change)
 }
 
-// updateFrom is update starting from a run the caller loaded at revision rev, so the
-// usual case costs no second read; a run changed meanwhile is read again. loaded is
-// handed over: change may modify it, and the caller uses the returned run instead.
-func (s store) updateFrom(ctx context.Context, id string, loaded *Run, rev uint64, change func(r *Run) (bool, error)) (*Run, error) {
+// updateFrom is update starting from a run the caller loaded at revision rev (fresh:
+// read from the bucket just now, not remembered), so the usual case costs no second
+// read; a run changed meanwhile is read again. loaded is handed over: change may modify
+// it, and the caller uses the returned run instead.
+func (s store) updateFrom(ctx context.Context, id string, loaded *Run, rev uint64, fresh bool, change func(r *Run) (bool, error)) (*Run, error) {
 	r := loaded
 	for {
 		if r == nil {
@@ -65,20 +177,28 @@ func (s store) updateFrom(ctx context.Context, id string, loaded *Run, rev uint6
 			if r, rev, err = s.get(ctx, id); err != nil {
 				return nil, err
 			}
+			fresh = true
 		}
 		wasDone := r.Status == StatusDone
 		changed, err := change(r)
+		if err == nil && !changed && !fresh && !wasDone {
+			r = nil // a remembered copy may be behind: believe "nothing to do" only fresh
+			continue
+		}
 		if err != nil || !changed {
 			return r, err
 		}
-		b, err := json.Marshal(r)
+		b, err := json.Marshal(r.control())
 		if err != nil {
 			return nil, fmt.Errorf("encode run %s: %w", id, err)
 		}
-		_, err = s.kv.Update(ctx, id, b, rev)
+		_, err = s.put(ctx, id, b, rev, false)
 		if err == nil {
-			if !wasDone && r.Status == StatusDone && s.finished != nil {
-				s.finished(r)
+			if !wasDone && r.Status == StatusDone {
+				s.drop(id)
+				if s.finished != nil {
+					s.finished(r)
+				}
 			}
 			return r, nil
 		}
@@ -93,3 +213,16 @@ func (s store) updateFrom(ctx context.Context, id string, loaded *Run, rev uint6
 }
 
 func isWrongRevision(err error) bool { return errors.Is(err, jetstream.ErrKeyRevisionMismatch) }
+
+// errCodeMsgTooLarge is JetStream's error code for a message over the stream's limit.
+const errCodeMsgTooLarge = 10054
+
+// isPermanent reports whether a write failed in a way no retry fixes: the message is
+// larger than the server or the stream accepts.
+func isPermanent(err error) bool {
+	if errors.Is(err, nats.ErrMaxPayload) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeMsgTooLarge
+}

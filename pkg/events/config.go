@@ -333,9 +333,36 @@ func (c Config) PlanStream() jetstream.StreamConfig {
 		Replicas: c.Replicas, MaxAge: c.CallsMaxAge.D(), Duplicates: c.DuplicateWindow.D()}
 }
 
-// RunsBucket holds each planner run's whole state, key = run id.
+// RunsBucket holds each planner run's control state (status, step, counters, the
+// current step's calls without their arguments or outputs), key = run id; the rest of a
+// run is in [Config.RunLogStream].
 func (c Config) RunsBucket() jetstream.KeyValueConfig {
 	c = c.WithDefaults()
 	return jetstream.KeyValueConfig{Bucket: BucketRuns, Description: "toolfleet run state", History: 1,
 		TTL: c.RunsMaxAge.D(), Storage: c.storage(), Replicas: c.Replicas}
+}
+
+// StreamRunLog is the planner's run log ([Config.RunLogStream]); AllRunLog is its
+// subjects, toolfleet.runlog.<run>.<kind>[.<more>].
+const (
+	StreamRunLog = "TOOLFLEET_RUNLOG"
+	AllRunLog    = "toolfleet.runlog.>"
+)
+
+// RunLogStream holds what a planner run writes once and never changes: its input, and
+// one record per step (the model's message, the calls it made, how the previous step's
+// calls ended). The compare-and-set state in [Config.RunsBucket] holds only the run's
+// small control data and points into this log, so a run's state write does not grow
+// with its length. Each subject is written once: a writer sends
+// Nats-Expected-Last-Subject-Sequence: 0, so of two planner replicas writing the same
+// record the first wins and the second reads it back. A record is kept RunsMaxAge plus a
+// day (the longest a run may last) after it was written, so that it outlives the run
+// state, which is kept RunsMaxAge after the run's last change; direct get is allowed so
+// a record is one request. The runs' tool outputs are not copied here: they are read
+// from the results stream, so a run shows them as long as ResultsMaxAge keeps them.
+func (c Config) RunLogStream() jetstream.StreamConfig {
+	c = c.WithDefaults()
+	return jetstream.StreamConfig{Name: StreamRunLog, Description: "toolfleet run logs: inputs and steps of planner runs",
+		Subjects: []string{AllRunLog}, Retention: jetstream.LimitsPolicy, Storage: c.storage(),
+		Replicas: c.Replicas, MaxAge: c.RunsMaxAge.D() + 24*time.Hour, Discard: jetstream.DiscardOld, AllowDirect: true}
 }

@@ -1,0 +1,618 @@
+package planner
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/toolfleet/toolfleet/internal/provider"
+	"github.com/toolfleet/toolfleet/pkg/events"
+)
+
+// The run log: what a run accumulates, written once on the stream events.StreamRunLog,
+// one subject per record:
+//
+//	toolfleet.runlog.<run>.input              the messages the run started with
+//	toolfleet.runlog.<run>.step.<n>           step n: the model's message, the calls it made
+//	                                          (calls the planner answered itself with their
+//	                                          answers), how step n-1's calls ended, and the
+//	                                          control state the step left; the step whose
+//	                                          answer completes the run has none (the control
+//	                                          state holds the answer)
+//	toolfleet.runlog.<run>.args.<attempt>.<i> the arguments of tool call i of a step whose
+//	                                          arguments are too large to share its record
+//
+// A record is published with Nats-Expected-Last-Subject-Sequence: 0, so the first writer
+// wins: two replicas taking the same step (a redelivery) may both ask the model, but only
+// one answer is recorded, and the compare-and-set that makes it part of the run applies
+// the recorded one, whichever replica does it. Tool outputs are not copied here: they
+// are the results the executors stored in the results stream, read by call id.
+type runLog struct {
+	js      jetstream.JetStream
+	log     jetstream.Stream
+	results jetstream.Stream
+
+	// wrote, when set, is told the size of every record written (tests).
+	wrote func(subject string, n int)
+
+	mu   sync.Mutex
+	runs map[string]*runCache
+}
+
+// runCache is what a replica remembers of a run it works on, so that a step costs no
+// read of the log: the conversation up to the last recorded step whose calls have
+// ended, the records since, and the outputs of the current step's calls as their
+// results came in. It is a cache: the log is the truth, and anything missing is read.
+type runCache struct {
+	input   []provider.Message
+	msgs    []provider.Message // the conversation covering records 0..covered-1
+	covered int
+	recs    map[int]*stepRecord
+	outputs map[string]json.RawMessage
+	outStep int // the step whose outputs are kept
+}
+
+// maxCachedConversations bounds the runs whose conversation one replica remembers; past
+// it, the cache starts over (the log is the truth).
+const maxCachedConversations = 1024
+
+// stepRecord is one step of a run as the run log keeps it.
+type stepRecord struct {
+	Step int `json:"step"`
+	// Message is the model's answer. Its tool calls' arguments are absent when ArgsRef is
+	// set: each is then in its own args record.
+	Message provider.Message `json:"message"`
+	ArgsRef string           `json:"argsRef,omitempty"`
+	// Calls are the calls the model made at this step, as they were made: validated
+	// arguments (absent when they are the message's), and the planner's own answer for
+	// calls it answered itself.
+	Calls []*CallRecord `json:"calls,omitempty"`
+	// Closed are the calls of the step before, as they ended (no arguments, no outputs).
+	Closed   []*CallRecord `json:"closed,omitempty"`
+	Offered  *StepTools    `json:"offered,omitempty"`
+	Warnings []string      `json:"warnings,omitempty"`
+	// Retried: the model answered without a call under toolChoice required and was told so.
+	Retried bool `json:"retried,omitempty"`
+	// State is the control state the step leaves, as the compare-and-set stores it.
+	State *Run `json:"state"`
+}
+
+// argsRecord holds the arguments of one tool call when they are too large to share the
+// step record: the model's, and the validated ones when they differ.
+type argsRecord struct {
+	Model     json.RawMessage `json:"model"`
+	Validated json.RawMessage `json:"validated,omitempty"`
+}
+
+// inlineArgsMax is the size of a step's arguments above which each goes in its own
+// record, so that a step of several large calls stays under the server's max payload.
+const inlineArgsMax = 64 << 10
+
+// retryNudge is what the model is told when it answered without a call under
+// toolChoice required.
+const retryNudge = "toolChoice is required: answer by calling one of the offered tools, not in text."
+
+func newRunLog(ctx context.Context, js jetstream.JetStream, cfg events.Config) (*runLog, error) {
+	sc := cfg.RunLogStream()
+	log, err := js.CreateOrUpdateStream(ctx, sc)
+	if err != nil {
+		return nil, fmt.Errorf("ensure stream %s: %w", sc.Name, err)
+	}
+	results, err := js.Stream(ctx, events.StreamResults)
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", events.StreamResults, err)
+	}
+	return &runLog{js: js, log: log, results: results, runs: map[string]*runCache{}}, nil
+}
+
+func logSubject(run string, kind ...string) string {
+	s := "toolfleet.runlog." + run
+	for _, k := range kind {
+		s += "." + k
+	}
+	return s
+}
+
+// putOnce writes a record to subject unless one is there. It reports whether this
+// write stored it.
+func (l *runLog) putOnce(ctx context.Context, subject string, v any) (bool, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return false, err
+	}
+	if l.wrote != nil {
+		l.wrote(subject, len(b))
+	}
+	msg := nats.NewMsg(subject)
+	msg.Data = b
+	msg.Header.Set(events.HeaderExpectedLastSubjectSeq, "0")
+	if _, err := l.js.PublishMsg(ctx, msg); err != nil {
+		if events.IsAlreadyAnswered(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("write %s (%d bytes): %w", subject, len(b), err)
+	}
+	return true, nil
+}
+
+// get reads the record on subject into v; errNoRecord when there is none.
+func (l *runLog) get(ctx context.Context, stream jetstream.Stream, subject string, v any) error {
+	m, err := stream.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return errNoRecord
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", subject, err)
+	}
+	if err := json.Unmarshal(m.Data, v); err != nil {
+		return fmt.Errorf("decode %s: %w", subject, err)
+	}
+	return nil
+}
+
+var errNoRecord = errors.New("no such record")
+
+// cache returns the replica's cache of run, creating it.
+func (l *runLog) cache(run string) *runCache {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := l.runs[run]
+	if c == nil {
+		if len(l.runs) >= maxCachedConversations {
+			clear(l.runs)
+		}
+		c = &runCache{recs: map[int]*stepRecord{}, outputs: map[string]json.RawMessage{}}
+		l.runs[run] = c
+	}
+	return c
+}
+
+func (l *runLog) forget(run string) {
+	l.mu.Lock()
+	delete(l.runs, run)
+	l.mu.Unlock()
+}
+
+// writeInput starts writing the messages a run starts with and returns a function that
+// waits for the write's outcome (nil too when an earlier start wrote them). An error
+// now is one no retry fixes, such as an input over the server's max payload.
+func (l *runLog) writeInput(run string, msgs []provider.Message) (wait func(context.Context) error, err error) {
+	subject := logSubject(run, "input")
+	b, err := json.Marshal(msgs)
+	if err != nil {
+		return nil, err
+	}
+	if l.wrote != nil {
+		l.wrote(subject, len(b))
+	}
+	msg := nats.NewMsg(subject)
+	msg.Data = b
+	msg.Header.Set(events.HeaderExpectedLastSubjectSeq, "0")
+	f, err := l.js.PublishMsgAsync(msg)
+	if err != nil {
+		return nil, fmt.Errorf("write %s (%d bytes): %w", subject, len(b), err)
+	}
+	return func(ctx context.Context) error {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			if !events.IsAlreadyAnswered(err) {
+				return fmt.Errorf("write %s: %w", subject, err)
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		c := l.cache(run)
+		l.mu.Lock()
+		c.input = msgs
+		l.mu.Unlock()
+		return nil
+	}, nil
+}
+
+func (l *runLog) input(ctx context.Context, run string) ([]provider.Message, error) {
+	c := l.cache(run)
+	l.mu.Lock()
+	in := c.input
+	l.mu.Unlock()
+	if in != nil {
+		return in, nil
+	}
+	if err := l.get(ctx, l.log, logSubject(run, "input"), &in); err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	c.input = in
+	l.mu.Unlock()
+	return in, nil
+}
+
+// writeStep records step rec.Step of run, unless a record of that step is there: then it
+// returns that one, which is the step as it happened.
+func (l *runLog) writeStep(ctx context.Context, run string, rec *stepRecord) (*stepRecord, error) {
+	stored := *rec
+	size := 0
+	for _, tc := range rec.Message.ToolCalls {
+		size += len(tc.Arguments)
+	}
+	if size > inlineArgsMax {
+		// Each call's arguments in its own record, under a name no other attempt uses.
+		stored.ArgsRef = nuid.Next()
+		stored.Message.ToolCalls = append([]provider.ToolCall(nil), rec.Message.ToolCalls...)
+		stored.Calls = make([]*CallRecord, len(rec.Calls))
+		futures := make([]jetstream.PubAckFuture, 0, len(rec.Message.ToolCalls))
+		for i, tc := range rec.Message.ToolCalls {
+			a := argsRecord{Model: tc.Arguments}
+			if i < len(rec.Calls) && !bytes.Equal(rec.Calls[i].Arguments, tc.Arguments) {
+				a.Validated = rec.Calls[i].Arguments
+			}
+			b, err := json.Marshal(a)
+			if err != nil {
+				return nil, err
+			}
+			subject := logSubject(run, "args", stored.ArgsRef, strconv.Itoa(i))
+			if l.wrote != nil {
+				l.wrote(subject, len(b))
+			}
+			f, err := l.js.PublishAsync(subject, b)
+			if err != nil {
+				return nil, fmt.Errorf("write arguments of step %d (%d bytes): %w", rec.Step, len(b), err)
+			}
+			futures = append(futures, f)
+			stored.Message.ToolCalls[i].Arguments = nil
+		}
+		for i, c := range rec.Calls {
+			cc := *c
+			cc.Arguments = nil
+			stored.Calls[i] = &cc
+		}
+		for _, f := range futures {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				return nil, fmt.Errorf("write arguments of step %d: %w", rec.Step, err)
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+	} else {
+		stored.Calls = make([]*CallRecord, len(rec.Calls))
+		for i, c := range rec.Calls {
+			cc := *c
+			if i < len(rec.Message.ToolCalls) && bytes.Equal(cc.Arguments, rec.Message.ToolCalls[i].Arguments) {
+				cc.Arguments = nil
+			}
+			stored.Calls[i] = &cc
+		}
+	}
+	ok, err := l.putOnce(ctx, logSubject(run, "step", strconv.Itoa(rec.Step)), &stored)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		// Another replica recorded the step first: its record is the step.
+		return l.readStep(ctx, run, rec.Step)
+	}
+	l.keepStep(run, rec)
+	return rec, nil
+}
+
+func (l *runLog) keepStep(run string, rec *stepRecord) {
+	c := l.cache(run)
+	l.mu.Lock()
+	c.recs[rec.Step] = rec
+	l.mu.Unlock()
+}
+
+// known reports whether this replica has record n of run in its cache.
+func (l *runLog) known(run string, n int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := l.runs[run]
+	return c != nil && c.recs[n] != nil
+}
+
+// step returns record n of run, with its arguments, from the cache or the log.
+func (l *runLog) step(ctx context.Context, run string, n int) (*stepRecord, error) {
+	c := l.cache(run)
+	l.mu.Lock()
+	rec := c.recs[n]
+	l.mu.Unlock()
+	if rec != nil {
+		return rec, nil
+	}
+	return l.readStep(ctx, run, n)
+}
+
+// readStep reads record n of run from the log, with its arguments, and caches it.
+func (l *runLog) readStep(ctx context.Context, run string, n int) (*stepRecord, error) {
+	var rec stepRecord
+	if err := l.get(ctx, l.log, logSubject(run, "step", strconv.Itoa(n)), &rec); err != nil {
+		return nil, err
+	}
+	for i := range rec.Message.ToolCalls {
+		tc := &rec.Message.ToolCalls[i]
+		var a argsRecord
+		if rec.ArgsRef != "" {
+			if err := l.get(ctx, l.log, logSubject(run, "args", rec.ArgsRef, strconv.Itoa(i)), &a); err != nil {
+				return nil, fmt.Errorf("arguments of call %d of step %d: %w", i, n, err)
+			}
+			tc.Arguments = a.Model
+		}
+		if i < len(rec.Calls) && rec.Calls[i].Arguments == nil {
+			rec.Calls[i].Arguments = tc.Arguments
+			if a.Validated != nil {
+				rec.Calls[i].Arguments = a.Validated
+			}
+		}
+	}
+	rec.ArgsRef = ""
+	l.keepStep(run, &rec)
+	return &rec, nil
+}
+
+// keepOutput remembers the output of a call of run whose result came in on this replica,
+// for the conversation of the next step.
+func (l *runLog) keepOutput(run string, step int, call string, out json.RawMessage) {
+	c := l.cache(run)
+	l.mu.Lock()
+	if c.outStep != step { // only the current step's: another replica may take the steps
+		clear(c.outputs)
+		c.outStep = step
+	}
+	c.outputs[call] = out
+	l.mu.Unlock()
+}
+
+// output returns the output of fleet call c of run (a run of tenant): from the cache, or
+// from the result the executor stored (nil when there is none any more).
+func (l *runLog) output(ctx context.Context, tenant, run string, c *CallRecord) (json.RawMessage, error) {
+	cache := l.cache(run)
+	l.mu.Lock()
+	out, ok := cache.outputs[c.ID]
+	l.mu.Unlock()
+	if ok {
+		return out, nil
+	}
+	subj, err := events.ResultSubject(tenant, run, c.ID)
+	if err != nil {
+		return nil, err
+	}
+	m, err := l.results.GetLastMsgForSubject(ctx, subj)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read result of call %s: %w", c.ID, err)
+	}
+	_, res, err := events.DecodeResult(rawMsg{m})
+	if err != nil {
+		return nil, fmt.Errorf("decode result of call %s: %w", c.ID, err)
+	}
+	return res.Output, nil
+}
+
+// rawMsg gives a stored message the shape events.Decode reads.
+type rawMsg struct{ m *jetstream.RawStreamMsg }
+
+func (r rawMsg) Data() []byte         { return r.m.Data }
+func (r rawMsg) Headers() nats.Header { return r.m.Header }
+func (r rawMsg) Subject() string      { return r.m.Subject }
+
+// history is a run's steps as recorded: records 0..Recorded-1, and every call with the
+// state it ended in (or is in).
+type history struct {
+	recs  []*stepRecord
+	final map[string]*CallRecord // by call id: the call's latest state
+}
+
+// history reads records 0..r.Recorded-1 of the run r (its control state).
+func (l *runLog) history(ctx context.Context, r *Run, from int) (*history, error) {
+	h := &history{final: map[string]*CallRecord{}}
+	for n := from; n < r.Recorded; n++ {
+		rec, err := l.step(ctx, r.ID, n)
+		if err != nil {
+			return nil, fmt.Errorf("step %d of run %s: %w", n, r.ID, err)
+		}
+		h.recs = append(h.recs, rec)
+		for _, c := range rec.Closed {
+			h.final[c.ID] = c
+		}
+	}
+	for _, c := range r.Calls {
+		h.final[c.ID] = c
+	}
+	return h, nil
+}
+
+// calls returns the calls of rec in their latest state, with arguments, and whether all
+// of them have ended.
+func (h *history) calls(rec *stepRecord) ([]*CallRecord, bool) {
+	out := make([]*CallRecord, len(rec.Calls))
+	done := true
+	for i, made := range rec.Calls {
+		c := *made
+		if f := h.final[made.ID]; f != nil {
+			c = *f
+			if c.Arguments == nil {
+				c.Arguments = made.Arguments
+			}
+			if c.Local {
+				c.Output = made.Output
+			}
+			if c.Approval != nil && len(c.Approval.ArgumentsApproved) > 0 && c.ArgumentsOriginal == nil {
+				c.ArgumentsOriginal = made.Arguments
+			}
+		}
+		done = done && c.Done()
+		out[i] = &c
+	}
+	return out, done
+}
+
+// conversation returns the messages to send the model at the run's current step: the
+// input, then per recorded step the model's message, the nudge of a retried step, and
+// the results of its calls (each output within the run's context budget). Every call of
+// the recorded steps has ended when a step is taken.
+func (l *runLog) conversation(ctx context.Context, r *Run) ([]provider.Message, error) {
+	c := l.cache(r.ID)
+	l.mu.Lock()
+	msgs, covered := c.msgs, c.covered
+	l.mu.Unlock()
+	if msgs == nil || covered > r.Recorded {
+		in, err := l.input(ctx, r.ID)
+		if err != nil {
+			return nil, fmt.Errorf("input of run %s: %w", r.ID, err)
+		}
+		msgs, covered = in, 0
+	}
+	h, err := l.history(ctx, r, covered)
+	if err != nil {
+		return nil, err
+	}
+	msgs = msgs[:len(msgs):len(msgs)] // appends copy: the cached slice is shared
+	for _, rec := range h.recs {
+		calls, done := h.calls(rec)
+		if !done {
+			return nil, fmt.Errorf("run %s: step %d has calls without results", r.ID, rec.Step)
+		}
+		if m, err := l.stepMessages(ctx, r, rec, calls); err != nil {
+			return nil, err
+		} else {
+			msgs = append(msgs, m...)
+		}
+	}
+	l.mu.Lock()
+	c.msgs, c.covered = msgs, r.Recorded
+	clear(c.outputs)
+	l.mu.Unlock()
+	l.prune(r.ID, r.Recorded-1)
+	return msgs, nil
+}
+
+// prune forgets the cached records of run before step from: the next step needs only
+// the last one (its calls' arguments).
+func (l *runLog) prune(run string, from int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c := l.runs[run]; c != nil {
+		for n := range c.recs {
+			if n < from {
+				delete(c.recs, n)
+			}
+		}
+	}
+}
+
+// stepMessages returns the messages step rec adds to the conversation, given its calls.
+func (l *runLog) stepMessages(ctx context.Context, r *Run, rec *stepRecord, calls []*CallRecord) ([]provider.Message, error) {
+	msg := rec.Message
+	msg.Role = provider.RoleAssistant
+	out := []provider.Message{msg}
+	if rec.Retried {
+		out = append(out, provider.Message{Role: provider.RoleUser, Text: retryNudge})
+	}
+	if len(calls) == 0 {
+		return out, nil
+	}
+	tool := provider.Message{Role: provider.RoleTool}
+	for _, c := range calls {
+		content, err := l.callOutput(ctx, r, c)
+		if err != nil {
+			return nil, err
+		}
+		tool.ToolResults = append(tool.ToolResults, provider.ToolResult{
+			CallID: c.ModelCallID, Name: c.Name, Content: withinBudget(content, c.ID, r.Limits.contextBudget()), IsError: c.Failed()})
+	}
+	return append(out, tool), nil
+}
+
+// callOutput returns what the model is given for the ended call c: its output, else its
+// error, else null.
+func (l *runLog) callOutput(ctx context.Context, r *Run, c *CallRecord) (json.RawMessage, error) {
+	out := c.Output
+	if !c.Local && out == nil {
+		var err error
+		if out, err = l.output(ctx, r.Tenant, r.ID, c); err != nil {
+			return nil, err
+		}
+	}
+	if len(out) == 0 && c.Error != nil {
+		out = c.Error.ForModel()
+	}
+	if len(out) == 0 {
+		out = json.RawMessage("null")
+	}
+	return out, nil
+}
+
+// assemble fills the control state r with what the run log and the results stream hold:
+// the conversation, every call with its arguments and output, the tool sets, warnings
+// and retries of every step, and the answer of a final tool.
+func (l *runLog) assemble(ctx context.Context, r *Run) (*Run, error) {
+	in, err := l.input(ctx, r.ID)
+	if err != nil && !errors.Is(err, errNoRecord) {
+		return nil, err
+	}
+	h, err := l.history(ctx, r, 0)
+	if err != nil {
+		return nil, err
+	}
+	out := *r
+	out.Messages = append([]provider.Message(nil), in...)
+	out.Calls, out.Offered, out.Warnings, out.RetriedSteps = nil, nil, nil, nil
+	for _, rec := range h.recs {
+		calls, done := h.calls(rec)
+		for _, c := range calls {
+			if c.Done() {
+				if c.Output, err = l.callOutput(ctx, r, c); err != nil {
+					return nil, err
+				}
+			}
+			if c.ID == r.AnswerCall {
+				out.Answer = string(c.Output)
+			}
+		}
+		out.Calls = append(out.Calls, calls...)
+		if rec.Offered != nil {
+			out.Offered = append(out.Offered, *rec.Offered)
+		}
+		out.Warnings = append(out.Warnings, rec.Warnings...)
+		if rec.Retried {
+			out.RetriedSteps = append(out.RetriedSteps, rec.Step)
+		}
+		if !done { // the current step: its results are not fed back yet
+			msg := rec.Message
+			msg.Role = provider.RoleAssistant
+			out.Messages = append(out.Messages, msg)
+			continue
+		}
+		m, err := l.stepMessages(ctx, r, rec, calls)
+		if err != nil {
+			return nil, err
+		}
+		out.Messages = append(out.Messages, m...)
+	}
+	if r.Status == StatusDone && r.Termination == TerminationCompleted && r.Recorded <= r.Step {
+		// The step that answered has no record: its message is the answer, its tool set
+		// the control state's.
+		out.Messages = append(out.Messages, provider.Message{Role: provider.RoleAssistant, Text: r.Answer})
+		if n := len(r.Offered); n > 0 && r.Offered[n-1].Step == r.Step {
+			out.Offered = append(out.Offered, r.Offered[n-1])
+		}
+	}
+	if r.Status == StatusDone {
+		l.forget(r.ID) // nothing to cache for a run that ended
+	} else {
+		l.prune(r.ID, r.Recorded-1)
+	}
+	return &out, nil
+}
