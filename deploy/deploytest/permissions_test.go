@@ -381,6 +381,24 @@ func TestLeastPrivilege(t *testing.T) {
 			_, err := cl.js.CreateOrUpdateConsumer(ctx, events.StreamCalls, callCfg)
 			return err
 		})
+		// Identities are for the tenants' users: the shared client can claim none.
+		claim, err := events.NewCall(events.CallOptions{Source: "/cli", ID: "call5", Caller: events.Identity{Tenant: "acme", Role: "admin"}},
+			events.Call{Tool: "echo", Arguments: json.RawMessage(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl.denied("call with a tenant's identity", claim.Subject, func(ctx context.Context) error {
+			_, err := cl.js.PublishMsg(ctx, claim)
+			return err
+		})
+		ans, err := events.NewApprovalAnswer("/cli", "acme", "echo", "call5", events.ApprovalAnswer{Decision: events.DecisionApprove})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl.denied("answer a tenant's approval", ans.Subject, func(ctx context.Context) error {
+			_, err := cl.js.PublishMsg(ctx, ans)
+			return err
+		})
 	})
 
 	t.Run("authentication", func(t *testing.T) {
