@@ -73,6 +73,11 @@ func TestClientUser(t *testing.T) {
 	if _, err := cl.js.Publish(ctx, answer, []byte(`{"decision":"approve"}`)); err != nil {
 		t.Errorf("client: answer an approval: %v", err)
 	}
+	if m, err := events.NewCancel("/me", "", "calculator", "call2", events.Cancel{}); err != nil {
+		t.Fatal(err)
+	} else if _, err := cl.js.PublishMsg(ctx, m); err != nil {
+		t.Errorf("client: cancel a call: %v", err)
+	}
 
 	const consumer = `{"stream_name":%q,"config":{"name":%q,%s,"ack_policy":"none","inactive_threshold":60000000000}}`
 	allowed := []apiRequest{

@@ -238,6 +238,37 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 	fetchAck(ctx, t, answers, "executor: approval answer")
 
+	// A cancel: the planner publishes it (stored), every executor hears it on a core
+	// subscription and can look it up in the events stream; the executor announces the
+	// calls it starts and their progress as run events.
+	cancels, err := executor.nc.SubscribeSync("toolfleet.event.cancel.echo.>")
+	if err != nil {
+		t.Fatalf("executor: subscribe to cancels: %v", err)
+	}
+	must(t, executor.nc.Flush())
+	cancelMsg, err := events.NewCancel("/toolfleet/planner", "", "echo", "call4", events.Cancel{Reason: "run canceled"})
+	must(t, err)
+	if _, err := planner.js.PublishMsg(ctx, cancelMsg); err != nil {
+		t.Fatalf("planner: publish a cancel: %v", err)
+	}
+	if m, err := cancels.NextMsg(5 * time.Second); err != nil || m.Subject != cancelMsg.Subject {
+		t.Fatalf("executor: hear a cancel: %v", err)
+	}
+	if r, err := executor.nc.Request("$JS.API.DIRECT.GET."+events.StreamEvents, []byte(`{"last_by_subj":"`+cancelMsg.Subject+`"}`), 5*time.Second); err != nil || r.Header.Get("Status") != "" {
+		t.Fatalf("executor: look a cancel up: %v", err)
+	}
+	for _, word := range []string{"tool_started", "tool_progress"} {
+		m, err := events.NewRunEvent("/toolfleet/executor", word, events.RunEvent{RunID: "run1", Tenant: "acme", CallID: "call1", Tool: "echo"}, time.Time{})
+		must(t, err)
+		if _, err := executor.js.PublishMsg(ctx, m); err != nil {
+			t.Fatalf("executor: publish %s: %v", word, err)
+		}
+		m.Subject, _ = events.RunEventSubject("", "run1", word)
+		if _, err := executor.js.PublishMsg(ctx, m); err != nil {
+			t.Fatalf("executor: publish %s of an anonymous run: %v", word, err)
+		}
+	}
+
 	// Run lifecycle events, and the planner's SSE view of one run (an ordered consumer).
 	runSubj, _ := events.RunEventSubject("", "run1", "done")
 	if _, err := planner.js.Publish(ctx, runSubj, []byte(`{}`)); err != nil {
@@ -300,6 +331,16 @@ func TestLeastPrivilege(t *testing.T) {
 		})
 		executor.denied("read every result through a consumer", "$JS.API.CONSUMER.CREATE."+events.StreamResults+".spy.toolfleet.result.>", func(ctx context.Context) error {
 			_, err := executor.js.CreateConsumer(ctx, events.StreamResults, jetstream.ConsumerConfig{Name: "spy", FilterSubject: events.AllResults})
+			return err
+		})
+		doneSubj, _ := events.RunEventSubject("", "run1", "done")
+		executor.denied("announce the end of a run", doneSubj, func(ctx context.Context) error {
+			_, err := executor.js.Publish(ctx, doneSubj, []byte(`{}`))
+			return err
+		})
+		cancelSubj, _ := events.CancelSubject("", "echo", "call5")
+		executor.denied("cancel a call", cancelSubj, func(ctx context.Context) error {
+			_, err := executor.js.Publish(ctx, cancelSubj, []byte(`{}`))
 			return err
 		})
 		executor.denied("answer its own approvals", ansSubj, func(ctx context.Context) error {

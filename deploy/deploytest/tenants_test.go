@@ -256,6 +256,29 @@ func TestTenantUsers(t *testing.T) {
 		_, err = globex.js.PublishMsg(ctx, m)
 		return err
 	})
+	// Cancels: each tenant may cancel its own calls only.
+	acmeCancel, _ := events.CancelSubject("acme", "wipe", "w9")
+	globex.denied("cancel acme's call", acmeCancel, func(ctx context.Context) error {
+		m, err := events.NewCancel("/spoof", "acme", "wipe", "w9", events.Cancel{})
+		if err != nil {
+			return err
+		}
+		_, err = globex.js.PublishMsg(ctx, m)
+		return err
+	})
+	globex.denied("cancel an anonymous call", "toolfleet.event.cancel.wipe.w9", func(ctx context.Context) error {
+		m, err := events.NewCancel("/spoof", "", "wipe", "w9", events.Cancel{})
+		if err != nil {
+			return err
+		}
+		_, err = globex.js.PublishMsg(ctx, m)
+		return err
+	})
+	if m, err := events.NewCancel("/acme", "acme", "wipe", "w9", events.Cancel{}); err != nil {
+		t.Fatal(err)
+	} else if _, err := acme.js.PublishMsg(ctx, m); err != nil {
+		t.Errorf("acme cancelling its own call: %v", err)
+	}
 	// An answer on globex's own subject for the same call id answers nothing of acme's.
 	if err := globexClient.Answer(ctx, "wipe", "w1", events.ApprovalAnswer{Decision: events.DecisionDeny, By: "mallory"}); err != nil {
 		t.Fatalf("globex answering on its own subject: %v", err)

@@ -147,6 +147,30 @@ func (p *Planner) waitStored(ctx context.Context, run string) bool {
 	return true
 }
 
+// loadCall reads the run of callID and the call's record in its control state. The
+// approval request of a call can be seen before its step's state is stored (calls go
+// out while it is being stored), so a call of a step not stored yet is waited for, on
+// this replica's write or, for another replica's, by reading again for a little while.
+func (p *Planner) loadCall(ctx context.Context, runID, callID string) (*Run, uint64, *CallRecord, error) {
+	for wait := 10 * time.Millisecond; ; wait *= 2 {
+		run, rev, err := p.runs.get(ctx, runID)
+		if err != nil {
+			return nil, 0, nil, err
+		}
+		c := run.call(callID)
+		if c != nil || !run.ahead(callID) || wait > 2*time.Second {
+			return run, rev, c, nil
+		}
+		if !p.waitStored(ctx, runID) {
+			select {
+			case <-ctx.Done():
+				return nil, 0, nil, ctx.Err()
+			case <-time.After(wait):
+			}
+		}
+	}
+}
+
 // ahead reports whether call is a call of r, which is running, at a step whose record
 // r has not made part of it yet.
 func (r *Run) ahead(call string) bool {
@@ -329,14 +353,13 @@ func (p *Planner) Approve(ctx context.Context, callID string, ans events.Approva
 	if !ok {
 		return notFoundf("no call %q", callID)
 	}
-	run, rev, err := p.runs.get(ctx, runID)
+	run, rev, c, err := p.loadCall(ctx, runID, callID)
 	if errors.Is(err, errRunNotFound) {
 		return notFoundf("no call %q", callID)
 	}
 	if err != nil {
 		return err
 	}
-	c := run.call(callID)
 	if c == nil {
 		// Not a call of the current step: an earlier one has ended; look it up.
 		full, err := p.rlog.assemble(ctx, run)

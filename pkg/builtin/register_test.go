@@ -163,7 +163,7 @@ func TestToolFailuresKeepTheirCodesThroughTheRegistry(t *testing.T) {
 			continue
 		}
 		var shown tools.ErrorOutput
-		if err := json.Unmarshal(o.Output, &shown); err != nil || shown.Error == "" {
+		if err := json.Unmarshal(o.Output, &shown); err != nil || shown.Error == nil || shown.Error.Message == "" || shown.Error.Code == "" {
 			t.Errorf("%s %s: output %s does not tell the model what went wrong", tt.name, tt.args, o.Output)
 		}
 	}

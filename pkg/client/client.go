@@ -173,6 +173,24 @@ func (c *Client) Answer(ctx context.Context, tool, callID string, a events.Appro
 	return nil
 }
 
+// Cancel asks the fleet to stop callID, a call of tool made by this client's caller
+// (its tenant, for a client [WithIdentity]), and returns once the cancel is stored. It
+// does not wait for the call's answer, which says what happened: canceled (status and
+// code) when the call stopped because of it or had not started (a call still waiting in
+// the stream, or parked for approval, is answered without running); interrupted when a
+// non-idempotent tool was cut mid-run (its effect may be partly done); or the call's
+// normal result when it had finished already. Cancelling twice is harmless.
+func (c *Client) Cancel(ctx context.Context, tool, callID string) error {
+	msg, err := events.NewCancel(c.source, c.caller.Tenant, tool, callID, events.Cancel{By: c.source})
+	if err != nil {
+		return err
+	}
+	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
+		return fmt.Errorf("publish the cancel of call %s: %w", callID, ctxErr(ctx, err))
+	}
+	return nil
+}
+
 // ctxErr prefers ctx's error to the one a cancelled request reports.
 func ctxErr(ctx context.Context, err error) error {
 	if ctx.Err() != nil {

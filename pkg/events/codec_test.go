@@ -247,6 +247,7 @@ func TestStatusOf(t *testing.T) {
 		{tools.CodeTimeout, events.StatusTimeout},
 		{tools.CodeNoSuchTool, events.StatusNoSuchTool},
 		{tools.CodeInterrupted, events.StatusInterrupted},
+		{tools.CodeCanceled, events.StatusCanceled},
 		{tools.CodeToolFailed, events.StatusError},
 		{tools.CodeToolPanic, events.StatusError},
 		{tools.CodeInternal, events.StatusError},
@@ -288,5 +289,52 @@ func TestNewApprovalAnswer(t *testing.T) {
 	}
 	if id := other.Header.Get(events.HeaderMsgID); id != m.Header.Get(events.HeaderMsgID) || id != "approval-c1" || e.ID != id {
 		t.Errorf("answer ids %q and %q (event id %q), want approval-c1 for both", m.Header.Get(events.HeaderMsgID), id, e.ID)
+	}
+}
+
+func TestNewCancel(t *testing.T) {
+	t.Parallel()
+	for _, tenant := range []string{"", "acme"} {
+		m, err := events.NewCancel("/planner", tenant, "slow", "urn:c 1", events.Cancel{RunID: "r1", Reason: "run canceled", By: "ann"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := events.CancelSubject(tenant, "slow", "urn:c 1")
+		if m.Subject != want {
+			t.Errorf("subject %s, want %s", m.Subject, want)
+		}
+		e, c, err := events.DecodeCancel(events.CoreMsg(m), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.ID != events.CancelID("urn:c 1") || e.RunID != "r1" || e.Type != events.TypeCancel ||
+			c.Tool != "slow" || c.CallID != "urn:c 1" || c.Reason != "run canceled" || c.By != "ann" {
+			t.Errorf("cancel decoded as %+v %+v", e, c)
+		}
+		if id := m.Header.Get(events.HeaderMsgID); id != events.MsgID(tenant, events.CancelID("urn:c 1")) {
+			t.Errorf("Nats-Msg-Id %s", id)
+		}
+	}
+	// Data that names another call than the subject is refused: the subject is the authority.
+	m, _ := events.NewCancel("/p", "", "slow", "c1", events.Cancel{})
+	m.Data = []byte(`{"tool":"slow","call_id":"c2"}`)
+	if _, _, err := events.DecodeCancel(events.CoreMsg(m), 0); !errors.Is(err, tools.ErrInvalidEvent) {
+		t.Errorf("cancel naming another call: %v", err)
+	}
+	if _, err := events.NewCancel("/p", "", "slow", "", events.Cancel{}); !errors.Is(err, tools.ErrInvalidEvent) {
+		t.Errorf("cancel without a call id: %v", err)
+	}
+}
+
+// A tenant's run events encode and decode (the word, not the tenant, gives the type).
+func TestTenantRunEvent(t *testing.T) {
+	t.Parallel()
+	m, err := events.NewRunEvent("/ex", "tool_started", events.RunEvent{RunID: "r1", Tenant: "acme", CallID: "c1", Tool: "slow"}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, what, r, err := events.DecodeRunEvent(events.CoreMsg(m))
+	if err != nil || what != "tool_started" || r.Tenant != "acme" || m.Subject != "toolfleet.event.run.r1.tool_started.acme" {
+		t.Errorf("tenant run event %s decoded as %s %+v, %v", m.Subject, what, r, err)
 	}
 }

@@ -37,7 +37,9 @@
 // [DecodeResult] ([CallEvent.Answer] addresses a result to its caller);
 // [NewApprovalRequest], [DecodeApprovalRequest], [NewApprovalAnswer],
 // [DecodeApprovalAnswer]; [NewRunEvent], [DecodeRunEvent]; [NewPlanStep],
-// [DecodePlanStep]; [NewDeadLetter], [DecodeDeadLetter]. An approval request's id is its
+// [DecodePlanStep]; [NewDeadLetter], [DecodeDeadLetter]; [NewCancel], [DecodeCancel]
+// (a cancel of a call, id [CancelID], stored in the events stream and heard at once by
+// the executors serving the tool; see [Cancel]). An approval request's id is its
 // call id; every answer to it has the id [ApprovalAnswerID] (approval-<call token>), so
 // the first answer to a call wins and JetStream drops later ones in its duplicate
 // window. A [Result] of a call that waited for approval carries an [Approval] record:
@@ -53,17 +55,18 @@
 // (toolfleet.result.<run>.<call>), [DeadLetterSubject] (toolfleet.dlq.<tool>),
 // [ApprovalRequestedSubject] and [ApprovalAnsweredSubject]
 // (toolfleet.event.approval.{requested,answered}.<tool>.<call>), [RunEventSubject]
-// (toolfleet.event.run.<run>.<what>), [PlanSubject] and the picker's [PickSubject]. A
+// (toolfleet.event.run.<run>.<what>), [CancelSubject]
+// (toolfleet.event.cancel.<tool>.<call>), [PlanSubject] and the picker's [PickSubject]. A
 // call made with an [Identity] adds its tenant and role to its subject
 // (toolfleet.call.<tool>.<tenant>.<role>), and every answer to it — result, approval
-// request and answer, the run's events — adds the tenant as its last token, so NATS
+// request and answer, the run's events, a cancel of it — adds the tenant as its last token, so NATS
 // permissions can give each tenant its own subjects and nothing else; such messages are
 // deduplicated under id@tenant ([MsgID]). Tool
 // names follow [tools.NamePattern]; ids of any kind reach a subject as their [IDToken];
 // anything else is refused, because a '.', '*', '>' or a space would change which
 // subscribers see the message. Each subject read back has an exact parser
 // ([ParseCallSubject], [ToolOfCallSubject], [ParseResultSubject], [ParseRunEventSubject],
-// [ParseApprovalRequestSubject], [ParseApprovalAnswerSubject]): a subject of any other
+// [ParseApprovalRequestSubject], [ParseApprovalAnswerSubject], [ParseCancelSubject]): a subject of any other
 // shape is refused, never guessed at. Answers carry the caller's id ([ReplyID]): any
 // non-empty CloudEvents id is accepted, and an id of letters, digits, '_' and '-' is its
 // own token while any other becomes '=' and its hashed form, so no id can add a token or

@@ -18,6 +18,7 @@ const (
 	approvalReqPrefix  = "toolfleet.event.approval.requested."
 	approvalAnsPrefix  = "toolfleet.event.approval.answered."
 	runEventPrefix     = "toolfleet.event.run."
+	cancelPrefix       = "toolfleet.event.cancel."
 	planPrefix         = "toolfleet.plan."
 	AllCalls           = "toolfleet.call.>"
 	AllResults         = "toolfleet.result.>"
@@ -26,6 +27,8 @@ const (
 	AllApprovalAnswers = "toolfleet.event.approval.answered.>"
 	// AllApprovalRequests matches every approval request, of any tool.
 	AllApprovalRequests = "toolfleet.event.approval.requested.>"
+	// AllCancels matches every cancel of a call ([CancelSubject]), of any tool.
+	AllCancels = "toolfleet.event.cancel.>"
 	// AllPlanSteps matches the planner's step messages ([PlanSubject]).
 	AllPlanSteps = "toolfleet.plan.>"
 	// PickSubject is the picker service's request/reply endpoint: a planner asks it to
@@ -152,6 +155,30 @@ func approvalSubject(prefix, tenant, tool, call string) (string, error) {
 		return "", tools.Errorf(tools.CodeInvalidEvent, "call id is empty")
 	}
 	return withTenant(prefix+tool+"."+IDToken(call), tenant)
+}
+
+// CancelSubject is where a cancel of call of tool is published:
+// toolfleet.event.cancel.<tool>.<IDToken(call)>, followed by .<tenant> for a call of
+// tenant. The tool is part of the subject so that only the executors serving it listen;
+// the tenant, so that NATS permissions let only the call's tenant cancel it (and a
+// tenant's cancel never reaches another tenant's call of the same id).
+func CancelSubject(tenant, tool, call string) (string, error) {
+	return approvalSubject(cancelPrefix, tenant, tool, call)
+}
+
+// ParseCancelSubject returns the tool, the call token and the tenant (empty for an
+// anonymous caller) a cancel's subject names; ok is false unless subject is exactly
+// toolfleet.event.cancel.<tool>.<token>[.<tenant>].
+func ParseCancelSubject(subject string) (tool, callToken, tenant string, ok bool) {
+	return parseTwo(subject, cancelPrefix, isTool, isToken)
+}
+
+// CancelsFilter matches every cancel of a call of tool, of every tenant.
+func CancelsFilter(tool string) (string, error) {
+	if err := ValidateTool(tool); err != nil {
+		return "", err
+	}
+	return cancelPrefix + tool + ".>", nil
 }
 
 // ParseApprovalAnswerSubject returns the tool, the call token and the tenant (empty for
@@ -293,6 +320,8 @@ func SubjectTenant(subject string) string {
 		_, _, tenant, _ = ParseApprovalAnswerSubject(subject)
 	case strings.HasPrefix(subject, runEventPrefix):
 		_, _, tenant, _ = ParseRunEventSubject(subject)
+	case strings.HasPrefix(subject, cancelPrefix):
+		_, _, tenant, _ = ParseCancelSubject(subject)
 	}
 	return tenant
 }
@@ -322,10 +351,12 @@ func TypeForSubject(subject string) (string, bool) {
 		return TypeApprovalRequest, true
 	case strings.HasPrefix(subject, approvalAnsPrefix):
 		return TypeApprovalAnswer, true
+	case strings.HasPrefix(subject, cancelPrefix):
+		return TypeCancel, true
 	case strings.HasPrefix(subject, runEventPrefix):
-		rest := strings.TrimPrefix(subject, runEventPrefix)
-		if i := strings.LastIndexByte(rest, '.'); i >= 0 {
-			return RunType(rest[i+1:]), true
+		// The word is the token after the run, whether or not a tenant follows it.
+		if _, what, _, ok := ParseRunEventSubject(subject); ok {
+			return RunType(what), true
 		}
 	}
 	return "", false

@@ -260,3 +260,58 @@ func FuzzParseSubjects(f *testing.F) {
 		}
 	})
 }
+
+// A cancel's subject names the tool, the call's token and the call's tenant; the parser
+// reads back exactly what the builder wrote and refuses any other shape.
+func TestCancelSubject(t *testing.T) {
+	t.Parallel()
+	for _, tenant := range []string{"", "acme"} {
+		s, err := events.CancelSubject(tenant, "slow", "c1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "toolfleet.event.cancel.slow.c1"
+		if tenant != "" {
+			want += "." + tenant
+		}
+		if s != want {
+			t.Errorf("CancelSubject(%q) = %s, want %s", tenant, s, want)
+		}
+		if tool, call, te, ok := events.ParseCancelSubject(s); !ok || tool != "slow" || call != "c1" || te != tenant {
+			t.Errorf("ParseCancelSubject(%s) = %s, %s, %s, %v", s, tool, call, te, ok)
+		}
+		if got := events.SubjectTenant(s); got != tenant {
+			t.Errorf("SubjectTenant(%s) = %q", s, got)
+		}
+		if typ, ok := events.TypeForSubject(s); !ok || typ != events.TypeCancel {
+			t.Errorf("TypeForSubject(%s) = %s, %v", s, typ, ok)
+		}
+	}
+	if s, _ := events.CancelSubject("", "slow", "urn:x.y"); s != "toolfleet.event.cancel.slow."+events.IDToken("urn:x.y") {
+		t.Errorf("an id outside the token alphabet: %s", s)
+	}
+	for _, bad := range []string{"toolfleet.event.cancel.slow", "toolfleet.event.cancel.slow.*", "toolfleet.event.cancel.>",
+		"toolfleet.event.cancel.slow.c1.acme.x", "toolfleet.event.cancel.a b.c1", "toolfleet.event.approval.answered.slow.c1"} {
+		if _, _, _, ok := events.ParseCancelSubject(bad); ok {
+			t.Errorf("ParseCancelSubject(%q) accepted", bad)
+		}
+	}
+	if _, err := events.CancelSubject("", "a.b", "c1"); !errors.Is(err, tools.ErrInvalidEvent) {
+		t.Errorf("bad tool: %v", err)
+	}
+	if _, err := events.CancelSubject("a.b", "slow", "c1"); !errors.Is(err, tools.ErrInvalidEvent) {
+		t.Errorf("bad tenant: %v", err)
+	}
+	if f, _ := events.CancelsFilter("slow"); f != "toolfleet.event.cancel.slow.>" {
+		t.Errorf("CancelsFilter = %s", f)
+	}
+}
+
+// A run event of a tenant's run has its word before the tenant: its type follows the
+// word, not the tenant.
+func TestTypeForTenantRunEvent(t *testing.T) {
+	t.Parallel()
+	if typ, ok := events.TypeForSubject("toolfleet.event.run.r1.tool_started.acme"); !ok || typ != events.RunType("tool_started") {
+		t.Errorf("TypeForSubject = %s, %v", typ, ok)
+	}
+}

@@ -21,6 +21,7 @@ const (
 	TypeApprovalRequest = "io.toolfleet.approval.requested"
 	TypeApprovalAnswer  = "io.toolfleet.approval.answered"
 	TypeDeadLetter      = "io.toolfleet.call.deadlettered"
+	TypeCancel          = "io.toolfleet.tool.cancel"
 	typeRunPrefix       = "io.toolfleet.run."
 )
 
@@ -41,6 +42,7 @@ const (
 	StatusNoSuchTool  Status = "no_such_tool" // no executor serves the tool
 	StatusInterrupted Status = "interrupted"  // a non-idempotent call was cut off and not run again
 	StatusForbidden   Status = "forbidden"    // the caller's role or tenant may not call the tool
+	StatusCanceled    Status = "canceled"     // a cancel stopped the call, or answered it before it ran
 )
 
 // StatusOf maps a failure to the status a result reports; nil is [StatusOK].
@@ -61,6 +63,8 @@ func StatusOf(err *tools.Error) Status {
 		return StatusInterrupted
 	case tools.CodeForbidden:
 		return StatusForbidden
+	case tools.CodeCanceled:
+		return StatusCanceled
 	}
 	return StatusError
 }

@@ -100,6 +100,9 @@ func (ex *Executor) park(ctx context.Context, j *job) {
 		Time("expires_at", exp).Msg("call waits for approval")
 	j.endSpan(nil)
 	_ = j.msg.Ack()
+	if cn := j.watch.canceled(); cn != nil { // heard while it was being parked
+		go ex.cancelParked(j.def, keyOfJob(j), *cn)
+	}
 }
 
 // handleAnswer carries out an approval answer: deny, approve, or approve with new
@@ -167,6 +170,10 @@ func (ex *Executor) handleAnswer(runCtx context.Context, w *worker, msg jetstrea
 		_ = msg.Ack()
 		return
 	}
+	if ex.canceledBefore(runCtx, j) { // canceled while it waited: answered canceled, whatever the answer
+		return
+	}
+	defer j.watch.release()
 	j.res.Approval = approvalRecord(ae, ans, ce.Call.Arguments)
 	runCtx = ex.startSpan(runCtx, j)
 	ex.o.log.Info().Str("tool", tool).Str("call_id", j.res.CallID).Str("decision", string(ans.Decision)).Str("by", ans.By).

@@ -82,6 +82,21 @@
 // time, and the original and approved arguments when an approval replaced them; an
 // expired approval is recorded as [events.DecisionExpired].
 //
+// # Cancels
+//
+// A cancel of a call ([events.NewCancel], [events.CancelSubject]:
+// toolfleet.event.cancel.<tool>.<call>[.<tenant>]; the planner publishes them when a run
+// is canceled, a client with client.Cancel) is stored in the events stream and heard at
+// once by every replica serving the tool (a core subscription each). A running call's
+// context is cancelled; its result says canceled (status and code) when the tool
+// stopped because of it, interrupted for a non-idempotent tool cut mid-run (its effect
+// may be partly done), or the normal result when it finished anyway — the first stored
+// result wins, so a cancel after completion changes nothing. A call not yet started is
+// answered canceled without running when it is delivered (its cancel is looked up in
+// the stream before it runs, coalesced like the results look-up, and only for tools
+// that ever had a cancel); a call parked for approval is answered canceled at once. A
+// tenant's cancel is on its tenant's subject and reaches only its own calls.
+//
 // # Bad input
 //
 // Every message on a call subject is answered once — see "The answer rule" in the

@@ -30,6 +30,8 @@ type Executor struct {
 	// calls is the stream the janitor reads; lookups finds stored results.
 	calls   jetstream.Stream
 	lookups *resultLookups
+	// cancels hears and finds the cancels of calls (cancel.go).
+	cancels *cancels
 
 	ready     chan struct{} // closed once Run serves every tool
 	readyOnce sync.Once
@@ -123,6 +125,12 @@ func (ex *Executor) Run(ctx context.Context) (err error) {
 	defer func() { stopBackground(); background.Wait() }()
 
 	defs := ex.reg.Definitions()
+	// Cancels are heard before any call is taken.
+	if ex.cancels, err = ex.listenCancels(ctx, defs); err != nil {
+		return err
+	}
+	defer ex.cancels.close()
+	lookupsDone.Go(func() { ex.cancels.lookups.run(runCtx) })
 	// The catalog first: the janitors of other replicas must see the tools before any
 	// call of them is old enough to be answered no_such_tool.
 	err = events.RetrySetup(ctx, func(ctx context.Context) error {

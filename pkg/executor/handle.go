@@ -31,6 +31,8 @@ type job struct {
 	afterStore func()
 	// trace is the call's execute_tool span, when tracing is on.
 	trace traced
+	// watch lets a cancel of the call reach it while it is handled (cancel.go).
+	watch *watch
 }
 
 // newJob starts the answer to a (possibly invalid) call of def: the result is addressed
@@ -66,6 +68,10 @@ func (ex *Executor) handleCall(ctx context.Context, w *worker, msg jetstream.Msg
 		_ = msg.Ack()
 		return
 	}
+	if ex.canceledBefore(ctx, j) {
+		return
+	}
+	defer j.watch.release()
 	ctx = ex.startSpan(ctx, j)
 	if meta.NumDelivered >= uint64(ex.cfg.MaxDeliver) {
 		ex.giveUp(j, msg)
@@ -137,12 +143,15 @@ func (ex *Executor) runAndAnswer(ctx context.Context, j *job, call *tools.Call) 
 			return
 		}
 	}
-	out, attempts := ex.runWithRetries(ctx, j, call)
+	out, attempts := ex.runWithRetries(j.watch.context(ctx), j, call)
 	if out.Err != nil && out.Err.Code == tools.CodeCanceled && ctx.Err() != nil {
 		// Cancelled by our own shutdown: hand it back for another replica.
 		j.endSpan(nil)
 		_ = j.msg.Nak()
 		return
+	}
+	if f := j.watch.cancelOutcome(j, out); f != nil {
+		out = tools.Outcome{Output: f.ForModel(), Err: f}
 	}
 	j.res.Attempts = attempts
 	j.res.Output = out.Output

@@ -39,8 +39,12 @@ type resultLookups struct {
 	queue   chan lookup
 }
 
-func newResultLookups(nc *nats.Conn) *resultLookups {
-	return &resultLookups{nc: nc, apiSubj: "$JS.API.DIRECT.GET." + events.StreamResults, queue: make(chan lookup, maxLookupBatch)}
+func newResultLookups(nc *nats.Conn) *resultLookups { return newLookups(nc, events.StreamResults) }
+
+// newLookups returns a look-up queue on stream (the results stream; the events stream
+// for cancels, see cancel.go).
+func newLookups(nc *nats.Conn, stream string) *resultLookups {
+	return &resultLookups{nc: nc, apiSubj: "$JS.API.DIRECT.GET." + stream, queue: make(chan lookup, maxLookupBatch)}
 }
 
 // has reports whether a message is stored on subject of the results stream. Failures

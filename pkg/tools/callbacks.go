@@ -27,9 +27,11 @@ type Callbacks struct {
 	FormatOutput func(ctx context.Context, output any) (any, error)
 }
 
-// ErrorOutput is what a failed call shows as its output (and what OnError receives).
+// ErrorOutput is what a failed call shows as its output (and what OnError receives):
+// {"error":{"code","message","violations"}}, the one error shape a model sees, from an
+// executor as from the planner ([Error.ForModel] writes it).
 type ErrorOutput struct {
-	Error string `json:"error"`
+	Error *Error `json:"error"`
 }
 
 // merge fills the fields cb leaves nil from fallback.

@@ -14,7 +14,7 @@ import (
 // Its arguments are {"calls":[{"name":"<sub-tool>","args":{...}}, ...]}; the sub-calls
 // run in order, each through its own callbacks and responseSchema, and the output is
 // {"results":[{"name":"<sub-tool>","result":<its output or error output>}, ...]}. A
-// sub-call naming a tool outside subTools yields {"error":"unknown sub-tool: NAME"} and a
+// sub-call naming a tool outside subTools yields {"error":{"code":"no_such_tool","message":"unknown sub-tool: NAME"}} and a
 // failing one its error output; the others still run, and the composite itself succeeds.
 //
 // The sub-tools are taken from r as registered now: replacing one later does not change
@@ -231,12 +231,12 @@ func (ci *compositeImpl) run(ctx context.Context, c *Call) (any, error) {
 	caller, _ := CallInfoFrom(ctx)
 	for _, s := range c.subs {
 		if s.call == nil {
-			results = append(results, subResult{Name: s.name, Result: errorJSON("unknown sub-tool: " + s.name)})
+			results = append(results, subResult{Name: s.name, Result: Errorf(CodeNoSuchTool, "unknown sub-tool: %s", s.name).ForModel()})
 			continue
 		}
 		// A composite does not widen who may call its sub-tools.
 		if !s.call.entry.def.AllowsCaller(caller.Tenant, caller.Role) {
-			results = append(results, subResult{Name: s.name, Result: errorJSON(forbiddenMessage(s.call.entry.def, caller.Tenant, caller.Role))})
+			results = append(results, subResult{Name: s.name, Result: (&Error{Code: CodeForbidden, Message: forbiddenMessage(s.call.entry.def, caller.Tenant, caller.Role)}).ForModel()})
 			continue
 		}
 		results = append(results, subResult{Name: s.name, Result: s.call.Run(ctx).Output})

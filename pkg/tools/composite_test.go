@@ -82,8 +82,8 @@ func TestCompositeRunsInOrderThroughEachCallbacks(t *testing.T) {
 		t.Fatalf("composite failed: %v", out.Err)
 	}
 	want := `{"results":[` +
-		`{"name":"divide","result":{"divide":{"error":"division by zero"}}},` +
-		`{"name":"sqrt","result":{"error":"unknown sub-tool: sqrt"}},` +
+		`{"name":"divide","result":{"divide":{"error":{"code":"tool_error","message":"division by zero"}}}},` +
+		`{"name":"sqrt","result":{"error":{"code":"no_such_tool","message":"unknown sub-tool: sqrt"}}},` +
 		`{"name":"add","result":{"add":3}},` +
 		`{"name":"locate","result":"here"}]}`
 	if string(out.Output) != want {

@@ -166,9 +166,11 @@ func (e *Error) Is(target error) bool {
 }
 
 // ForModel renders the error as the JSON a model is shown as the tool's result, so that
-// it can repair its call: {"error":{"code","message","violations"}}.
+// it can repair its call: {"error":{"code","message","violations"}} ([ErrorOutput]). It is
+// the one error shape a model sees: a failed tool's output (before onError replaces it),
+// an executor's refusal, the planner's own answers.
 func (e *Error) ForModel() json.RawMessage {
-	b, _ := MarshalJSON(map[string]any{"error": e})
+	b, _ := MarshalJSON(ErrorOutput{Error: e})
 	return b
 }
 

@@ -80,9 +80,10 @@ func ExampleCallbacks() {
 			BeforeCall: func(ctx context.Context, input json.RawMessage) (any, error) {
 				return cache[string(input)], nil
 			},
-			// A non-nil answer replaces the error output the model sees.
+			// A non-nil answer replaces the error output the model sees (here: the usual
+			// {"error":{"code","message"}} and a hint).
 			OnError: func(ctx context.Context, input json.RawMessage, e tools.ErrorOutput) (any, error) {
-				return map[string]string{"error": e.Error, "hint": "try again later"}, nil
+				return map[string]any{"error": e.Error, "hint": "try again later"}, nil
 			},
 		}))
 	for _, args := range []string{`{"city":"Oslo"}`, `{"city":"Rome"}`} {
@@ -92,7 +93,7 @@ func ExampleCallbacks() {
 	}
 	// Output:
 	// "cached: rainy" <nil>
-	// {"error":"service down","hint":"try again later"} tool_error: service down
+	// {"error":{"code":"tool_error","message":"service down"},"hint":"try again later"} tool_error: service down
 }
 
 func ExampleRegistry_AddComposite() {
@@ -108,7 +109,7 @@ func ExampleRegistry_AddComposite() {
 	}
 	fmt.Println(string(call.Run(context.Background()).Output))
 	// Output:
-	// {"results":[{"name":"get_weather","result":{"celsius":21,"city":"Oslo"}},{"name":"get_time","result":{"error":"unknown sub-tool: get_time"}}]}
+	// {"results":[{"name":"get_weather","result":{"celsius":21,"city":"Oslo"}},{"name":"get_time","result":{"error":{"code":"no_such_tool","message":"unknown sub-tool: get_time"}}}]}
 }
 
 // Stock is a typed tool with a dependency: prices is no argument, AddWith's constructor

@@ -11,7 +11,7 @@ import (
 // Outcome is the result of running a call.
 type Outcome struct {
 	// Output is what the caller, and the model, sees: the tool's output, or on failure the
-	// error output {"error":"..."} (possibly replaced by onError), after formatOutput and
+	// error output {"error":{"code","message"}} ([Error.ForModel]; possibly replaced by onError), after formatOutput and
 	// the responseSchema check. It is always valid JSON.
 	Output json.RawMessage
 	// Err is nil on success; otherwise the failure with its original code: tool_error,
@@ -34,7 +34,7 @@ func (c *Call) Run(ctx context.Context) (o Outcome) {
 	defer func() {
 		if p := recover(); p != nil { // a bug in this package; still never crash the caller
 			e := &Error{Code: CodeInternal, Message: fmt.Sprintf("running %q: %v", c.entry.def.Name, p)}
-			o = Outcome{Output: errorJSON(e.Message), Err: e}
+			o = Outcome{Output: e.ForModel(), Err: e}
 		}
 	}()
 	if t := c.entry.def.Timeout.D(); t > 0 {
@@ -69,7 +69,7 @@ func (c *Call) Run(ctx context.Context) (o Outcome) {
 				out = v
 			}
 		case failure != nil:
-			errOut := ErrorOutput{Error: failure.Message}
+			errOut := ErrorOutput{Error: failure}
 			out = errOut
 			if cb.OnError != nil {
 				v, ferr := guard(cbOnError, func() (any, error) { return cb.OnError(ctx, input, errOut) })
@@ -126,14 +126,9 @@ func (c *Call) finish(out any, failure *Error) Outcome {
 	return Outcome{Output: b, Err: failure}
 }
 
-// failed is the outcome of a call that ends with e, showing e's message as the output.
+// failed is the outcome of a call that ends with e, showing e as the output.
 func failed(e *Error) Outcome {
-	return Outcome{Output: errorJSON(e.Message), Err: e}
-}
-
-func errorJSON(msg string) json.RawMessage {
-	b, _ := MarshalJSON(ErrorOutput{Error: msg})
-	return b
+	return Outcome{Output: e.ForModel(), Err: e}
 }
 
 type result struct {

@@ -78,7 +78,7 @@ func setupRun() *runBundle {
 				return nil, nil
 			},
 			OnError: func(_ context.Context, _ json.RawMessage, errOut tools.ErrorOutput) (any, error) {
-				tr.add("onError(%s)", errOut.Error)
+				tr.add("onError(%s)", errOut.Error.Message)
 				return nil, nil
 			},
 			FormatOutput: func(_ context.Context, output any) (any, error) {
@@ -116,7 +116,7 @@ func TestCallbackOrder(t *testing.T) {
 			t.Errorf("trace = %s, want %s", got, want)
 		}
 		wantCode(t, out.Err, tools.CodeToolFailed, "disk full")
-		if string(out.Output) != `{"error":"disk full"}` {
+		if string(out.Output) != `{"error":{"code":"tool_error","message":"disk full"}}` {
 			t.Errorf("output = %s", out.Output)
 		}
 	})
@@ -152,7 +152,7 @@ func TestCallbackReplacement(t *testing.T) {
 		b := setupRun()
 		b.fn = failWith(b.tr, tools.Errorf(tools.CodeDenied, "not allowed"))
 		b.cb.OnError = func(_ context.Context, _ json.RawMessage, e tools.ErrorOutput) (any, error) {
-			return map[string]string{"error": "friendly: " + e.Error, "hint": "ask a human"}, nil
+			return map[string]string{"error": "friendly: " + e.Error.Message, "hint": "ask a human"}, nil
 		}
 		out := b.call(t, `{"q":"x"}`)
 		wantCode(t, out.Err, tools.CodeDenied, "not allowed") // an *Error from the tool keeps its code
@@ -172,7 +172,7 @@ func TestCallbackReplacement(t *testing.T) {
 			out := b.call(t, `{"q":"x"}`)
 			want := `{"formatted":{"echo":{"q":"x"}}}`
 			if fail {
-				want = `{"formatted":{"error":"boom"}}`
+				want = `{"formatted":{"error":{"code":"tool_error","message":"boom"}}}`
 			}
 			if string(out.Output) != want {
 				t.Errorf("fail=%v: output = %s, want %s", fail, out.Output, want)

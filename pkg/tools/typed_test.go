@@ -110,7 +110,7 @@ func (h *hooked) OnSuccess(_ context.Context, _ json.RawMessage, out any) (any, 
 	return nil, nil
 }
 func (h *hooked) OnError(_ context.Context, _ json.RawMessage, e tools.ErrorOutput) (any, error) {
-	hookTrace.add("OnError(%s)", e.Error)
+	hookTrace.add("OnError(%s)", e.Error.Message)
 	return nil, nil
 }
 func (h *hooked) FormatOutput(_ context.Context, out any) (any, error) {
@@ -133,7 +133,7 @@ func TestTypedHooks(t *testing.T) {
 	}
 	for mode, want := range map[string]string{
 		"ok":     `BeforeCall(ok) > run(ok) > OnSuccess(ok) > FormatOutput = {"out":"ok"}`,
-		"fail":   `BeforeCall(fail) > run(fail) > OnError(failed) > FormatOutput = {"out":{"error":"failed"}}`,
+		"fail":   `BeforeCall(fail) > run(fail) > OnError(failed) > FormatOutput = {"out":{"error":{"code":"tool_error","message":"failed"}}}`,
 		"cached": `BeforeCall(cached) > FormatOutput = {"out":"from cache"}`,
 	} {
 		if got := run(mode); got != want {

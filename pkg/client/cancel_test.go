@@ -1,0 +1,70 @@
+package client_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/toolfleet/toolfleet/internal/natstest"
+	"github.com/toolfleet/toolfleet/pkg/client"
+	"github.com/toolfleet/toolfleet/pkg/events"
+	"github.com/toolfleet/toolfleet/pkg/executor"
+	"github.com/toolfleet/toolfleet/pkg/tools"
+)
+
+// Cancel stops a running call: the tool sees its context end and the caller's Call
+// returns the canceled result.
+func TestCancelARunningCall(t *testing.T) {
+	t.Parallel()
+	f := natstest.StartJetStream(t, events.Config{})
+	started := make(chan struct{}, 1)
+	reg := tools.NewRegistry()
+	if err := reg.AddFunc(tools.Definition{Name: "wait", Parameters: json.RawMessage(`{"type":"object"}`), Safe: true},
+		func(ctx context.Context, _ json.RawMessage) (any, error) {
+			started <- struct{}{}
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}); err != nil {
+		t.Fatal(err)
+	}
+	ex, err := executor.New(f.Srv.Connect(), reg, executor.WithStreamConfig(f.Cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- ex.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	<-ex.Ready()
+
+	c, err := client.New(f.NC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		res events.Result
+		err error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		r, err := c.Call(ctx, client.Request{Tool: "wait", ID: "w1"})
+		answered <- answer{r, err}
+	}()
+	<-started
+	if err := c.Cancel(ctx, "wait", "w1"); err != nil {
+		t.Fatal(err)
+	}
+	a := <-answered
+	if a.res.Status != events.StatusCanceled || !errors.Is(a.err, tools.ErrCanceled) {
+		t.Fatalf("result %+v, %v; want canceled", a.res, a.err)
+	}
+	if err := c.Cancel(ctx, "wait", "w1"); err != nil {
+		t.Errorf("a second cancel: %v", err)
+	}
+	if err := c.Cancel(ctx, "a.b", "w1"); !errors.Is(err, tools.ErrInvalidEvent) {
+		t.Errorf("cancel of a bad tool name: %v", err)
+	}
+}
