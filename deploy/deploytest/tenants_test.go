@@ -129,6 +129,9 @@ func TestTenantUsers(t *testing.T) {
 			mu.Unlock()
 			return map[string]string{"tenant": info.Tenant, "role": info.Role}, nil
 		}))
+	must(t, reg.AddFunc(tools.Definition{Name: "big_report", Description: "An output too large for a result.",
+		Parameters: json.RawMessage(`{"type":"object"}`), Safe: true},
+		func(context.Context, json.RawMessage) (any, error) { return strings.Repeat("r", 600_000), nil }))
 	must(t, reg.AddFunc(tools.Definition{Name: "wipe", Description: "Unsafe: needs an approval.",
 		Parameters: json.RawMessage(`{"type":"object"}`)},
 		func(context.Context, json.RawMessage) (any, error) { return "wiped", nil }))
@@ -198,13 +201,7 @@ func TestTenantUsers(t *testing.T) {
 	acmeResult, _ := events.ResultSubject("acme", "run-a", "a1")
 	globexResult, _ := events.ResultSubject("globex", "run-g", "g1")
 	directGet := func(c *client, subject string) func(ctx context.Context) error {
-		return func(ctx context.Context) error {
-			m, err := c.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+events.StreamResults+"."+subject, nil)
-			if err == nil && m.Header.Get("Status") != "" {
-				return errors.New(m.Header.Get("Description"))
-			}
-			return err
-		}
+		return directGetOf(c, events.StreamResults, subject)
 	}
 	if err := directGet(globex, globexResult)(ctx); err != nil {
 		t.Errorf("globex reading its own result by direct get: %v", err)
@@ -232,6 +229,15 @@ func TestTenantUsers(t *testing.T) {
 		_, err = sub.NextMsgWithContext(ctx) // the refusal arrives asynchronously
 		return err
 	})
+
+	// An output stored by reference: acme reads its chunks, globex cannot.
+	big, err := acmeClient.Call(ctx, tfclient.Request{Tool: "big_report", ID: "b1", RunID: "run-a"})
+	if err != nil || big.OutputRef == nil || len(big.Output) != 600_002 {
+		t.Fatalf("acme's large output: ref %+v, %d bytes, %v; want it read by reference", big.OutputRef, len(big.Output), err)
+	}
+	chunk, _ := events.PayloadSubject("acme", big.OutputRef.ID, 0)
+	globex.denied("read acme's payload", "$JS.API.DIRECT.GET."+events.StreamPayloads+"."+chunk, directGetOf(globex, events.StreamPayloads, chunk))
+	acme.noViolations(refusedCleanup(events.StreamResults))
 
 	// Approvals: acme's call of the unsafe tool waits; globex can neither see the request
 	// nor answer it, acme can do both, and the tool ran once, approved.
@@ -299,5 +305,16 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// directGetOf is a direct get of the last message on subject of stream, as c.
+func directGetOf(c *client, stream, subject string) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		m, err := c.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+stream+"."+subject, nil)
+		if err == nil && m.Header.Get("Status") != "" {
+			return errors.New(m.Header.Get("Description"))
+		}
+		return err
 	}
 }

@@ -48,12 +48,20 @@ func TestRunIsOneTrace(t *testing.T) {
 	}
 
 	var runSpan sdktrace.ReadOnlySpan
-	byName := map[string][]sdktrace.ReadOnlySpan{}
-	for _, s := range rec.Ended() {
-		op := attr(s, "gen_ai.operation.name")
-		byName[op] = append(byName[op], s)
-		if op == telemetry.OpInvokeAgent && attr(s, "gen_ai.conversation.id") == run.ID {
-			runSpan = s
+	var byName map[string][]sdktrace.ReadOnlySpan
+	// The run's span ends when the replica that stored its end is told of it, which may
+	// be just after Wait saw the run done.
+	for deadline := time.Now().Add(10 * time.Second); runSpan == nil && time.Now().Before(deadline); {
+		byName = map[string][]sdktrace.ReadOnlySpan{}
+		for _, s := range rec.Ended() {
+			op := attr(s, "gen_ai.operation.name")
+			byName[op] = append(byName[op], s)
+			if op == telemetry.OpInvokeAgent && attr(s, "gen_ai.conversation.id") == run.ID {
+				runSpan = s
+			}
+		}
+		if runSpan == nil {
+			time.Sleep(20 * time.Millisecond) // polling the recorder, bounded by deadline
 		}
 	}
 	if runSpan == nil {

@@ -31,6 +31,16 @@ func (p *Planner) handleResult(ctx context.Context, m jetstream.Msg) {
 		p.ack(m)
 		return
 	}
+	if err := p.rlog.resolve(ctx, &res); err != nil {
+		if !events.IsPayloadGone(err) {
+			p.log.Error().Err(err).Str("run_id", res.RunID).Str("call_id", res.CallID).Msg("reading an output stored by reference failed; it will be retried")
+			_ = m.NakWithDelay(time.Second)
+			return
+		}
+		// It will never be readable: the call is answered with why.
+		failure := tools.Errorf(tools.CodeInternal, "the output of call %s was stored by reference and cannot be read: %v", res.CallID, err)
+		res.Status, res.Error, res.Output, res.OutputRef = events.StatusError, failure, failure.ForModel(), nil
+	}
 	err = p.recordResult(ctx, res)
 	if errors.Is(err, errStepNotStored) && p.waitStored(ctx, res.RunID) {
 		err = p.recordResult(ctx, res)

@@ -39,6 +39,8 @@ type runLog struct {
 	js      jetstream.JetStream
 	log     jetstream.Stream
 	results jetstream.Stream
+	// payloads reads outputs the executors stored by reference.
+	payloads *events.Payloads
 
 	// wrote, when set, is told the size of every record written (tests).
 	wrote func(subject string, n int)
@@ -110,7 +112,7 @@ func newRunLog(ctx context.Context, js jetstream.JetStream, cfg events.Config) (
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: %w", events.StreamResults, err)
 	}
-	return &runLog{js: js, log: log, results: results, runs: map[string]*runCache{}}, nil
+	return &runLog{js: js, log: log, results: results, payloads: events.NewPayloads(js, cfg), runs: map[string]*runCache{}}, nil
 }
 
 func logSubject(run string, kind ...string) string {
@@ -397,6 +399,9 @@ func (l *runLog) output(ctx context.Context, tenant, run string, c *CallRecord) 
 	if err != nil {
 		return nil, fmt.Errorf("decode result of call %s: %w", c.ID, err)
 	}
+	if err := l.resolve(ctx, &res); err != nil {
+		return nil, err
+	}
 	return res.Output, nil
 }
 
@@ -615,4 +620,18 @@ func (l *runLog) assemble(ctx context.Context, r *Run) (*Run, error) {
 		l.prune(r.ID, r.Recorded-1)
 	}
 	return &out, nil
+}
+
+// resolve reads an output stored by reference into res.Output: the run keeps it, and
+// the model sees it within the run's context budget like any output.
+func (l *runLog) resolve(ctx context.Context, res *events.Result) error {
+	if res.OutputRef == nil {
+		return nil
+	}
+	out, err := l.payloads.Get(ctx, res.OutputRef, 0)
+	if err != nil {
+		return fmt.Errorf("read the output of call %s: %w", res.CallID, err)
+	}
+	res.Output = out
+	return nil
 }

@@ -428,3 +428,45 @@ steps:
 		t.Fatalf("the model answered %d times, want 2 (one per step)", model.n)
 	}
 }
+
+// A 5 MB output reaches the model by reference: the executor stores it in the payload
+// bucket (the result carries its reference), the planner reads it back, the run keeps it
+// whole, and the model sees it cut to the run's context budget with the call id as its
+// handle.
+func TestFiveMegabyteOutputByReference(t *testing.T) {
+	const size = 5 << 20
+	b := setup(t, map[string]string{"main": `
+steps:
+  - calls: [{name: dump, arguments: {}}]
+  - text: dumped
+`})
+	startExecutor(t, b, tools.Definition{Type: "function", Name: "dump", Description: "Returns 5 MB.", Safe: true,
+		Parameters: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, json.RawMessage) (any, error) { return strings.Repeat("z", size), nil })
+	run, err := b.p.Start(b.ctx, StartRequest{Input: "dump it", Tools: []string{"dump"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run = b.waitLong(t, run.ID, time.Minute)
+	if run.Termination != TerminationCompleted || len(run.Calls) != 1 || run.Calls[0].Status != "ok" || len(run.Calls[0].Output) != size+2 {
+		t.Fatalf("run %s (%s), calls %d; want completed with the 5 MB output whole", run.Termination, run.Detail, len(run.Calls))
+	}
+	stream, err := b.js.Stream(b.ctx, events.StreamResults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subj, _ := events.ResultSubject("", run.ID, run.Calls[0].ID)
+	m, err := stream.GetLastMsgForSubject(b.ctx, subj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored events.Result
+	if err := json.Unmarshal(m.Data, &stored); err != nil || stored.OutputRef == nil || stored.OutputRef.Size != size+2 || len(m.Data) > 4096 {
+		t.Fatalf("stored result (%d bytes): ref %+v, %v; want a small result holding the reference", len(m.Data), stored.OutputRef, err)
+	}
+	tool := run.Messages[2]
+	if tool.Role != provider.RoleTool || len(tool.ToolResults[0].Content) > 2*DefaultContextBudget ||
+		!strings.Contains(string(tool.ToolResults[0].Content), run.Calls[0].ID) {
+		t.Fatalf("the model saw %d bytes (%.200s); want the output cut to the context budget with the call id", len(tool.ToolResults[0].Content), tool.ToolResults[0].Content)
+	}
+}

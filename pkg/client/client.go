@@ -63,9 +63,10 @@ func WithSource(source string) Option {
 // Client calls tools, follows runs and answers approvals on a fleet's NATS server. It
 // holds no state besides its connection and is safe for concurrent use.
 type Client struct {
-	js     jetstream.JetStream
-	source string
-	caller events.Identity
+	js       jetstream.JetStream
+	source   string
+	caller   events.Identity
+	payloads *events.Payloads
 }
 
 // New returns a client on nc. The fleet's streams must exist (any executor or planner
@@ -81,7 +82,7 @@ func New(nc *nats.Conn, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: jetstream: %w", err)
 	}
-	return &Client{js: js, source: o.source, caller: o.caller}, nil
+	return &Client{js: js, source: o.source, caller: o.caller, payloads: events.NewPayloads(js, events.Config{})}, nil
 }
 
 // Request is a tool call to make.
@@ -104,7 +105,9 @@ type Request struct {
 // travels with the call. A result whose status is not ok is returned with its error, a
 // *[tools.Error]: both the result (attempts, executor, an error output) and the code are
 // there for the caller. A refused request (bad tool name or id) is an invalid_event
-// *tools.Error, and ctx's end its error.
+// *tools.Error, and ctx's end its error. An output stored by reference (over the fleet's
+// claim-check size) is read from its payload bucket: the result's Output holds it, and
+// OutputRef says where it was.
 func (c *Client) Call(ctx context.Context, r Request) (events.Result, error) {
 	if r.ID == "" {
 		r.ID = nuid.Next()
@@ -143,6 +146,13 @@ func (c *Client) Call(ctx context.Context, r Request) (events.Result, error) {
 	_, res, err := events.DecodeResult(m)
 	if err != nil {
 		return res, err
+	}
+	if res.OutputRef != nil { // stored by reference: the caller gets the output itself
+		out, err := c.payloads.Get(ctx, res.OutputRef, 0)
+		if err != nil {
+			return res, fmt.Errorf("read the output of call %s: %w", r.ID, err)
+		}
+		res.Output = out
 	}
 	if res.Status != events.StatusOK {
 		if res.Error == nil { // a result from outside the fleet may leave it out

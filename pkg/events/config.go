@@ -15,9 +15,11 @@ const (
 	StreamResults     = "TOOLFLEET_RESULTS"
 	StreamEvents      = "TOOLFLEET_EVENTS"
 	StreamDeadLetters = "TOOLFLEET_DLQ"
-	BucketCatalog     = "toolfleet-catalog"
-	BucketInflight    = "toolfleet-inflight"
-	BucketApprovals   = "toolfleet-approvals"
+	// StreamPayloads holds payloads stored by reference (see [Payloads]).
+	StreamPayloads  = "TOOLFLEET_PAYLOADS"
+	BucketCatalog   = "toolfleet-catalog"
+	BucketInflight  = "toolfleet-inflight"
+	BucketApprovals = "toolfleet-approvals"
 	// StreamPlan and BucketRuns are the planner's: only planners create and use them
 	// (see [EnsurePlanner]).
 	StreamPlan = "TOOLFLEET_PLAN"
@@ -97,6 +99,14 @@ type Config struct {
 	// RunsMaxAge is how long a planner run's state is kept after its last change.
 	// Default 7 days.
 	RunsMaxAge tools.Duration `json:"runsMaxAge,omitempty"`
+	// ClaimCheckBytes is the size above which a tool's output goes by reference: stored
+	// in chunks on the payloads stream, the result carrying a [PayloadRef] (see
+	// [Payloads]). Default 256 KiB (a quarter of MaxMsgSize when that is below 1 MiB); it
+	// must stay below MaxMsgSize.
+	ClaimCheckBytes int `json:"claimCheckBytes,omitempty"`
+	// PayloadMaxBytes bounds a payload stored by reference; a larger output is refused
+	// output_too_large. Default 64 MiB.
+	PayloadMaxBytes int64 `json:"payloadMaxBytes,omitempty"`
 }
 
 // DefaultConfig returns the defaults: one replica, file storage, and the values written
@@ -118,6 +128,8 @@ func DefaultConfig() Config {
 		InflightMaxAge:    tools.Duration(24 * time.Hour),
 		ApprovalsMaxAge:   tools.Duration(7 * 24 * time.Hour),
 		RunsMaxAge:        tools.Duration(7 * 24 * time.Hour),
+		ClaimCheckBytes:   256 << 10,
+		PayloadMaxBytes:   64 << 20,
 	}
 }
 
@@ -143,6 +155,12 @@ func (c Config) WithDefaults() Config {
 	setDur(&c.InflightMaxAge, d.InflightMaxAge)
 	setDur(&c.ApprovalsMaxAge, d.ApprovalsMaxAge)
 	setDur(&c.RunsMaxAge, d.RunsMaxAge)
+	if c.ClaimCheckBytes == 0 { // a quarter of a small MaxMsgSize
+		c.ClaimCheckBytes = min(d.ClaimCheckBytes, int(c.MaxMsgSize)/4)
+	}
+	if c.PayloadMaxBytes == 0 {
+		c.PayloadMaxBytes = d.PayloadMaxBytes
+	}
 	return c
 }
 
@@ -179,6 +197,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("events config: duplicateWindow %s exceeds a stream's max age", c.DuplicateWindow.D())
 	case c.MaxAckPending < 1:
 		return fmt.Errorf("events config: maxAckPending must be at least 1, got %d", c.MaxAckPending)
+	case c.ClaimCheckBytes < 1 || c.ClaimCheckBytes >= int(c.MaxMsgSize):
+		return fmt.Errorf("events config: claimCheckBytes must be between 1 and maxMsgSize (%d), got %d", c.MaxMsgSize, c.ClaimCheckBytes)
+	case c.PayloadMaxBytes < int64(c.ClaimCheckBytes):
+		return fmt.Errorf("events config: payloadMaxBytes must be at least claimCheckBytes, got %d", c.PayloadMaxBytes)
 	}
 	return nil
 }
@@ -214,6 +236,7 @@ func (c Config) Streams() []jetstream.StreamConfig {
 		base(StreamResults, AllResults, "toolfleet tool results", c.ResultsMaxAge, jetstream.LimitsPolicy),
 		base(StreamEvents, AllEvents, "toolfleet approvals and run lifecycle events", c.EventsMaxAge, jetstream.LimitsPolicy),
 		base(StreamDeadLetters, AllDeadLetters, "toolfleet dead-lettered calls", c.DeadLettersMaxAge, jetstream.LimitsPolicy),
+		c.PayloadStream(),
 	}
 }
 

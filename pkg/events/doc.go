@@ -81,6 +81,8 @@
 // # Storage
 //
 // [Config] holds every stored setting in one place and [Ensure] creates it idempotently.
+// Payloads too large for an event (a tool's output over Config.ClaimCheckBytes) are
+// stored by reference on the payloads stream ([Payloads], [PayloadRef]).
 // The calls stream is a work queue: a call is gone once acknowledged, and JetStream
 // allows one consumer per filter, which is what a tool class is: one durable consumer
 // per tool ([ConsumerName]) shared by all its replicas. Results, events and dead letters

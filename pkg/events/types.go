@@ -86,8 +86,12 @@ type Call struct {
 type Result struct {
 	Status Status `json:"status"`
 	// Output is what the caller (or model) sees: the tool's output on success; on failure
-	// the error output the tool's callbacks made of it, if any.
+	// the error output the tool's callbacks made of it, if any. An output larger than the
+	// claim-check threshold is not here but stored by reference: OutputRef.
 	Output json.RawMessage `json:"output,omitempty"`
+	// OutputRef points at the output when it was stored by reference (see [Payloads]);
+	// read it with [Payloads.Get]. pkg/client and the planner do so for their callers.
+	OutputRef *PayloadRef `json:"output_ref,omitempty"`
 	// Error is set whenever Status is not ok.
 	Error *tools.Error `json:"error,omitempty"`
 	// DurationMS is the wall time from the first attempt's start to the result.

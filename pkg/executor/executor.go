@@ -32,6 +32,8 @@ type Executor struct {
 	lookups *resultLookups
 	// cancels hears and finds the cancels of calls (cancel.go).
 	cancels *cancels
+	// payloads stores outputs too large for a result by reference (claimcheck.go).
+	payloads *events.Payloads
 
 	ready     chan struct{} // closed once Run serves every tool
 	readyOnce sync.Once
@@ -80,7 +82,7 @@ func New(nc *nats.Conn, reg *tools.Registry, opts ...Option) (*Executor, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &Executor{nc: nc, js: js, reg: reg, o: o, cfg: cfg, m: m, secrets: secrets,
+	return &Executor{nc: nc, js: js, reg: reg, o: o, cfg: cfg, m: m, secrets: secrets, payloads: events.NewPayloads(js, cfg),
 		source: "/toolfleet/executor/" + o.id, ready: make(chan struct{})}, nil
 }
 

@@ -278,6 +278,7 @@ func fitOutput(j *job, failure *tools.Error) *tools.Error {
 // output_too_large error saying both sizes.
 func (ex *Executor) encodeResult(j *job, failure *tools.Error) (*nats.Msg, *tools.Error, error) {
 	settle(j, failure)
+	failure = ex.claimCheck(j, failure)
 	rm, err := events.NewResult(ex.source, j.res, j.res.Attempts)
 	if err != nil {
 		return nil, failure, err

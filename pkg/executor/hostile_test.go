@@ -206,11 +206,12 @@ func (b *testBundle) resultAt(t testing.TB, subject string) *jetstream.RawStream
 	return raw
 }
 
-// Outputs of '<' keep their size; one too large for a result is answered
-// output_too_large after one run, not redelivered and re-run.
+// Outputs of '<' keep their size; one too large to keep (over payloadMaxBytes) is
+// answered output_too_large after one run, not redelivered and re-run.
 func TestLargeOutputs(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
+	b.cfg.PayloadMaxBytes = 1 << 20
 	var runs sync.Map
 	reg := tools.NewRegistry()
 	counted(t, reg, "lt", `{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`, &runs,
@@ -228,7 +229,7 @@ func TestLargeOutputs(t *testing.T) {
 	}
 	r := res["huge"]
 	if r.Status != events.StatusError || r.Error.Code != tools.CodeOutputTooLarge || r.Attempts != 1 ||
-		!strings.Contains(r.Error.Message, "2000002 bytes") || !strings.Contains(r.Error.Message, "at most 1048576 bytes") {
+		!strings.Contains(r.Error.Message, "2000002 bytes") || !strings.Contains(r.Error.Message, "up to 1048576 bytes") {
 		t.Errorf("2 MB of '<': %+v %+v", r, r.Error)
 	}
 	time.Sleep(2 * time.Duration(b.cfg.AckWait)) // a redelivery would have come by now
