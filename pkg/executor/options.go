@@ -30,6 +30,7 @@ type options struct {
 	defaultTimeout    time.Duration
 	stream            events.Config
 	metrics           prometheus.Registerer
+	limitLease        time.Duration // see WithLimitLease; 0 is the default
 }
 
 func defaultOptions() options {
