@@ -344,3 +344,50 @@ func TestNoLimitsNoBucket(t *testing.T) {
 		t.Errorf("limits bucket with no limited tool: %v, want not found", err)
 	}
 }
+
+// A call waiting for a tenant slot when its executor stops is handed back, not lost: it
+// is answered once, by whichever replica runs it.
+func TestWaitingCallSurvivesShutdown(t *testing.T) {
+	b := setup(t)
+	gate := make(chan struct{})
+	started := make(chan string, 4)
+	newReg := func() *tools.Registry {
+		reg := tools.NewRegistry()
+		must(t, reg.AddFunc(tools.Definition{Name: "single", Parameters: echoSchema, Safe: true, MaxInFlightPerTenant: 1},
+			func(ctx context.Context, args json.RawMessage) (any, error) {
+				info, _ := tools.CallInfoFrom(ctx)
+				started <- info.CallID
+				if info.CallID == "held" {
+					<-gate
+				}
+				return true, nil
+			}))
+		return reg
+	}
+	stop1 := b.start(t, newReg(), executor.WithExecutorID("r1"))
+	a := events.Identity{Tenant: "a", Role: "user"}
+	b.callAs(t, a, "single", "held", `{"text":"x"}`)
+	if id := <-started; id != "held" {
+		t.Fatalf("started %s", id)
+	}
+	b.callAs(t, a, "single", "waiting", `{"text":"x"}`)
+	b.startReady(t, newReg(), executor.WithExecutorID("r2"))
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop1() }() // "waiting" is handed back; "held" runs on in the grace period
+	time.Sleep(500 * time.Millisecond) // let r1 see the stop first (either order is correct)
+	close(gate)
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	for id, r := range b.results.wait(t, 30*time.Second, "held", "waiting") {
+		if r.Status != events.StatusOK {
+			t.Errorf("%s: %s %+v", id, r.Status, r.Error)
+		}
+		t.Logf("%s answered by %s after waiting %d ms for its limit", id, r.Executor, r.LimitWaitMS)
+	}
+	for _, id := range []string{"held", "waiting"} {
+		if c := b.results.count(id); c != 1 {
+			t.Errorf("%s answered %d times", id, c)
+		}
+	}
+}
