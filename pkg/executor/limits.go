@@ -26,10 +26,12 @@ import (
 //   - Rate: the key r.<tool> holds the fleet's next free start time (the generic cell
 //     rate algorithm's "theoretical arrival time"). A call reserves its start by
 //     compare-and-set: start = max(now, TAT' - burst/rate) with TAT' = max(TAT, now) +
-//     1/rate, and waits until then holding its concurrency slot, so the calls behind it
-//     stay in the stream (backpressure). A start further away than the tool's LimitWait
-//     is not reserved: the call is answered rate_limited with retry_after_ms = how far
-//     the start was.
+//     1/rate, and waits until then without holding its concurrency slot (calls buffered
+//     behind it in the client would otherwise wait with nothing keeping them alive, and
+//     be redelivered), kept alive with in-progress acks. A start further away than the
+//     tool's LimitWait is not reserved: the call is answered rate_limited with
+//     retry_after_ms = how far the start was. So at most burst + rate x LimitWait calls
+//     wait fleet-wide, and the consumer's max ack pending bounds them too.
 //   - Tenant cap: the key t.<tool>[.<tenant>] (anonymous callers share t.<tool>) holds
 //     the leases of the calls of that tenant running anywhere in the fleet, each with its
 //     expiry. A call adds its lease by compare-and-set when fewer than the cap are live,
