@@ -22,7 +22,7 @@ type RateLimit struct {
 const (
 	MaxRatePerSecond   = 1e6
 	MaxRateBurst       = 1e6
-	MaxInFlightLimit   = 1e6
+	MaxInFlightLimit   = 10000 // the leases of one tenant are one value of at most 1 MiB
 	DefaultLimitWait   = 30 * time.Second
 	MaxLimitWait       = 10 * time.Minute
 	minRatePerSecondEq = 1.0 / 3600 // one call an hour
