@@ -148,6 +148,8 @@ func TestClientUser(t *testing.T) {
 		{"read a call directly", "$JS.API.DIRECT.GET." + events.StreamCalls + ".toolfleet.call.calculator", ""},
 		{"read run state", "$JS.API.DIRECT.GET.KV_" + events.BucketRuns + ".$KV." + events.BucketRuns + ".run1", ""},
 		{"read the in-flight bucket", "$JS.API.STREAM.MSG.GET.KV_" + events.BucketInflight, `{"seq":1}`},
+		{"read the limits bucket", "$JS.API.DIRECT.GET.KV_" + events.BucketLimits + ".$KV." + events.BucketLimits + ".r.echo", ""},
+		{"inspect the limits bucket", "$JS.API.STREAM.INFO.KV_" + events.BucketLimits, ""},
 		{"read the dead letters", "$JS.API.STREAM.MSG.GET." + events.StreamDeadLetters, `{"seq":1}`},
 		{"consume calls", "$JS.API.CONSUMER.CREATE." + events.StreamCalls + ".spy", `{}`},
 		{"consume a tool's calls", "$JS.API.CONSUMER.CREATE." + events.StreamCalls + ".spy.toolfleet.call.calculator", `{}`},

@@ -185,6 +185,25 @@ func TestLeastPrivilege(t *testing.T) {
 	if _, err := inflight.Get(ctx, ce.ID); err != nil {
 		t.Fatalf("executor: inflight get: %v", err)
 	}
+	// Fleet-wide limits: the executor creates the bucket, reads a key and changes it by
+	// compare-and-set, as pkg/executor's limits do.
+	limits, err := events.EnsureLimits(ctx, executor.js, cfg)
+	if err != nil {
+		t.Fatalf("executor: ensure %s: %v", events.BucketLimits, err)
+	}
+	rev, err := limits.Create(ctx, "t.echo.acme", []byte(`{"x":1}`))
+	if err != nil {
+		t.Fatalf("executor: limits create: %v", err)
+	}
+	if _, err := limits.Update(ctx, "t.echo.acme", []byte(`{}`), rev); err != nil {
+		t.Fatalf("executor: limits compare-and-set: %v", err)
+	}
+	if _, err := limits.Get(ctx, "t.echo.acme"); err != nil {
+		t.Fatalf("executor: limits get: %v", err)
+	}
+	if _, err := events.EnsureLimits(ctx, executor.js, cfg); err != nil {
+		t.Fatalf("executor: ensure %s again: %v", events.BucketLimits, err)
+	}
 	parked, err := executor.js.KeyValue(ctx, events.BucketApprovals)
 	if err != nil {
 		t.Fatalf("executor: open approvals: %v", err)
@@ -359,6 +378,18 @@ func TestLeastPrivilege(t *testing.T) {
 			_, err := planner.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET.KV_"+events.BucketInflight+".$KV."+events.BucketInflight+".call1", nil)
 			return err
 		})
+		planner.denied("read the limits bucket", "$JS.API.DIRECT.GET.KV_"+events.BucketLimits+".$KV."+events.BucketLimits+".t.echo.acme", func(ctx context.Context) error {
+			_, err := planner.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET.KV_"+events.BucketLimits+".$KV."+events.BucketLimits+".t.echo.acme", nil)
+			return err
+		})
+		planner.denied("take a tenant's slots", "$KV."+events.BucketLimits+".t.echo.acme", func(ctx context.Context) error {
+			_, err := planner.js.Publish(ctx, "$KV."+events.BucketLimits+".t.echo.acme", []byte(`{}`))
+			return err
+		})
+		planner.denied("create the limits bucket", "$JS.API.STREAM.CREATE.KV_"+events.BucketLimits, func(ctx context.Context) error {
+			_, err := planner.js.CreateKeyValue(ctx, cfg.LimitsBucket())
+			return err
+		})
 		planner.denied("dead-letter a call", "toolfleet.dlq.echo", func(ctx context.Context) error {
 			_, err := planner.js.Publish(ctx, "toolfleet.dlq.echo", []byte(`{}`))
 			return err
@@ -384,6 +415,10 @@ func TestLeastPrivilege(t *testing.T) {
 		})
 		picker.denied("publish a result", "toolfleet.result.run1.call9", func(ctx context.Context) error {
 			_, err := picker.js.Publish(ctx, "toolfleet.result.run1.call9", []byte(`{}`))
+			return err
+		})
+		picker.denied("reset a tool's rate", "$KV."+events.BucketLimits+".r.echo", func(ctx context.Context) error {
+			_, err := picker.js.Publish(ctx, "$KV."+events.BucketLimits+".r.echo", []byte(`0`))
 			return err
 		})
 		picker.denied("change the catalog", "$KV.toolfleet-catalog.echo", func(ctx context.Context) error {
@@ -416,6 +451,10 @@ func TestLeastPrivilege(t *testing.T) {
 		cl.noViolations(refusedCleanup(events.StreamResults))
 		cl.denied("publish a result", "toolfleet.result.run4.call4", func(ctx context.Context) error {
 			_, err := cl.js.Publish(ctx, "toolfleet.result.run4.call4", []byte(`{}`))
+			return err
+		})
+		cl.denied("free a tenant's slots", "$KV."+events.BucketLimits+".t.echo.acme", func(ctx context.Context) error {
+			_, err := cl.js.Publish(ctx, "$KV."+events.BucketLimits+".t.echo.acme", []byte(`{}`))
 			return err
 		})
 		cl.denied("consume a tool's calls", "$JS.API.CONSUMER.CREATE."+events.StreamCalls+"."+events.ConsumerName("echo"), func(ctx context.Context) error {

@@ -17,6 +17,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/natsconn"
 	"github.com/toolfleet/toolfleet/internal/ops"
 	"github.com/toolfleet/toolfleet/pkg/builtin"
+	"github.com/toolfleet/toolfleet/pkg/executor"
 	"github.com/toolfleet/toolfleet/pkg/mcptool"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 	"github.com/toolfleet/toolfleet/pkg/toolsfile"
@@ -24,9 +25,13 @@ import (
 
 // Defaults of the executor's settings.
 const (
-	DefaultConcurrency = 4
 	DefaultGracePeriod = 30 * time.Second
 )
+
+// DefaultConcurrency is -concurrency's default: [executor.DefaultConcurrency], 16 calls
+// per core (GOMAXPROCS) and at least 64, enough for a replica to fill its share of a
+// stream (see there).
+var DefaultConcurrency = executor.DefaultConcurrency()
 
 // Config is the executor binary's configuration.
 type Config struct {

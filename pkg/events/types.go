@@ -116,6 +116,11 @@ type Result struct {
 	Caller     Identity  `json:"caller,omitzero"`
 	StartedAt  time.Time `json:"started_at,omitzero"`
 	FinishedAt time.Time `json:"finished_at,omitzero"`
+	// LimitWaitMS is how long the call waited at its executor, not running, for its
+	// tool's limits (rate limit, tenant cap) before it started or was refused
+	// rate_limited; 0 for a call that did not wait. The time a call spent in the stream
+	// before an executor took it shows between its publication and StartedAt.
+	LimitWaitMS int64 `json:"limit_wait_ms,omitempty"`
 	// Approval records the decision on a call that waited for approval; nil for a call
 	// that never did.
 	Approval *Approval `json:"approval,omitempty"`

@@ -20,6 +20,12 @@
 // replicas adds throughput with no coordination; [WithConcurrency] bounds a tool's calls
 // on one replica, [WithMaxAckPending] across the fleet.
 //
+// The default concurrency, [DefaultConcurrency], is 16 calls per core (GOMAXPROCS), at
+// least 64: a replica must hold enough calls to cover each call's round trip (look-up,
+// run, result stored, ack) or it idles while the stream could deliver more — with the
+// old default of 4, one replica on 16 cores took 9.9k calls/s of a server's 25k. See
+// BenchmarkFleetConcurrency for the throughput at 4, 16, 64 and 256.
+//
 // # One call
 //
 // A delivered call is decoded ([events.DecodeCall]), hydrated ([tools.Registry.Hydrate]:
@@ -135,6 +141,37 @@
 // logged at warn, identical ones at most every 10s with a count of the repeats. Measured
 // on a 3-node cluster under load (internal/clustertest): after a SIGKILL of the calls
 // stream's leader, every tool was served again within the election time.
+//
+// # Limits
+//
+// A tool may declare fleet-wide limits on its definition: RateLimit {PerSecond, Burst},
+// calls started per second by all replicas together, and MaxInFlightPerTenant, calls
+// of one tenant (the tenant of the call's subject; anonymous callers are one tenant)
+// running at once across the fleet. Replicas share them through the toolfleet-limits
+// bucket ([events.BucketLimits]), changed only by compare-and-set; it is opened only when
+// a served tool declares a limit, so other tools pay nothing.
+//
+// What a caller sees: a call over a limit waits for its turn at the replica that took
+// it, without running and without holding a concurrency slot (so other tenants' calls go
+// on), kept alive with in-progress acks; its result's limit_wait_ms says how long, and
+// its started_at is when it started after the wait. A call that would wait longer than
+// the tool's LimitWait (30s by default; the call's deadline when earlier) — a rate
+// reservation that far ahead, or no tenant slot freed in that time — or that finds
+// 4 x concurrency calls (at least 16) already waiting for a tenant slot on its replica, is
+// answered rate_limited (status error, attempts 0, the tool never ran) with
+// retry_after_ms: for the rate, when its start would have been; for a tenant cap, a hint
+// of 1s. rate_limited is never retried by the fleet. Nothing is lost or doubled: every
+// call still ends in one result.
+//
+// The rate is the generic cell rate algorithm over one key per tool: each call reserves
+// a start at least 1/PerSecond after the one before (Burst may start at once after a
+// quiet spell), so the k-th start across the fleet is never earlier than (k-Burst)/PerSecond
+// after the first reservation. A tenant's calls hold leases in one key per tool and
+// tenant, renewed every third of [WithLimitLease] (15s) while they run and removed when
+// the tool returns; a replica that dies holding one leaves a lease that runs out within
+// the lease time, so its slot is free again for the call's redelivery. Leases and
+// reservations use the replicas' clocks (keep them within a small part of a second); a
+// crash only leaves capacity unused for a while, never lets more through.
 //
 // # Shutdown
 //

@@ -27,6 +27,8 @@ type Executor struct {
 
 	inflight  jetstream.KeyValue
 	approvals jetstream.KeyValue
+	// limits is nil unless a served tool declares a limit (see limits.go).
+	limits *limiter
 	// calls is the stream the janitor reads; lookups finds stored results.
 	calls   jetstream.Stream
 	lookups *resultLookups
@@ -216,6 +218,9 @@ func (ex *Executor) setUp(ctx context.Context) (err error) {
 	}
 	if ex.calls, err = ex.js.Stream(ctx, events.StreamCalls); err != nil {
 		return fmt.Errorf("open %s: %w", events.StreamCalls, err)
+	}
+	if err := ex.setUpLimits(ctx); err != nil {
+		return err
 	}
 	ex.catalog, err = events.OpenCatalog(ctx, ex.js, ex.cfg)
 	return err

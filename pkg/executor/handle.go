@@ -129,6 +129,12 @@ func (ex *Executor) answered(ctx context.Context, j *job) bool {
 func (ex *Executor) runAndAnswer(ctx context.Context, j *job, call *tools.Call) {
 	stop := ex.keepAlive(j.msg)
 	defer stop()
+	// The tool's fleet-wide limits, if it has any (limits.go): wait, or answer rate_limited.
+	hold, ok := ex.enterLimits(ctx, j)
+	if !ok {
+		return
+	}
+	defer hold.release()
 	if !j.def.IsIdempotent() {
 		first, err := ex.markStarted(ctx, j)
 		if err != nil {
@@ -144,6 +150,7 @@ func (ex *Executor) runAndAnswer(ctx context.Context, j *job, call *tools.Call) 
 		}
 	}
 	out, attempts := ex.runWithRetries(j.watch.context(ctx), j, call)
+	hold.release()
 	if out.Err != nil && out.Err.Code == tools.CodeCanceled && ctx.Err() != nil {
 		// Cancelled by our own shutdown: hand it back for another replica.
 		j.endSpan(nil)

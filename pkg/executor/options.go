@@ -30,11 +30,12 @@ type options struct {
 	defaultTimeout    time.Duration
 	stream            events.Config
 	metrics           prometheus.Registerer
+	limitLease        time.Duration // see WithLimitLease; 0 is the default
 }
 
 func defaultOptions() options {
 	return options{
-		concurrency:     4,
+		concurrency:     DefaultConcurrency(),
 		log:             zerolog.Nop(),
 		grace:           30 * time.Second,
 		id:              nuid.Next(),
@@ -49,8 +50,8 @@ func invalid(format string, args ...any) error {
 }
 
 // WithConcurrency bounds the calls of one tool running at once on this replica. Defaults
-// to 4. The fleet-wide bound of a tool is the consumer's max ack pending
-// ([WithMaxAckPending]).
+// to [DefaultConcurrency] (16 per core, at least 64). The fleet-wide bound of a tool is
+// the consumer's max ack pending ([WithMaxAckPending]).
 func WithConcurrency(n int) Option {
 	return func(o *options) error {
 		if n < 1 {

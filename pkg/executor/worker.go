@@ -27,6 +27,7 @@ func (ex *Executor) startWorker(ctx, runCtx context.Context, def tools.Definitio
 		n = c
 	}
 	w := &worker{def: def, sem: make(chan struct{}, n)}
+	ex.bindLimits(def, w.sem)
 	cc, err := ex.cfg.CallConsumer(def.Name)
 	if err != nil {
 		return nil, fmt.Errorf("executor: tool %s: %w", def.Name, err)

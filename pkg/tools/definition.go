@@ -91,6 +91,17 @@ type Definition struct {
 	// start-up, hands them to the tool through the context ([SecretFrom]) and scrubs their
 	// values from every output and error. Only their names are marshalled.
 	Secrets []Secret `json:"secrets,omitempty"`
+	// RateLimit caps how many calls of the tool start per second across the whole fleet
+	// (every replica together); nil means no cap. See [RateLimit].
+	RateLimit *RateLimit `json:"rateLimit,omitempty"`
+	// MaxInFlightPerTenant caps the calls of one tenant (anonymous callers count as one
+	// tenant) running at once across the whole fleet, so that one tenant cannot take all
+	// of the tool's capacity; 0 means no cap.
+	MaxInFlightPerTenant int `json:"maxInFlightPerTenant,omitempty"`
+	// LimitWait is how long a call over RateLimit or MaxInFlightPerTenant may wait for
+	// its turn before it is answered [CodeRateLimited]; zero means 30s. The call's own
+	// deadline, when earlier, wins.
+	LimitWait Duration `json:"limitWait,omitempty"`
 }
 
 // AllowsCaller reports whether a caller of tenant and role (empty for an anonymous

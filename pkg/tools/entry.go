@@ -115,7 +115,7 @@ func checkDefinition(def Definition) error {
 	if def.Timeout < 0 {
 		return Errorf(CodeInvalidDefinition, "tool %q: timeout must not be negative, got %s", def.Name, def.Timeout.D())
 	}
-	return nil
+	return checkLimits(def)
 }
 
 func isNull(b json.RawMessage) bool {

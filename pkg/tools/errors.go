@@ -56,6 +56,11 @@ const (
 	CodeCanceled Code = "canceled"
 	// CodeInvalidEvent: a message is not a valid toolfleet event.
 	CodeInvalidEvent Code = "invalid_event"
+	// CodeRateLimited: the call was over one of its tool's limits (Definition.RateLimit,
+	// Definition.MaxInFlightPerTenant) for longer than the tool lets a call wait
+	// (Definition.LimitWait), or too many calls were already waiting; the tool never ran.
+	// Error.RetryAfterMS says when to try again. Never retried by the fleet.
+	CodeRateLimited Code = "rate_limited"
 	// CodeInternal: anything else; a bug or an infrastructure failure.
 	CodeInternal Code = "internal"
 )
@@ -89,6 +94,7 @@ var retryable = map[Code]bool{
 	CodeInterrupted:         false, // not idempotent: running it again could repeat its effect
 	CodeCanceled:            false, // the caller or the executor gave up
 	CodeInvalidEvent:        false, // the message stays malformed
+	CodeRateLimited:         false, // the caller decides when to come back (RetryAfterMS)
 }
 
 // Retryable reports whether an attempt failing with c could succeed if tried again: only
@@ -112,6 +118,9 @@ type Error struct {
 	Message string `json:"message"`
 	// Violations lists every schema violation, for CodeInvalidInput and CodeInvalidOutput.
 	Violations []Violation `json:"violations,omitempty"`
+	// RetryAfterMS, for CodeRateLimited, is how many milliseconds from the answer the
+	// tool is expected to have room for the call again.
+	RetryAfterMS int64 `json:"retry_after_ms,omitempty"`
 	// Err is the cause; it is logged, never put on the wire.
 	Err error `json:"-"`
 }
@@ -134,6 +143,7 @@ var (
 	ErrCanceled          = &Error{Code: CodeCanceled}
 	ErrInvalidEvent      = &Error{Code: CodeInvalidEvent}
 	ErrInternal          = &Error{Code: CodeInternal}
+	ErrRateLimited       = &Error{Code: CodeRateLimited}
 )
 
 // ErrToolFailedPermanent matches any *Error with [CodeToolFailedPermanent].
