@@ -105,7 +105,7 @@ func (ex *Executor) handleCall(ctx context.Context, w *worker, msg jetstream.Msg
 // answered", since the result's publish is refused anyway if one exists (see
 // [events.NewResult]).
 func (ex *Executor) answered(ctx context.Context, j *job) bool {
-	subj, err := events.ResultSubject("", j.res.RunID, j.res.CallID)
+	subj, err := events.ResultSubject(j.res.Caller.Tenant, j.res.RunID, j.res.CallID)
 	if err != nil {
 		return false
 	}
