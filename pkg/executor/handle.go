@@ -31,8 +31,10 @@ type job struct {
 	afterStore func()
 	// trace is the call's execute_tool span, when tracing is on.
 	trace traced
-	// watch lets a cancel of the call reach it while it is handled (cancel.go).
-	watch *watch
+	// watch lets a cancel of the call reach it while it is handled (cancel.go); attempt
+	// is the attempt running, as the run's followers see it (progress.go).
+	watch   watch
+	attempt attempt
 }
 
 // newJob starts the answer to a (possibly invalid) call of def: the result is addressed
@@ -143,7 +145,7 @@ func (ex *Executor) runAndAnswer(ctx context.Context, j *job, call *tools.Call) 
 			return
 		}
 	}
-	out, attempts := ex.runWithRetries(j.watch.context(ctx), j, call)
+	out, attempts := ex.runWithRetries(ctx, j, call)
 	if out.Err != nil && out.Err.Code == tools.CodeCanceled && ctx.Err() != nil {
 		// Cancelled by our own shutdown: hand it back for another replica.
 		j.endSpan(nil)
@@ -206,11 +208,17 @@ func (ex *Executor) runOnce(ctx context.Context, j *job, call *tools.Call, attem
 	if s := ex.secrets[j.def.Name]; len(s) > 0 {
 		ctx = tools.WithSecrets(ctx, s)
 	}
+	ctx = ex.startAttempt(ctx, j, attempt)
+	defer j.attempt.end()
 	var cancel context.CancelFunc
 	if j.def.Timeout == 0 {
 		ctx, cancel = context.WithTimeout(ctx, ex.o.defaultTimeout)
-		defer cancel()
+	} else {
+		ctx, cancel = context.WithCancel(ctx) // Call.Run sets the tool's own timeout
 	}
+	defer cancel()
+	j.watch.attach(cancel) // a cancel of the call ends the attempt
+	defer j.watch.detach()
 	if !j.ce.Deadline.IsZero() {
 		ctx, cancel = context.WithDeadline(ctx, j.ce.Deadline)
 		defer cancel()
