@@ -69,7 +69,8 @@ type cancels struct {
 	reconnects uint64
 	nextStats  atomic.Int64                  // when to compare the reconnect count again (unix ns)
 	subs       map[string]*nats.Subscription // by tool
-	// parkable are the served tools whose calls may be parked for approval.
+	// parkable are the served tools whose calls may be parked for approval (read-only
+	// once the subscriptions exist).
 	parkable map[string]tools.Definition
 }
 
@@ -96,10 +97,12 @@ func (ex *Executor) listenCancels(ctx context.Context, defs []tools.Definition) 
 	c := &cancels{ex: ex, lookups: newLookups(ex.nc, events.StreamEvents), running: map[cancelKey]*watch{},
 		heard: map[cancelKey]events.Cancel{}, stored: map[string]bool{}, parkable: map[string]tools.Definition{},
 		subs: map[string]*nats.Subscription{}, reconnects: ex.nc.Stats().Reconnects}
-	for _, def := range defs {
+	for _, def := range defs { // filled before any subscription can call hear
 		if def.NeedsApproval() {
 			c.parkable[def.Name] = def
 		}
+	}
+	for _, def := range defs {
 		filter, err := events.CancelsFilter(def.Name)
 		if err != nil {
 			c.close()
