@@ -250,6 +250,23 @@ func (w *watch) detach() {
 	w.c.mu.Unlock()
 }
 
+// backOff waits delay before the next attempt of j; false when ctx ended or a cancel of
+// the call was heard meanwhile.
+func (ex *Executor) backOff(ctx context.Context, j *job, delay time.Duration) bool {
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	j.watch.attach(stop)
+	defer j.watch.detach()
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // mayBeStored reports whether a cancel of tool may be stored in the events stream: one
 // was found at start or heard since, or the connection was lost since the start (a
 // cancel published meanwhile was not heard).

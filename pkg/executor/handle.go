@@ -191,12 +191,8 @@ func (ex *Executor) runWithRetries(ctx context.Context, j *job, call *tools.Call
 		ex.m.retry(j.def.Name)
 		ex.o.log.Debug().Str("tool", j.def.Name).Str("call_id", j.res.CallID).Int("attempt", attempt).
 			Str("code", string(out.Err.Code)).Dur("backoff", delay).Msg("retrying")
-		t := time.NewTimer(delay)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return tools.Outcome{Err: tools.Errorf(tools.CodeCanceled, "executor stopping")}, attempt
+		if !ex.backOff(ctx, j, delay) {
+			return tools.Outcome{Err: tools.Errorf(tools.CodeCanceled, "executor stopping, or the call was canceled")}, attempt
 		}
 	}
 }
