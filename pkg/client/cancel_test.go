@@ -68,3 +68,57 @@ func TestCancelARunningCall(t *testing.T) {
 		t.Errorf("cancel of a bad tool name: %v", err)
 	}
 }
+
+// FollowRun shows the executors' events of a run's calls: tool_started, then the tool's
+// progress reports.
+func TestFollowProgress(t *testing.T) {
+	t.Parallel()
+	f := natstest.StartJetStream(t, events.Config{})
+	reg := tools.NewRegistry()
+	if err := reg.AddFunc(tools.Definition{Name: "steps", Parameters: json.RawMessage(`{"type":"object"}`), Safe: true},
+		func(ctx context.Context, _ json.RawMessage) (any, error) {
+			tools.ReportProgress(ctx, tools.Progress{Message: "half way", Fraction: 0.5})
+			return "done", nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+	ex, err := executor.New(f.Srv.Connect(), reg, executor.WithStreamConfig(f.Cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- ex.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	<-ex.Ready()
+	c, err := client.New(f.NC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Call(ctx, client.Request{Tool: "steps", ID: "s1", RunID: "run-f"}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.FollowRun(ctx, "run-f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	var words []string
+	for len(words) < 2 {
+		e, r, err := w.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		words = append(words, e.Type)
+		if e.Type == events.RunType("tool_progress") {
+			var p tools.Progress
+			if err := json.Unmarshal(r.Detail, &p); err != nil || p.Message != "half way" || p.Fraction != 0.5 || r.CallID != "s1" {
+				t.Errorf("progress %+v (%s), %v", r, r.Detail, err)
+			}
+		}
+	}
+	if words[0] != events.RunType("tool_started") || words[1] != events.RunType("tool_progress") {
+		t.Errorf("run events %v, want tool_started then tool_progress", words)
+	}
+}

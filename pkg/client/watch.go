@@ -43,7 +43,10 @@ var ErrStopped = errors.New("client: watch stopped")
 // them: started, step, tool_called, tool_result or tool_error, approval_needed,
 // approval_answered (an answer taken by the planner's API; Detail is its
 // [events.Approval]), done ([events.RunEvent]; an event's Type is [events.RunType] of
-// its word, its Detail the planner's record). The run's last event is "done". The watch ends when ctx ends.
+// its word, its Detail the planner's record) — and, from the executors running the run's
+// calls, tool_started (Executor, Attempt) and tool_progress (Detail is a
+// tools.Progress; rate-limited, the latest wins). The run's last event from the
+// planner is "done". The watch ends when ctx ends.
 func (c *Client) FollowRun(ctx context.Context, run string) (*Watch[events.RunEvent], error) {
 	filter, err := events.RunEventsSubject(c.caller.Tenant, run)
 	if err != nil {

@@ -338,3 +338,27 @@ func TestTenantRunEvent(t *testing.T) {
 		t.Errorf("tenant run event %s decoded as %s %+v, %v", m.Subject, what, r, err)
 	}
 }
+
+// An executor's run events name the executor, the attempt and the report: each is its
+// own event (distinct ids), and the same one published twice is one.
+func TestExecutorRunEventIDs(t *testing.T) {
+	t.Parallel()
+	id := func(r events.RunEvent) string {
+		m, err := events.NewRunEvent("/ex", "tool_progress", r, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Header.Get(events.HeaderID)
+	}
+	base := events.RunEvent{RunID: "r1", CallID: "c1", Executor: "ex1", Attempt: 1, Seq: 1}
+	second := base
+	second.Seq = 2
+	retry := base
+	retry.Attempt = 2
+	other := base
+	other.Executor = "ex2"
+	ids := map[string]bool{id(base): true, id(second): true, id(retry): true, id(other): true}
+	if len(ids) != 4 || id(base) != "r1-tool_progress-c1-ex1-1-1" {
+		t.Errorf("ids %v", ids)
+	}
+}

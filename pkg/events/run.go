@@ -10,8 +10,9 @@ import (
 // NewRunEvent encodes r as the run lifecycle event what (e.g. "step", "done") on
 // [RunEventSubject](r.Tenant, r.RunID, what), of type [RunType](what), at time at (zero: now). Its
 // id is derived from what it reports — <run>-<what>-<call> when r names a call,
-// <run>-<what>-<step> otherwise — so announcing the same thing twice (a step resumed
-// after a crash) is deduplicated.
+// <run>-<what>-<step> otherwise, followed by -<executor>, -<attempt> and -<seq> when r
+// sets them — so announcing the same thing twice (a step resumed after a crash) is
+// deduplicated.
 func NewRunEvent(source, what string, r RunEvent, at time.Time) (*nats.Msg, error) {
 	subj, err := RunEventSubject(r.Tenant, r.RunID, what)
 	if err != nil {
@@ -20,6 +21,15 @@ func NewRunEvent(source, what string, r RunEvent, at time.Time) (*nats.Msg, erro
 	id := r.RunID + "-" + what + "-" + strconv.Itoa(r.Step)
 	if r.CallID != "" {
 		id = r.RunID + "-" + what + "-" + r.CallID
+	}
+	if r.Executor != "" {
+		id += "-" + r.Executor
+	}
+	if r.Attempt > 0 {
+		id += "-" + strconv.Itoa(r.Attempt)
+	}
+	if r.Seq > 0 {
+		id += "-" + strconv.Itoa(r.Seq)
 	}
 	if at.IsZero() {
 		at = time.Now()

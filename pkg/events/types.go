@@ -228,4 +228,10 @@ type RunEvent struct {
 	Tool   string          `json:"tool,omitempty"`
 	CallID string          `json:"call_id,omitempty"`
 	Detail json.RawMessage `json:"detail,omitempty"`
+	// Executor and Attempt are set on the events an executor publishes about a call it
+	// runs (tool_started, tool_progress): the replica, and the attempt (1 for the first).
+	Executor string `json:"executor,omitempty"`
+	Attempt  int    `json:"attempt,omitempty"`
+	// Seq numbers an attempt's tool_progress events, from 1.
+	Seq int `json:"seq,omitempty"`
 }

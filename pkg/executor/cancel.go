@@ -3,7 +3,6 @@ package executor
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -48,9 +47,6 @@ import (
 // maxHeard bounds the cancels a replica remembers having heard.
 const maxHeard = 4096
 
-// errCancelEvent is the cause of a call context ended by a cancel event.
-var errCancelEvent = errors.New("a cancel of the call was published")
-
 // cancelKey names a call as its cancel subject does.
 type cancelKey struct{ tool, call, tenant string }
 
@@ -65,7 +61,7 @@ type cancels struct {
 	lookups *resultLookups // on the events stream
 
 	mu      sync.Mutex
-	running map[cancelKey][]*watch
+	running map[cancelKey]*watch // the calls handled here, chained by next (the same call twice is rare)
 	heard   map[cancelKey]events.Cancel
 	order   []cancelKey // heard, oldest first
 	stored  map[string]bool
@@ -73,34 +69,40 @@ type cancels struct {
 	reconnects uint64
 	nextStats  atomic.Int64                  // when to compare the reconnect count again (unix ns)
 	subs       map[string]*nats.Subscription // by tool
-	// parkable are the served tools whose calls may be parked for approval.
+	// parkable are the served tools whose calls may be parked for approval (read-only
+	// once the subscriptions exist).
 	parkable map[string]tools.Definition
 }
 
 // A cancel's handler (hear) runs on the subscription's goroutine; nats.go counts a
 // message as pending until its handler has returned, which settle relies on.
 
-// watch is one call being handled, as cancels see it. Its fields are guarded by the
-// cancels' mutex.
+// watch is one call being handled, as cancels see it; it lives in the call's job (no
+// allocation of its own). Its fields are guarded by the cancels' mutex; c is nil until
+// the call is registered.
 type watch struct {
 	c      *cancels
 	key    cancelKey
+	next   *watch         // another handling of the same call on this replica
 	cancel *events.Cancel // the cancel heard or found, if any
-	stop   context.CancelCauseFunc
-	// early is true when the cancel was known before the tool was handed its context.
-	early bool
+	stop   context.CancelFunc
+	// early is true when the cancel was known before the first attempt started; ran,
+	// once an attempt has run.
+	early, ran bool
 }
 
 // listenCancels subscribes to the cancels of every tool in defs and finds out which
 // tools have cancels stored. It runs before any call is taken.
 func (ex *Executor) listenCancels(ctx context.Context, defs []tools.Definition) (*cancels, error) {
-	c := &cancels{ex: ex, lookups: newLookups(ex.nc, events.StreamEvents), running: map[cancelKey][]*watch{},
+	c := &cancels{ex: ex, lookups: newLookups(ex.nc, events.StreamEvents), running: map[cancelKey]*watch{},
 		heard: map[cancelKey]events.Cancel{}, stored: map[string]bool{}, parkable: map[string]tools.Definition{},
 		subs: map[string]*nats.Subscription{}, reconnects: ex.nc.Stats().Reconnects}
-	for _, def := range defs {
+	for _, def := range defs { // filled before any subscription can call hear
 		if def.NeedsApproval() {
 			c.parkable[def.Name] = def
 		}
+	}
+	for _, def := range defs {
 		filter, err := events.CancelsFilter(def.Name)
 		if err != nil {
 			c.close()
@@ -155,8 +157,8 @@ func (c *cancels) hear(m *nats.Msg) {
 		c.order = append(c.order, key)
 	}
 	c.heard[key] = cn
-	var stops []context.CancelCauseFunc
-	for _, w := range c.running[key] {
+	var stops []context.CancelFunc
+	for w := c.running[key]; w != nil; w = w.next {
 		if w.cancel == nil {
 			w.cancel = &cn
 			if w.stop != nil {
@@ -166,7 +168,7 @@ func (c *cancels) hear(m *nats.Msg) {
 	}
 	c.mu.Unlock()
 	for _, stop := range stops {
-		stop(errCancelEvent)
+		stop()
 	}
 	// A parked call is answered (a call being parked right now is, by park, once parked).
 	if def, ok := c.parkable[tool]; ok {
@@ -174,37 +176,45 @@ func (c *cancels) hear(m *nats.Msg) {
 	}
 }
 
-// watch registers a call being handled: a cancel heard from now on reaches it.
-func (c *cancels) watch(j *job) *watch {
-	w := &watch{c: c, key: keyOfJob(j)}
+// register makes w the watch of j's call: a cancel heard from now on reaches it.
+func (w *watch) register(c *cancels, j *job) {
+	w.c, w.key = c, keyOfJob(j)
 	c.mu.Lock()
-	c.running[w.key] = append(c.running[w.key], w)
+	w.next = c.running[w.key]
+	c.running[w.key] = w
 	if cn, ok := c.heard[w.key]; ok {
 		w.cancel = &cn
 	}
 	c.mu.Unlock()
-	return w
 }
 
 // release unregisters the call.
 func (w *watch) release() {
-	if w == nil {
+	c := w.c
+	if c == nil {
 		return
 	}
-	c := w.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ws := slices.DeleteFunc(c.running[w.key], func(x *watch) bool { return x == w })
-	if len(ws) == 0 {
+	switch head := c.running[w.key]; {
+	case head == w && w.next == nil:
 		delete(c.running, w.key)
-	} else {
-		c.running[w.key] = ws
+	case head == w:
+		c.running[w.key] = w.next
+	default:
+		for p := head; p != nil; p = p.next {
+			if p.next == w {
+				p.next = w.next
+				break
+			}
+		}
 	}
+	w.c, w.next = nil, nil
 }
 
 // canceled returns the cancel heard or found for the call, if any.
 func (w *watch) canceled() *events.Cancel {
-	if w == nil {
+	if w.c == nil {
 		return nil
 	}
 	w.c.mu.Lock()
@@ -212,21 +222,49 @@ func (w *watch) canceled() *events.Cancel {
 	return w.cancel
 }
 
-// context returns ctx made to end when a cancel of the call is heard; at once when one
-// is known already.
-func (w *watch) context(ctx context.Context) context.Context {
-	if w == nil {
-		return ctx
+// attach makes stop (which ends an attempt's context) run when a cancel of the call is
+// heard; at once when one is known already. detach undoes it when the attempt ends.
+func (w *watch) attach(stop context.CancelFunc) {
+	if w.c == nil {
+		return
 	}
-	ctx, stop := context.WithCancelCause(ctx)
 	w.c.mu.Lock()
 	w.stop = stop
-	w.early = w.cancel != nil
-	w.c.mu.Unlock()
-	if w.early {
-		stop(errCancelEvent)
+	known := w.cancel != nil
+	if known && !w.early {
+		w.early = !w.ran
 	}
-	return ctx
+	w.c.mu.Unlock()
+	if known {
+		stop()
+	}
+}
+
+func (w *watch) detach() {
+	if w.c == nil {
+		return
+	}
+	w.c.mu.Lock()
+	w.stop = nil
+	w.ran = true
+	w.c.mu.Unlock()
+}
+
+// backOff waits delay before the next attempt of j; false when ctx ended or a cancel of
+// the call was heard meanwhile.
+func (ex *Executor) backOff(ctx context.Context, j *job, delay time.Duration) bool {
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	j.watch.attach(stop)
+	defer j.watch.detach()
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // mayBeStored reports whether a cancel of tool may be stored in the events stream: one
@@ -276,7 +314,7 @@ func (ex *Executor) canceledBefore(ctx context.Context, j *job) bool {
 	if ex.cancels == nil {
 		return false
 	}
-	j.watch = ex.cancels.watch(j)
+	j.watch.register(ex.cancels, j)
 	ex.cancels.settle(j.def.Name)
 	cn := j.watch.canceled()
 	if cn == nil && ex.cancels.mayBeStored(j.def.Name) {
@@ -286,12 +324,15 @@ func (ex *Executor) canceledBefore(ctx context.Context, j *job) bool {
 		return false
 	}
 	j.watch.release()
-	j.watch = nil
 	ex.o.log.Info().Str("tool", j.def.Name).Str("call_id", j.res.CallID).Str("run_id", j.res.RunID).
 		Msg("call canceled before it ran")
 	ex.fail(j, canceledError(j, *cn))
 	return true
 }
+
+// cancelLookupTimeout bounds the look-up of a stored cancel; one that times out reads
+// as "none".
+const cancelLookupTimeout = time.Second
 
 // storedCancel looks up the call's cancel in the events stream; nil when there is none
 // or the look-up failed (a cancel published meanwhile is heard by the subscription).
@@ -300,7 +341,9 @@ func (ex *Executor) storedCancel(ctx context.Context, j *job) *events.Cancel {
 	if err != nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lookupTimeout)
+	// A short wait: the look-up only covers cancels published while this replica was not
+	// listening, and an events stream electing a leader must not hold every call up.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelLookupTimeout)
 	defer cancel()
 	found, err := ex.cancels.lookups.has(ctx, subj)
 	if err != nil {

@@ -3,6 +3,7 @@ package executor_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -223,5 +224,29 @@ func TestCancelParkedCall(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	if _, ran := written.Load("parked-1"); ran || b.results.count("parked-1") != 1 {
 		t.Errorf("a canceled parked call ran (%v) or was answered %d times", ran, b.results.count("parked-1"))
+	}
+}
+
+// A cancel heard while a call waits to be retried ends the wait: the call is answered
+// canceled after its first attempt, not tried again.
+func TestCancelDuringBackoff(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	failed := make(chan struct{}, 4)
+	reg := tools.NewRegistry()
+	must(t, reg.AddFunc(tools.Definition{Name: "flaky", Parameters: json.RawMessage(`{"type":"object"}`), Safe: true,
+		Retry: &tools.RetryPolicy{MaxRetries: new(1), InitialBackoff: tools.Duration(time.Minute), MaxBackoff: tools.Duration(time.Minute)}},
+		func(context.Context, json.RawMessage) (any, error) {
+			failed <- struct{}{}
+			return nil, errors.New("upstream down")
+		}))
+	b.start(t, reg)
+	b.call(t, "flaky", "f1", "r", `{}`)
+	<-failed
+	b.cancel(t, "", "flaky", "f1")
+	r := b.results.one(t, "f1")
+	wantCanceled(t, r, events.StatusCanceled, tools.CodeCanceled)
+	if r.Attempts != 1 {
+		t.Errorf("attempts %d, want 1: a canceled call is not tried again", r.Attempts)
 	}
 }

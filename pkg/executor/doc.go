@@ -94,7 +94,7 @@
 // toolfleet.event.cancel.<tool>.<call>[.<tenant>]; the planner publishes them when a run
 // is canceled, a client with client.Cancel) is stored in the events stream and heard at
 // once by every replica serving the tool (a core subscription each). A running call's
-// context is cancelled; its result says canceled (status and code) when the tool
+// context is cancelled (a call waiting to be retried stops waiting); its result says canceled (status and code) when the tool
 // stopped because of it, interrupted for a non-idempotent tool cut mid-run (its effect
 // may be partly done), or the normal result when it finished anyway — the first stored
 // result wins, so a cancel after completion changes nothing. A call not yet started is

@@ -31,8 +31,10 @@ type job struct {
 	afterStore func()
 	// trace is the call's execute_tool span, when tracing is on.
 	trace traced
-	// watch lets a cancel of the call reach it while it is handled (cancel.go).
-	watch *watch
+	// watch lets a cancel of the call reach it while it is handled (cancel.go); attempt
+	// is the attempt running, as the run's followers see it (progress.go).
+	watch   watch
+	attempt attempt
 }
 
 // newJob starts the answer to a (possibly invalid) call of def: the result is addressed
@@ -105,7 +107,7 @@ func (ex *Executor) handleCall(ctx context.Context, w *worker, msg jetstream.Msg
 // answered", since the result's publish is refused anyway if one exists (see
 // [events.NewResult]).
 func (ex *Executor) answered(ctx context.Context, j *job) bool {
-	subj, err := events.ResultSubject("", j.res.RunID, j.res.CallID)
+	subj, err := events.ResultSubject(j.res.Caller.Tenant, j.res.RunID, j.res.CallID)
 	if err != nil {
 		return false
 	}
@@ -149,7 +151,7 @@ func (ex *Executor) runAndAnswer(ctx context.Context, j *job, call *tools.Call) 
 			return
 		}
 	}
-	out, attempts := ex.runWithRetries(j.watch.context(ctx), j, call)
+	out, attempts := ex.runWithRetries(ctx, j, call)
 	hold.release()
 	if out.Err != nil && out.Err.Code == tools.CodeCanceled && ctx.Err() != nil {
 		// Cancelled by our own shutdown: hand it back for another replica.
@@ -196,12 +198,8 @@ func (ex *Executor) runWithRetries(ctx context.Context, j *job, call *tools.Call
 		ex.m.retry(j.def.Name)
 		ex.o.log.Debug().Str("tool", j.def.Name).Str("call_id", j.res.CallID).Int("attempt", attempt).
 			Str("code", string(out.Err.Code)).Dur("backoff", delay).Msg("retrying")
-		t := time.NewTimer(delay)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return tools.Outcome{Err: tools.Errorf(tools.CodeCanceled, "executor stopping")}, attempt
+		if !ex.backOff(ctx, j, delay) {
+			return tools.Outcome{Err: tools.Errorf(tools.CodeCanceled, "executor stopping, or the call was canceled")}, attempt
 		}
 	}
 }
@@ -213,11 +211,17 @@ func (ex *Executor) runOnce(ctx context.Context, j *job, call *tools.Call, attem
 	if s := ex.secrets[j.def.Name]; len(s) > 0 {
 		ctx = tools.WithSecrets(ctx, s)
 	}
+	ctx = ex.startAttempt(ctx, j, attempt)
+	defer j.attempt.end()
 	var cancel context.CancelFunc
 	if j.def.Timeout == 0 {
 		ctx, cancel = context.WithTimeout(ctx, ex.o.defaultTimeout)
-		defer cancel()
+	} else {
+		ctx, cancel = context.WithCancel(ctx) // Call.Run sets the tool's own timeout
 	}
+	defer cancel()
+	j.watch.attach(cancel) // a cancel of the call ends the attempt
+	defer j.watch.detach()
 	if !j.ce.Deadline.IsZero() {
 		ctx, cancel = context.WithDeadline(ctx, j.ce.Deadline)
 		defer cancel()

@@ -95,3 +95,28 @@ func TestIdentityFromTheSubject(t *testing.T) {
 		t.Errorf("runs %v; want admin_report once for acme/admin, charge once per tenant and once anonymously", ran)
 	}
 }
+
+// The look-up for a stored result before a call runs is on the caller's own result
+// subject: an anonymous caller's result for a call id does not stand for a tenant's call
+// of the same id (which must still be run and answered).
+func TestStoredResultIsTheCallersOwn(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.start(t, echoRegistry(t))
+	b.call(t, "echo", "dup", "r", `{"text":"anonymous"}`)
+	if r := b.results.one(t, "dup"); r.Status != events.StatusOK {
+		t.Fatalf("anonymous call: %+v", r)
+	}
+	m, err := events.NewCall(events.CallOptions{Source: "/test", ID: "dup", RunID: "r", Caller: events.Identity{Tenant: "acme", Role: "user"}},
+		events.Call{Tool: "echo", Arguments: json.RawMessage(`{"text":"acme"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.publish(t, m)
+	natstest.Eventually(t, 15*time.Second, "acme's call of the same id answered", func() bool { return b.results.count("dup") == 2 })
+	b.results.mu.Lock()
+	defer b.results.mu.Unlock()
+	if r := b.results.byID["dup"][1]; r.Caller.Tenant != "acme" || string(r.Output) != `{"text":"acme"}` {
+		t.Errorf("acme's result %+v", r)
+	}
+}

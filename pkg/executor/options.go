@@ -28,6 +28,7 @@ type options struct {
 	approvalTimeout   time.Duration
 	noSuchToolAfter   time.Duration
 	defaultTimeout    time.Duration
+	startedAfter      time.Duration
 	stream            events.Config
 	metrics           prometheus.Registerer
 	limitLease        time.Duration // see WithLimitLease; 0 is the default
@@ -42,6 +43,7 @@ func defaultOptions() options {
 		approvalTimeout: 15 * time.Minute,
 		noSuchToolAfter: 10 * time.Second,
 		defaultTimeout:  time.Minute,
+		startedAfter:    DefaultStartedAfter,
 	}
 }
 
@@ -151,6 +153,26 @@ func WithDefaultTimeout(d time.Duration) Option {
 			return invalid("default timeout must be positive, got %s", d)
 		}
 		o.defaultTimeout = d
+		return nil
+	}
+}
+
+// DefaultStartedAfter is how long a call runs before its tool_started event is
+// published, unless [WithStartedAfter] says otherwise.
+const DefaultStartedAfter = 20 * time.Millisecond
+
+// WithStartedAfter sets how long an attempt of a call runs before the executor announces
+// it on the call's run (a tool_started event whose time is when it started; see
+// progress.go). A call that ends sooner, and reports no progress, is not announced: its
+// result says when it started (started_at), and the events stream stores one message
+// less per call (about 7% of an executor's CPU per call of a tool that does nothing). 0
+// announces every attempt as it starts. Defaults to [DefaultStartedAfter].
+func WithStartedAfter(d time.Duration) Option {
+	return func(o *options) error {
+		if d < 0 {
+			return invalid("started-after delay must not be negative, got %s", d)
+		}
+		o.startedAfter = d
 		return nil
 	}
 }

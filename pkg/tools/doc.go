@@ -43,7 +43,9 @@
 //
 // The constructor runs once per call, so it hands out what it captured rather than
 // making it anew. Per-call facts (call id, run id, attempt, the caller's metadata) come
-// from the context instead: [CallInfoFrom].
+// from the context instead: [CallInfoFrom]. A long tool tells its caller how far it got
+// with [ReportProgress] (a no-op outside an executor), and stops when its context ends:
+// the caller may cancel the call.
 //
 // # Secrets
 //
@@ -125,5 +127,7 @@
 //
 // Every failure is an [*Error] with a [Code]. Match codes with errors.Is against the
 // sentinels ([ErrInvalidInput], [ErrNoSuchTool], ...). Codes decide retries: see
-// [Code.Retryable] and [RetryPolicy].
+// [Code.Retryable] and [RetryPolicy]. A model is shown a failure as
+// {"error":{"code","message","violations"}} ([Error.ForModel], [ErrorOutput]), by an
+// executor as by the planner.
 package tools

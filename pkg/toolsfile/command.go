@@ -47,6 +47,7 @@ func (c *Command) run(ctx context.Context, tool string, secrets []tools.Secret, 
 	var cmd *exec.Cmd
 	var stdout *limitBuffer
 	var stderr *tailBuffer
+	var errLines *progressWriter
 	env, err := c.environ(ctx, tool, secrets)
 	if err != nil {
 		return nil, err
@@ -60,7 +61,8 @@ func (c *Command) run(ctx context.Context, tool string, secrets []tools.Secret, 
 		cmd.Stdin = bytes.NewReader(args)
 		stdout = &limitBuffer{max: limitOr(c.MaxOutputBytes)}
 		stderr = &tailBuffer{max: stderrTailBytes}
-		cmd.Stdout, cmd.Stderr = stdout, stderr
+		errLines = &progressWriter{ctx: ctx, out: stderr}
+		cmd.Stdout, cmd.Stderr = stdout, errLines
 		// The process gets its own group so that a timeout kills what it started too (a
 		// shell's children); WaitDelay stops Wait from hanging on pipes a stray grandchild
 		// still holds.
@@ -75,6 +77,7 @@ func (c *Command) run(ctx context.Context, tool string, secrets []tools.Secret, 
 		return nil, tools.Wrap(tools.CodeToolFailed, err, fmt.Sprintf("tool %s: cannot start %s: %v", tool, c.Argv[0], err))
 	}
 	err = cmd.Wait()
+	errLines.flush()
 	// Whatever happened, nothing the command started outlives the call.
 	killGroup(cmd)
 

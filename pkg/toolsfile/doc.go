@@ -57,6 +57,18 @@
 // name), and TOOLFLEET_TOOL, TOOLFLEET_CALL_ID, TOOLFLEET_RUN_ID, TOOLFLEET_ATTEMPT, so
 // that a program can make its effects idempotent per call.
 //
+// A command reports its progress with lines on stderr that start with "::progress "
+// ([ProgressPrefix]) followed by a JSON object, one per line:
+//
+//	echo '::progress {"message":"fetched 3 of 10 pages","fraction":0.3,"data":{"pages":3}}' >&2
+//
+// message (text), fraction (0 to 1) and data (any JSON) are all optional. The executor
+// publishes them as tool_progress events of the call's run (at most ten a second per
+// call, the latest winning; scrubbed of the tool's secrets). Such lines are left out of
+// the stderr a failure shows; every other stderr line, and a progress line whose JSON
+// does not parse, stays as it is. A call canceled by its caller (a cancel event) kills
+// the process group, as a timeout does, and is answered canceled.
+//
 // # Secrets
 //
 // A tool's secrets list names with their source: env (a variable of the executor) or file
