@@ -85,8 +85,20 @@
 // answer, every call with its timeline, tokens, steps, termination), GET
 // /v1/runs/{id}/messages (the conversation, in order), GET
 // /v1/runs/{id}/events (the run's lifecycle as Server-Sent Events, replayed from its
-// start), POST /v1/approvals/{callId}, /healthz and /readyz. The same lifecycle is
-// published on toolfleet.event.run.<run>.<what> for any NATS subscriber.
+// start; each event's SSE id is its sequence on the events stream, and a reconnection
+// with Last-Event-ID resumes after it, or gets 204 once it saw done), POST
+// /v1/approvals/{callId}, /healthz and /readyz. The same lifecycle is published on
+// toolfleet.event.run.<run>.<what> for any NATS subscriber.
+//
+// # Streaming
+//
+// The model is asked with [provider.Model.Stream]: its text is announced as it comes,
+// in text_delta events (the text and its index within the step), coalesced so that a
+// step sends at most one per 50 ms or per KiB of text; each tool call is announced by
+// tool_call_started (tool, the model's call id, and the fleet call id it will have) as
+// soon as the stream has delivered it. Deltas are a preview: the conversation stores
+// the final message, and a step asked again after a crash may stream again (repeated
+// delta ids are dropped by JetStream).
 //
 // # Why internal
 //

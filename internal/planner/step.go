@@ -298,7 +298,7 @@ func (p *Planner) askModel(ctx context.Context, m jetstream.Msg, run *Run, msgs 
 	defer stop()
 	mctx, span := chatSpan(mctx, run, model)
 	began := time.Now()
-	resp, err := model.Generate(mctx, provider.Request{
+	resp, err := p.generate(mctx, run, model, provider.Request{
 		System: run.System, Messages: msgs, Tools: defs, ToolChoice: run.ToolChoice,
 	})
 	endChat(span, resp, err)
