@@ -85,6 +85,7 @@ func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, s
 		return err
 	}
 	if stored == nil {
+		p.stepStarted(ctx, run, step)
 		msgs, err := p.rlog.conversation(ctx, run)
 		if errors.Is(err, errNoRecord) {
 			// A part of the run's log is gone (expired, or never stored): no step can follow.
@@ -132,7 +133,7 @@ func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, s
 	// that comes back before the state is stored waits for it (recordResult).
 	state := *stored.State
 	state.Calls = slices.Clone(state.Calls)
-	p.emit(ctx, &state, "step", step, "", map[string]any{"usage": state.Usage})
+	p.modelAnswered(ctx, &state, step, stored.Message, stored.Calls, stored.Warnings, run.Usage)
 	var sent func(context.Context) error
 	doneStoring := func() {}
 	if state.Status == StatusRunning && state.Step == step && len(state.stepCalls()) > 0 && !state.nests() {
@@ -173,6 +174,7 @@ func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, s
 // answered stores the model's final answer at step, which completes the run: the last
 // step has no record (see [runLog.assemble]).
 func (p *Planner) answered(ctx context.Context, run *Run, rev uint64, fresh bool, step int, resp *provider.Response, offered StepTools, now time.Time) error {
+	before := run.Usage
 	run, err := p.runs.updateFrom(ctx, run.ID, run, rev, fresh, func(r *Run) (bool, error) {
 		if r.Status == StatusDone || r.Step != step || len(r.stepCalls()) > 0 || r.Recorded > step {
 			return false, nil // another replica took the step meanwhile
@@ -184,7 +186,7 @@ func (p *Planner) answered(ctx context.Context, run *Run, rev uint64, fresh bool
 	if err != nil {
 		return err
 	}
-	p.emit(ctx, run, "step", step, "", map[string]any{"usage": run.Usage})
+	p.modelAnswered(ctx, run, step, resp.Message, nil, nil, before)
 	return p.afterChange(ctx, run)
 }
 
