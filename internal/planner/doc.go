@@ -32,6 +32,21 @@
 // default) answers the repeated call with a warning instead of running it. It keeps a
 // window (the last call's key and its repeat count), not the run's history.
 //
+// A run may bring its own stop conditions. StartRequest.StopWhen ([StopCondition]):
+// stop when a named tool succeeded, or when a successful call's output contains a
+// substring or matches an RE2 expression (at most 1 KiB, over the output's first 64
+// KiB) — the run ends with stop_condition once that step has all its results, its
+// answer the matching call's output, Detail naming the condition. StartRequest.StopHook
+// ([StopHook]): a NATS subject any service answers (request/reply, like approvals),
+// asked before each step after the first with the last step's [StopSummary] (its calls
+// and their statuses, its usage, the run's tokens and errors so far) and answering
+// [StopDecision] {"action":"continue"|"stop","reason"} within its timeout (default 2s,
+// at most 10s); stop ends the run with stop_hook and the reason. A hook that does not
+// answer in time or answers nonsense lets the run go on by default (onError
+// "continue": a policy's outage should not end every run in flight, which keep their
+// own limits); onError "stop" ends the run instead, for a hook that must see every
+// step. A hook's subject is a literal subject outside toolfleet.>, $> and _INBOX.>.
+//
 // # Durability
 //
 // A run's state is in three places, none of which grows per write with the run's

@@ -85,6 +85,9 @@ func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, s
 		return err
 	}
 	if stored == nil {
+		if t, detail := p.askStopHook(ctx, m, run); t != "" {
+			return p.end(ctx, run, rev, fresh, step, t, detail)
+		}
 		p.stepStarted(ctx, run, step)
 		msgs, err := p.rlog.conversation(ctx, run)
 		if errors.Is(err, errNoRecord) {
@@ -330,6 +333,7 @@ func keepAlive(m jetstream.Msg, period time.Duration) (stop func()) {
 // itself (unknown tool, invalid arguments, a loop warning, the depth limit).
 func (p *Planner) applyModelResponse(r *Run, resp *provider.Response, now time.Time) {
 	r.Usage = r.Usage.Add(resp.Usage)
+	r.StepUsage = resp.Usage
 	msg := resp.Message
 	if len(msg.ToolCalls) == 0 && r.ToolChoice.Mode == provider.ChoiceRequired {
 		if slices.Contains(r.RetriedSteps, r.Step-1) {
