@@ -25,12 +25,20 @@
 //
 // A run ends with a [Termination]: completed (the model answered without calls),
 // final_tool, max_steps, timeout (wall clock, also while waiting for tools or the model),
-// token_budget, error_threshold, loop_detected, model_error, tool_required (toolChoice
+// token_budget, cost_budget, error_threshold, loop_detected, model_error, stop_condition,
+// stop_hook, tool_required (toolChoice
 // required, and the model answered without a call twice in a row), or storage_error (a
 // part of its state can never be stored). Loop detection compares calls by tool and
 // canonical arguments; at Limits.LoopThreshold repeats it warns, stops, or (the
 // default) answers the repeated call with a warning instead of running it. It keeps a
 // window (the last call's key and its repeat count), not the run's history.
+//
+// A run's cost (Run.Cost, shown by GET /v1/runs/{id}) is its model's tokens at the
+// price of Config.Prices ([PriceTable], a YAML or JSON file for cmd/planner's -prices)
+// plus the price of each call sent to the fleet. Limits.CostBudget is checked before
+// each model call and before a step's calls are sent: a step whose calls would take the
+// run over it sends none (each is answered cost_budget) and the run ends with
+// cost_budget; the model's answer that got there is paid for and recorded.
 //
 // A run may bring its own stop conditions. StartRequest.StopWhen ([StopCondition]):
 // stop when a named tool succeeded, or when a successful call's output contains a

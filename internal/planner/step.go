@@ -277,6 +277,8 @@ func (p *Planner) stopBeforeModel(r *Run) (Termination, string) {
 		return TerminationTokenBudget, fmt.Sprintf("the run used %d tokens of its budget of %d", r.Usage.Total(), r.Limits.TokenBudget)
 	case r.Errors >= r.Limits.ErrorThreshold:
 		return TerminationErrorThreshold, fmt.Sprintf("%d tool calls failed (threshold %d)", r.Errors, r.Limits.ErrorThreshold)
+	case r.overCostBudget() != "":
+		return TerminationCostBudget, r.overCostBudget()
 	}
 	return "", ""
 }
@@ -334,6 +336,7 @@ func keepAlive(m jetstream.Msg, period time.Duration) (stop func()) {
 func (p *Planner) applyModelResponse(r *Run, resp *provider.Response, now time.Time) {
 	r.Usage = r.Usage.Add(resp.Usage)
 	r.StepUsage = resp.Usage
+	r.Cost += p.modelCost(r.Model, resp.Usage)
 	msg := resp.Message
 	if len(msg.ToolCalls) == 0 && r.ToolChoice.Mode == provider.ChoiceRequired {
 		if slices.Contains(r.RetriedSteps, r.Step-1) {
@@ -376,6 +379,9 @@ func (p *Planner) applyModelResponse(r *Run, resp *provider.Response, now time.T
 			}
 		}
 		p.checkCall(r, c, now)
+	}
+	if p.chargeStep(r, now) {
+		return
 	}
 	if r.stepComplete() {
 		p.completeStep(r, now)

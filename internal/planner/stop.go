@@ -64,6 +64,8 @@ type StopSummary struct {
 	// RunUsage is the run's so far; Errors its failed calls so far.
 	RunUsage provider.Usage `json:"runUsage"`
 	Errors   int            `json:"errors"`
+	// Cost is the run's cost so far, when the planner has prices (see PriceTable).
+	Cost float64 `json:"cost,omitempty"`
 }
 
 // StopCall is one call in a [StopSummary].
@@ -240,7 +242,7 @@ func (p *Planner) askStopHook(ctx context.Context, m jetstream.Msg, r *Run) (Ter
 		return "", ""
 	}
 	sum := StopSummary{RunID: r.ID, Step: r.Step - 1, Calls: []StopCall{}, RunUsage: r.Usage, Tokens: r.Usage.Total(),
-		Errors: r.Errors, Usage: r.StepUsage}
+		Errors: r.Errors, Usage: r.StepUsage, Cost: r.Cost}
 	for _, c := range r.Calls {
 		if c.Step == r.Step-1 {
 			sum.Calls = append(sum.Calls, StopCall{CallID: c.ID, Tool: c.Name, Status: c.Status, Error: c.Error})

@@ -51,7 +51,7 @@ func (p *Planner) modelAnswered(ctx context.Context, state *Run, step int, msg p
 	stepUsage := provider.Usage{InputTokens: state.Usage.InputTokens - before.InputTokens,
 		OutputTokens: state.Usage.OutputTokens - before.OutputTokens}
 	detail := map[string]any{"toolCalls": made, "usage": stepUsage, "runUsage": state.Usage,
-		"tokens": state.Usage.Total(), "text": text}
+		"tokens": state.Usage.Total(), "cost": state.Cost, "text": text}
 	if cut {
 		detail["textTruncated"] = true
 	}
