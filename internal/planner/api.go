@@ -297,23 +297,20 @@ func writeError(w http.ResponseWriter, err error) {
 // RunView is a run as the API shows it: its outcome and metadata, every tool call with its
 // timeline, without the internal bookkeeping.
 type RunView struct {
-	ID          string        `json:"id"`
-	ParentID    string        `json:"parentId,omitempty"`
-	Depth       int           `json:"depth"`
-	Status      Status        `json:"status"`
-	Termination Termination   `json:"termination,omitempty"`
-	Detail      string        `json:"detail,omitempty"`
-	Answer      string        `json:"answer,omitempty"`
-	Model       string        `json:"model"`
-	Steps       int           `json:"steps"`
-	Calls       []*CallRecord `json:"calls"`
-	Tokens      int           `json:"tokens"`
-	Usage       any           `json:"usage"`
-	// Cost is what the run has cost so far (see PriceTable); CostBudget its budget.
-	Cost       float64           `json:"cost"`
-	CostBudget float64           `json:"costBudget,omitempty"`
-	Warnings   []string          `json:"warnings,omitempty"`
-	Metadata   map[string]string `json:"metadata,omitempty"`
+	ID          string            `json:"id"`
+	ParentID    string            `json:"parentId,omitempty"`
+	Depth       int               `json:"depth"`
+	Status      Status            `json:"status"`
+	Termination Termination       `json:"termination,omitempty"`
+	Detail      string            `json:"detail,omitempty"`
+	Answer      string            `json:"answer,omitempty"`
+	Model       string            `json:"model"`
+	Steps       int               `json:"steps"`
+	Calls       []*CallRecord     `json:"calls"`
+	Tokens      int               `json:"tokens"`
+	Usage       any               `json:"usage"`
+	Warnings    []string          `json:"warnings,omitempty"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
 	// Tenant and Role are the identity the run acts with (its caller's API token's).
 	Tenant     string     `json:"tenant,omitempty"`
 	Role       string     `json:"role,omitempty"`
@@ -323,13 +320,16 @@ type RunView struct {
 	// Offered is, per step, the tools the model was offered and, when the picker chose
 	// them, the picker's scores and reasons.
 	Offered []StepTools `json:"offered,omitempty"`
+	// Cost is what the run has cost so far (see PriceTable); CostBudget its budget.
+	Cost       float64 `json:"cost"`
+	CostBudget float64 `json:"costBudget,omitempty"`
 }
 
 func view(r *Run) RunView {
 	v := RunView{ID: r.ID, ParentID: r.ParentID, Depth: r.Depth, Status: r.Status, Termination: r.Termination,
 		Detail: r.Detail, Answer: r.Answer, Model: r.Model, Steps: r.Step, Calls: r.Calls,
-		Tokens: r.Usage.Total(), Usage: r.Usage, Cost: r.Cost, CostBudget: r.Limits.CostBudget, Warnings: r.Warnings, Metadata: r.Metadata, Tenant: r.Tenant, Role: r.Role,
-		CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt, Offered: r.Offered}
+		Tokens: r.Usage.Total(), Usage: r.Usage, Warnings: r.Warnings, Metadata: r.Metadata, Tenant: r.Tenant, Role: r.Role,
+		CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt, Offered: r.Offered, Cost: r.Cost, CostBudget: r.Limits.CostBudget}
 	if v.Calls == nil {
 		v.Calls = []*CallRecord{}
 	}
