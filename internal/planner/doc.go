@@ -42,9 +42,10 @@
 //
 // A run may bring its own stop conditions. StartRequest.StopWhen ([StopCondition]):
 // stop when a named tool succeeded, or when a successful call's output contains a
-// substring or matches an RE2 expression (at most 1 KiB, over the output's first 64
-// KiB) — the run ends with stop_condition once that step has all its results, its
-// answer the matching call's output, Detail naming the condition. StartRequest.StopHook
+// substring or matches an RE2 expression (at most 8 conditions, patterns of at most 512
+// bytes, over the output's first 64 KiB) — the run ends with stop_condition once that
+// step has all its results, its answer the matching call's output, Detail naming the
+// condition. StartRequest.StopHook
 // ([StopHook]): a NATS subject any service answers (request/reply, like approvals),
 // asked before each step after the first with the last step's [StopSummary] (its calls
 // and their statuses, its usage, the run's tokens and errors so far) and answering

@@ -85,8 +85,8 @@ type StopDecision struct {
 
 // Bounds of the stop conditions.
 const (
-	maxStopConditions = 16
-	maxStopPattern    = 1 << 10
+	maxStopConditions = 8
+	maxStopPattern    = 512
 	// stopMatchBytes is how much of an output the conditions look at.
 	stopMatchBytes      = 64 << 10
 	defaultHookTimeout  = 2 * time.Second
