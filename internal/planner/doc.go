@@ -127,12 +127,12 @@
 //	| `step_started` | planner | the model is asked for the step | `model` |
 //	| `text_delta` | planner | streamed text of the step's answer, coalesced (≤ 1 per 50 ms or KiB) | `text`, `index` (0, 1, … within the step) |
 //	| `tool_call_started` | planner | the model's stream delivered a tool call | `tool`, `modelCallId`, `index` |
-//	| `model_answered` | planner | the model's answer is recorded | `toolCalls` (`callId`, `modelCallId`, `tool`), `usage` (the step's), `runUsage`, `tokens`, `text` |
+//	| `model_answered` | planner | the model's answer is recorded | `toolCalls` (`callId`, `modelCallId`, `tool`), `usage` (the step's), `runUsage`, `tokens`, `cost`, `text` |
 //	| `tool_called` | planner | a call is published to the fleet | `tool`, `arguments` |
 //	| `tool_started` | executor | the executor starts running the call | the executor's |
 //	| `tool_progress` | executor | the tool reports progress | the executor's |
 //	| `tool_result` | planner | a call succeeded | the call record (status, output, timeline, attempts, executor) |
-//	| `tool_error` | planner | a call failed, or the planner answered it itself (invalid input, no_such_tool, not_allowed, loop_detected, depth limit) | the call record with its `error` |
+//	| `tool_error` | planner | a call failed, or the planner answered it itself (invalid input, no_such_tool, not_allowed, loop_detected, depth limit, cost_budget) | the call record with its `error` |
 //	| `approval_needed` | planner | an executor parked the call for approval | the request |
 //	| `approval_answered` | planner | the API recorded an answer | the decision (`decision`, `by`, `reason`, `at`) |
 //	| `loop_detected` | planner | a repeated call (with its call id unless loopAction is warn) | `tool`, `action`, `message` |
