@@ -40,10 +40,13 @@ func (w *Watch[T]) Stop() { w.w.stop() }
 var ErrStopped = errors.New("client: watch stopped")
 
 // FollowRun returns the lifecycle events of run, from its first, as a planner publishes
-// them: started, step, tool_called, tool_result or tool_error, approval_needed,
-// approval_answered (an answer taken by the planner's API; Detail is its
-// [events.Approval]), done ([events.RunEvent]; an event's Type is [events.RunType] of
-// its word, its Detail the planner's record). The run's last event is "done". The watch ends when ctx ends.
+// them: started, step_started, text_delta and tool_call_started (the model's answer as
+// it streams), model_answered, tool_called, tool_started and tool_progress (from the
+// executor), tool_result or tool_error, approval_needed, approval_answered (an answer
+// taken by the planner's API; Detail is its [events.Approval]), loop_detected, done
+// ([events.RunEvent], with its step and time At; an event's Type is [events.RunType] of
+// its word, its Detail the planner's record; the planner's package doc has the table).
+// The run's last event is "done". The watch ends when ctx ends.
 func (c *Client) FollowRun(ctx context.Context, run string) (*Watch[events.RunEvent], error) {
 	filter, err := events.RunEventsSubject(c.caller.Tenant, run)
 	if err != nil {
