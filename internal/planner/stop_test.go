@@ -2,6 +2,8 @@ package planner
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
@@ -136,5 +139,32 @@ func TestStopHook(t *testing.T) {
 		if run.Termination != tt.want {
 			t.Errorf("hook %+v: run ended %s (%s), want %s", tt.hook, run.Termination, run.Detail, tt.want)
 		}
+	}
+}
+
+// The API takes stopWhen, stopHook and limits.costBudget in the run request, and shows
+// the run's cost.
+func TestStopAndCostOverTheAPI(t *testing.T) {
+	b := setup(t, nil)
+	b.swapPlanner(t, Config{Models: map[string]provider.Model{"main": scriptedModel(t, stopScript)}, Prices: costPrices})
+	api := httptest.NewServer(b.p.Handler(APIAuth{}))
+	defer api.Close()
+	post := func(body string) (int, RunView) {
+		t.Helper()
+		resp, err := http.Post(api.URL+"/v1/runs", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var v RunView
+		_ = json.NewDecoder(resp.Body).Decode(&v)
+		return resp.StatusCode, v
+	}
+	status, v := post(`{"input":"go","tools":["add","echo"],"stopWhen":[{"tool":"echo"}],"stopHook":{"subject":"hooks.none","timeout":"50ms"},"limits":{"costBudget":1},"wait":true}`)
+	if status != http.StatusOK || v.Termination != TerminationStopCondition || v.Cost <= 0 || v.CostBudget != 1 {
+		t.Fatalf("status %d, run %+v", status, v)
+	}
+	if status, _ := post(`{"input":"go","stopWhen":[{"outputMatches":"("}]}`); status != http.StatusBadRequest {
+		t.Fatalf("a bad stopWhen: status %d", status)
 	}
 }
