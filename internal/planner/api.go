@@ -173,7 +173,10 @@ func (p *Planner) postApproval(w http.ResponseWriter, r *http.Request) {
 }
 
 // runEvents streams the run's lifecycle events from its first one, as SSE, until the run
-// is done or the client leaves. Each event's SSE id is its stream sequence.
+// is done or the client leaves. Each event's SSE id is its stream sequence: a client
+// that reconnects with Last-Event-ID (or ?lastEventId=) gets only the events after
+// that one, and one that saw the run's done event is answered 204 (which tells an
+// EventSource to stop reconnecting).
 func (p *Planner) runEvents(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	run, err := p.getVisible(r, id)
@@ -186,8 +189,20 @@ func (p *Planner) runEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, requestErrorf("%v", err))
 		return
 	}
-	cons, err := p.js.OrderedConsumer(r.Context(), events.StreamEvents, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy})
+	occ := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy}
+	after, resume, err := lastEventID(r.Header.Get("Last-Event-ID"), r.URL.Query().Get("lastEventId"))
+	if err != nil {
+		writeError(w, requestErrorf("%v", err))
+		return
+	}
+	if resume {
+		if p.sawDone(r.Context(), run, after) {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		occ.DeliverPolicy, occ.OptStartSeq = jetstream.DeliverByStartSequencePolicy, after+1
+	}
+	cons, err := p.js.OrderedConsumer(r.Context(), events.StreamEvents, occ)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -305,13 +320,16 @@ type RunView struct {
 	// Offered is, per step, the tools the model was offered and, when the picker chose
 	// them, the picker's scores and reasons.
 	Offered []StepTools `json:"offered,omitempty"`
+	// Cost is what the run has cost so far (see PriceTable); CostBudget its budget.
+	Cost       float64 `json:"cost"`
+	CostBudget float64 `json:"costBudget,omitempty"`
 }
 
 func view(r *Run) RunView {
 	v := RunView{ID: r.ID, ParentID: r.ParentID, Depth: r.Depth, Status: r.Status, Termination: r.Termination,
 		Detail: r.Detail, Answer: r.Answer, Model: r.Model, Steps: r.Step, Calls: r.Calls,
 		Tokens: r.Usage.Total(), Usage: r.Usage, Warnings: r.Warnings, Metadata: r.Metadata, Tenant: r.Tenant, Role: r.Role,
-		CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt, Offered: r.Offered}
+		CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt, Offered: r.Offered, Cost: r.Cost, CostBudget: r.Limits.CostBudget}
 	if v.Calls == nil {
 		v.Calls = []*CallRecord{}
 	}

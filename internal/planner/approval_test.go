@@ -149,7 +149,7 @@ steps:
 		}
 	}
 	got := strings.Join(kinds, ",")
-	for _, want := range []string{"started", "step", "tool_called", "tool_result", "tool_error", "done"} {
+	for _, want := range []string{"started", "step_started", "model_answered", "tool_called", "tool_result", "tool_error", "done"} {
 		if !strings.Contains(got, want) {
 			t.Fatalf("events %s lack %s", got, want)
 		}

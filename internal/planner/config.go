@@ -39,6 +39,10 @@ type Config struct {
 	PickThreshold int
 	// PickMax is how many tools the picker returns. Default 8.
 	PickMax int
+	// Prices are the price table of models and tool calls (see [PriceTable],
+	// [LoadPrices]): a run's cost is counted when its model has a price, and
+	// Limits.CostBudget needs one. Default: none.
+	Prices PriceTable
 	// ModelTimeout bounds one model call. Default 2m.
 	ModelTimeout time.Duration
 	// Source is the CloudEvents source of what the planner publishes. Default
@@ -87,6 +91,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if err := c.Prices.validate(); err != nil {
+		return c, fmt.Errorf("planner: %w", err)
 	}
 	return c, nil
 }

@@ -25,12 +25,36 @@
 //
 // A run ends with a [Termination]: completed (the model answered without calls),
 // final_tool, max_steps, timeout (wall clock, also while waiting for tools or the model),
-// token_budget, error_threshold, loop_detected, model_error, tool_required (toolChoice
+// token_budget, cost_budget, error_threshold, loop_detected, model_error, stop_condition,
+// stop_hook, tool_required (toolChoice
 // required, and the model answered without a call twice in a row), or storage_error (a
 // part of its state can never be stored). Loop detection compares calls by tool and
 // canonical arguments; at Limits.LoopThreshold repeats it warns, stops, or (the
 // default) answers the repeated call with a warning instead of running it. It keeps a
 // window (the last call's key and its repeat count), not the run's history.
+//
+// A run's cost (Run.Cost, shown by GET /v1/runs/{id}) is its model's tokens at the
+// price of Config.Prices ([PriceTable], a YAML or JSON file for cmd/planner's -prices)
+// plus the price of each call sent to the fleet. Limits.CostBudget is checked before
+// each model call and before a step's calls are sent: a step whose calls would take the
+// run over it sends none (each is answered cost_budget) and the run ends with
+// cost_budget; the model's answer that got there is paid for and recorded.
+//
+// A run may bring its own stop conditions. StartRequest.StopWhen ([StopCondition]):
+// stop when a named tool succeeded, or when a successful call's output contains a
+// substring or matches an RE2 expression (at most 8 conditions, patterns of at most 512
+// bytes, over the output's first 64 KiB) — the run ends with stop_condition once that
+// step has all its results, its answer the matching call's output, Detail naming the
+// condition. StartRequest.StopHook
+// ([StopHook]): a NATS subject any service answers (request/reply, like approvals),
+// asked before each step after the first with the last step's [StopSummary] (its calls
+// and their statuses, its usage, the run's tokens and errors so far) and answering
+// [StopDecision] {"action":"continue"|"stop","reason"} within its timeout (default 2s,
+// at most 10s); stop ends the run with stop_hook and the reason. A hook that does not
+// answer in time or answers nonsense lets the run go on by default (onError
+// "continue": a policy's outage should not end every run in flight, which keep their
+// own limits); onError "stop" ends the run instead, for a hook that must see every
+// step. A hook's subject is a literal subject outside toolfleet.>, $> and _INBOX.>.
 //
 // # Durability
 //
@@ -85,8 +109,44 @@
 // answer, every call with its timeline, tokens, steps, termination), GET
 // /v1/runs/{id}/messages (the conversation, in order), GET
 // /v1/runs/{id}/events (the run's lifecycle as Server-Sent Events, replayed from its
-// start), POST /v1/approvals/{callId}, /healthz and /readyz. The same lifecycle is
-// published on toolfleet.event.run.<run>.<what> for any NATS subscriber.
+// start; each event's SSE id is its sequence on the events stream, and a reconnection
+// with Last-Event-ID resumes after it, or gets 204 once it saw done), POST
+// /v1/approvals/{callId}, /healthz and /readyz. The same lifecycle is published on
+// toolfleet.event.run.<run>.<what> for any NATS subscriber.
+//
+// # Run events
+//
+// Every run event is a CloudEvent of type `io.toolfleet.run.<what>` on
+// `toolfleet.event.run.<run>.<what>[.<tenant>]` (stream `TOOLFLEET_EVENTS`), whose data is
+// `{"run_id", "tenant", "step", "call_id" (for an event about a call), "at", "detail"}`:
+// `at` repeats the CloudEvent time, so a reader of the data alone (SSE) has it.
+//
+//	| `<what>` | from | when | `detail` |
+//	|---|---|---|---|
+//	| `started` | planner | the run is stored | `model`, `tools`, `parent` |
+//	| `step_started` | planner | the model is asked for the step | `model` |
+//	| `text_delta` | planner | streamed text of the step's answer, coalesced (≤ 1 per 50 ms or KiB) | `text`, `index` (0, 1, … within the step) |
+//	| `tool_call_started` | planner | the model's stream delivered a tool call | `tool`, `modelCallId`, `index` |
+//	| `model_answered` | planner | the model's answer is recorded | `toolCalls` (`callId`, `modelCallId`, `tool`), `usage` (the step's), `runUsage`, `tokens`, `cost`, `text` |
+//	| `tool_called` | planner | a call is published to the fleet | `tool`, `arguments` |
+//	| `tool_started` | executor | the executor starts running the call | the executor's |
+//	| `tool_progress` | executor | the tool reports progress | the executor's |
+//	| `tool_result` | planner | a call succeeded | the call record (status, output, timeline, attempts, executor) |
+//	| `tool_error` | planner | a call failed, or the planner answered it itself (invalid input, no_such_tool, not_allowed, loop_detected, depth limit, cost_budget) | the call record with its `error` |
+//	| `approval_needed` | planner | an executor parked the call for approval | the request |
+//	| `approval_answered` | planner | the API recorded an answer | the decision (`decision`, `by`, `reason`, `at`) |
+//	| `loop_detected` | planner | a repeated call (with its call id unless loopAction is warn) | `tool`, `action`, `message` |
+//	| `done` | planner | the run ended | `termination`, `detail`, `answer` |
+//
+// # Streaming
+//
+// The model is asked with [provider.Model.Stream]: its text is announced as it comes,
+// in text_delta events (the text and its index within the step), coalesced so that a
+// step sends at most one per 50 ms or per KiB of text; each tool call is announced by
+// tool_call_started (tool, the model's call id, and the fleet call id it will have) as
+// soon as the stream has delivered it. Deltas are a preview: the conversation stores
+// the final message, and a step asked again after a crash may stream again (repeated
+// delta ids are dropped by JetStream).
 //
 // # Why internal
 //

@@ -3,6 +3,7 @@ package planner
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 	"unicode/utf8"
 
@@ -31,6 +32,11 @@ type Limits struct {
 	Timeout tools.Duration `json:"timeout,omitempty"`
 	// TokenBudget bounds input+output tokens over all steps. 0 means none.
 	TokenBudget int `json:"tokenBudget,omitempty"`
+	// CostBudget bounds the run's cost (Run.Cost, in the planner's price table's
+	// currency). It is checked before each model call and before a step's calls are
+	// sent: a step whose calls would exceed it is not dispatched. 0 means none; a
+	// budget needs a price for the run's model.
+	CostBudget float64 `json:"costBudget,omitempty"`
 	// ErrorThreshold ends the run when this many tool calls have failed. Default 5. The
 	// first invalid call of each tool is a free repair and does not count.
 	ErrorThreshold int `json:"errorThreshold,omitempty"`
@@ -131,6 +137,8 @@ func (l Limits) Validate() error {
 		return fmt.Errorf("limits.timeout must be between 1ms and 24h, got %s", l.Timeout.D())
 	case l.TokenBudget < 0:
 		return fmt.Errorf("limits.tokenBudget must not be negative, got %d", l.TokenBudget)
+	case l.CostBudget < 0 || math.IsNaN(l.CostBudget) || math.IsInf(l.CostBudget, 0):
+		return fmt.Errorf("limits.costBudget must be a non-negative number, got %g", l.CostBudget)
 	case l.ErrorThreshold < 0 || l.ErrorThreshold > 1000:
 		return fmt.Errorf("limits.errorThreshold must be between 1 and 1000, got %d", l.ErrorThreshold)
 	case l.LoopThreshold != 0 && (l.LoopThreshold < 2 || l.LoopThreshold > 100):

@@ -18,6 +18,11 @@ type recordingModel struct {
 	shown [][]string
 }
 
+func (m *recordingModel) Stream(ctx context.Context, req provider.Request, onDelta func(provider.Delta)) (*provider.Response, error) {
+	resp, err := m.Generate(ctx, req)
+	return streamed(onDelta, resp, err)
+}
+
 func (m *recordingModel) Generate(ctx context.Context, req provider.Request) (*provider.Response, error) {
 	var names []string
 	for _, d := range req.Tools {

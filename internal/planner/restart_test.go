@@ -67,6 +67,11 @@ type slowModel struct {
 	delay time.Duration
 }
 
+func (m slowModel) Stream(ctx context.Context, req provider.Request, onDelta func(provider.Delta)) (*provider.Response, error) {
+	resp, err := m.Generate(ctx, req)
+	return streamed(onDelta, resp, err)
+}
+
 func (m slowModel) Generate(ctx context.Context, req provider.Request) (*provider.Response, error) {
 	select {
 	case <-time.After(m.delay):

@@ -93,6 +93,7 @@ func (p *Planner) recordResult(ctx context.Context, res events.Result) error {
 		}
 		c.FinishedAt = &finished
 		c.DurationMS = finished.Sub(c.CalledAt).Milliseconds()
+		r.matchStop(c)
 		if res.Status != events.StatusOK {
 			r.Errors++
 			if len(c.Output) == 0 && c.Error != nil {
@@ -241,6 +242,9 @@ func (p *Planner) completeStep(r *Run, now time.Time) {
 			r.finish(TerminationFinalTool, c.Name+" is a final tool", now)
 			return
 		}
+	}
+	if r.stopMatched(now) {
+		return
 	}
 	if r.Errors >= r.Limits.ErrorThreshold {
 		r.finish(TerminationErrorThreshold, "too many tool calls failed", now)

@@ -106,6 +106,16 @@ type Run struct {
 	Calls  []*CallRecord  `json:"calls"`
 	Usage  provider.Usage `json:"usage"`
 	Errors int            `json:"errors"`
+	// Cost is what the run has cost so far: its model's tokens at the price table's
+	// price, and the price of every call sent to the fleet (charged when it is sent).
+	Cost float64 `json:"cost,omitempty"`
+	// StepUsage is the last model answer's usage.
+	StepUsage provider.Usage `json:"stepUsage,omitzero"`
+	// StopWhen and StopHook are the run's custom stop conditions (stop.go); StopMatch
+	// is the condition a call of the current step matched, until the step completes.
+	StopWhen  []StopCondition `json:"stopWhen,omitempty"`
+	StopHook  *StopHook       `json:"stopHook,omitempty"`
+	StopMatch *stopMatch      `json:"stopMatch,omitempty"`
 	// Repaired lists tools whose one free repair (an invalid call answered with the
 	// validator's messages, not counted as an error) is used.
 	Repaired []string `json:"repaired,omitempty"`

@@ -381,6 +381,11 @@ type countingModel struct {
 	n  int
 }
 
+func (m *countingModel) Stream(ctx context.Context, req provider.Request, onDelta func(provider.Delta)) (*provider.Response, error) {
+	resp, err := m.Generate(ctx, req)
+	return streamed(onDelta, resp, err)
+}
+
 func (m *countingModel) Generate(ctx context.Context, req provider.Request) (*provider.Response, error) {
 	m.mu.Lock()
 	m.n++

@@ -35,6 +35,10 @@ type StartRequest struct {
 	// false never asks; absent asks when the set is larger than the planner's threshold.
 	Pick     *bool             `json:"pick,omitempty"`
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// StopWhen ends the run when a call matches one of its conditions; StopHook is a
+	// NATS service asked after each step whether the run goes on (see stop.go).
+	StopWhen []StopCondition `json:"stopWhen,omitempty"`
+	StopHook *StopHook       `json:"stopHook,omitempty"`
 	// Caller is who starts the run: the run acts with this identity (see Run.Tenant). The
 	// HTTP API sets it from the request's bearer token; it is never read from a body.
 	Caller events.Identity `json:"-"`
@@ -117,6 +121,12 @@ func (p *Planner) newRun(req StartRequest, id string) (*Run, error) {
 		return nil, requestErrorf("%v", err)
 	}
 	limits := req.Limits.WithDefaults()
+	if limits.CostBudget > 0 && !p.priced(model) {
+		return nil, requestErrorf("limits.costBudget needs a price for model %q, and the planner's price table has none", model)
+	}
+	if err := validateStop(req.StopWhen, req.StopHook); err != nil {
+		return nil, requestErrorf("%v", err)
+	}
 
 	if err := req.Caller.Validate(); err != nil {
 		return nil, requestErrorf("%v", err)
@@ -157,7 +167,7 @@ func (p *Planner) newRun(req StartRequest, id string) (*Run, error) {
 	pick := req.Pick != nil && *req.Pick
 	return &Run{ID: id, Status: StatusRunning, Model: model, System: req.System, Tools: toolSet,
 		ToolChoice: choice, Limits: limits, Pick: pick, Metadata: req.Metadata, Messages: msgs,
-		Tenant: req.Caller.Tenant, Role: req.Caller.Role,
+		Tenant: req.Caller.Tenant, Role: req.Caller.Role, StopWhen: req.StopWhen, StopHook: req.StopHook,
 		CreatedAt: now, Deadline: now.Add(limits.Timeout.D())}, nil
 }
 

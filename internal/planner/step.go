@@ -85,6 +85,10 @@ func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, s
 		return err
 	}
 	if stored == nil {
+		if t, detail := p.askStopHook(ctx, m, run); t != "" {
+			return p.end(ctx, run, rev, fresh, step, t, detail)
+		}
+		p.stepStarted(ctx, run, step)
 		msgs, err := p.rlog.conversation(ctx, run)
 		if errors.Is(err, errNoRecord) {
 			// A part of the run's log is gone (expired, or never stored): no step can follow.
@@ -132,7 +136,7 @@ func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, s
 	// that comes back before the state is stored waits for it (recordResult).
 	state := *stored.State
 	state.Calls = slices.Clone(state.Calls)
-	p.emit(ctx, &state, "step", step, "", map[string]any{"usage": state.Usage})
+	p.modelAnswered(ctx, &state, step, stored.Message, stored.Calls, stored.Warnings, run.Usage)
 	var sent func(context.Context) error
 	doneStoring := func() {}
 	if state.Status == StatusRunning && state.Step == step && len(state.stepCalls()) > 0 && !state.nests() {
@@ -173,6 +177,7 @@ func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, s
 // answered stores the model's final answer at step, which completes the run: the last
 // step has no record (see [runLog.assemble]).
 func (p *Planner) answered(ctx context.Context, run *Run, rev uint64, fresh bool, step int, resp *provider.Response, offered StepTools, now time.Time) error {
+	before := run.Usage
 	run, err := p.runs.updateFrom(ctx, run.ID, run, rev, fresh, func(r *Run) (bool, error) {
 		if r.Status == StatusDone || r.Step != step || len(r.stepCalls()) > 0 || r.Recorded > step {
 			return false, nil // another replica took the step meanwhile
@@ -184,7 +189,7 @@ func (p *Planner) answered(ctx context.Context, run *Run, rev uint64, fresh bool
 	if err != nil {
 		return err
 	}
-	p.emit(ctx, run, "step", step, "", map[string]any{"usage": run.Usage})
+	p.modelAnswered(ctx, run, step, resp.Message, nil, nil, before)
 	return p.afterChange(ctx, run)
 }
 
@@ -272,6 +277,8 @@ func (p *Planner) stopBeforeModel(r *Run) (Termination, string) {
 		return TerminationTokenBudget, fmt.Sprintf("the run used %d tokens of its budget of %d", r.Usage.Total(), r.Limits.TokenBudget)
 	case r.Errors >= r.Limits.ErrorThreshold:
 		return TerminationErrorThreshold, fmt.Sprintf("%d tool calls failed (threshold %d)", r.Errors, r.Limits.ErrorThreshold)
+	case r.overCostBudget() != "":
+		return TerminationCostBudget, r.overCostBudget()
 	}
 	return "", ""
 }
@@ -298,7 +305,7 @@ func (p *Planner) askModel(ctx context.Context, m jetstream.Msg, run *Run, msgs 
 	defer stop()
 	mctx, span := chatSpan(mctx, run, model)
 	began := time.Now()
-	resp, err := model.Generate(mctx, provider.Request{
+	resp, err := p.generate(mctx, run, model, provider.Request{
 		System: run.System, Messages: msgs, Tools: defs, ToolChoice: run.ToolChoice,
 	})
 	endChat(span, resp, err)
@@ -328,6 +335,8 @@ func keepAlive(m jetstream.Msg, period time.Duration) (stop func()) {
 // itself (unknown tool, invalid arguments, a loop warning, the depth limit).
 func (p *Planner) applyModelResponse(r *Run, resp *provider.Response, now time.Time) {
 	r.Usage = r.Usage.Add(resp.Usage)
+	r.StepUsage = resp.Usage
+	r.Cost += p.modelCost(r.Model, resp.Usage)
 	msg := resp.Message
 	if len(msg.ToolCalls) == 0 && r.ToolChoice.Mode == provider.ChoiceRequired {
 		if slices.Contains(r.RetriedSteps, r.Step-1) {
@@ -370,6 +379,9 @@ func (p *Planner) applyModelResponse(r *Run, resp *provider.Response, now time.T
 			}
 		}
 		p.checkCall(r, c, now)
+	}
+	if p.chargeStep(r, now) {
+		return
 	}
 	if r.stepComplete() {
 		p.completeStep(r, now)

@@ -35,6 +35,8 @@ type Config struct {
 	StreamReplicas int
 	// UsePicker asks the toolfleet-picker service for candidates on large tool sets.
 	UsePicker bool
+	// Prices is the price table of models and tools (-prices, see planner.LoadPrices).
+	Prices planner.PriceTable
 	// Ops is the ops server's address and the log level, as in every program.
 	Ops ops.Config
 }
@@ -52,6 +54,8 @@ func Parse(args []string, out io.Writer) (Config, error) {
 	c.Token = os.Getenv("TOOLFLEET_API_TOKEN") // never a flag: flags show in process lists
 	tokensFile := fs.String("api-tokens", os.Getenv("TOOLFLEET_API_TOKENS_FILE"),
 		"a JSON file mapping API bearer tokens to the tenant and role their holders act with (env TOOLFLEET_API_TOKENS_FILE)")
+	pricesFile := fs.String("prices", os.Getenv("TOOLFLEET_PRICES_FILE"),
+		"a YAML or JSON price table: models' prices per million input and output tokens, and tools' prices per call, for runs' costs and limits.costBudget (env TOOLFLEET_PRICES_FILE)")
 	fs.Func("script", "a scripted model, name=path to its YAML or JSON script (repeatable)", func(s string) error {
 		if !strings.Contains(s, "=") {
 			return fmt.Errorf("want name=path, got %q", s)
@@ -73,6 +77,11 @@ func Parse(args []string, out io.Writer) (Config, error) {
 	if *tokensFile != "" {
 		if c.Tokens, err = planner.LoadTokens(*tokensFile); err != nil {
 			errs = append(errs, fmt.Errorf("-api-tokens (TOOLFLEET_API_TOKENS_FILE): %w", err))
+		}
+	}
+	if *pricesFile != "" {
+		if c.Prices, err = planner.LoadPrices(*pricesFile); err != nil {
+			errs = append(errs, fmt.Errorf("-prices (TOOLFLEET_PRICES_FILE): %w", err))
 		}
 	}
 	if c.StreamReplicas < 1 || c.StreamReplicas > 5 {

@@ -40,13 +40,14 @@ func (w *Watch[T]) Stop() { w.w.stop() }
 var ErrStopped = errors.New("client: watch stopped")
 
 // FollowRun returns the lifecycle events of run, from its first, as a planner publishes
-// them: started, step, tool_called, tool_result or tool_error, approval_needed,
-// approval_answered (an answer taken by the planner's API; Detail is its
-// [events.Approval]), done ([events.RunEvent]; an event's Type is [events.RunType] of
-// its word, its Detail the planner's record) — and, from the executors running the run's
-// calls, tool_started (Executor, Attempt) and tool_progress (Detail is a
-// tools.Progress; rate-limited, the latest wins). The run's last event from the
-// planner is "done". The watch ends when ctx ends.
+// them: started, step_started, text_delta and tool_call_started (the model's answer as
+// it streams), model_answered, tool_called, tool_started (Executor, Attempt) and
+// tool_progress (from the executors; Detail is a tools.Progress, rate-limited, the
+// latest wins), tool_result or tool_error, approval_needed, approval_answered (an answer
+// taken by the planner's API; Detail is its [events.Approval]), loop_detected, done
+// ([events.RunEvent], with its step and time At; an event's Type is [events.RunType] of
+// its word, its Detail the planner's record; the planner's package doc has the table).
+// The run's last event is "done". The watch ends when ctx ends.
 func (c *Client) FollowRun(ctx context.Context, run string) (*Watch[events.RunEvent], error) {
 	filter, err := events.RunEventsSubject(c.caller.Tenant, run)
 	if err != nil {

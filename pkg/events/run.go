@@ -14,10 +14,6 @@ import (
 // sets them — so announcing the same thing twice (a step resumed after a crash) is
 // deduplicated.
 func NewRunEvent(source, what string, r RunEvent, at time.Time) (*nats.Msg, error) {
-	subj, err := RunEventSubject(r.Tenant, r.RunID, what)
-	if err != nil {
-		return nil, err
-	}
 	id := r.RunID + "-" + what + "-" + strconv.Itoa(r.Step)
 	if r.CallID != "" {
 		id = r.RunID + "-" + what + "-" + r.CallID
@@ -31,9 +27,21 @@ func NewRunEvent(source, what string, r RunEvent, at time.Time) (*nats.Msg, erro
 	if r.Seq > 0 {
 		id += "-" + strconv.Itoa(r.Seq)
 	}
+	return NewRunEventID(source, what, id, r, at)
+}
+
+// NewRunEventID is [NewRunEvent] with the event id given: for events of which one step
+// or call has several (the text deltas of a streamed answer), each needs its own id, e.g.
+// <run>-<what>-<step>-<n>. The data's At is set to at.
+func NewRunEventID(source, what, id string, r RunEvent, at time.Time) (*nats.Msg, error) {
+	subj, err := RunEventSubject(r.Tenant, r.RunID, what)
+	if err != nil {
+		return nil, err
+	}
 	if at.IsZero() {
 		at = time.Now()
 	}
+	r.At = at
 	e := Event{ID: id, Type: RunType(what), Source: source, Time: at, RunID: r.RunID}
 	if err := e.SetData(r); err != nil {
 		return nil, err

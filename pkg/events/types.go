@@ -223,10 +223,14 @@ type RunEvent struct {
 	RunID string `json:"run_id"`
 	// Tenant is the run's tenant (empty for an anonymous caller's run): the event is on
 	// the tenant's subject ([RunEventSubject]).
-	Tenant string          `json:"tenant,omitempty"`
-	Step   int             `json:"step,omitempty"`
-	Tool   string          `json:"tool,omitempty"`
-	CallID string          `json:"call_id,omitempty"`
+	Tenant string `json:"tenant,omitempty"`
+	// Step is the run's step the event belongs to (0 is the first step, and is sent).
+	Step   int    `json:"step"`
+	Tool   string `json:"tool,omitempty"`
+	CallID string `json:"call_id,omitempty"`
+	// At is when the event happened: the CloudEvent's time, repeated in the data so that
+	// a reader of the data alone (SSE) has it. [NewRunEvent] sets it.
+	At     time.Time       `json:"at,omitzero"`
 	Detail json.RawMessage `json:"detail,omitempty"`
 	// Executor and Attempt are set on the events an executor publishes about a call it
 	// runs (tool_started, tool_progress): the replica, and the attempt (1 for the first).

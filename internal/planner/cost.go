@@ -1,0 +1,132 @@
+package planner
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"os"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/toolfleet/toolfleet/internal/provider"
+	"github.com/toolfleet/toolfleet/pkg/events"
+	"github.com/toolfleet/toolfleet/pkg/tools"
+)
+
+// TerminationCostBudget: the run's next model call or the calls of its step would have
+// taken its cost over Limits.CostBudget; a step's calls that would are not run.
+const TerminationCostBudget Termination = "cost_budget"
+
+// codeCostBudget is the error code of a call not run because of the run's cost budget.
+const codeCostBudget tools.Code = "cost_budget"
+
+// ModelPrice is what a model costs, per million tokens, in the currency of the price
+// table (the planner does not care which, as long as budgets use the same).
+type ModelPrice struct {
+	InputPerMTok  float64 `json:"inputPerMTok" yaml:"inputPerMTok"`
+	OutputPerMTok float64 `json:"outputPerMTok" yaml:"outputPerMTok"`
+}
+
+// PriceTable prices the planner's models, by the names runs use (Config.Models' keys),
+// and tool calls, by tool name: a tool's price is charged per call sent to the fleet.
+//
+// Tool prices live in the planner's configuration, not in tools.Definition: what a call
+// costs is the operator's business (a provider's bill, a contract, an internal charge),
+// may differ between deployments sharing one catalog, and must not be set by whoever
+// publishes a definition (an executor, possibly a tenant's, would price its own tool);
+// definitions stay the contract the model and executors share, unchanged.
+type PriceTable struct {
+	Models map[string]ModelPrice `json:"models" yaml:"models"`
+	Tools  map[string]float64    `json:"tools" yaml:"tools"`
+}
+
+// LoadPrices reads a price table from a YAML or JSON file:
+//
+//	models:
+//	  main: {inputPerMTok: 2.5, outputPerMTok: 10}
+//	tools:
+//	  web_search: 0.01
+func LoadPrices(path string) (PriceTable, error) {
+	var t PriceTable
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return t, err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&t); err != nil {
+		return t, fmt.Errorf("price table %s: %w", path, err)
+	}
+	return t, t.validate()
+}
+
+func (t PriceTable) validate() error {
+	bad := func(v float64) bool { return v < 0 || math.IsNaN(v) || math.IsInf(v, 0) }
+	for name, p := range t.Models {
+		if bad(p.InputPerMTok) || bad(p.OutputPerMTok) {
+			return fmt.Errorf("price of model %q must be a non-negative number", name)
+		}
+	}
+	for name, v := range t.Tools {
+		if bad(v) {
+			return fmt.Errorf("price of tool %q must be a non-negative number", name)
+		}
+	}
+	return nil
+}
+
+// modelCost is what usage of the run's model costs, 0 when the model has no price.
+func (p *Planner) modelCost(model string, u provider.Usage) float64 {
+	pr, ok := p.cfg.Prices.Models[model]
+	if !ok {
+		return 0
+	}
+	return (float64(u.InputTokens)*pr.InputPerMTok + float64(u.OutputTokens)*pr.OutputPerMTok) / 1e6
+}
+
+// priced reports whether the planner can count a run's cost on model.
+func (p *Planner) priced(model string) bool {
+	_, ok := p.cfg.Prices.Models[model]
+	return ok
+}
+
+// chargeStep counts the cost of the step's calls about to go to the fleet. Under a cost
+// budget that they would exceed (the model's answer is counted already), none of them
+// is sent: each is answered with cost_budget and the run ends with that termination. It
+// reports whether the run ended. It runs before the step is stored, so the step's calls
+// are never dispatched.
+func (p *Planner) chargeStep(r *Run, now time.Time) bool {
+	var calls float64
+	for _, c := range r.stepCalls() {
+		if !c.Local && !c.Done() {
+			calls += p.cfg.Prices.Tools[c.Name]
+		}
+	}
+	budget := r.Limits.CostBudget
+	if budget <= 0 || r.Cost+calls <= budget+costEpsilon {
+		r.Cost += calls
+		return false
+	}
+	detail := fmt.Sprintf("the run has cost %.6g of its budget of %.6g; its step %d (the model's answer, and %.6g for its calls) would take it over",
+		r.Cost, budget, r.Step, calls)
+	for _, c := range r.stepCalls() {
+		if !c.Local && !c.Done() {
+			c.answerLocal(string(events.StatusError), tools.Errorf(codeCostBudget,
+				"%s was not run: the run's cost budget of %.6g would be exceeded", c.Name, budget), now)
+		}
+	}
+	r.finish(TerminationCostBudget, detail, now)
+	return true
+}
+
+// costEpsilon absorbs floating-point error in budget comparisons.
+const costEpsilon = 1e-12
+
+// overCostBudget says why the run may not ask the model again, or "".
+func (r *Run) overCostBudget() string {
+	if b := r.Limits.CostBudget; b > 0 && r.Cost >= b-costEpsilon {
+		return fmt.Sprintf("the run has cost %.6g of its budget of %.6g", r.Cost, b)
+	}
+	return ""
+}

@@ -1,0 +1,100 @@
+package planner
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/toolfleet/toolfleet/internal/provider"
+)
+
+// Each turn reports 1,000 input and 500 output tokens: at 1 and 2 per million, 0.002.
+const costScript = `
+steps:
+  - calls: [{name: add, arguments: {a: 1, b: 2}}]
+    usage: {input: 1000, output: 500}
+  - calls: [{name: add, arguments: {a: 3, b: 4}}]
+    usage: {input: 1000, output: 500}
+  - text: done
+    usage: {input: 1000, output: 500}
+`
+
+var costPrices = PriceTable{
+	Models: map[string]ModelPrice{"main": {InputPerMTok: 1, OutputPerMTok: 2}},
+	Tools:  map[string]float64{"add": 0.001},
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+
+// A run's cost is its model's tokens at the price table's price plus its calls' prices;
+// a step whose calls would take it over its cost budget is not dispatched.
+func TestCostBudget(t *testing.T) {
+	b := setup(t, nil)
+	b.swapPlanner(t, Config{Models: map[string]provider.Model{"main": scriptedModel(t, costScript)}, Prices: costPrices})
+
+	// No budget: three turns and two calls.
+	run := b.run(t, StartRequest{Input: "add", Tools: []string{"add"}})
+	if run.Termination != TerminationCompleted || !near(run.Cost, 3*0.002+2*0.001) || !near(view(run).Cost, run.Cost) {
+		t.Fatalf("run ended %s, cost %g, want completed at 0.008", run.Termination, run.Cost)
+	}
+
+	// Budget 0.005: step 0 costs 0.003; step 1's answer takes it to 0.005, and its call
+	// (0.001 more) would exceed the budget: it is not sent.
+	run = b.run(t, StartRequest{Input: "add", Tools: []string{"add"}, Limits: Limits{CostBudget: 0.005}})
+	if run.Termination != TerminationCostBudget || !near(run.Cost, 0.005) {
+		t.Fatalf("run ended %s (%s), cost %g, want cost_budget at 0.005", run.Termination, run.Detail, run.Cost)
+	}
+	if len(run.Calls) != 2 || run.Calls[0].Status != "ok" || run.Calls[0].Executor == "" {
+		t.Fatalf("calls %+v", run.Calls)
+	}
+	if c := run.Calls[1]; !c.Local || c.Executor != "" || c.Error == nil || c.Error.Code != codeCostBudget {
+		t.Fatalf("the call over budget: %+v", c)
+	}
+	v := view(run)
+	if !near(v.Cost, 0.005) || v.CostBudget != 0.005 {
+		t.Fatalf("view shows cost %g of %g", v.Cost, v.CostBudget)
+	}
+
+	// Budget 0.003: reached exactly after step 0, so the model is not asked again.
+	run = b.run(t, StartRequest{Input: "add", Tools: []string{"add"}, Limits: Limits{CostBudget: 0.003}})
+	if run.Termination != TerminationCostBudget || !near(run.Cost, 0.003) || len(run.Calls) != 1 {
+		t.Fatalf("run ended %s (%s), cost %g, %d calls", run.Termination, run.Detail, run.Cost, len(run.Calls))
+	}
+
+	// A budget needs a price for the model.
+	b.swapPlanner(t, Config{Models: map[string]provider.Model{"main": scriptedModel(t, costScript)}})
+	if _, err := b.p.Start(b.ctx, StartRequest{Input: "add", Limits: Limits{CostBudget: 1}}); err == nil {
+		t.Fatal("a cost budget without a price was accepted")
+	}
+	if _, err := b.p.Start(b.ctx, StartRequest{Input: "add", Limits: Limits{CostBudget: -1}}); err == nil {
+		t.Fatal("a negative cost budget was accepted")
+	}
+}
+
+func TestLoadPrices(t *testing.T) {
+	dir := t.TempDir()
+	yml := filepath.Join(dir, "prices.yaml")
+	if err := os.WriteFile(yml, []byte("models:\n  main: {inputPerMTok: 2.5, outputPerMTok: 10}\ntools:\n  web_search: 0.01\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := LoadPrices(yml)
+	if err != nil || p.Models["main"].OutputPerMTok != 10 || p.Tools["web_search"] != 0.01 {
+		t.Fatalf("%+v, %v", p, err)
+	}
+	js := filepath.Join(dir, "prices.json")
+	if err := os.WriteFile(js, []byte(`{"models":{"main":{"inputPerMTok":1,"outputPerMTok":2}},"tools":{}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := LoadPrices(js); err != nil || p.Models["main"].InputPerMTok != 1 {
+		t.Fatalf("%+v, %v", p, err)
+	}
+	for _, bad := range []string{"models:\n  main: {inputPerMTok: -1}\n", "modles: {}\n", "tools: {x: .nan}\n"} {
+		if err := os.WriteFile(yml, []byte(bad), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadPrices(yml); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}

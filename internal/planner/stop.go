@@ -1,0 +1,298 @@
+package planner
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolfleet/toolfleet/internal/provider"
+	"github.com/toolfleet/toolfleet/pkg/events"
+	"github.com/toolfleet/toolfleet/pkg/tools"
+)
+
+// Terminations of the custom stop conditions.
+const (
+	// TerminationStopCondition: a call matched one of the run's stopWhen conditions; the
+	// run's answer is that call's output, Detail says which condition.
+	TerminationStopCondition Termination = "stop_condition"
+	// TerminationStopHook: the run's stop hook answered stop (Detail: its reason), or
+	// could not be asked and the hook's onError is stop.
+	TerminationStopHook Termination = "stop_hook"
+)
+
+// StopCondition ends a run when a call of the run matches it, once the call's step has
+// all its results (like a final tool): the run's answer is the matching call's output.
+// A condition with only Tool matches a successful call of that tool; OutputContains and
+// OutputMatches also require the output to contain a substring or match an RE2
+// regular expression (linear in the output's size), and without Tool match a
+// successful call of any tool. The output is matched as text when it is a JSON
+// string, as its JSON text otherwise, and only its first [stopMatchBytes] bytes.
+type StopCondition struct {
+	Tool           string `json:"tool,omitempty"`
+	OutputContains string `json:"outputContains,omitempty"`
+	OutputMatches  string `json:"outputMatches,omitempty"`
+}
+
+// StopHook is a service the planner asks, before each step after the first, whether
+// the run goes on: a NATS request on Subject (any language can answer it, like an
+// approval) with the last step's [StopSummary], answered by a [StopDecision] within
+// Timeout. When it does not answer in time, or answers something unreadable, OnError
+// decides: "continue" (the default: a hook is a policy that may end runs early, and its
+// outage should not end every run in flight, which still have their limits) or "stop"
+// (for a hook that must supervise every step).
+type StopHook struct {
+	Subject string         `json:"subject"`
+	Timeout tools.Duration `json:"timeout,omitempty"`
+	OnError string         `json:"onError,omitempty"`
+}
+
+// StopSummary is what a stop hook is asked with: the step that just ended.
+type StopSummary struct {
+	RunID string `json:"runId"`
+	Step  int    `json:"step"`
+	// Calls are the step's calls with how they ended.
+	Calls []StopCall `json:"calls"`
+	// Usage is the step's tokens; Tokens the run's so far (input and output).
+	Usage  provider.Usage `json:"usage"`
+	Tokens int            `json:"tokens"`
+	// RunUsage is the run's so far; Errors its failed calls so far.
+	RunUsage provider.Usage `json:"runUsage"`
+	Errors   int            `json:"errors"`
+	// Cost is the run's cost so far, when the planner has prices (see PriceTable).
+	Cost float64 `json:"cost,omitempty"`
+}
+
+// StopCall is one call in a [StopSummary].
+type StopCall struct {
+	CallID string       `json:"callId"`
+	Tool   string       `json:"tool"`
+	Status string       `json:"status"`
+	Error  *tools.Error `json:"error,omitempty"`
+}
+
+// StopDecision is a stop hook's answer.
+type StopDecision struct {
+	// Action is "continue" or "stop".
+	Action string `json:"action"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// Bounds of the stop conditions.
+const (
+	maxStopConditions = 8
+	maxStopPattern    = 512
+	// stopMatchBytes is how much of an output the conditions look at.
+	stopMatchBytes      = 64 << 10
+	defaultHookTimeout  = 2 * time.Second
+	maxHookTimeout      = 10 * time.Second
+	hookOnErrorContinue = "continue"
+	hookOnErrorStop     = "stop"
+)
+
+// stopMatch records the condition a call matched, until its step completes.
+type stopMatch struct {
+	CallID string `json:"callId"`
+	Detail string `json:"detail"`
+}
+
+// validateStop checks a run request's stop conditions and hook.
+func validateStop(conds []StopCondition, hook *StopHook) error {
+	if len(conds) > maxStopConditions {
+		return fmt.Errorf("stopWhen has %d conditions, at most %d", len(conds), maxStopConditions)
+	}
+	for i, c := range conds {
+		if c.Tool == "" && c.OutputContains == "" && c.OutputMatches == "" {
+			return fmt.Errorf("stopWhen[%d] is empty: give a tool, outputContains or outputMatches", i)
+		}
+		if c.Tool != "" && !tools.NamePattern.MatchString(c.Tool) {
+			return fmt.Errorf("stopWhen[%d].tool %q is not a tool name", i, c.Tool)
+		}
+		if len(c.OutputContains) > maxStopPattern || len(c.OutputMatches) > maxStopPattern {
+			return fmt.Errorf("stopWhen[%d]: a pattern is at most %d bytes", i, maxStopPattern)
+		}
+		if c.OutputMatches != "" {
+			if _, err := regexp.Compile(c.OutputMatches); err != nil {
+				return fmt.Errorf("stopWhen[%d].outputMatches: %v", i, err)
+			}
+		}
+	}
+	if hook == nil {
+		return nil
+	}
+	if err := validHookSubject(hook.Subject); err != nil {
+		return fmt.Errorf("stopHook.subject: %v", err)
+	}
+	if hook.Timeout < 0 || hook.Timeout.D() > maxHookTimeout {
+		return fmt.Errorf("stopHook.timeout must be between 1ms and %s, got %s", maxHookTimeout, hook.Timeout.D())
+	}
+	switch hook.OnError {
+	case "", hookOnErrorContinue, hookOnErrorStop:
+	default:
+		return fmt.Errorf("stopHook.onError must be continue or stop, got %q", hook.OnError)
+	}
+	return nil
+}
+
+// validHookSubject refuses what is not one literal NATS subject, and toolfleet's own
+// and the server's subjects: a run must not make the planner publish into the fleet's
+// streams.
+func validHookSubject(s string) error {
+	if s == "" || len(s) > 256 {
+		return fmt.Errorf("give a NATS subject of at most 256 bytes, got %q", s)
+	}
+	for tok := range strings.SplitSeq(s, ".") {
+		if tok == "" || tok == "*" || tok == ">" || strings.ContainsAny(tok, " \t\r\n*>") {
+			return fmt.Errorf("%q is not a literal NATS subject", s)
+		}
+	}
+	if strings.HasPrefix(s, "toolfleet.") || strings.HasPrefix(s, "$") || strings.HasPrefix(s, "_INBOX.") {
+		return fmt.Errorf("%q is reserved (toolfleet.*, $*, _INBOX.*)", s)
+	}
+	return nil
+}
+
+// regexps caches compiled stop patterns.
+var regexps sync.Map // pattern → *regexp.Regexp
+
+func stopRegexp(pattern string) *regexp.Regexp {
+	if re, ok := regexps.Load(pattern); ok {
+		return re.(*regexp.Regexp)
+	}
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return nil // validated at the start; a stored run is not trusted blindly
+	}
+	regexps.Store(pattern, re)
+	return re
+}
+
+// matchStop checks the call c, whose result just came in, against the run's stop
+// conditions, and remembers the first match until the step completes.
+func (r *Run) matchStop(c *CallRecord) {
+	if r.StopMatch != nil || len(r.StopWhen) == 0 || c.Status != string(events.StatusOK) {
+		return
+	}
+	text := outputText(c.Output)
+	for i, cond := range r.StopWhen {
+		if cond.Tool != "" && cond.Tool != c.Name {
+			continue
+		}
+		if cond.OutputContains != "" && !strings.Contains(text, cond.OutputContains) {
+			continue
+		}
+		if cond.OutputMatches != "" {
+			if re := stopRegexp(cond.OutputMatches); re == nil || !re.MatchString(text) {
+				continue
+			}
+		}
+		r.StopMatch = &stopMatch{CallID: c.ID, Detail: fmt.Sprintf("stopWhen[%d]: %s", i, cond.describe(c.Name))}
+		return
+	}
+}
+
+func (c StopCondition) describe(tool string) string {
+	s := tool + " succeeded"
+	if c.OutputContains != "" {
+		s += fmt.Sprintf(" with an output containing %q", c.OutputContains)
+	}
+	if c.OutputMatches != "" {
+		s += fmt.Sprintf(" with an output matching %q", c.OutputMatches)
+	}
+	return s
+}
+
+// outputText is the text the conditions match: a JSON string's value, any other output's
+// JSON text, at most stopMatchBytes of it.
+func outputText(out json.RawMessage) string {
+	var s string
+	if len(out) > 0 && out[0] == '"' && json.Unmarshal(out, &s) == nil {
+	} else {
+		s = string(out)
+	}
+	if len(s) > stopMatchBytes {
+		s = s[:stopMatchBytes]
+	}
+	return s
+}
+
+// stopMatched ends the run r, whose step completed, when one of its calls matched a stop
+// condition; it reports whether it did.
+func (r *Run) stopMatched(now time.Time) bool {
+	if r.StopMatch == nil {
+		return false
+	}
+	m := r.StopMatch
+	r.StopMatch = nil
+	r.Answer, r.AnswerCall = "", m.CallID
+	r.finish(TerminationStopCondition, m.Detail, now)
+	return true
+}
+
+// askStopHook asks the run's stop hook whether the run goes on after its last step, and
+// returns a termination when it is to stop. m is kept alive while the hook thinks.
+func (p *Planner) askStopHook(ctx context.Context, m jetstream.Msg, r *Run) (Termination, string) {
+	h := r.StopHook
+	if h == nil || r.Step == 0 {
+		return "", ""
+	}
+	sum := StopSummary{RunID: r.ID, Step: r.Step - 1, Calls: []StopCall{}, RunUsage: r.Usage, Tokens: r.Usage.Total(),
+		Errors: r.Errors, Usage: r.StepUsage, Cost: r.Cost}
+	for _, c := range r.Calls {
+		if c.Step == r.Step-1 {
+			sum.Calls = append(sum.Calls, StopCall{CallID: c.ID, Tool: c.Name, Status: c.Status, Error: c.Error})
+		}
+	}
+	timeout := h.Timeout.D()
+	if timeout <= 0 {
+		timeout = defaultHookTimeout
+	}
+	hctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if !r.Deadline.IsZero() {
+		var cancelDeadline context.CancelFunc
+		hctx, cancelDeadline = context.WithDeadline(hctx, r.Deadline)
+		defer cancelDeadline()
+	}
+	stop := keepAlive(m, p.cfg.Events.AckWait.D()/3)
+	defer stop()
+	dec, err := p.requestStopHook(hctx, h.Subject, sum)
+	switch {
+	case err != nil && h.OnError == hookOnErrorStop:
+		return TerminationStopHook, fmt.Sprintf("the stop hook %s could not be asked after step %d (%v), and its onError is stop", h.Subject, sum.Step, err)
+	case err != nil:
+		p.log.Warn().Err(err).Str("run_id", r.ID).Str("hook", h.Subject).Msg("stop hook not answered; the run goes on (onError continue)")
+		return "", ""
+	case dec.Action == "stop":
+		reason := dec.Reason
+		if reason == "" {
+			reason = "no reason given"
+		}
+		return TerminationStopHook, fmt.Sprintf("the stop hook %s stopped the run after step %d: %s", h.Subject, sum.Step, reason)
+	}
+	return "", ""
+}
+
+func (p *Planner) requestStopHook(ctx context.Context, subject string, sum StopSummary) (StopDecision, error) {
+	var dec StopDecision
+	b, err := json.Marshal(sum)
+	if err != nil {
+		return dec, err
+	}
+	reply, err := p.nc.RequestWithContext(ctx, subject, b)
+	if err != nil {
+		return dec, err
+	}
+	if err := json.Unmarshal(reply.Data, &dec); err != nil {
+		return dec, fmt.Errorf("unreadable answer %.200q: %v", reply.Data, err)
+	}
+	if dec.Action != "continue" && dec.Action != "stop" {
+		return dec, fmt.Errorf(`answer's action must be "continue" or "stop", got %q`, dec.Action)
+	}
+	return dec, nil
+}

@@ -1,0 +1,161 @@
+package planner
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/toolfleet/toolfleet/internal/provider"
+	"github.com/toolfleet/toolfleet/pkg/events"
+)
+
+// How streamed text is coalesced into text_delta events: a pending chunk goes out once
+// it is deltaBytes long, or deltaInterval after the last text_delta of the step, so a
+// step costs at most one event per deltaInterval (plus one per deltaBytes of text) however
+// finely the provider splits its answer. The run's stored conversation is the final
+// message, never the deltas: they are a preview for those following the run.
+const (
+	deltaInterval = 50 * time.Millisecond
+	deltaBytes    = 1 << 10
+)
+
+// generate asks model for the step's answer, streaming it: text deltas are coalesced and
+// announced as text_delta events, each tool call as tool_call_started once the stream
+// has delivered it. The answer returned is the whole message, as Generate returns it.
+func (p *Planner) generate(ctx context.Context, run *Run, model provider.Model, req provider.Request) (*provider.Response, error) {
+	s := &deltaStream{p: p, ctx: ctx, run: run, step: run.Step}
+	resp, err := model.Stream(ctx, req, s.add)
+	s.close()
+	return resp, err
+}
+
+// deltaStream turns a model's stream into the step's text_delta and tool_call_started
+// events. The model calls add from its calling goroutine; a timer flushes text that waits
+// longer than deltaInterval. Events go out in the order of the stream.
+type deltaStream struct {
+	p    *Planner
+	ctx  context.Context
+	run  *Run
+	step int
+
+	mu      sync.Mutex
+	pending strings.Builder
+	last    time.Time // when the last text_delta went out
+	timer   *time.Timer
+	index   int // text_delta events sent
+	calls   int // tool calls announced
+	closed  bool
+}
+
+func (s *deltaStream) add(d provider.Delta) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	if d.Text != "" {
+		s.pending.WriteString(d.Text)
+		switch wait := deltaInterval - time.Since(s.last); {
+		case s.pending.Len() >= deltaBytes || wait <= 0:
+			s.flush()
+		case s.timer == nil:
+			s.timer = time.AfterFunc(wait, s.tick)
+		}
+	}
+	if d.ToolCall != nil {
+		s.flush() // the text before the call precedes it
+		n := s.calls
+		s.calls++
+		s.p.emit(s.ctx, s.run, "tool_call_started", s.step, callID(s.run.ID, s.step, n), map[string]any{
+			"tool": d.ToolCall.Name, "modelCallId": d.ToolCall.ID, "index": n})
+	}
+}
+
+func (s *deltaStream) tick() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.timer = nil
+	if !s.closed {
+		s.flush()
+	}
+}
+
+// flush sends the pending text as one text_delta event. s.mu is held.
+func (s *deltaStream) flush() {
+	if s.timer != nil {
+		s.timer.Stop()
+		s.timer = nil
+	}
+	if s.pending.Len() == 0 {
+		return
+	}
+	text := s.pending.String()
+	s.pending.Reset()
+	n := s.index
+	s.index++
+	s.last = time.Now()
+	s.p.emitID(s.run, "text_delta", s.run.ID+"-text_delta-"+strconv.Itoa(s.step)+"-"+strconv.Itoa(n), s.step, "",
+		map[string]any{"text": text, "index": n})
+}
+
+// close sends what is pending; later deltas (there are none once Stream returned) are
+// dropped.
+func (s *deltaStream) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.flush()
+	s.closed = true
+}
+
+// emitID is emit with the event id given: for events of which a step has several.
+func (p *Planner) emitID(run *Run, what, id string, step int, call string, detail any) {
+	msg, err := events.NewRunEventID(p.cfg.Source, what, id,
+		events.RunEvent{RunID: run.ID, Tenant: run.Tenant, Step: step, CallID: call, Detail: jsonText(detail)}, p.cfg.Now())
+	if err != nil {
+		p.log.Error().Err(err).Msg("run event encode")
+		return
+	}
+	events.SetTrace(msg, run.TraceParent, run.TraceState)
+	if _, err := p.js.PublishMsgAsync(msg); err != nil {
+		p.log.Warn().Err(err).Str("run_id", run.ID).Str("event", what).Msg("run event not published")
+	}
+}
+
+// lastEventID reads the Last-Event-ID header (or the lastEventId query parameter, for
+// clients that cannot set headers) of an SSE reconnection: the stream sequence of the
+// last event the client saw. ok is false when there is none.
+func lastEventID(h string, query string) (seq uint64, ok bool, err error) {
+	v := strings.TrimSpace(h)
+	if v == "" {
+		v = strings.TrimSpace(query)
+	}
+	if v == "" {
+		return 0, false, nil
+	}
+	seq, err = strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, false, fmt.Errorf("Last-Event-ID must be the id of an event of this stream (a number), got %q", v)
+	}
+	return seq, true, nil
+}
+
+// sawDone reports whether a client whose last event is the stream sequence seq has seen
+// the done event of run: the stream ends with it, so there is nothing more to send.
+func (p *Planner) sawDone(ctx context.Context, run *Run, seq uint64) bool {
+	if run.Status != StatusDone {
+		return false
+	}
+	subj, err := events.RunEventSubject(run.Tenant, run.ID, "done")
+	if err != nil {
+		return false
+	}
+	stream, err := p.js.Stream(ctx, events.StreamEvents)
+	if err != nil {
+		return false
+	}
+	m, err := stream.GetLastMsgForSubject(ctx, subj)
+	return err == nil && m.Sequence <= seq
+}
