@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -19,7 +18,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/toolfleet/toolfleet/internal/apiauth"
-	"github.com/toolfleet/toolfleet/pkg/client"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
@@ -46,12 +44,11 @@ type Config struct {
 type Edge struct {
 	cfg    Config
 	nc     *nats.Conn
+	js     jetstream.JetStream
+	stream jetstream.Stream // the results stream, for direct gets
 	view   *view
 	server *mcp.Server
 	ttlMs  int
-
-	clientsMu sync.Mutex
-	clients   map[events.Identity]*client.Client
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -77,11 +74,14 @@ func Start(ctx context.Context, nc *nats.Conn, cfg Config) (*Edge, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mcp edge: %w", err)
 	}
+	stream, err := js.Stream(ctx, events.StreamResults)
+	if err != nil {
+		return nil, fmt.Errorf("mcp edge: results stream: %w", err)
+	}
 	e := &Edge{
-		cfg: cfg, nc: nc, view: newView(cat, cfg.Log),
-		ttlMs:   int(cfg.Events.WithDefaults().CatalogTTL.D().Milliseconds() / 3),
-		clients: map[events.Identity]*client.Client{},
-		done:    make(chan struct{}),
+		cfg: cfg, nc: nc, js: js, stream: stream, view: newView(cat, cfg.Log),
+		ttlMs: int(cfg.Events.WithDefaults().CatalogTTL.D().Milliseconds() / 3),
+		done:  make(chan struct{}),
 	}
 	if err := e.view.load(ctx); err != nil {
 		return nil, fmt.Errorf("mcp edge: %w", err)
@@ -105,10 +105,11 @@ func (e *Edge) Close() {
 }
 
 // Handler serves MCP over stateless streamable HTTP at any path it is mounted on, behind
-// the bearer-token check of [Config].Auth.
+// the bearer-token check of [Config].Auth. Responses are plain JSON, not an SSE stream:
+// the edge sends nothing before its answer (no progress yet).
 func (e *Edge) Handler() http.Handler {
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return e.server },
-		&mcp.StreamableHTTPOptions{Stateless: true, Logger: nil})
+		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
 	return e.cfg.Auth.Middleware(h, func(w http.ResponseWriter) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusUnauthorized)
@@ -185,25 +186,6 @@ func unknownTool(name string) error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}
 }
 
-// fleet returns the client that calls as caller.
-func (e *Edge) fleet(caller events.Identity) (*client.Client, error) {
-	e.clientsMu.Lock()
-	defer e.clientsMu.Unlock()
-	if c, ok := e.clients[caller]; ok {
-		return c, nil
-	}
-	opts := []client.Option{client.WithSource("/toolfleet/mcp-edge")}
-	if !caller.IsZero() {
-		opts = append(opts, client.WithIdentity(caller))
-	}
-	c, err := client.New(e.nc, opts...)
-	if err != nil {
-		return nil, err
-	}
-	e.clients[caller] = c
-	return c, nil
-}
-
 // callTool makes the call on the fleet and answers with its result.
 func (e *Edge) callTool(ctx context.Context, caller events.Identity, p *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
 	if p == nil || p.Name == "" {
@@ -213,10 +195,6 @@ func (e *Edge) callTool(ctx context.Context, caller events.Identity, p *mcp.Call
 	if !ok || !en.def.AllowsCaller(caller.Tenant, caller.Role) {
 		return nil, unknownTool(p.Name)
 	}
-	c, err := e.fleet(caller)
-	if err != nil {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
-	}
 	args := p.Arguments
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
@@ -224,21 +202,33 @@ func (e *Edge) callTool(ctx context.Context, caller events.Identity, p *mcp.Call
 	id := nuid.Next()
 	cctx, cancel := context.WithTimeout(ctx, e.cfg.MaxWait)
 	defer cancel()
-	res, err := c.Call(cctx, client.Request{Tool: p.Name, Arguments: args, ID: id})
-	switch {
-	case res.Status != "":
-		return toResult(id, res), nil
-	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-		return errorResult(id, events.StatusTimeout, &tools.Error{Code: tools.CodeTimeout,
-			Message: fmt.Sprintf("no result within %s; the call's deadline has passed, so the fleet gives it up", e.cfg.MaxWait)}, nil), nil
-	case ctx.Err() != nil:
-		return nil, ctx.Err()
-	default:
+	sub, ch, subj, err := e.publishCall(cctx, caller, id, events.Call{Tool: p.Name, Arguments: args})
+	if err != nil {
 		var te *tools.Error
-		if errors.As(err, &te) { // refused before it was sent
+		if errors.As(err, &te) { // refused before it was sent (arguments too large, …)
 			return errorResult(id, events.StatusOf(te), te, nil), nil
 		}
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("call %s: %v", id, err)}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	res, err := e.awaitResult(cctx, ch, subj)
+	switch {
+	case err == nil:
+		return toResult(id, res), nil
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case errors.Is(err, context.DeadlineExceeded):
+		return errorResult(id, events.StatusTimeout, &tools.Error{Code: tools.CodeTimeout,
+			Message: fmt.Sprintf("no result within %s; the call's deadline has passed, so the fleet gives it up", e.cfg.MaxWait)}, nil), nil
+	default: // a result that does not decode
+		var te *tools.Error
+		if !errors.As(err, &te) {
+			te = &tools.Error{Code: tools.CodeInvalidEvent, Message: err.Error()}
+		}
+		return errorResult(id, events.StatusOf(te), te, nil), nil
 	}
 }
 
