@@ -41,8 +41,12 @@
 //
 // # tools/call
 //
-// The call is published with pkg/client under a fresh call id and answered with its
-// stored result:
+// The call is published under a fresh call id on the caller's call subject
+// (events.NewCall with its identity, as pkg/client does) once JetStream has stored it,
+// and its result is read from a core subscription to its result subject, made before
+// the publish (pkg/client's Call waits with a JetStream consumer per call, which the
+// server keeps for 5 minutes and caps at 1,000 per stream); a result whose message is
+// missed (a reconnect) is read from the stream. The answer maps the result:
 //
 //	status ok, output a JSON object   content: its JSON text; structuredContent: the object
 //	status ok, output a JSON string   content: the string's text (what pkg/mcptool reads back

@@ -3,10 +3,12 @@ package mcpedge_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -166,7 +168,7 @@ func TestRolesHideAndRefuseTools(t *testing.T) {
 	if res.CacheScope != "private" {
 		t.Errorf("cacheScope %q: a caller's own list is private", res.CacheScope)
 	}
-	if res, err := call(t, admin, "admin_reset", map[string]any{}); err != nil || res.IsError || text(res) != `{"reset":true}` {
+	if res, err := call(t, admin, "admin_reset", map[string]any{}); err != nil || res.IsError || text(res) != `{"by":"acme/admin","reset":true}` {
 		t.Fatalf("admin calls admin_reset: %v %+v", err, res)
 	}
 	var werr *jsonrpc.Error
@@ -202,7 +204,7 @@ func TestAnyReplicaAnswers(t *testing.T) {
 	two := connect(t, url2, adminToken, "")
 	waitForTools(t, one, []string{"add", "admin_reset", "delete_all", "fail", "free_form", "shout"})
 	res, err := call(t, two, "admin_reset", map[string]any{})
-	if err != nil || res.IsError || text(res) != `{"reset":true}` {
+	if err != nil || res.IsError || text(res) != `{"by":"acme/admin","reset":true}` {
 		t.Fatalf("call on the second replica: %v %+v", err, res)
 	}
 	if res, err := call(t, two, "add", map[string]int{"a": 1, "b": 2}); err != nil || text(res) != `{"sum":3}` {
@@ -228,4 +230,34 @@ func jsonEqual(a, b any) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
 	return string(x) == string(y)
+}
+
+// Calls through the edge hold nothing on the server once answered: far more calls than
+// a stream takes consumers (1,000) all get their results.
+func TestManyCalls(t *testing.T) {
+	f := startFleet(t)
+	url, _ := f.edge(t, apiauth.Auth{}, 0)
+	const sessions, each = 8, 150
+	var wg sync.WaitGroup
+	errs := make(chan error, sessions)
+	for i := range sessions {
+		cs := connect(t, url, "", "")
+		wg.Go(func() {
+			for j := range each {
+				res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "add", Arguments: map[string]int{"a": i, "b": j}})
+				if err == nil && (res.IsError || text(res) != fmt.Sprintf(`{"sum":%d}`, i+j)) {
+					err = fmt.Errorf("add(%d, %d): %s", i, j, text(res))
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
 }

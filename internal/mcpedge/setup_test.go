@@ -74,7 +74,10 @@ var testTools = []struct {
 		func(context.Context, json.RawMessage) (any, error) { return nil, errors.New("the disk is on fire") }},
 	{tools.Definition{Name: "admin_reset", Description: "Resets everything; admins only.", Safe: true, Idempotent: new(false),
 		Roles: []string{"admin"}, Parameters: json.RawMessage(`{"type":"object"}`)},
-		func(_ context.Context, _ json.RawMessage) (any, error) { return map[string]bool{"reset": true}, nil }},
+		func(ctx context.Context, _ json.RawMessage) (any, error) {
+			info, _ := tools.CallInfoFrom(ctx) // the identity the executor established
+			return map[string]any{"reset": true, "by": info.Tenant + "/" + info.Role}, nil
+		}},
 	{tools.Definition{Name: "delete_all", Description: "Deletes everything.", Safe: false,
 		Parameters: json.RawMessage(`{"type":"object","properties":{"where":{"type":"string"}},"required":["where"]}`)},
 		func(_ context.Context, args json.RawMessage) (any, error) {
