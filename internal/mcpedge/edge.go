@@ -92,10 +92,24 @@ func Start(ctx context.Context, nc *nats.Conn, cfg Config) (*Edge, error) {
 		defer close(e.done)
 		e.view.follow(fctx)
 	}()
-	e.server = mcp.NewServer(&mcp.Implementation{Name: "toolfleet", Title: "toolfleet MCP edge", Version: cfg.Version},
-		&mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}})
-	e.server.AddReceivingMiddleware(e.middleware)
+	e.server = e.newServer(e.caller)
 	return e, nil
+}
+
+// newServer is an MCP server whose tools/list and tools/call are the fleet's, for the
+// callers identify names.
+func (e *Edge) newServer(identify func(mcp.Request) events.Identity) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "toolfleet", Title: "toolfleet MCP edge", Version: e.cfg.Version},
+		&mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}})
+	s.AddReceivingMiddleware(e.middleware(identify))
+	return s
+}
+
+// ServeStdio serves one client on t (an mcp.StdioTransport: a local client that started
+// this process) until the client leaves or ctx ends; every request acts as caller. The
+// NATS connection's user must be allowed caller's subjects.
+func (e *Edge) ServeStdio(ctx context.Context, caller events.Identity, t mcp.Transport) error {
+	return e.newServer(func(mcp.Request) events.Identity { return caller }).Run(ctx, t)
 }
 
 // Close stops following the catalog.
@@ -108,18 +122,17 @@ func (e *Edge) Close() {
 // the bearer-token check of [Config].Auth. Responses are plain JSON, not an SSE stream:
 // the edge sends nothing before its answer (no progress yet).
 func (e *Edge) Handler() http.Handler {
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return e.server },
-		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
+	// The SDK refuses a localhost request with another Host (DNS rebinding); a
+	// browser's cross-origin POST is refused too; a client that goes away stops the wait
+	// for its call's result.
+	h := http.NewCrossOriginProtection().Handler(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return e.server },
+		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, PropagateRequestCancellation: true}))
 	return e.cfg.Auth.Middleware(h, func(w http.ResponseWriter) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusUnauthorized)
 		_, _ = w.Write([]byte(`{"error":"missing or wrong bearer token"}` + "\n"))
 	})
 }
-
-// Server is the MCP server behind [Edge.Handler], for another transport (stdio).
-// Its callers are anonymous unless their requests carry HTTP headers.
-func (e *Edge) Server() *mcp.Server { return e.server }
 
 // caller is the identity of a request's bearer token; the HTTP middleware has refused
 // unknown tokens already.
@@ -134,7 +147,13 @@ func (e *Edge) caller(req mcp.Request) events.Identity {
 
 // middleware answers tools/list and tools/call from the fleet; everything else is the
 // SDK's.
-func (e *Edge) middleware(next mcp.MethodHandler) mcp.MethodHandler {
+func (e *Edge) middleware(identify func(mcp.Request) events.Identity) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return e.handle(next, identify)
+	}
+}
+
+func (e *Edge) handle(next mcp.MethodHandler, identify func(mcp.Request) events.Identity) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		switch method {
 		case "tools/list":
@@ -142,13 +161,13 @@ func (e *Edge) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			if !ok {
 				break
 			}
-			return e.listTools(e.caller(req), r.Params)
+			return e.listTools(identify(req), r.Params)
 		case "tools/call":
 			r, ok := req.(*mcp.CallToolRequest)
 			if !ok {
 				break
 			}
-			return e.callTool(ctx, e.caller(req), r.Params)
+			return e.callTool(ctx, identify(req), r.Params)
 		}
 		return next(ctx, method, req)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/toolfleet/toolfleet/internal/apiauth"
 	"github.com/toolfleet/toolfleet/internal/natstest"
+	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
@@ -259,5 +260,27 @@ func TestManyCalls(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+}
+
+// Over stdio (here in-memory transports, as a local client that started `toolfleet mcp`
+// would connect) every request acts as the configured caller.
+func TestStdio(t *testing.T) {
+	f := startFleet(t)
+	_, e := f.edge(t, apiauth.Auth{}, 0)
+	st, ct := mcp.NewInMemoryTransports()
+	served := make(chan error, 1)
+	go func() { served <- e.ServeStdio(t.Context(), events.Identity{Tenant: "acme", Role: "admin"}, st) }()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "stdio-test", Version: "1"}, nil).Connect(t.Context(), ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitForTools(t, cs, []string{"add", "admin_reset", "delete_all", "fail", "free_form", "shout"})
+	if res, err := call(t, cs, "admin_reset", map[string]any{}); err != nil || text(res) != `{"by":"acme/admin","reset":true}` {
+		t.Fatalf("admin_reset over stdio: %v %+v", err, res)
+	}
+	_ = cs.Close()
+	if err := <-served; err != nil {
+		t.Errorf("ServeStdio returned %v once the client left", err)
 	}
 }
