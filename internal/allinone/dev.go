@@ -123,7 +123,7 @@ func Dev(ctx context.Context, o DevOptions) error {
 		fmt.Fprintf(o.Out, "ops: http://%s/metrics, /healthz, /readyz\n", addrs.Ops)
 	}
 	printDevHelp(o.Out, addrs.API, o.Token != "", len(o.Tokens) > 0, f.Model)
-	fmt.Fprintf(o.Out, "MCP edge (streamable HTTP, the same tokens): %s\n  e.g. npx @modelcontextprotocol/inspector --cli %s --transport http --method tools/list\n", addrs.MCP, addrs.MCP)
+	fmt.Fprintf(o.Out, "MCP edge (streamable HTTP, the same tokens): %s\n  e.g. npx @modelcontextprotocol/inspector@0 --cli %s --transport http --method tools/list\n", addrs.MCP, addrs.MCP)
 	if o.Ready != nil {
 		o.Ready(addrs)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/toolfleet/toolfleet/internal/apiauth"
 	"github.com/toolfleet/toolfleet/internal/natstest"
+	"github.com/toolfleet/toolfleet/pkg/client"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
@@ -282,5 +283,46 @@ func TestStdio(t *testing.T) {
 	_ = cs.Close()
 	if err := <-served; err != nil {
 		t.Errorf("ServeStdio returned %v once the client left", err)
+	}
+}
+
+// A call of an unsafe tool waits for its approval, which an approver gives on NATS
+// (pkg/client), as for any other caller; the call then answers with the tool's result.
+// The approval is for the caller's tenant, on its subjects.
+func TestUnsafeCallWaitsForItsApproval(t *testing.T) {
+	f := startFleet(t)
+	url, _ := f.edge(t, testAuth, 0)
+	cs := connect(t, url, userToken, "")
+	approver, err := client.New(f.js.NC, client.WithIdentity(events.Identity{Tenant: "acme", Role: "approver"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	approvals, err := approver.WatchApprovals(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer approvals.Stop()
+	type answer struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "delete_all", Arguments: map[string]string{"where": "tmp"}})
+		answered <- answer{res, err}
+	}()
+	_, req, err := approvals.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.Tool != "delete_all" || req.Caller != (events.Identity{Tenant: "acme", Role: "user"}) {
+		t.Fatalf("approval request %+v", req)
+	}
+	if err := approver.Answer(t.Context(), req.Tool, req.CallID, events.ApprovalAnswer{Decision: events.DecisionApprove, By: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	got := <-answered
+	if got.err != nil || got.res.IsError || got.res.Meta["io.toolfleet/callId"] != req.CallID || !strings.Contains(text(got.res), "tmp") {
+		t.Fatalf("approved delete_all: %v %+v", got.err, got.res)
 	}
 }
