@@ -74,11 +74,22 @@ func (v *view) follow(ctx context.Context) {
 			}
 			continue
 		}
+		// The watch's first changes are the whole catalog: they replace the view, so
+		// that a tool removed while no watch ran (before the first, or during a server
+		// restart) leaves it too.
+		initial, loaded := map[string]*entry{}, false
 		for ch := range changes {
-			if ch.Loaded {
-				continue
+			switch {
+			case loaded:
+				v.apply(ch)
+			case ch.Loaded:
+				v.replace(initial)
+				loaded = true
+			case ch.Removed:
+				delete(initial, ch.Name)
+			default:
+				initial[ch.Name] = newEntry(ch.Definition)
 			}
-			v.apply(ch)
 		}
 	}
 }
@@ -91,6 +102,13 @@ func (v *view) apply(ch events.Change) {
 	} else {
 		v.defs[ch.Name] = newEntry(ch.Definition)
 	}
+	v.publish()
+}
+
+func (v *view) replace(defs map[string]*entry) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.defs = defs
 	v.publish()
 }
 

@@ -326,3 +326,29 @@ func TestUnsafeCallWaitsForItsApproval(t *testing.T) {
 		t.Fatalf("approved delete_all: %v %+v", got.err, got.res)
 	}
 }
+
+// The edge follows the catalog: a tool put after it started is listed, a deleted one
+// leaves the list and its calls are refused.
+func TestListFollowsTheCatalog(t *testing.T) {
+	f := startFleet(t)
+	url, _ := f.edge(t, apiauth.Auth{}, 0)
+	cat, err := events.OpenCatalog(t.Context(), f.js.JS, f.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := tools.Definition{Type: "function", Name: "late", Description: "Came later.", Safe: true, Parameters: json.RawMessage(`{"type":"object"}`)}
+	if err := cat.Put(t.Context(), late); err != nil {
+		t.Fatal(err)
+	}
+	lists := func() []string { return listNames(t, connect(t, url, "", "")) } // a new client: no cached list
+	natstest.Eventually(t, waitTimeout, "late in the list", func() bool { return slices.Contains(lists(), "late") })
+	// late has no executor to refresh it: deleted, it stays gone.
+	if err := cat.Delete(t.Context(), "late"); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, waitTimeout, "late gone from the list", func() bool { return !slices.Contains(lists(), "late") })
+	var werr *jsonrpc.Error
+	if _, err := call(t, connect(t, url, "", ""), "late", map[string]string{}); !errors.As(err, &werr) || werr.Code != jsonrpc.CodeInvalidParams {
+		t.Errorf("a call of a tool gone from the catalog: %v", err)
+	}
+}
