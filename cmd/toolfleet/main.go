@@ -3,6 +3,8 @@
 //	toolfleet demo [-calls N] [-data DIR]   an agent run and a load, then a summary
 //	toolfleet dev  [-host ADDR] [-http ADDR] [-nats-port N] [-ops-addr ADDR] [-data DIR]
 //	                                        the fleet, its HTTP API and ops server until Ctrl-C
+//	toolfleet mcp [-nats-url URL] [-tenant T -role R]
+//	                                        the MCP edge over stdio, on a fleet reached over NATS
 //	toolfleet health [-ops-addr ADDR]       exit 0 when the ops server beside it is ready
 //
 // demo and dev take -http-allow HOSTS (the hosts http_get may reach; none by default);

@@ -12,10 +12,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 
 	"github.com/toolfleet/toolfleet/internal/ops"
@@ -250,6 +252,31 @@ func TestDev(t *testing.T) {
 	if _, res, err := events.DecodeResult(events.CoreMsg(m)); err != nil || res.Status != events.StatusOK || !strings.Contains(string(res.Output), "42") {
 		t.Errorf("result = %+v, %v", res, err)
 	}
+	// Any MCP client reaches the fleet at the printed /mcp: the official Go SDK's lists
+	// the demo's tools and calls one.
+	if a.MCP != a.API+"/mcp" || !strings.Contains(out.String(), a.MCP) {
+		t.Errorf("the MCP edge's URL %q is not printed:\n%s", a.MCP, out.String())
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(t.Context(),
+		&mcp.StreamableClientTransport{Endpoint: a.MCP}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for tool, err := range cs.Tools(t.Context(), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, tool.Name)
+	}
+	if !slices.Contains(names, "calculator") || !slices.IsSorted(names) {
+		t.Errorf("MCP tools/list: %v", names)
+	}
+	mres, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "calculator", Arguments: map[string]string{"expression": "6*7"}})
+	if err != nil || mres.IsError || len(mres.Content) != 1 || !strings.Contains(mres.Content[0].(*mcp.TextContent).Text, "42") {
+		t.Errorf("MCP tools/call calculator: %+v %v", mres, err)
+	}
+	_ = cs.Close()
 	// Its metrics are every part's.
 	opstest.Serves(t, a.Ops, "toolfleet_picker_catalog_tools", "toolfleet_executor_calls_total")
 

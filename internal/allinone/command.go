@@ -19,22 +19,28 @@ import (
 // usage is the toolfleet command's synopsis.
 const usage = `usage: toolfleet demo [-calls N] [-data DIR] [-http-allow HOSTS] [-v]
        toolfleet dev [-host ADDR] [-http ADDR] [-nats-port N] [-ops-addr ADDR] [-log-level LEVEL] [-data DIR] [-http-allow HOSTS]
+       toolfleet mcp [-nats-url URL] [-tenant T -role R] [-log-level LEVEL]
        toolfleet health [-ops-addr ADDR]`
 
 // Command is a parsed toolfleet command line: which subcommand, with its options.
 type Command struct {
-	// Name is "demo" or "dev".
+	// Name is "demo", "dev" or "mcp".
 	Name string
 	Demo DemoOptions
 	Dev  DevOptions
+	MCP  MCPOptions
 }
 
 // Parse reads a toolfleet command line (without the program name) and the environment.
 // With -h it returns flag.ErrHelp after writing the usage to out.
 func Parse(args []string, out io.Writer) (Command, error) {
-	if len(args) == 0 || (args[0] != "demo" && args[0] != "dev") {
+	if len(args) == 0 || (args[0] != "demo" && args[0] != "dev" && args[0] != "mcp") {
 		fmt.Fprintln(out, usage)
-		return Command{}, errors.New("want a subcommand: demo, dev or health")
+		return Command{}, errors.New("want a subcommand: demo, dev, mcp or health")
+	}
+	if args[0] == "mcp" {
+		o, err := parseMCP(args[1:], out)
+		return Command{Name: "mcp", MCP: o}, err
 	}
 	c := Command{Name: args[0]}
 	fs := flag.NewFlagSet("toolfleet "+c.Name, flag.ContinueOnError)
@@ -91,10 +97,14 @@ func Parse(args []string, out io.Writer) (Command, error) {
 	return c, nil
 }
 
-// Run runs a parsed command until it is done (demo) or ctx ends (dev).
+// Run runs a parsed command until it is done (demo), its client leaves (mcp) or ctx
+// ends (dev).
 func Run(ctx context.Context, c Command) error {
-	if c.Name == "demo" {
+	switch c.Name {
+	case "demo":
 		return Demo(ctx, c.Demo)
+	case "mcp":
+		return MCP(ctx, c.MCP)
 	}
 	return Dev(ctx, c.Dev)
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 
+	"github.com/toolfleet/toolfleet/internal/mcpedge"
 	"github.com/toolfleet/toolfleet/internal/ops"
 	"github.com/toolfleet/toolfleet/internal/planner"
 	"github.com/toolfleet/toolfleet/internal/plannercmd"
@@ -40,6 +41,7 @@ type DevAddrs struct {
 	API  string // the planner API's URL, http://host:port
 	NATS string // the embedded server's client URL
 	Ops  string // the ops server's host:port; empty when off
+	MCP  string // the MCP edge's URL, the API's /mcp
 }
 
 // printDevHelp shows how to start a run with curl. The scripted model follows the demo's
@@ -100,19 +102,28 @@ func Dev(ctx context.Context, o DevOptions) error {
 	if err != nil {
 		return fmt.Errorf("planner API: listen %s: %w", onHost(o.HTTPAddr, o.Host), err)
 	}
+	auth := planner.APIAuth{Token: o.Token, Tokens: o.Tokens}
+	edge, err := mcpedge.Start(ctx, f.NC, mcpedge.Config{Auth: auth, Log: o.Fleet.Log})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer edge.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	serveErr := make(chan error, 1)
 	go func() {
-		serveErr <- plannercmd.ServeAPI(ctx, ln, f.Planner.Handler(planner.APIAuth{Token: o.Token, Tokens: o.Tokens}))
+		serveErr <- plannercmd.ServeAPI(ctx, ln, mcpedge.Mount(f.Planner.Handler(auth), edge.Handler()))
 	}()
 	addrs := DevAddrs{API: "http://" + ln.Addr().String(), NATS: f.Server.ClientURL(), Ops: srv.Addr()}
+	addrs.MCP = addrs.API + mcpedge.Path
 	fmt.Fprintf(o.Out, "toolfleet dev: NATS %s (connect any NATS client, e.g. nats --server %s sub 'toolfleet.>'), planner API %s, sandbox %s\n",
 		addrs.NATS, addrs.NATS, addrs.API, f.Sandbox)
 	if addrs.Ops != "" {
 		fmt.Fprintf(o.Out, "ops: http://%s/metrics, /healthz, /readyz\n", addrs.Ops)
 	}
 	printDevHelp(o.Out, addrs.API, o.Token != "", len(o.Tokens) > 0, f.Model)
+	fmt.Fprintf(o.Out, "MCP edge (streamable HTTP, the same tokens): %s\n  e.g. npx @modelcontextprotocol/inspector@0 --cli %s --transport http --method tools/list\n", addrs.MCP, addrs.MCP)
 	if o.Ready != nil {
 		o.Ready(addrs)
 	}

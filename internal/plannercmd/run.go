@@ -13,13 +13,14 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/toolfleet/toolfleet/internal/mcpedge"
 	"github.com/toolfleet/toolfleet/internal/ops"
 	"github.com/toolfleet/toolfleet/internal/planner"
 	"github.com/toolfleet/toolfleet/internal/provider"
 )
 
 // Run runs the planner program until ctx ends: the ops server, NATS, the planner and its
-// HTTP API, then a graceful shutdown.
+// HTTP API with the MCP edge at /mcp (same tokens), then a graceful shutdown.
 func Run(ctx context.Context, c Config) error {
 	log := c.Ops.Logger("planner")
 	models, def, err := c.Models()
@@ -36,16 +37,22 @@ func Run(ctx context.Context, c Config) error {
 	if err != nil {
 		return err
 	}
+	auth := planner.APIAuth{Token: c.Token, Tokens: c.Tokens}
+	edge, err := mcpedge.Start(ctx, nc, mcpedge.Config{Events: c.Events(), Auth: auth, Log: log})
+	if err != nil {
+		return err
+	}
+	defer edge.Close()
 	ln, err := net.Listen("tcp", c.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("planner API: listen %s: %w", c.HTTPAddr, err)
 	}
 	// New has created the streams and consumers: runs can start.
 	part.Server.SetReady(ops.Connected(nc))
-	log.Info().Str("addr", ln.Addr().String()).Str("default_model", def).Bool("picker", c.UsePicker).Msg("planner API listening")
+	log.Info().Str("addr", ln.Addr().String()).Str("mcp", mcpedge.Path).Str("default_model", def).Bool("picker", c.UsePicker).Msg("planner API listening")
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return p.Run(gctx) })
-	g.Go(func() error { return ServeAPI(gctx, ln, p.Handler(planner.APIAuth{Token: c.Token, Tokens: c.Tokens})) })
+	g.Go(func() error { return ServeAPI(gctx, ln, mcpedge.Mount(p.Handler(auth), edge.Handler())) })
 	err = g.Wait()
 	if dErr := nc.Drain(); dErr != nil && err == nil {
 		err = dErr

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/toolfleet/toolfleet/internal/natstest"
 	"github.com/toolfleet/toolfleet/internal/ops/opstest"
 )
@@ -50,7 +52,18 @@ func TestRun(t *testing.T) {
 	if err != nil || resp.StatusCode != http.StatusOK || run.Answer != "hello" {
 		t.Errorf("POST /v1/runs: %d %+v %v", resp.StatusCode, run, err)
 	}
-	if got := log.Lines(`"service":"planner"`, `"message":"planner API listening"`, `"default_model":"hello"`); len(got) != 1 {
+	// The MCP edge is mounted at /mcp of the API's address: an official SDK client lists
+	// the catalog (empty: no executor here).
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(t.Context(),
+		&mcp.StreamableClientTransport{Endpoint: "http://" + apiAddr + "/mcp"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := cs.ListTools(t.Context(), nil); err != nil || len(res.Tools) != 0 {
+		t.Errorf("MCP tools/list at /mcp: %+v %v", res, err)
+	}
+	_ = cs.Close()
+	if got := log.Lines(`"service":"planner"`, `"message":"planner API listening"`, `"default_model":"hello"`, `"mcp":"/mcp"`); len(got) != 1 {
 		t.Errorf("start not logged:\n%s", log.String())
 	}
 	if err := stop(); err != nil {

@@ -1,0 +1,71 @@
+// Package mcpedge serves the fleet as an MCP server: one job, the live tool catalog as
+// MCP tools over streamable HTTP (protocol 2026-07-28, stateless), each tools/call a
+// fleet call.
+//
+// # Transport
+//
+// [Edge.Handler] is the official Go SDK's stateless streamable HTTP handler
+// (mcp.NewStreamableHTTPHandler with Stateless: true): every POST stands alone, no
+// Mcp-Session-Id is issued, a 2026-07-28 client needs no initialize handshake and sends
+// MCP-Protocol-Version, Mcp-Method and Mcp-Name headers (the SDK checks them against the
+// body), and an older client that does initialize is answered as well. The edge keeps no
+// per-session state: its only memory is a copy of the catalog, so any replica answers any
+// request.
+//
+// # tools/list
+//
+// The tools are the catalog's (events.Catalog, loaded once and then followed with its
+// watch; a tools/call of a tool this copy has not seen yet reads the catalog directly),
+// sorted by name, paged by name (the cursor is the last name of the previous page, so
+// every replica continues any other's page). Each tool shows:
+//
+//	inputSchema     the definition's parameters, byte for byte; a tool registered
+//	                without a schema shows the permissive {"type":"object"} and its
+//	                description says that its arguments are not validated
+//	description     the definition's
+//	annotations     readOnlyHint = capability "read-only"; destructiveHint = !safe;
+//	                idempotentHint = the definition's idempotent (default true)
+//	_meta           io.toolfleet/needsApproval when a call waits for an approval
+//
+// The result carries ttlMs = the catalog's refresh interval (CatalogTTL/3: how stale an
+// executor's entry may be anyway) and cacheScope "public" on an open edge, where every
+// caller gets the same list, else "private": with tokens a list is the caller's own.
+//
+// # Auth
+//
+// Bearer tokens map to identities with internal/apiauth (the planner's tokens file):
+// an unknown or missing token is answered 401 before MCP is spoken. A caller lists only
+// the tools its identity may call (tools.Definition.AllowsCaller), and its calls are
+// published with its identity on its call subjects (client.WithIdentity), so executors
+// enforce roles and tenants again. An open edge (no token configured) is anonymous.
+//
+// # tools/call
+//
+// The call is published under a fresh call id on the caller's call subject
+// (events.NewCall with its identity, as pkg/client does) once JetStream has stored it,
+// and its result is read from a core subscription to its result subject, made before
+// the publish (pkg/client's Call waits with a JetStream consumer per call, which the
+// server keeps for 5 minutes and caps at 1,000 per stream); a result whose message is
+// missed (a reconnect) is read from the stream. The answer maps the result:
+//
+//	status ok, output a JSON object   content: its JSON text; structuredContent: the object
+//	status ok, output a JSON string   content: the string's text (what pkg/mcptool reads back
+//	                                  as that string, so the edge imports into a fleet faithfully)
+//	status ok, any other output       content: its JSON text; null or none: no content
+//	any other status                  isError: true; the text is "<code>: <message>" and
+//	                                  one line per schema violation; the tool's error
+//	                                  output, if any, follows as a second text item
+//
+// Every result's _meta holds io.toolfleet/callId and io.toolfleet/status, a failed one's
+// io.toolfleet/code (and io.toolfleet/violations). Schema violations are tool errors
+// (isError), not protocol errors, as the specification asks since 2025-11-25, so a model
+// sees them and can correct its call; the executor validates, as for every caller.
+//
+// A tool that is not in the catalog, or that the caller may not call, is a JSON-RPC
+// error -32602 (invalid params) "unknown tool": the specification's answer for an unknown
+// tool, and the same answer for both so that a caller cannot tell a tool it may not see
+// from one that does not exist. A call whose result does not come within
+// [Config].MaxWait (and no sooner than the client goes away) is a timeout tool error
+// that names the call id; its deadline travelled with the call, so the fleet gives up on
+// it too. A fleet that cannot be reached (the publish fails) is a JSON-RPC internal error.
+package mcpedge

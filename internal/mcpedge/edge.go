@@ -1,0 +1,328 @@
+package mcpedge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+	"github.com/rs/zerolog"
+
+	"github.com/toolfleet/toolfleet/internal/apiauth"
+	"github.com/toolfleet/toolfleet/pkg/events"
+	"github.com/toolfleet/toolfleet/pkg/tools"
+)
+
+// Path is where the planner program and `toolfleet dev` serve the edge.
+const Path = "/mcp"
+
+// Config configures an [Edge].
+type Config struct {
+	// Events are the fleet's stream settings; CatalogTTL/3 becomes tools/list's ttlMs.
+	Events events.Config
+	// Auth maps bearer tokens to identities; the zero Auth is an open, anonymous edge.
+	Auth apiauth.Auth
+	// MaxWait bounds how long a tools/call waits for its result; default 5 minutes.
+	MaxWait time.Duration
+	// PageSize is the most tools one tools/list page holds; default 1000.
+	PageSize int
+	// Version is the server's version in its implementation info; default "dev".
+	Version string
+	Log     zerolog.Logger
+}
+
+// Edge is the MCP server edge of a fleet. It is safe for concurrent use.
+type Edge struct {
+	cfg    Config
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	stream jetstream.Stream // the results stream, for direct gets
+	view   *view
+	server *mcp.Server
+	ttlMs  int
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Start opens the catalog on nc (the fleet's streams and buckets must exist: any
+// executor or planner creates them), reads it, and follows it until [Edge.Close].
+func Start(ctx context.Context, nc *nats.Conn, cfg Config) (*Edge, error) {
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = 5 * time.Minute
+	}
+	if cfg.PageSize <= 0 {
+		cfg.PageSize = 1000
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("mcp edge: jetstream: %w", err)
+	}
+	cat, err := events.OpenCatalog(ctx, js, cfg.Events)
+	if err != nil {
+		return nil, fmt.Errorf("mcp edge: %w", err)
+	}
+	stream, err := js.Stream(ctx, events.StreamResults)
+	if err != nil {
+		return nil, fmt.Errorf("mcp edge: results stream: %w", err)
+	}
+	e := &Edge{
+		cfg: cfg, nc: nc, js: js, stream: stream, view: newView(cat, cfg.Log),
+		ttlMs: int(cfg.Events.WithDefaults().CatalogTTL.D().Milliseconds() / 3),
+		done:  make(chan struct{}),
+	}
+	if err := e.view.load(ctx); err != nil {
+		return nil, fmt.Errorf("mcp edge: %w", err)
+	}
+	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	e.cancel = cancel
+	go func() {
+		defer close(e.done)
+		e.view.follow(fctx)
+	}()
+	e.server = e.newServer(e.caller)
+	return e, nil
+}
+
+// newServer is an MCP server whose tools/list and tools/call are the fleet's, for the
+// callers identify names.
+func (e *Edge) newServer(identify func(mcp.Request) events.Identity) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "toolfleet", Title: "toolfleet MCP edge", Version: e.cfg.Version},
+		&mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}})
+	s.AddReceivingMiddleware(e.middleware(identify))
+	return s
+}
+
+// ServeStdio serves one client on t (an mcp.StdioTransport: a local client that started
+// this process) until the client leaves or ctx ends; every request acts as caller. The
+// NATS connection's user must be allowed caller's subjects.
+func (e *Edge) ServeStdio(ctx context.Context, caller events.Identity, t mcp.Transport) error {
+	return e.newServer(func(mcp.Request) events.Identity { return caller }).Run(ctx, t)
+}
+
+// Close stops following the catalog.
+func (e *Edge) Close() {
+	e.cancel()
+	<-e.done
+}
+
+// Handler serves MCP over stateless streamable HTTP at any path it is mounted on, behind
+// the bearer-token check of [Config].Auth. Responses are plain JSON, not an SSE stream:
+// the edge sends nothing before its answer (no progress yet).
+func (e *Edge) Handler() http.Handler {
+	// The SDK refuses a localhost request with another Host (DNS rebinding); a
+	// browser's cross-origin POST is refused too; a client that goes away stops the wait
+	// for its call's result.
+	h := http.NewCrossOriginProtection().Handler(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return e.server },
+		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, PropagateRequestCancellation: true}))
+	return e.cfg.Auth.Middleware(h, func(w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = w.Write([]byte(`{"error":"missing or wrong bearer token"}` + "\n"))
+	})
+}
+
+// caller is the identity of a request's bearer token; the HTTP middleware has refused
+// unknown tokens already.
+func (e *Edge) caller(req mcp.Request) events.Identity {
+	extra := req.GetExtra()
+	if extra == nil || extra.Header == nil {
+		return events.Identity{}
+	}
+	id, _ := e.cfg.Auth.Identify(&http.Request{Header: extra.Header})
+	return id
+}
+
+// middleware answers tools/list and tools/call from the fleet; everything else is the
+// SDK's.
+func (e *Edge) middleware(identify func(mcp.Request) events.Identity) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return e.handle(next, identify)
+	}
+}
+
+func (e *Edge) handle(next mcp.MethodHandler, identify func(mcp.Request) events.Identity) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		switch method {
+		case "tools/list":
+			r, ok := req.(*mcp.ListToolsRequest)
+			if !ok {
+				break
+			}
+			return e.listTools(identify(req), r.Params)
+		case "tools/call":
+			r, ok := req.(*mcp.CallToolRequest)
+			if !ok {
+				break
+			}
+			return e.callTool(ctx, identify(req), r.Params)
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// listTools answers one page of the caller's tools, after the cursor's name.
+func (e *Edge) listTools(caller events.Identity, p *mcp.ListToolsParams) (*mcp.ListToolsResult, error) {
+	s := e.view.cur.Load()
+	start := 0
+	if p != nil && p.Cursor != "" {
+		after := p.Cursor
+		start = sort.Search(len(s.sorted), func(i int) bool { return s.sorted[i].def.Name > after })
+	}
+	res := &mcp.ListToolsResult{Tools: []*mcp.Tool{}}
+	res.TTLMs = e.ttlMs
+	res.CacheScope = "private"
+	if e.cfg.Auth.Open() {
+		res.CacheScope = "public"
+	}
+	for _, en := range s.sorted[start:] {
+		if !en.def.AllowsCaller(caller.Tenant, caller.Role) {
+			continue
+		}
+		if len(res.Tools) == e.cfg.PageSize {
+			res.NextCursor = res.Tools[len(res.Tools)-1].Name
+			break
+		}
+		res.Tools = append(res.Tools, en.tool)
+	}
+	return res, nil
+}
+
+// unknownTool is the answer for a tool the caller cannot call: absent, or not its.
+func unknownTool(name string) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}
+}
+
+// callTool makes the call on the fleet and answers with its result.
+func (e *Edge) callTool(ctx context.Context, caller events.Identity, p *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
+	if p == nil || p.Name == "" {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/call needs a tool name"}
+	}
+	en, ok := e.view.lookup(ctx, p.Name)
+	if !ok || !en.def.AllowsCaller(caller.Tenant, caller.Role) {
+		return nil, unknownTool(p.Name)
+	}
+	args := p.Arguments
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage("{}")
+	}
+	id := nuid.Next()
+	cctx, cancel := context.WithTimeout(ctx, e.cfg.MaxWait)
+	defer cancel()
+	sub, ch, subj, err := e.publishCall(cctx, caller, id, events.Call{Tool: p.Name, Arguments: args})
+	if err != nil {
+		var te *tools.Error
+		if errors.As(err, &te) { // refused before it was sent (arguments too large, …)
+			return errorResult(id, events.StatusOf(te), te, nil), nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	res, err := e.awaitResult(cctx, ch, subj)
+	switch {
+	case err == nil:
+		return toResult(id, res), nil
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case errors.Is(err, context.DeadlineExceeded):
+		return errorResult(id, events.StatusTimeout, &tools.Error{Code: tools.CodeTimeout,
+			Message: fmt.Sprintf("no result within %s; the call's deadline has passed, so the fleet gives it up", e.cfg.MaxWait)}, nil), nil
+	default: // a result that does not decode
+		var te *tools.Error
+		if !errors.As(err, &te) {
+			te = &tools.Error{Code: tools.CodeInvalidEvent, Message: err.Error()}
+		}
+		return errorResult(id, events.StatusOf(te), te, nil), nil
+	}
+}
+
+// toResult maps a fleet result to a tools/call result.
+func toResult(id string, res events.Result) *mcp.CallToolResult {
+	if res.Status != events.StatusOK {
+		te := res.Error
+		if te == nil {
+			te = &tools.Error{Code: tools.CodeToolFailed, Message: "the call ended with status " + string(res.Status)}
+		}
+		return errorResult(id, res.Status, te, res.Output)
+	}
+	out := &mcp.CallToolResult{Content: []mcp.Content{}, Meta: mcp.Meta{
+		"io.toolfleet/callId": id, "io.toolfleet/status": string(res.Status)}}
+	o := trimJSON(res.Output)
+	switch {
+	case len(o) == 0 || string(o) == "null":
+	case o[0] == '"':
+		var s string
+		if json.Unmarshal(o, &s) == nil {
+			out.Content = append(out.Content, &mcp.TextContent{Text: s})
+		} else {
+			out.Content = append(out.Content, &mcp.TextContent{Text: string(o)})
+		}
+	case o[0] == '{':
+		out.Content = append(out.Content, &mcp.TextContent{Text: string(o)})
+		out.StructuredContent = json.RawMessage(o)
+	default:
+		out.Content = append(out.Content, &mcp.TextContent{Text: string(o)})
+	}
+	return out
+}
+
+// errorResult is the isError answer for a failed call: the error's text (the fleet's
+// message already lists the schema violations) and, when the tool's callbacks made an
+// error output of their own, that output.
+func errorResult(id string, status events.Status, te *tools.Error, output json.RawMessage) *mcp.CallToolResult {
+	out := &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: te.Error()}}, Meta: mcp.Meta{
+		"io.toolfleet/callId": id, "io.toolfleet/status": string(status), "io.toolfleet/code": string(te.Code)}}
+	if len(te.Violations) > 0 {
+		out.Meta["io.toolfleet/violations"] = te.Violations
+		if !strings.Contains(te.Message, te.Violations[0].Message) {
+			var b strings.Builder
+			b.WriteString(te.Error())
+			for _, v := range te.Violations {
+				fmt.Fprintf(&b, "\n- %s", violationText(v))
+			}
+			out.Content[0] = &mcp.TextContent{Text: b.String()}
+		}
+	}
+	if o := trimJSON(output); len(o) > 0 && string(o) != "null" && !justTheError(o) {
+		out.Content = append(out.Content, &mcp.TextContent{Text: string(o)})
+	}
+	return out
+}
+
+// justTheError reports whether an error output is the fleet's own {"error": {...}},
+// which the first text item says already.
+func justTheError(o json.RawMessage) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(o, &m) != nil {
+		return false
+	}
+	_, ok := m["error"]
+	return ok && len(m) == 1
+}
+
+func violationText(v tools.Violation) string {
+	at := v.Pointer
+	if at == "" {
+		at = "(root)"
+	}
+	return at + ": " + v.Message
+}
+
+func trimJSON(b json.RawMessage) json.RawMessage {
+	return json.RawMessage(strings.TrimSpace(string(b)))
+}
