@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolfleet/toolfleet/pkg/events"
+	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
 // recheck is how often a waiting call also reads its result subject from the stream, in
@@ -59,7 +60,7 @@ func (e *Edge) awaitResult(ctx context.Context, ch chan *nats.Msg, subj string) 
 		select {
 		case m := <-ch:
 			_, res, err := events.DecodeResult(events.CoreMsg(m))
-			return res, err
+			return e.resolve(ctx, res, err)
 		case <-t.C:
 			m, err := e.stream.GetLastMsgForSubject(ctx, subj)
 			if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -70,9 +71,23 @@ func (e *Edge) awaitResult(ctx context.Context, ch chan *nats.Msg, subj string) 
 				continue
 			}
 			_, res, err := events.DecodeResult(events.StoredMsg(m))
-			return res, err
+			return e.resolve(ctx, res, err)
 		case <-ctx.Done():
 			return events.Result{}, ctx.Err()
 		}
 	}
+}
+
+// resolve reads an output the executor stored by reference (over the claim-check size)
+// into res, so the MCP client gets the output itself.
+func (e *Edge) resolve(ctx context.Context, res events.Result, err error) (events.Result, error) {
+	if err != nil || res.OutputRef == nil {
+		return res, err
+	}
+	out, err := events.NewPayloads(e.js, e.cfg.Events).Get(ctx, res.OutputRef, 0)
+	if err != nil {
+		return res, &tools.Error{Code: tools.CodeInternal, Message: fmt.Sprintf("the output of call %s was stored by reference and cannot be read: %v", res.CallID, err)}
+	}
+	res.Output = out
+	return res, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -63,6 +64,7 @@ func WithSource(source string) Option {
 // Client calls tools, follows runs and answers approvals on a fleet's NATS server. It
 // holds no state besides its connection and is safe for concurrent use.
 type Client struct {
+	nc       *nats.Conn
 	js       jetstream.JetStream
 	source   string
 	caller   events.Identity
@@ -82,7 +84,7 @@ func New(nc *nats.Conn, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: jetstream: %w", err)
 	}
-	return &Client{js: js, source: o.source, caller: o.caller, payloads: events.NewPayloads(js, events.Config{})}, nil
+	return &Client{nc: nc, js: js, source: o.source, caller: o.caller, payloads: events.NewPayloads(js, events.Config{})}, nil
 }
 
 // Request is a tool call to make.
@@ -129,21 +131,29 @@ func (c *Client) Call(ctx context.Context, r Request) (events.Result, error) {
 	if err != nil {
 		return events.Result{}, err
 	}
-	// The result is read from the stream, so one stored before the wait (or before the
-	// publish: the id was used before) is found as well as one stored after.
-	w, err := c.watch(ctx, events.StreamResults, subj, jetstream.DeliverAllPolicy)
+	// The wait is a core subscription to the result's subject, made before the publish:
+	// a JetStream consumer per call would outlive the call on the server (and past the
+	// server's consumers per stream, calls would fail). A result stored before the
+	// subscription (the id was answered before) is found by a direct get, and one missed
+	// while the connection was down by the same look-up, every few seconds.
+	sub, err := c.nc.SubscribeSync(subj)
 	if err != nil {
 		return events.Result{}, fmt.Errorf("await the result of call %s: %w", r.ID, err)
 	}
-	defer w.stop()
-	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
-		return events.Result{}, fmt.Errorf("publish call %s: %w", r.ID, ctxErr(ctx, err))
-	}
-	m, err := w.next(ctx)
+	defer func() { _ = sub.Unsubscribe() }()
+	m, err := c.storedResult(ctx, subj)
 	if err != nil {
-		return events.Result{}, fmt.Errorf("await the result of call %s: %w", r.ID, err)
+		return events.Result{}, fmt.Errorf("await the result of call %s: %w", r.ID, ctxErr(ctx, err))
 	}
-	_, res, err := events.DecodeResult(m)
+	if m == nil {
+		if _, err := c.js.PublishMsg(ctx, msg); err != nil {
+			return events.Result{}, fmt.Errorf("publish call %s: %w", r.ID, ctxErr(ctx, err))
+		}
+		if m, err = c.awaitResult(ctx, sub, subj); err != nil {
+			return events.Result{}, fmt.Errorf("await the result of call %s: %w", r.ID, err)
+		}
+	}
+	_, res, err := events.DecodeResult(events.CoreMsg(m))
 	if err != nil {
 		return res, err
 	}
@@ -207,4 +217,45 @@ func ctxErr(ctx context.Context, err error) error {
 		return ctx.Err()
 	}
 	return err
+}
+
+// recheck is how often a call waiting for its result also looks it up in the stream.
+const recheck = 5 * time.Second
+
+// awaitResult waits for the message on sub, looking subj up in the results stream every
+// recheck, until ctx ends.
+func (c *Client) awaitResult(ctx context.Context, sub *nats.Subscription, subj string) (*nats.Msg, error) {
+	for {
+		wctx, cancel := context.WithTimeout(ctx, recheck)
+		m, err := sub.NextMsgWithContext(wctx)
+		cancel()
+		if err == nil {
+			return m, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			return nil, err
+		}
+		if m, err := c.storedResult(ctx, subj); err != nil || m != nil {
+			return m, err
+		}
+	}
+}
+
+// storedResult is the result stored on subj, by a direct get; nil when there is none.
+func (c *Client) storedResult(ctx context.Context, subj string) (*nats.Msg, error) {
+	m, err := c.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+events.StreamResults+"."+subj, nil)
+	if err != nil {
+		return nil, err
+	}
+	switch m.Header.Get("Status") {
+	case "":
+		return &nats.Msg{Subject: subj, Header: m.Header, Data: m.Data}, nil
+	case "404":
+		return nil, nil
+	default:
+		return nil, fmt.Errorf("read %s: %s %s", subj, m.Header.Get("Status"), m.Header.Get("Description"))
+	}
 }
