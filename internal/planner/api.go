@@ -28,7 +28,8 @@ const maxRequestBytes = 4 << 20
 //	GET  /v1/runs/{id}/events     the run's lifecycle as Server-Sent Events, from its start
 //	POST /v1/approvals/{callId}   answer an approval: {"decision":"approve"|"deny","by","reason","arguments"};
 //	                              the first answer wins (202), later ones get 409 with the decision that stood
-
+//	POST /v1/runs/{id}/cancel     cancel the run (optional {"by","reason"}): 200 with the run, ended canceled;
+//	                              409 with {"error","run"} when it had ended already
 //	GET  /healthz, /readyz        liveness (the process serves) and readiness (NATS is connected)
 //
 // auth decides who may call it and as whom ([APIAuth]): a caller sees only its tenant's
@@ -51,6 +52,8 @@ func (p *Planner) Handler(auth APIAuth) http.Handler {
 	mux.HandleFunc("GET /v1/runs/{id}/messages", p.getMessages)
 	mux.HandleFunc("GET /v1/runs/{id}/events", p.runEvents)
 	mux.HandleFunc("POST /v1/approvals/{callId}", p.postApproval)
+	// Run control (control.go, messages.go, availability.go).
+	mux.HandleFunc("POST /v1/runs/{id}/cancel", p.postCancel)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &APIError{Status: http.StatusNotFound, Message: fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path)})
 	})

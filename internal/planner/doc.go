@@ -79,13 +79,27 @@
 // starts a child run with a subset of the tools; its answer is the call's result; depth
 // is bounded by Limits.MaxDepth.
 //
+// # Run control
+//
+// A caller controls its tenant's runs while they last ([Planner.Cancel], POST
+// /v1/runs/{id}/cancel, or a NATS request on events.RunCancelSubject, which a planner
+// replica answers as a micro service). A cancel ends the run with
+// [TerminationCanceled], recording who, when and why (Run.Canceled), and publishes a
+// cancel event (events.NewCancel, with the run's tenant and the call's tool) for each
+// call without a result: executors end the tool's context (its result says canceled,
+// or interrupted for a non-idempotent tool, or is its normal result when it finished
+// first) and answer calls parked for approval canceled. Nested runs are canceled with
+// their parent. Later results are recorded on the run; no step follows. A run that has
+// ended is refused with 409 and the run (the cancels of its calls are published again,
+// deduplicated by id, so an interrupted cancel completes).
+//
 // # Inspection
 //
 // [Planner.Handler] serves the HTTP API: POST /v1/runs, GET /v1/runs/{id} (status,
 // answer, every call with its timeline, tokens, steps, termination), GET
 // /v1/runs/{id}/messages (the conversation, in order), GET
 // /v1/runs/{id}/events (the run's lifecycle as Server-Sent Events, replayed from its
-// start), POST /v1/approvals/{callId}, /healthz and /readyz. The same lifecycle is
+// start), POST /v1/approvals/{callId}, POST /v1/runs/{id}/cancel, /healthz and /readyz. The same lifecycle is
 // published on toolfleet.event.run.<run>.<what> for any NATS subscriber.
 //
 // # Why internal

@@ -316,7 +316,7 @@ func (p *Planner) handleApprovalRequest(ctx context.Context, m jetstream.Msg) {
 	run, err := p.runs.update(ctx, req.RunID, func(r *Run) (bool, error) {
 		c := r.call(req.CallID)
 		ahead = c == nil && r.ahead(req.CallID)
-		if c == nil || c.Done() || c.Status == string(CallAwaitingApproval) || req.Caller.Tenant != r.Tenant {
+		if c == nil || c.Done() || c.Status == string(CallAwaitingApproval) || req.Caller.Tenant != r.Tenant || r.Status == StatusDone {
 			return false, nil
 		}
 		c.Status = string(CallAwaitingApproval)

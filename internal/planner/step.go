@@ -161,6 +161,9 @@ func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, s
 	if err != nil {
 		return err
 	}
+	if sent != nil && run.Termination == TerminationCanceled {
+		p.cancelCalls(ctx, run, state.stepCalls()) // canceled while its calls went out
+	}
 	if run.Status == StatusDone || len(run.stepCalls()) == 0 {
 		return p.afterChange(ctx, run)
 	}
