@@ -30,6 +30,9 @@ const maxRequestBytes = 4 << 20
 //	                              the first answer wins (202), later ones get 409 with the decision that stood
 //	POST /v1/runs/{id}/cancel     cancel the run (optional {"by","reason"}): 200 with the run, ended canceled;
 //	                              409 with {"error","run"} when it had ended already
+//	POST /v1/runs/{id}/messages   add a follow-up ({"input"|"messages","id","wait","waitTimeout"}) and continue the
+//	                              run (202; 200 when "id" was taken already, nothing added); 409 with {"error","run"}
+//	                              for a canceled, storage_error, token_budget or nested run
 //	GET  /healthz, /readyz        liveness (the process serves) and readiness (NATS is connected)
 //
 // auth decides who may call it and as whom ([APIAuth]): a caller sees only its tenant's
@@ -54,6 +57,7 @@ func (p *Planner) Handler(auth APIAuth) http.Handler {
 	mux.HandleFunc("POST /v1/approvals/{callId}", p.postApproval)
 	// Run control (control.go, messages.go, availability.go).
 	mux.HandleFunc("POST /v1/runs/{id}/cancel", p.postCancel)
+	mux.HandleFunc("POST /v1/runs/{id}/messages", p.postMessages)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &APIError{Status: http.StatusNotFound, Message: fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path)})
 	})
@@ -133,7 +137,7 @@ func (p *Planner) getRun(w http.ResponseWriter, r *http.Request) {
 // step the model's message and its calls' results (outputs over the run's context
 // budget as the model was shown them).
 func (p *Planner) getMessages(w http.ResponseWriter, r *http.Request) {
-	run, err := p.Get(r.Context(), r.PathValue("id"))
+	run, err := p.getVisible(r, r.PathValue("id"))
 	if err != nil {
 		writeError(w, err)
 		return

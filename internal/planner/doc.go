@@ -93,13 +93,26 @@
 // ended is refused with 409 and the run (the cancels of its calls are published again,
 // deduplicated by id, so an interrupted cancel completes).
 //
+// [Planner.Continue] (POST /v1/runs/{id}/messages) adds a follow-up: a run that ended is
+// reopened under its id and goes on with its whole conversation; a running run takes
+// the messages before its next model call. The messages are a record of the run log
+// (toolfleet.runlog.<run>.msg.<k>, written once, carrying the client's optional id so a
+// retried request is not added twice), counted by the control state (Injected) once a
+// compare-and-set makes them part of the run; each step record says how many of them
+// its model call saw (Seen), which places them in the conversation whichever replica
+// asked. A continuation is a turn (Run.Turn): MaxSteps counts from its first step
+// (TurnStart), its wall clock and error count start again, the token budget is the
+// whole run's. The answer that completed a run gets its step record when the run is
+// continued. Canceled, storage_error and token_budget runs and nested runs are not
+// continued (409).
+//
 // # Inspection
 //
 // [Planner.Handler] serves the HTTP API: POST /v1/runs, GET /v1/runs/{id} (status,
 // answer, every call with its timeline, tokens, steps, termination), GET
 // /v1/runs/{id}/messages (the conversation, in order), GET
 // /v1/runs/{id}/events (the run's lifecycle as Server-Sent Events, replayed from its
-// start), POST /v1/approvals/{callId}, POST /v1/runs/{id}/cancel, /healthz and /readyz. The same lifecycle is
+// start), POST /v1/approvals/{callId}, POST /v1/runs/{id}/cancel, POST /v1/runs/{id}/messages, /healthz and /readyz. The same lifecycle is
 // published on toolfleet.event.run.<run>.<what> for any NATS subscriber.
 //
 // # Why internal

@@ -109,7 +109,11 @@ func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, s
 		if len(resp.Message.ToolCalls) == 0 && run.ToolChoice.Mode != provider.ChoiceRequired {
 			// The model's answer ends the run, and the control state holds all there is
 			// of this step (the answer, the tool set, the usage): nothing to record.
-			return p.answered(ctx, run, rev, fresh, step, resp, offered, now)
+			err := p.answered(ctx, run, rev, fresh, step, resp, offered, now)
+			if errors.Is(err, errInjectedMeanwhile) {
+				return p.takeStep(ctx, m, runID, step) // asked again, with the new messages
+			}
+			return err
 		}
 		// The answer is applied to a copy of the control state and recorded, with the state it
 		// leaves, in the step's record, written once; the compare-and-set then makes the
@@ -148,7 +152,9 @@ func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, s
 		if r.Status == StatusDone || r.Step != step || len(r.stepCalls()) > 0 || r.Recorded > step {
 			return false, nil // another replica took the step meanwhile
 		}
+		ctl, deadline := r.runControls, r.Deadline
 		*r = state
+		r.keepControls(ctl, deadline) // what callers changed while the model answered
 		r.Calls = slices.Clone(state.Calls)
 		return true, nil
 	})
@@ -180,6 +186,10 @@ func (p *Planner) answered(ctx context.Context, run *Run, rev uint64, fresh bool
 		if r.Status == StatusDone || r.Step != step || len(r.stepCalls()) > 0 || r.Recorded > step {
 			return false, nil // another replica took the step meanwhile
 		}
+		if r.Injected != run.Injected {
+			return false, errInjectedMeanwhile
+		}
+		r.Seen = run.Injected
 		r.Offered = []StepTools{offered}
 		p.applyModelResponse(r, resp, now)
 		return true, nil
@@ -232,7 +242,8 @@ func (p *Planner) newStepRecord(run *Run, resp *provider.Response, offered StepT
 		return nil, fmt.Errorf("decode run %s: %w", run.ID, err)
 	}
 	step := next.Step
-	rec := &stepRecord{Step: step, Closed: next.Calls, Offered: &offered}
+	rec := &stepRecord{Step: step, Closed: next.Calls, Offered: &offered, Seen: run.Injected}
+	next.Seen = run.Injected
 	next.Calls, next.Warnings = nil, nil
 	next.Offered = []StepTools{offered}
 	msg := resp.Message
@@ -269,7 +280,7 @@ func (p *Planner) stopBeforeModel(r *Run) (Termination, string) {
 	switch {
 	case !r.Deadline.IsZero() && !now.Before(r.Deadline):
 		return TerminationTimeout, fmt.Sprintf("the run's time limit of %s is up", r.Limits.Timeout.D())
-	case r.Step >= r.Limits.MaxSteps:
+	case r.Step-r.TurnStart >= r.Limits.MaxSteps: // steps count per continuation
 		return TerminationMaxSteps, fmt.Sprintf("the run used its %d steps", r.Limits.MaxSteps)
 	case r.Limits.TokenBudget > 0 && r.Usage.Total() >= r.Limits.TokenBudget:
 		return TerminationTokenBudget, fmt.Sprintf("the run used %d tokens of its budget of %d", r.Usage.Total(), r.Limits.TokenBudget)
@@ -555,7 +566,7 @@ func (p *Planner) afterChange(ctx context.Context, run *Run) error {
 		return p.afterDone(ctx, run)
 	}
 	if len(run.stepCalls()) == 0 {
-		return p.publishAdvance(ctx, run.ID, run.Step)
+		return p.publishAdvanceTurn(ctx, run.ID, run.Step, run.Turn)
 	}
 	return nil
 }
