@@ -33,6 +33,8 @@ const maxRequestBytes = 4 << 20
 //	POST /v1/runs/{id}/messages   add a follow-up ({"input"|"messages","id","wait","waitTimeout"}) and continue the
 //	                              run (202; 200 when "id" was taken already, nothing added); 409 with {"error","run"}
 //	                              for a canceled, storage_error, token_budget or nested run
+//	POST /v1/runs/{id}/tools      enable/disable tools for the next steps, with an optional reminder the model sees
+//	                              at its next step ({"enable","disable","reminder","id"}): 200 with the run
 //	GET  /healthz, /readyz        liveness (the process serves) and readiness (NATS is connected)
 //
 // auth decides who may call it and as whom ([APIAuth]): a caller sees only its tenant's
@@ -58,6 +60,7 @@ func (p *Planner) Handler(auth APIAuth) http.Handler {
 	// Run control (control.go, messages.go, availability.go).
 	mux.HandleFunc("POST /v1/runs/{id}/cancel", p.postCancel)
 	mux.HandleFunc("POST /v1/runs/{id}/messages", p.postMessages)
+	mux.HandleFunc("POST /v1/runs/{id}/tools", p.postTools)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &APIError{Status: http.StatusNotFound, Message: fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path)})
 	})

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/micro"
@@ -264,4 +265,27 @@ func (p *Planner) handleCancelRequest(ctx context.Context, req micro.Request) {
 	// The role plays no part in seeing a run: the tenant does.
 	r, err := p.Cancel(ctx, run, events.Identity{Tenant: tenant}, body)
 	reply(r, err)
+}
+
+// canceledAt reports whether r was canceled while its model answered step (the step
+// is not part of it yet).
+func (r *Run) canceledAt(step int) bool {
+	return r.Status == StatusDone && r.Termination == TerminationCanceled && r.Step == step &&
+		r.Recorded == step && len(r.stepCalls()) == 0
+}
+
+// keepCanceledStep makes the recorded step whose state is st part of the run r, which
+// was canceled while the model answered it: the step's calls are the run's (their
+// cancels are published, their results recorded), and the run stays canceled.
+func (r *Run) keepCanceledStep(st *Run) bool {
+	if len(st.stepCalls()) == 0 {
+		return false
+	}
+	canceled := *r
+	*r = *st
+	r.Calls = slices.Clone(st.Calls)
+	r.keepControls(canceled.runControls, canceled.Deadline)
+	r.Status, r.Termination, r.Detail, r.FinishedAt = canceled.Status, canceled.Termination, canceled.Detail, canceled.FinishedAt
+	r.Answer, r.AnswerCall = "", ""
+	return true
 }

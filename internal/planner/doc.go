@@ -106,13 +106,19 @@
 // continued. Canceled, storage_error and token_budget runs and nested runs are not
 // continued (409).
 //
+// [Planner.ChangeTools] (POST /v1/runs/{id}/tools, or a follow-up's "tools") enables and
+// disables tools for the run's next steps, recorded in its control state (Disabled,
+// Tools): a disabled tool is not offered, and a call of it is refused with not_allowed
+// like any tool outside the step's set. Its optional reminder is a message record like a
+// follow-up's, which the model sees at its next step.
+//
 // # Inspection
 //
 // [Planner.Handler] serves the HTTP API: POST /v1/runs, GET /v1/runs/{id} (status,
 // answer, every call with its timeline, tokens, steps, termination), GET
 // /v1/runs/{id}/messages (the conversation, in order), GET
 // /v1/runs/{id}/events (the run's lifecycle as Server-Sent Events, replayed from its
-// start), POST /v1/approvals/{callId}, POST /v1/runs/{id}/cancel, POST /v1/runs/{id}/messages, /healthz and /readyz. The same lifecycle is
+// start), POST /v1/approvals/{callId}, POST /v1/runs/{id}/cancel, POST /v1/runs/{id}/messages, POST /v1/runs/{id}/tools, /healthz and /readyz. The same lifecycle is
 // published on toolfleet.event.run.<run>.<what> for any NATS subscriber.
 //
 // # Why internal

@@ -25,6 +25,9 @@ type FollowUp struct {
 	// ID is the client's id of the follow-up (an idempotency key): a follow-up whose id
 	// the run has taken already is not added again.
 	ID string `json:"id,omitempty"`
+	// Tools, if set, enables and disables tools for the continuation (its reminder and
+	// id are not used: the follow-up is the message).
+	Tools *ToolsChange `json:"tools,omitempty"`
 	// Caller is who sends it (the API sets it from the bearer token): only the run's
 	// tenant may.
 	Caller events.Identity `json:"-"`
@@ -37,6 +40,8 @@ type FollowUp struct {
 type injectRecord struct {
 	Key      string             `json:"key,omitempty"`
 	Messages []provider.Message `json:"messages"`
+	// Tools is a change of the run's tools made with the messages.
+	Tools *ToolsChange `json:"tools,omitempty"`
 }
 
 // maxInjections bounds the message records of one run.
@@ -83,7 +88,11 @@ func (p *Planner) Continue(ctx context.Context, id string, f FollowUp) (*Run, bo
 	if f.ID != "" && len(f.ID) > 256 {
 		return nil, false, requestErrorf("id is longer than 256 bytes")
 	}
-	return p.inject(ctx, id, f.Caller, injectRecord{Key: f.ID, Messages: msgs}, true)
+	var change *ToolsChange
+	if !f.Tools.empty() {
+		change = &ToolsChange{Enable: f.Tools.Enable, Disable: f.Tools.Disable}
+	}
+	return p.inject(ctx, id, f.Caller, injectRecord{Key: f.ID, Messages: msgs, Tools: change}, true)
 }
 
 // continuable says, as an API error, why run cannot take more messages (cont: and go on).
@@ -128,6 +137,9 @@ func (p *Planner) inject(ctx context.Context, id string, caller events.Identity,
 	if err := continuable(run, cont); err != nil {
 		return run, false, err
 	}
+	if err := p.checkTools(run, rec.Tools); err != nil {
+		return nil, false, err
+	}
 	for k := run.Injected; ; k++ {
 		if k >= maxInjections {
 			return run, false, conflictf("run %s has taken %d message records, the most a run takes", id, maxInjections)
@@ -146,7 +158,7 @@ func (p *Planner) inject(ctx context.Context, id string, caller events.Identity,
 			}
 		}
 		var closed []*CallRecord
-		run, err = p.applyInjection(ctx, id, k, cont, &closed)
+		run, err = p.applyInjection(ctx, id, k, stored.Tools, cont, &closed)
 		if err != nil {
 			return run, false, err
 		}
@@ -168,7 +180,7 @@ func (p *Planner) inject(ctx context.Context, id string, caller events.Identity,
 // applyInjection makes message record k part of the run: the run counts it and, with
 // cont, a run that ended is reopened. closed receives the calls reopening answered
 // canceled (as they were before, for their cancel events).
-func (p *Planner) applyInjection(ctx context.Context, id string, k int, cont bool, closed *[]*CallRecord) (*Run, error) {
+func (p *Planner) applyInjection(ctx context.Context, id string, k int, change *ToolsChange, cont bool, closed *[]*CallRecord) (*Run, error) {
 	for {
 		*closed = nil
 		needAnswer := -1
@@ -183,6 +195,7 @@ func (p *Planner) applyInjection(ctx context.Context, id string, k int, cont boo
 				return false, nil
 			}
 			r.Injected = k + 1
+			r.applyTools(change)
 			if reopen {
 				*closed = p.reopen(r, p.cfg.Now())
 			}

@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/toolfleet/toolfleet/internal/provider"
+	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
 const conversationScript = `
@@ -186,4 +189,99 @@ func (m *gatedModel) Generate(ctx context.Context, req provider.Request) (*provi
 		return nil, ctx.Err()
 	}
 	return m.keptModel.Generate(ctx, req)
+}
+
+const availabilityScript = `
+steps:
+  - calls: [{name: hold, arguments: {}}]
+  - calls: [{name: add, arguments: {a: 1, b: 2}}]
+  - text: add was refused
+  - calls: [{name: add, arguments: {a: 2, b: 2}}]
+  - text: four
+`
+
+// Tools disabled through the API while a run waits for a call are not offered at its
+// next step, a call of one is refused not_allowed, and the model sees the reminder
+// before that step; enabled again (with a follow-up), the tool runs.
+func TestToolAvailabilityThroughTheAPI(t *testing.T) {
+	b := setup(t, nil)
+	release := make(chan struct{})
+	startExecutor(t, b, tools.Definition{Type: "function", Name: "hold", Description: "Waits to be released.", Safe: true,
+		Parameters: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, _ json.RawMessage) (any, error) {
+			select {
+			case <-release:
+				return "released", nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		})
+	models := b.withModels(t, map[string]string{"main": availabilityScript})
+	srv := tenantAPI(t, b)
+	status, body := apiCall(t, srv, "POST", "/v1/runs", "acme", map[string]any{"input": "go", "tools": []string{"hold", "add", "echo"}})
+	if status != http.StatusAccepted {
+		t.Fatalf("start: %d %v", status, body)
+	}
+	runID := body["id"].(string)
+	b.awaitCallStatus(t, runID, callID0(runID), string(CallPending))
+
+	if status, body := apiCall(t, srv, "POST", "/v1/runs/"+runID+"/tools", "acme", map[string]any{"disable": []string{"nope"}}); status != http.StatusBadRequest {
+		t.Fatalf("disabling an unknown tool: %d %v, want 400", status, body)
+	}
+	if status, _ := apiCall(t, srv, "POST", "/v1/runs/"+runID+"/tools", "globex", map[string]any{"disable": []string{"add"}}); status != http.StatusNotFound {
+		t.Fatalf("another tenant's change: %d, want 404", status)
+	}
+	status, body = apiCall(t, srv, "POST", "/v1/runs/"+runID+"/tools", "acme", map[string]any{
+		"disable": []string{"add"}, "reminder": "add is switched off; answer from what you know", "id": "r1"})
+	if status != http.StatusOK {
+		t.Fatalf("disable: %d %v", status, body)
+	}
+	// A repeat of the same change adds no second reminder.
+	if status, body := apiCall(t, srv, "POST", "/v1/runs/"+runID+"/tools", "acme", map[string]any{
+		"disable": []string{"add"}, "reminder": "add is switched off; answer from what you know", "id": "r1"}); status != http.StatusOK {
+		t.Fatalf("repeat: %d %v", status, body)
+	}
+	close(release)
+	run := b.wait(t, runID)
+	if run.Termination != TerminationCompleted || run.Answer != "add was refused" {
+		t.Fatalf("run ended %s (%s), answer %q", run.Termination, run.Detail, run.Answer)
+	}
+	if len(run.Calls) != 2 || run.Calls[1].Name != "add" || run.Calls[1].Error == nil || run.Calls[1].Error.Code != tools.CodeNotAllowed {
+		t.Fatalf("the call of the disabled tool: %+v", run.Calls[1])
+	}
+	if len(run.Offered) < 2 || slices.Contains(run.Offered[1].Tools, "add") || !slices.Contains(run.Offered[1].Tools, "echo") {
+		t.Fatalf("offered %+v", run.Offered)
+	}
+	// The model was offered no add at step 1, and saw the reminder once, before it.
+	models["main"].mu.Lock()
+	step1 := models["main"].reqs[1]
+	models["main"].mu.Unlock()
+	for _, d := range step1.Tools {
+		if d.Name == "add" {
+			t.Fatalf("add was offered at step 1: %+v", step1.Tools)
+		}
+	}
+	var reminders int
+	for _, m := range step1.Messages {
+		if m.Role == provider.RoleUser && strings.HasPrefix(m.Text, "add is switched off") {
+			reminders++
+		}
+	}
+	if last := step1.Messages[len(step1.Messages)-1]; reminders != 1 || last.Text != "add is switched off; answer from what you know" {
+		t.Fatalf("step 1 messages %+v", step1.Messages)
+	}
+	if !slices.Contains(run.Disabled, "add") {
+		t.Fatalf("the run does not record add as disabled: %v", run.Disabled)
+	}
+
+	// Enabled again with a follow-up, add runs.
+	status, body = apiCall(t, srv, "POST", "/v1/runs/"+runID+"/messages", "acme", map[string]any{
+		"input": "add is back: 2+2?", "tools": map[string]any{"enable": []string{"add"}}})
+	if status != http.StatusAccepted {
+		t.Fatalf("follow-up: %d %v", status, body)
+	}
+	run = b.wait(t, runID)
+	if run.Answer != "four" || len(run.Calls) != 3 || run.Calls[2].Status != "ok" || len(run.Disabled) != 0 {
+		t.Fatalf("after enabling: answer %q, calls %+v, disabled %v", run.Answer, run.Calls, run.Disabled)
+	}
 }

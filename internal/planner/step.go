@@ -149,6 +149,9 @@ func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, s
 		}
 	}
 	run, err = p.runs.updateFrom(ctx, runID, run, rev, fresh, func(r *Run) (bool, error) {
+		if r.canceledAt(step) {
+			return r.keepCanceledStep(&state), nil // its calls went out: they are the run's
+		}
 		if r.Status == StatusDone || r.Step != step || len(r.stepCalls()) > 0 || r.Recorded > step {
 			return false, nil // another replica took the step meanwhile
 		}
@@ -443,6 +446,8 @@ func (r *Run) refusal(name string) string {
 		return fmt.Sprintf("tool %q was not run: toolChoice names %q, the only tool that may be called", name, r.ToolChoice.Tool)
 	case !r.allows(name):
 		return fmt.Sprintf("tool %q was not run: it is not among this run's tools", name)
+	case r.disabledRefusal(name) != "":
+		return r.disabledRefusal(name)
 	case name == AgentToolName && r.Depth >= r.Limits.MaxDepth:
 		return ""
 	}
