@@ -292,20 +292,22 @@ func writeError(w http.ResponseWriter, err error) {
 // RunView is a run as the API shows it: its outcome and metadata, every tool call with its
 // timeline, without the internal bookkeeping.
 type RunView struct {
-	ID          string            `json:"id"`
-	ParentID    string            `json:"parentId,omitempty"`
-	Depth       int               `json:"depth"`
-	Status      Status            `json:"status"`
-	Termination Termination       `json:"termination,omitempty"`
-	Detail      string            `json:"detail,omitempty"`
-	Answer      string            `json:"answer,omitempty"`
-	Model       string            `json:"model"`
-	Steps       int               `json:"steps"`
-	Calls       []*CallRecord     `json:"calls"`
-	Tokens      int               `json:"tokens"`
-	Usage       any               `json:"usage"`
-	Warnings    []string          `json:"warnings,omitempty"`
-	Metadata    map[string]string `json:"metadata,omitempty"`
+	ID          string      `json:"id"`
+	ParentID    string      `json:"parentId,omitempty"`
+	Depth       int         `json:"depth"`
+	Status      Status      `json:"status"`
+	Termination Termination `json:"termination,omitempty"`
+	Detail      string      `json:"detail,omitempty"`
+	Answer      string      `json:"answer,omitempty"`
+	Model       string      `json:"model"`
+	// Steps is how many times the model answered (a step stopped before its model call,
+	// by max_steps or a time limit, is not one).
+	Steps    int               `json:"steps"`
+	Calls    []*CallRecord     `json:"calls"`
+	Tokens   int               `json:"tokens"`
+	Usage    any               `json:"usage"`
+	Warnings []string          `json:"warnings,omitempty"`
+	Metadata map[string]string `json:"metadata,omitempty"`
 	// Tenant and Role are the identity the run acts with (its caller's API token's).
 	Tenant     string     `json:"tenant,omitempty"`
 	Role       string     `json:"role,omitempty"`
@@ -319,7 +321,7 @@ type RunView struct {
 
 func view(r *Run) RunView {
 	v := RunView{ID: r.ID, ParentID: r.ParentID, Depth: r.Depth, Status: r.Status, Termination: r.Termination,
-		Detail: r.Detail, Answer: r.Answer, Model: r.Model, Steps: r.Step, Calls: r.Calls,
+		Detail: r.Detail, Answer: r.Answer, Model: r.Model, Steps: r.stepsTaken(), Calls: r.Calls,
 		Tokens: r.Usage.Total(), Usage: r.Usage, Warnings: r.Warnings, Metadata: r.Metadata, Tenant: r.Tenant, Role: r.Role,
 		CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt, Offered: r.Offered}
 	if v.Calls == nil {
@@ -327,7 +329,6 @@ func view(r *Run) RunView {
 	}
 	if r.FinishedAt != nil {
 		v.DurationMS = r.FinishedAt.Sub(r.CreatedAt).Milliseconds()
-		v.Steps = r.Step + 1
 	}
 	return v
 }

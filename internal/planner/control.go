@@ -289,3 +289,13 @@ func (r *Run) keepCanceledStep(st *Run) bool {
 	r.Answer, r.AnswerCall = "", ""
 	return true
 }
+
+// stepsTaken is how many steps of r the model answered: the recorded ones, and the
+// answer that completed the run, which has no record. A step a stop condition ended
+// before its model call (max_steps, timeout, token_budget, …) does not count.
+func (r *Run) stepsTaken() int {
+	if answerUnrecorded(r) {
+		return r.Step + 1
+	}
+	return r.Recorded
+}

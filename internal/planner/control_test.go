@@ -262,3 +262,33 @@ func TestCancelARunOverNATSWithItsChildren(t *testing.T) {
 
 // callID0 is the id of the first call of a run's first step.
 func callID0(run string) string { return callID(run, 0, 0) }
+
+// GET /v1/runs/{id} counts the steps the model answered: a run stopped by max_steps
+// before its third model call took 2, one that answered at its first took 1.
+func TestStepsOfARunStoppedBeforeAModelCall(t *testing.T) {
+	b := setup(t, map[string]string{"main": `
+steps:
+  - calls: [{name: add, arguments: {a: 1, b: 1}}]
+  - calls: [{name: add, arguments: {a: 1, b: 2}}]
+  - calls: [{name: add, arguments: {a: 1, b: 3}}]
+  - text: never
+`, "answer": answerScript})
+	srv := httptest.NewServer(b.p.Handler(APIAuth{}))
+	defer srv.Close()
+	for _, tc := range []struct {
+		model string
+		limit int
+		want  float64
+		term  Termination
+	}{{"main", 2, 2, TerminationMaxSteps}, {"answer", 2, 1, TerminationCompleted}} {
+		status, body := apiCall(t, srv, "POST", "/v1/runs", "", map[string]any{"input": "count", "model": tc.model,
+			"tools": []string{"add"}, "limits": map[string]any{"maxSteps": tc.limit}, "wait": true})
+		if status != http.StatusOK || body["termination"] != string(tc.term) {
+			t.Fatalf("%s: %d %v", tc.model, status, body)
+		}
+		_, body = apiCall(t, srv, "GET", "/v1/runs/"+body["id"].(string), "", nil)
+		if body["steps"] != tc.want {
+			t.Fatalf("%s: steps %v, want %v", tc.model, body["steps"], tc.want)
+		}
+	}
+}
