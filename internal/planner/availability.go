@@ -150,3 +150,14 @@ func (p *Planner) postTools(w http.ResponseWriter, r *http.Request) {
 	run, err := p.ChangeTools(r.Context(), r.PathValue("id"), callerOf(r), c)
 	writeControl(w, run, err)
 }
+
+// dispatchNext publishes the next call of the current step of a run whose calls run one
+// after another (parallel: false), once the one before has its result. It runs on every
+// result of the run; a call published already goes out again with the same id, which
+// JetStream drops.
+func (p *Planner) dispatchNext(ctx context.Context, run *Run) error {
+	if run.Status != StatusRunning || !run.Sequential || len(run.stepCalls()) == 0 || run.stepComplete() {
+		return nil
+	}
+	return p.dispatch(ctx, run)
+}

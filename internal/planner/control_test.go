@@ -292,3 +292,54 @@ steps:
 		}
 	}
 }
+
+// With parallel false, a step's calls run one after another in the model's order: as
+// the executor saw them, each started after the one before had finished.
+func TestSequentialCalls(t *testing.T) {
+	b := setup(t, map[string]string{"main": `
+steps:
+  - calls:
+      - {name: stamp, arguments: {n: 1}}
+      - {name: stamp, arguments: {n: 2}}
+      - {name: stamp, arguments: {n: 3}}
+  - text: stamped
+`})
+	type span struct {
+		n          int
+		start, end time.Time
+	}
+	var mu sync.Mutex
+	var spans []span
+	startExecutor(t, b, tools.Definition{Type: "function", Name: "stamp", Description: "Notes when it ran.", Safe: true,
+		Parameters: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`)},
+		func(_ context.Context, args json.RawMessage) (any, error) {
+			var in struct{ N int }
+			if err := json.Unmarshal(args, &in); err != nil {
+				return nil, err
+			}
+			s := span{n: in.N, start: time.Now()}
+			time.Sleep(5 * time.Millisecond)
+			s.end = time.Now()
+			mu.Lock()
+			spans = append(spans, s)
+			mu.Unlock()
+			return in.N, nil
+		})
+	run := b.run(t, StartRequest{Input: "stamp three times", Tools: []string{"stamp"}, Parallel: new(false)})
+	if run.Termination != TerminationCompleted || len(run.Calls) != 3 || !run.Sequential {
+		t.Fatalf("run ended %s (%s) with %d calls, sequential %v", run.Termination, run.Detail, len(run.Calls), run.Sequential)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(spans) != 3 {
+		t.Fatalf("the tool ran %d times, want 3", len(spans))
+	}
+	for i, s := range spans {
+		if s.n != i+1 {
+			t.Fatalf("call %d ran as number %d: %+v", s.n, i+1, spans)
+		}
+		if i > 0 && s.start.Before(spans[i-1].end) {
+			t.Fatalf("call %d started before call %d finished: %+v", s.n, spans[i-1].n, spans)
+		}
+	}
+}

@@ -16,7 +16,9 @@
 // with the validator's messages (the first invalid call of each tool is a free repair, a
 // second counts as an error), an unknown tool with the list of available ones, a tool not
 // offered at the step or ruled out by the run's toolChoice with not_allowed (both count as
-// errors) — and the rest are published in parallel as call events. Run.Offered records
+// errors) — and the rest are published in parallel as call events (with parallel: false
+// in the request, one after another in the model's order, each once the one before has
+// its result). Run.Offered records
 // each step's tools and the picker's results. When the last result of the step is in,
 // the results join the conversation in the order of the model's calls and the next step
 // is asked for.

@@ -103,6 +103,9 @@ func (p *Planner) startChild(ctx context.Context, parent *Run, c *CallRecord) er
 		Model:    model, Tools: scoped, Limits: parent.Limits, Metadata: parent.Metadata,
 		Caller: parent.caller(), // a nested run acts for the same caller
 	}
+	if parent.Sequential {
+		req.Parallel = new(false)
+	}
 	_, err := p.start(ctx, req, childID(c.ID), parent, c.ID)
 	if err != nil && !isRunExists(err) {
 		return fmt.Errorf("start nested run for call %s: %w", c.ID, err)

@@ -114,7 +114,10 @@ func (p *Planner) recordResult(ctx context.Context, res events.Result) error {
 	if ahead {
 		return errStepNotStored
 	}
-	return p.afterChange(ctx, run)
+	if err := p.afterChange(ctx, run); err != nil {
+		return err
+	}
+	return p.dispatchNext(ctx, run)
 }
 
 // errStepNotStored: a result or an approval request came for a call of a step whose

@@ -35,6 +35,9 @@ type StartRequest struct {
 	// false never asks; absent asks when the set is larger than the planner's threshold.
 	Pick     *bool             `json:"pick,omitempty"`
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// Parallel false runs a step's calls one after another, in the model's order (each
+	// is published when the one before has its result); absent or true: all at once.
+	Parallel *bool `json:"parallel,omitempty"`
 	// Caller is who starts the run: the run acts with this identity (see Run.Tenant). The
 	// HTTP API sets it from the request's bearer token; it is never read from a body.
 	Caller events.Identity `json:"-"`
@@ -54,6 +57,7 @@ func (p *Planner) start(ctx context.Context, req StartRequest, id string, parent
 	if parent != nil {
 		run.ParentID, run.ParentCallID, run.Depth = parent.ID, parentCall, parent.Depth+1
 	}
+	run.Sequential = req.Parallel != nil && !*req.Parallel
 	p.startRunSpan(ctx, run, parent)
 	// The input goes to the run log (once: a second start of the same nested run finds
 	// it there) and the control state, which makes the run exist, to the bucket; both

@@ -508,6 +508,9 @@ func (p *Planner) publishCalls(ctx context.Context, run *Run) (wait func(context
 			if err := p.startChild(ctx, run, c); err != nil {
 				return nil, err
 			}
+			if run.Sequential {
+				break
+			}
 			continue
 		}
 		msg, err := events.NewCall(events.CallOptions{Source: p.cfg.Source, ID: c.ID, RunID: run.ID, Deadline: run.Deadline,
@@ -523,6 +526,9 @@ func (p *Planner) publishCalls(ctx context.Context, run *Run) (wait func(context
 			return nil, fmt.Errorf("publish call %s: %w", c.ID, err)
 		}
 		futures = append(futures, f)
+		if run.Sequential {
+			break // one at a time: the next goes out when this one's result is in (dispatchNext)
+		}
 	}
 	return func(ctx context.Context) error {
 		for _, f := range futures {
