@@ -317,13 +317,20 @@ type RunView struct {
 	// Offered is, per step, the tools the model was offered and, when the picker chose
 	// them, the picker's scores and reasons.
 	Offered []StepTools `json:"offered,omitempty"`
+	// Run control: who canceled it and why; its tool set (absent: the catalog) and the
+	// tools disabled for its next steps; how many times it was continued.
+	Canceled *RunCancel `json:"canceled,omitempty"`
+	Tools    []string   `json:"tools,omitempty"`
+	Disabled []string   `json:"disabled,omitempty"`
+	Turn     int        `json:"turn,omitempty"`
 }
 
 func view(r *Run) RunView {
 	v := RunView{ID: r.ID, ParentID: r.ParentID, Depth: r.Depth, Status: r.Status, Termination: r.Termination,
 		Detail: r.Detail, Answer: r.Answer, Model: r.Model, Steps: r.stepsTaken(), Calls: r.Calls,
 		Tokens: r.Usage.Total(), Usage: r.Usage, Warnings: r.Warnings, Metadata: r.Metadata, Tenant: r.Tenant, Role: r.Role,
-		CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt, Offered: r.Offered}
+		CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt, Offered: r.Offered,
+		Canceled: r.Canceled, Tools: r.Tools, Disabled: r.Disabled, Turn: r.Turn}
 	if v.Calls == nil {
 		v.Calls = []*CallRecord{}
 	}

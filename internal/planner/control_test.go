@@ -161,7 +161,8 @@ func TestCancelARunThroughTheAPI(t *testing.T) {
 		t.Fatalf("another tenant's cancel: %d %v, want 404", status, body)
 	}
 	status, body = apiCall(t, srv, "POST", "/v1/runs/"+runID+"/cancel", "acme", map[string]any{"reason": "changed my mind"})
-	if status != http.StatusOK || body["termination"] != string(TerminationCanceled) || body["status"] != string(StatusDone) {
+	if status != http.StatusOK || body["termination"] != string(TerminationCanceled) || body["status"] != string(StatusDone) ||
+		body["canceled"].(map[string]any)["reason"] != "changed my mind" {
 		t.Fatalf("cancel: %d %v", status, body)
 	}
 	if got := recv(t, long.stopped, "the long tool to see its context end"); got != callID {

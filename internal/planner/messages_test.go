@@ -3,6 +3,7 @@ package planner
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -233,7 +234,7 @@ func TestToolAvailabilityThroughTheAPI(t *testing.T) {
 	}
 	status, body = apiCall(t, srv, "POST", "/v1/runs/"+runID+"/tools", "acme", map[string]any{
 		"disable": []string{"add"}, "reminder": "add is switched off; answer from what you know", "id": "r1"})
-	if status != http.StatusOK {
+	if status != http.StatusOK || fmt.Sprint(body["disabled"]) != "[add]" {
 		t.Fatalf("disable: %d %v", status, body)
 	}
 	// A repeat of the same change adds no second reminder.
