@@ -148,7 +148,7 @@ func (p *Planner) postTools(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	run, err := p.ChangeTools(r.Context(), r.PathValue("id"), callerOf(r), c)
-	writeControl(w, run, err)
+	writeControl(w, p.assembled(r.Context(), run), err)
 }
 
 // dispatchNext publishes the next call of the current step of a run whose calls run one

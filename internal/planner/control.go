@@ -170,7 +170,19 @@ func (p *Planner) postCancel(w http.ResponseWriter, r *http.Request) {
 		req.By = describeCaller(caller)
 	}
 	run, err := p.Cancel(r.Context(), r.PathValue("id"), caller, req)
-	writeControl(w, run, err)
+	writeControl(w, p.assembled(r.Context(), run), err)
+}
+
+// assembled returns the run with its conversation and calls (see [Planner.Get]), or as
+// it is when they cannot be read now.
+func (p *Planner) assembled(ctx context.Context, run *Run) *Run {
+	if run == nil {
+		return nil
+	}
+	if full, err := p.rlog.assemble(ctx, run); err == nil {
+		return full
+	}
+	return run
 }
 
 // describeCaller names an API caller for the record.

@@ -316,7 +316,7 @@ func (p *Planner) postMessages(w http.ResponseWriter, r *http.Request) {
 	req.Caller = callerOf(r)
 	run, added, err := p.Continue(r.Context(), r.PathValue("id"), req.FollowUp)
 	if err != nil {
-		writeControl(w, run, err)
+		writeControl(w, p.assembled(r.Context(), run), err)
 		return
 	}
 	status := http.StatusAccepted
@@ -331,6 +331,8 @@ func (p *Planner) postMessages(w http.ResponseWriter, r *http.Request) {
 		} else if done != nil {
 			run = done
 		}
+	} else {
+		run = p.assembled(r.Context(), run)
 	}
 	writeJSON(w, status, view(run))
 }
