@@ -8,8 +8,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolfleet/toolfleet/internal/provider"
+	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
@@ -284,5 +286,57 @@ func TestToolAvailabilityThroughTheAPI(t *testing.T) {
 	run = b.wait(t, runID)
 	if run.Answer != "four" || len(run.Calls) != 3 || run.Calls[2].Status != "ok" || len(run.Disabled) != 0 {
 		t.Fatalf("after enabling: answer %q, calls %+v, disabled %v", run.Answer, run.Calls, run.Disabled)
+	}
+}
+
+// A run stopped by max_steps is continued with a fresh budget of steps: the step it
+// could not take is taken in the continuation, with the follow-up in the conversation.
+func TestFollowUpContinuesARunThatUsedItsSteps(t *testing.T) {
+	b := setup(t, map[string]string{"main": `
+steps:
+  - calls: [{name: add, arguments: {a: 1, b: 2}}]
+  - text: three, as you asked
+`})
+	run := b.run(t, StartRequest{Input: "1+2", Tools: []string{"add"}, Limits: Limits{MaxSteps: 1}})
+	if run.Termination != TerminationMaxSteps {
+		t.Fatalf("first turn ended %s", run.Termination)
+	}
+	if _, added, err := b.p.Continue(b.ctx, run.ID, FollowUp{Input: "go on"}); err != nil || !added {
+		t.Fatalf("follow-up: %v, %v", added, err)
+	}
+	run = b.wait(t, run.ID)
+	if run.Termination != TerminationCompleted || run.Answer != "three, as you asked" || run.Turn != 1 || run.stepsTaken() != 2 {
+		t.Fatalf("continued run ended %s (%s), answer %q, turn %d, steps %d", run.Termination, run.Detail, run.Answer, run.Turn, run.stepsTaken())
+	}
+	roles := ""
+	for _, m := range run.Messages {
+		roles += string(m.Role)[:1]
+	}
+	if roles != "uatua" || run.Messages[3].Text != "go on" {
+		t.Fatalf("conversation %s: %+v", roles, run.Messages)
+	}
+}
+
+// A run that timed out while a call ran is continued: a call still without a result is
+// answered canceled (and the tool is told to stop), and the model goes on with it.
+func TestFollowUpAfterATimeoutWithACallRunning(t *testing.T) {
+	b := setup(t, map[string]string{"main": `
+steps:
+  - calls: [{name: slow, arguments: {}}]
+  - text: moved on
+`})
+	run := b.run(t, StartRequest{Input: "wait", Tools: []string{"slow"}, Limits: Limits{Timeout: tools.Duration(time.Second)}})
+	if run.Termination != TerminationTimeout || len(run.Calls) != 1 {
+		t.Fatalf("first turn ended %s with calls %+v", run.Termination, run.Calls)
+	}
+	if _, added, err := b.p.Continue(b.ctx, run.ID, FollowUp{Input: "go on without it"}); err != nil || !added {
+		t.Fatalf("follow-up: %v, %v", added, err)
+	}
+	run = b.wait(t, run.ID)
+	// The call carries the run's deadline: the executor may have answered it timeout
+	// first; otherwise the continuation answered it canceled.
+	if st := run.Calls[0].Status; run.Termination != TerminationCompleted || run.Answer != "moved on" ||
+		st != string(events.StatusCanceled) && st != string(events.StatusTimeout) {
+		t.Fatalf("continued run ended %s (%s), answer %q, calls %+v", run.Termination, run.Detail, run.Answer, run.Calls)
 	}
 }
