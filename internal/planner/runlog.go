@@ -637,39 +637,3 @@ func (l *runLog) assemble(ctx context.Context, r *Run) (*Run, error) {
 	}
 	return &out, nil
 }
-
-// injection returns message record k of run (see [injectRecord]).
-func (l *runLog) injection(ctx context.Context, run string, k int) (*injectRecord, error) {
-	c := l.cache(run)
-	l.mu.Lock()
-	rec := c.injects[k]
-	l.mu.Unlock()
-	if rec != nil {
-		return rec, nil
-	}
-	rec = &injectRecord{}
-	if err := l.get(ctx, l.log, logSubject(run, "msg", strconv.Itoa(k)), rec); err != nil {
-		return nil, fmt.Errorf("message record %d of run %s: %w", k, run, err)
-	}
-	l.mu.Lock()
-	c.injects[k] = rec
-	l.mu.Unlock()
-	return rec, nil
-}
-
-// injected appends to msgs the messages of records seen..upTo-1 of run and returns them
-// with the count of records they cover.
-func (l *runLog) injected(ctx context.Context, run string, msgs []provider.Message, seen, upTo int) ([]provider.Message, int, error) {
-	if upTo <= seen {
-		return msgs, seen, nil
-	}
-	msgs = msgs[:len(msgs):len(msgs)] // appends copy: a cached slice is shared
-	for k := seen; k < upTo; k++ {
-		rec, err := l.injection(ctx, run, k)
-		if err != nil {
-			return nil, seen, err
-		}
-		msgs = append(msgs, rec.Messages...)
-	}
-	return msgs, upTo, nil
-}
