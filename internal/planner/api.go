@@ -28,7 +28,13 @@ const maxRequestBytes = 4 << 20
 //	GET  /v1/runs/{id}/events     the run's lifecycle as Server-Sent Events, from its start
 //	POST /v1/approvals/{callId}   answer an approval: {"decision":"approve"|"deny","by","reason","arguments"};
 //	                              the first answer wins (202), later ones get 409 with the decision that stood
-
+//	POST /v1/runs/{id}/cancel     cancel the run (optional {"by","reason"}): 200 with the run, ended canceled;
+//	                              409 with {"error","run"} when it had ended already
+//	POST /v1/runs/{id}/messages   add a follow-up ({"input"|"messages","id","wait","waitTimeout"}) and continue the
+//	                              run (202; 200 when "id" was taken already, nothing added); 409 with {"error","run"}
+//	                              for a canceled, storage_error, token_budget or nested run
+//	POST /v1/runs/{id}/tools      enable/disable tools for the next steps, with an optional reminder the model sees
+//	                              at its next step ({"enable","disable","reminder","id"}): 200 with the run
 //	GET  /healthz, /readyz        liveness (the process serves) and readiness (NATS is connected)
 //
 // auth decides who may call it and as whom ([APIAuth]): a caller sees only its tenant's
@@ -51,6 +57,10 @@ func (p *Planner) Handler(auth APIAuth) http.Handler {
 	mux.HandleFunc("GET /v1/runs/{id}/messages", p.getMessages)
 	mux.HandleFunc("GET /v1/runs/{id}/events", p.runEvents)
 	mux.HandleFunc("POST /v1/approvals/{callId}", p.postApproval)
+	// Run control (control.go, messages.go, availability.go).
+	mux.HandleFunc("POST /v1/runs/{id}/cancel", p.postCancel)
+	mux.HandleFunc("POST /v1/runs/{id}/messages", p.postMessages)
+	mux.HandleFunc("POST /v1/runs/{id}/tools", p.postTools)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &APIError{Status: http.StatusNotFound, Message: fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path)})
 	})
@@ -130,7 +140,7 @@ func (p *Planner) getRun(w http.ResponseWriter, r *http.Request) {
 // step the model's message and its calls' results (outputs over the run's context
 // budget as the model was shown them).
 func (p *Planner) getMessages(w http.ResponseWriter, r *http.Request) {
-	run, err := p.Get(r.Context(), r.PathValue("id"))
+	run, err := p.getVisible(r, r.PathValue("id"))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -297,20 +307,22 @@ func writeError(w http.ResponseWriter, err error) {
 // RunView is a run as the API shows it: its outcome and metadata, every tool call with its
 // timeline, without the internal bookkeeping.
 type RunView struct {
-	ID          string            `json:"id"`
-	ParentID    string            `json:"parentId,omitempty"`
-	Depth       int               `json:"depth"`
-	Status      Status            `json:"status"`
-	Termination Termination       `json:"termination,omitempty"`
-	Detail      string            `json:"detail,omitempty"`
-	Answer      string            `json:"answer,omitempty"`
-	Model       string            `json:"model"`
-	Steps       int               `json:"steps"`
-	Calls       []*CallRecord     `json:"calls"`
-	Tokens      int               `json:"tokens"`
-	Usage       any               `json:"usage"`
-	Warnings    []string          `json:"warnings,omitempty"`
-	Metadata    map[string]string `json:"metadata,omitempty"`
+	ID          string      `json:"id"`
+	ParentID    string      `json:"parentId,omitempty"`
+	Depth       int         `json:"depth"`
+	Status      Status      `json:"status"`
+	Termination Termination `json:"termination,omitempty"`
+	Detail      string      `json:"detail,omitempty"`
+	Answer      string      `json:"answer,omitempty"`
+	Model       string      `json:"model"`
+	// Steps is how many times the model answered (a step stopped before its model call,
+	// by max_steps or a time limit, is not one).
+	Steps    int               `json:"steps"`
+	Calls    []*CallRecord     `json:"calls"`
+	Tokens   int               `json:"tokens"`
+	Usage    any               `json:"usage"`
+	Warnings []string          `json:"warnings,omitempty"`
+	Metadata map[string]string `json:"metadata,omitempty"`
 	// Tenant and Role are the identity the run acts with (its caller's API token's).
 	Tenant     string     `json:"tenant,omitempty"`
 	Role       string     `json:"role,omitempty"`
@@ -323,19 +335,25 @@ type RunView struct {
 	// Cost is what the run has cost so far (see PriceTable); CostBudget its budget.
 	Cost       float64 `json:"cost"`
 	CostBudget float64 `json:"costBudget,omitempty"`
+	// Run control: who canceled it and why; its tool set (absent: the catalog) and the
+	// tools disabled for its next steps; how many times it was continued.
+	Canceled *RunCancel `json:"canceled,omitempty"`
+	Tools    []string   `json:"tools,omitempty"`
+	Disabled []string   `json:"disabled,omitempty"`
+	Turn     int        `json:"turn,omitempty"`
 }
 
 func view(r *Run) RunView {
 	v := RunView{ID: r.ID, ParentID: r.ParentID, Depth: r.Depth, Status: r.Status, Termination: r.Termination,
-		Detail: r.Detail, Answer: r.Answer, Model: r.Model, Steps: r.Step, Calls: r.Calls,
+		Detail: r.Detail, Answer: r.Answer, Model: r.Model, Steps: r.stepsTaken(), Calls: r.Calls,
 		Tokens: r.Usage.Total(), Usage: r.Usage, Warnings: r.Warnings, Metadata: r.Metadata, Tenant: r.Tenant, Role: r.Role,
-		CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt, Offered: r.Offered, Cost: r.Cost, CostBudget: r.Limits.CostBudget}
+		CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt, Offered: r.Offered, Cost: r.Cost, CostBudget: r.Limits.CostBudget,
+		Canceled: r.Canceled, Tools: r.Tools, Disabled: r.Disabled, Turn: r.Turn}
 	if v.Calls == nil {
 		v.Calls = []*CallRecord{}
 	}
 	if r.FinishedAt != nil {
 		v.DurationMS = r.FinishedAt.Sub(r.CreatedAt).Milliseconds()
-		v.Steps = r.Step + 1
 	}
 	return v
 }

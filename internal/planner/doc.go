@@ -16,7 +16,9 @@
 // with the validator's messages (the first invalid call of each tool is a free repair, a
 // second counts as an error), an unknown tool with the list of available ones, a tool not
 // offered at the step or ruled out by the run's toolChoice with not_allowed (both count as
-// errors) — and the rest are published in parallel as call events. Run.Offered records
+// errors) — and the rest are published in parallel as call events (with parallel: false
+// in the request, one after another in the model's order, each once the one before has
+// its result). Run.Offered records
 // each step's tools and the picker's results. When the last result of the step is in,
 // the results join the conversation in the order of the model's calls and the next step
 // is asked for.
@@ -103,6 +105,39 @@
 // starts a child run with a subset of the tools; its answer is the call's result; depth
 // is bounded by Limits.MaxDepth.
 //
+// # Run control
+//
+// A caller controls its tenant's runs while they last ([Planner.Cancel], POST
+// /v1/runs/{id}/cancel, or a NATS request on events.RunCancelSubject, which a planner
+// replica answers as a micro service). A cancel ends the run with
+// [TerminationCanceled], recording who, when and why (Run.Canceled), and publishes a
+// cancel event (events.NewCancel, with the run's tenant and the call's tool) for each
+// call without a result: executors end the tool's context (its result says canceled,
+// or interrupted for a non-idempotent tool, or is its normal result when it finished
+// first) and answer calls parked for approval canceled. Nested runs are canceled with
+// their parent. Later results are recorded on the run; no step follows. A run that has
+// ended is refused with 409 and the run (the cancels of its calls are published again,
+// deduplicated by id, so an interrupted cancel completes).
+//
+// [Planner.Continue] (POST /v1/runs/{id}/messages) adds a follow-up: a run that ended is
+// reopened under its id and goes on with its whole conversation; a running run takes
+// the messages before its next model call. The messages are a record of the run log
+// (toolfleet.runlog.<run>.msg.<k>, written once, carrying the client's optional id so a
+// retried request is not added twice), counted by the control state (Injected) once a
+// compare-and-set makes them part of the run; each step record says how many of them
+// its model call saw (Seen), which places them in the conversation whichever replica
+// asked. A continuation is a turn (Run.Turn): MaxSteps counts from its first step
+// (TurnStart), its wall clock and error count start again, the token budget is the
+// whole run's. The answer that completed a run gets its step record when the run is
+// continued. Canceled, storage_error and token_budget runs and nested runs are not
+// continued (409).
+//
+// [Planner.ChangeTools] (POST /v1/runs/{id}/tools, or a follow-up's "tools") enables and
+// disables tools for the run's next steps, recorded in its control state (Disabled,
+// Tools): a disabled tool is not offered, and a call of it is refused with not_allowed
+// like any tool outside the step's set. Its optional reminder is a message record like a
+// follow-up's, which the model sees at its next step.
+//
 // # Inspection
 //
 // [Planner.Handler] serves the HTTP API: POST /v1/runs, GET /v1/runs/{id} (status,
@@ -111,7 +146,8 @@
 // /v1/runs/{id}/events (the run's lifecycle as Server-Sent Events, replayed from its
 // start; each event's SSE id is its sequence on the events stream, and a reconnection
 // with Last-Event-ID resumes after it, or gets 204 once it saw done), POST
-// /v1/approvals/{callId}, /healthz and /readyz. The same lifecycle is published on
+// /v1/approvals/{callId}, POST /v1/runs/{id}/cancel, POST /v1/runs/{id}/messages, POST
+// /v1/runs/{id}/tools, /healthz and /readyz. The same lifecycle is published on
 // toolfleet.event.run.<run>.<what> for any NATS subscriber.
 //
 // # Run events

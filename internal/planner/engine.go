@@ -178,6 +178,11 @@ func (p *Planner) Run(ctx context.Context) error {
 		stops = append(stops, cc)
 	}
 	background.Go(func() { p.sweep(ctx) })
+	background.Go(func() {
+		if err := p.serveControl(ctx); err != nil {
+			p.log.Error().Err(err).Msg("the run control endpoint over NATS is not served")
+		}
+	})
 	<-ctx.Done()
 	return nil
 }

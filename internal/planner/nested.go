@@ -89,7 +89,7 @@ func (p *Planner) startChild(ctx context.Context, parent *Run, c *CallRecord) er
 	}
 	scoped := a.Tools
 	if len(scoped) == 0 {
-		scoped = parent.toolNames(p.cat.names())
+		scoped = parent.available(p.cat.names())
 	}
 	// run_agent stays in the child's set when the parent's has it: the child is offered it
 	// only below the depth limit (stepTools), and a call of it at the limit is answered
@@ -102,6 +102,9 @@ func (p *Planner) startChild(ctx context.Context, parent *Run, c *CallRecord) er
 		Messages: []provider.Message{{Role: provider.RoleUser, Text: a.Task}},
 		Model:    model, Tools: scoped, Limits: parent.Limits, Metadata: parent.Metadata,
 		Caller: parent.caller(), // a nested run acts for the same caller
+	}
+	if parent.Sequential {
+		req.Parallel = new(false)
 	}
 	_, err := p.start(ctx, req, childID(c.ID), parent, c.ID)
 	if err != nil && !isRunExists(err) {

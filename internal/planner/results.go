@@ -125,7 +125,10 @@ func (p *Planner) recordResult(ctx context.Context, res events.Result) error {
 	if ahead {
 		return errStepNotStored
 	}
-	return p.afterChange(ctx, run)
+	if err := p.afterChange(ctx, run); err != nil {
+		return err
+	}
+	return p.dispatchNext(ctx, run)
 }
 
 // errStepNotStored: a result or an approval request came for a call of a step whose
@@ -330,7 +333,7 @@ func (p *Planner) handleApprovalRequest(ctx context.Context, m jetstream.Msg) {
 	run, err := p.runs.update(ctx, req.RunID, func(r *Run) (bool, error) {
 		c := r.call(req.CallID)
 		ahead = c == nil && r.ahead(req.CallID)
-		if c == nil || c.Done() || c.Status == string(CallAwaitingApproval) || req.Caller.Tenant != r.Tenant {
+		if c == nil || c.Done() || c.Status == string(CallAwaitingApproval) || req.Caller.Tenant != r.Tenant || r.Status == StatusDone {
 			return false, nil
 		}
 		c.Status = string(CallAwaitingApproval)

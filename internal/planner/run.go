@@ -91,6 +91,8 @@ type Run struct {
 	// tenants with it, and only that tenant sees the run.
 	Tenant string `json:"tenant,omitempty"`
 	Role   string `json:"role,omitempty"`
+	// What callers changed while the run lasts: cancel, follow-ups, tools (control.go).
+	runControls
 
 	// Messages is the conversation (assembled from the run log; not in the control state).
 	Messages []provider.Message `json:"messages,omitempty"`

@@ -60,6 +60,8 @@ type runCache struct {
 	recs    map[int]*stepRecord
 	outputs map[string]json.RawMessage
 	outStep int // the step whose outputs are kept
+	seen    int // the message records msgs covers
+	injects map[int]*injectRecord
 }
 
 // maxCachedConversations bounds the runs whose conversation one replica remembers; past
@@ -83,6 +85,10 @@ type stepRecord struct {
 	Warnings []string      `json:"warnings,omitempty"`
 	// Retried: the model answered without a call under toolChoice required and was told so.
 	Retried bool `json:"retried,omitempty"`
+	// Seen is how many message records added after the run's start (follow-ups,
+	// reminders: toolfleet.runlog.<run>.msg.<k>) the model saw at this step: they come
+	// before the step's message in the conversation.
+	Seen int `json:"seen,omitempty"`
 	// State is the control state the step leaves, as the compare-and-set stores it.
 	State *Run `json:"state"`
 }
@@ -171,7 +177,7 @@ func (l *runLog) cache(run string) *runCache {
 		if len(l.runs) >= maxCachedConversations {
 			clear(l.runs)
 		}
-		c = &runCache{recs: map[int]*stepRecord{}, outputs: map[string]json.RawMessage{}}
+		c = &runCache{recs: map[int]*stepRecord{}, outputs: map[string]json.RawMessage{}, injects: map[int]*injectRecord{}}
 		l.runs[run] = c
 	}
 	return c
@@ -470,14 +476,14 @@ func (h *history) calls(rec *stepRecord) ([]*CallRecord, bool) {
 func (l *runLog) conversation(ctx context.Context, r *Run) ([]provider.Message, error) {
 	c := l.cache(r.ID)
 	l.mu.Lock()
-	msgs, covered := c.msgs, c.covered
+	msgs, covered, seen := c.msgs, c.covered, c.seen
 	l.mu.Unlock()
 	if msgs == nil || covered > r.Recorded {
 		in, err := l.input(ctx, r.ID)
 		if err != nil {
 			return nil, fmt.Errorf("input of run %s: %w", r.ID, err)
 		}
-		msgs, covered = in, 0
+		msgs, covered, seen = in, 0, 0
 	}
 	h, err := l.history(ctx, r, covered)
 	if err != nil {
@@ -489,6 +495,9 @@ func (l *runLog) conversation(ctx context.Context, r *Run) ([]provider.Message, 
 		if !done {
 			return nil, fmt.Errorf("run %s: step %d has calls without results", r.ID, rec.Step)
 		}
+		if msgs, seen, err = l.injected(ctx, r.ID, msgs, seen, rec.Seen); err != nil {
+			return nil, err
+		}
 		if m, err := l.stepMessages(ctx, r, rec, calls); err != nil {
 			return nil, err
 		} else {
@@ -496,11 +505,13 @@ func (l *runLog) conversation(ctx context.Context, r *Run) ([]provider.Message, 
 		}
 	}
 	l.mu.Lock()
-	c.msgs, c.covered = msgs, r.Recorded
+	c.msgs, c.covered, c.seen = msgs, r.Recorded, seen
 	clear(c.outputs)
 	l.mu.Unlock()
 	l.prune(r.ID, r.Recorded-1)
-	return msgs, nil
+	// Messages added since the last recorded step come before this one.
+	msgs, _, err = l.injected(ctx, r.ID, msgs, seen, r.Injected)
+	return msgs, err
 }
 
 // prune forgets the cached records of run before step from: the next step needs only
@@ -574,6 +585,7 @@ func (l *runLog) assemble(ctx context.Context, r *Run) (*Run, error) {
 	out := *r
 	out.Messages = append([]provider.Message(nil), in...)
 	out.Calls, out.Offered, out.Warnings, out.RetriedSteps = nil, nil, nil, nil
+	seen := 0
 	for _, rec := range h.recs {
 		calls, done := h.calls(rec)
 		for _, c := range calls {
@@ -594,6 +606,9 @@ func (l *runLog) assemble(ctx context.Context, r *Run) (*Run, error) {
 		if rec.Retried {
 			out.RetriedSteps = append(out.RetriedSteps, rec.Step)
 		}
+		if out.Messages, seen, err = l.injected(ctx, r.ID, out.Messages, seen, rec.Seen); err != nil {
+			return nil, err
+		}
 		if !done { // the current step: its results are not fed back yet
 			msg := rec.Message
 			msg.Role = provider.RoleAssistant
@@ -609,10 +624,16 @@ func (l *runLog) assemble(ctx context.Context, r *Run) (*Run, error) {
 	if r.Status == StatusDone && r.Termination == TerminationCompleted && r.Recorded <= r.Step {
 		// The step that answered has no record: its message is the answer, its tool set
 		// the control state's.
+		if out.Messages, seen, err = l.injected(ctx, r.ID, out.Messages, seen, r.Seen); err != nil {
+			return nil, err
+		}
 		out.Messages = append(out.Messages, provider.Message{Role: provider.RoleAssistant, Text: r.Answer})
 		if n := len(r.Offered); n > 0 && r.Offered[n-1].Step == r.Step {
 			out.Offered = append(out.Offered, r.Offered[n-1])
 		}
+	}
+	if out.Messages, _, err = l.injected(ctx, r.ID, out.Messages, seen, r.Injected); err != nil {
+		return nil, err
 	}
 	if r.Status == StatusDone {
 		l.forget(r.ID) // nothing to cache for a run that ended

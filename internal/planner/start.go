@@ -39,6 +39,9 @@ type StartRequest struct {
 	// NATS service asked after each step whether the run goes on (see stop.go).
 	StopWhen []StopCondition `json:"stopWhen,omitempty"`
 	StopHook *StopHook       `json:"stopHook,omitempty"`
+	// Parallel false runs a step's calls one after another, in the model's order (each
+	// is published when the one before has its result); absent or true: all at once.
+	Parallel *bool `json:"parallel,omitempty"`
 	// Caller is who starts the run: the run acts with this identity (see Run.Tenant). The
 	// HTTP API sets it from the request's bearer token; it is never read from a body.
 	Caller events.Identity `json:"-"`
@@ -58,6 +61,7 @@ func (p *Planner) start(ctx context.Context, req StartRequest, id string, parent
 	if parent != nil {
 		run.ParentID, run.ParentCallID, run.Depth = parent.ID, parentCall, parent.Depth+1
 	}
+	run.Sequential = req.Parallel != nil && !*req.Parallel
 	p.startRunSpan(ctx, run, parent)
 	// The input goes to the run log (once: a second start of the same nested run finds
 	// it there) and the control state, which makes the run exist, to the bucket; both
@@ -237,7 +241,7 @@ func (p *Planner) Wait(ctx context.Context, id string) (*Run, error) {
 // for the run: the run's tools as the catalog has them now, narrowed by the picker when
 // the set is large. A tool named by toolChoice stays in the set.
 func (p *Planner) stepTools(ctx context.Context, r *Run, msgs []provider.Message) ([]tools.Definition, StepTools, error) {
-	names := r.toolNames(p.cat.names())
+	names := r.available(p.cat.names()) // without the tools disabled for the run
 	rec := StepTools{Step: r.Step}
 	if p.cfg.Picker != nil && (r.Pick || len(names) > p.cfg.PickThreshold) {
 		picked, err := p.cfg.Picker.Pick(ctx, PickQuery{Input: lastUserText(msgs), Tools: r.Tools,

@@ -113,7 +113,11 @@ func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, s
 		if len(resp.Message.ToolCalls) == 0 && run.ToolChoice.Mode != provider.ChoiceRequired {
 			// The model's answer ends the run, and the control state holds all there is
 			// of this step (the answer, the tool set, the usage): nothing to record.
-			return p.answered(ctx, run, rev, fresh, step, resp, offered, now)
+			err := p.answered(ctx, run, rev, fresh, step, resp, offered, now)
+			if errors.Is(err, errInjectedMeanwhile) {
+				return p.takeStep(ctx, m, runID, step) // asked again, with the new messages
+			}
+			return err
 		}
 		// The answer is applied to a copy of the control state and recorded, with the state it
 		// leaves, in the step's record, written once; the compare-and-set then makes the
@@ -149,10 +153,15 @@ func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, s
 		}
 	}
 	run, err = p.runs.updateFrom(ctx, runID, run, rev, fresh, func(r *Run) (bool, error) {
+		if r.canceledAt(step) {
+			return r.keepCanceledStep(&state), nil // its calls went out: they are the run's
+		}
 		if r.Status == StatusDone || r.Step != step || len(r.stepCalls()) > 0 || r.Recorded > step {
 			return false, nil // another replica took the step meanwhile
 		}
+		ctl, deadline := r.runControls, r.Deadline
 		*r = state
+		r.keepControls(ctl, deadline) // what callers changed while the model answered
 		r.Calls = slices.Clone(state.Calls)
 		return true, nil
 	})
@@ -164,6 +173,9 @@ func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, s
 	}
 	if err != nil {
 		return err
+	}
+	if sent != nil && run.Termination == TerminationCanceled {
+		p.cancelCalls(ctx, run, state.stepCalls()) // canceled while its calls went out
 	}
 	if run.Status == StatusDone || len(run.stepCalls()) == 0 {
 		return p.afterChange(ctx, run)
@@ -182,6 +194,10 @@ func (p *Planner) answered(ctx context.Context, run *Run, rev uint64, fresh bool
 		if r.Status == StatusDone || r.Step != step || len(r.stepCalls()) > 0 || r.Recorded > step {
 			return false, nil // another replica took the step meanwhile
 		}
+		if r.Injected != run.Injected {
+			return false, errInjectedMeanwhile
+		}
+		r.Seen = run.Injected
 		r.Offered = []StepTools{offered}
 		p.applyModelResponse(r, resp, now)
 		return true, nil
@@ -234,7 +250,8 @@ func (p *Planner) newStepRecord(run *Run, resp *provider.Response, offered StepT
 		return nil, fmt.Errorf("decode run %s: %w", run.ID, err)
 	}
 	step := next.Step
-	rec := &stepRecord{Step: step, Closed: next.Calls, Offered: &offered}
+	rec := &stepRecord{Step: step, Closed: next.Calls, Offered: &offered, Seen: run.Injected}
+	next.Seen = run.Injected
 	next.Calls, next.Warnings = nil, nil
 	next.Offered = []StepTools{offered}
 	msg := resp.Message
@@ -271,7 +288,7 @@ func (p *Planner) stopBeforeModel(r *Run) (Termination, string) {
 	switch {
 	case !r.Deadline.IsZero() && !now.Before(r.Deadline):
 		return TerminationTimeout, fmt.Sprintf("the run's time limit of %s is up", r.Limits.Timeout.D())
-	case r.Step >= r.Limits.MaxSteps:
+	case r.Step-r.TurnStart >= r.Limits.MaxSteps: // steps count per continuation
 		return TerminationMaxSteps, fmt.Sprintf("the run used its %d steps", r.Limits.MaxSteps)
 	case r.Limits.TokenBudget > 0 && r.Usage.Total() >= r.Limits.TokenBudget:
 		return TerminationTokenBudget, fmt.Sprintf("the run used %d tokens of its budget of %d", r.Usage.Total(), r.Limits.TokenBudget)
@@ -441,6 +458,8 @@ func (r *Run) refusal(name string) string {
 		return fmt.Sprintf("tool %q was not run: toolChoice names %q, the only tool that may be called", name, r.ToolChoice.Tool)
 	case !r.allows(name):
 		return fmt.Sprintf("tool %q was not run: it is not among this run's tools", name)
+	case r.disabledRefusal(name) != "":
+		return r.disabledRefusal(name)
 	case name == AgentToolName && r.Depth >= r.Limits.MaxDepth:
 		return ""
 	}
@@ -501,6 +520,9 @@ func (p *Planner) publishCalls(ctx context.Context, run *Run) (wait func(context
 			if err := p.startChild(ctx, run, c); err != nil {
 				return nil, err
 			}
+			if run.Sequential {
+				break
+			}
 			continue
 		}
 		msg, err := events.NewCall(events.CallOptions{Source: p.cfg.Source, ID: c.ID, RunID: run.ID, Deadline: run.Deadline,
@@ -516,6 +538,9 @@ func (p *Planner) publishCalls(ctx context.Context, run *Run) (wait func(context
 			return nil, fmt.Errorf("publish call %s: %w", c.ID, err)
 		}
 		futures = append(futures, f)
+		if run.Sequential {
+			break // one at a time: the next goes out when this one's result is in (dispatchNext)
+		}
 	}
 	return func(ctx context.Context) error {
 		for _, f := range futures {
@@ -564,7 +589,7 @@ func (p *Planner) afterChange(ctx context.Context, run *Run) error {
 		return p.afterDone(ctx, run)
 	}
 	if len(run.stepCalls()) == 0 {
-		return p.publishAdvance(ctx, run.ID, run.Step)
+		return p.publishAdvanceTurn(ctx, run.ID, run.Step, run.Turn)
 	}
 	return nil
 }

@@ -137,4 +137,33 @@ func TestFollowARealRunAndAnswerItsApproval(t *testing.T) {
 	} else if a := got.Calls[0].Approval; a == nil || a.Decision != events.DecisionApprove || a.By != "test" {
 		t.Errorf("call record approval %+v, want the answer given over NATS", a)
 	}
+
+	// A run whose call waits for an approval is canceled over NATS: it ends canceled, and
+	// its parked call is answered canceled without running. A second cancel finds it ended.
+	parked, err := p.Start(ctx, planner.StartRequest{Input: "clean up again", Tools: []string{"delete_all"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, req, err = approvals.Next(); err != nil || req.RunID != parked.ID {
+		t.Fatalf("approval request %+v, %v", req, err)
+	}
+	reply, err := c.CancelRun(ctx, parked.ID, "not today")
+	if err != nil || reply.Status != 200 {
+		t.Fatalf("cancel: %+v, %v", reply, err)
+	}
+	if _, err := c.CancelRun(ctx, parked.ID, "again"); !errors.Is(err, client.ErrRunEnded) {
+		t.Fatalf("second cancel: %v, want ErrRunEnded", err)
+	}
+	if _, err := c.CancelRun(ctx, "rnosuchrun", ""); !errors.Is(err, client.ErrRunNotFound) {
+		t.Fatalf("cancel of an unknown run: %v, want ErrRunNotFound", err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		got, err := p.Get(ctx, parked.ID)
+		if err == nil && got.Termination == planner.TerminationCanceled && len(got.Calls) == 1 && got.Calls[0].Status == string(events.StatusCanceled) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("canceled run %+v, %v; want its parked call canceled", got, err)
+		}
+	}
 }

@@ -315,3 +315,24 @@ func TestTypeForTenantRunEvent(t *testing.T) {
 		t.Errorf("TypeForSubject = %s, %v", typ, ok)
 	}
 }
+
+func TestRunCancelSubject(t *testing.T) {
+	s, err := events.RunCancelSubject("acme", "r1")
+	if err != nil || s != "toolfleet.control.cancel.r1.acme" {
+		t.Fatalf("got %q, %v", s, err)
+	}
+	if run, tenant, ok := events.ParseRunCancelSubject(s); !ok || run != "r1" || tenant != "acme" {
+		t.Fatalf("parsed %q %q %v", run, tenant, ok)
+	}
+	if run, tenant, ok := events.ParseRunCancelSubject("toolfleet.control.cancel.r1"); !ok || run != "r1" || tenant != "" {
+		t.Fatalf("anonymous: %q %q %v", run, tenant, ok)
+	}
+	for _, bad := range []string{"toolfleet.control.cancel.", "toolfleet.control.cancel.r1.a.b", "toolfleet.plan.r1"} {
+		if _, _, ok := events.ParseRunCancelSubject(bad); ok {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+	if _, err := events.RunCancelSubject("", "a.b"); err == nil {
+		t.Error("a run id with a dot was accepted")
+	}
+}

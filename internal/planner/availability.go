@@ -1,0 +1,163 @@
+package planner
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/toolfleet/toolfleet/internal/provider"
+	"github.com/toolfleet/toolfleet/pkg/events"
+)
+
+// ToolsChange enables and disables tools of a run for its next steps: the body of POST
+// /v1/runs/{id}/tools, and the "tools" of a follow-up.
+type ToolsChange struct {
+	// Enable makes tools available again; a tool outside a run's explicit tool set is
+	// added to it (when the caller may call it).
+	Enable []string `json:"enable,omitempty"`
+	// Disable takes tools away: they are not offered, and a call of one is refused with
+	// not_allowed.
+	Disable []string `json:"disable,omitempty"`
+	// Reminder, if set, is a message the model sees at its next step (a user message,
+	// kept in the conversation).
+	Reminder string `json:"reminder,omitempty"`
+	// ID is the client's id of the change (an idempotency key, for a change with a
+	// reminder: a repeat adds the reminder once).
+	ID string `json:"id,omitempty"`
+}
+
+func (c *ToolsChange) empty() bool {
+	return c == nil || len(c.Enable) == 0 && len(c.Disable) == 0
+}
+
+// checkTools says, as an API error, what is wrong with a change of the run's tools.
+func (p *Planner) checkTools(r *Run, c *ToolsChange) error {
+	if c == nil {
+		return nil
+	}
+	for _, n := range c.Disable {
+		if slices.Contains(c.Enable, n) {
+			return requestErrorf("tool %q is both enabled and disabled", n)
+		}
+		if !r.allows(n) && n != AgentToolName {
+			if _, ok := p.cat.get(n); !ok || r.Tools != nil {
+				return requestErrorf("unknown tool %q in disable: it is not among the run's tools", n)
+			}
+		}
+		if r.ToolChoice.Tool == n {
+			return requestErrorf("tool %q cannot be disabled: the run's toolChoice names it", n)
+		}
+	}
+	for _, n := range c.Enable {
+		if n == AgentToolName && r.allows(n) {
+			continue
+		}
+		d, ok := p.cat.get(n)
+		if !ok || !d.AllowsCaller(r.Tenant, r.Role) {
+			return requestErrorf("unknown tool %q in enable: no executor serves it", n)
+		}
+	}
+	return nil
+}
+
+// applyTools changes the run's tools (checked with checkTools).
+func (r *Run) applyTools(c *ToolsChange) {
+	if c == nil {
+		return
+	}
+	disabled := slices.Clone(r.Disabled)
+	for _, n := range c.Enable {
+		disabled = slices.DeleteFunc(disabled, func(d string) bool { return d == n })
+		if r.Tools != nil && !slices.Contains(r.Tools, n) {
+			r.Tools = slices.Sorted(slices.Values(append(slices.Clone(r.Tools), n)))
+		}
+	}
+	for _, n := range c.Disable {
+		if !slices.Contains(disabled, n) {
+			disabled = append(disabled, n)
+		}
+	}
+	slices.Sort(disabled)
+	r.Disabled = disabled
+}
+
+// available returns the tools the run may be offered, given the catalog's names: its
+// tool set without the disabled ones.
+func (r *Run) available(catalog []string) []string {
+	names := r.toolNames(catalog)
+	if len(r.Disabled) == 0 {
+		return names
+	}
+	return slices.DeleteFunc(slices.Clone(names), func(n string) bool { return slices.Contains(r.Disabled, n) })
+}
+
+// disabledRefusal says why a call of name is refused when the tool is disabled, or "".
+func (r *Run) disabledRefusal(name string) string {
+	if slices.Contains(r.Disabled, name) {
+		return "tool \"" + name + "\" was not run: it is disabled for this run"
+	}
+	return ""
+}
+
+// ChangeTools enables and disables tools of the run id for its next steps, acting for
+// caller, and adds the change's reminder (if any) for the model's next step. A running
+// run is changed for its next model call; a run that ended keeps the change for its
+// continuation (a canceled or storage_error run is refused, 409). The change is recorded
+// on the run (Disabled, Tools; each step's Offered shows what the model was offered).
+func (p *Planner) ChangeTools(ctx context.Context, id string, caller events.Identity, c ToolsChange) (*Run, error) {
+	if c.empty() && strings.TrimSpace(c.Reminder) == "" {
+		return nil, requestErrorf("give enable, disable or a reminder")
+	}
+	run, _, err := p.runs.get(ctx, id)
+	if errors.Is(err, errRunNotFound) || err == nil && !run.visibleTo(caller) {
+		return nil, notFoundf("no run %q", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := continuable(run, false); err != nil {
+		return run, err
+	}
+	if err := p.checkTools(run, &c); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(c.Reminder) != "" {
+		rec := injectRecord{Key: c.ID, Tools: &ToolsChange{Enable: c.Enable, Disable: c.Disable},
+			Messages: []provider.Message{{Role: provider.RoleUser, Text: c.Reminder}}}
+		run, _, err = p.inject(ctx, id, caller, rec, false)
+		return run, err
+	}
+	return p.runs.update(ctx, id, func(r *Run) (bool, error) {
+		if err := continuable(r, false); err != nil {
+			return false, err
+		}
+		before := slices.Clone(r.Disabled)
+		tools := slices.Clone(r.Tools)
+		r.applyTools(&c)
+		return !slices.Equal(before, r.Disabled) || !slices.Equal(tools, r.Tools), nil
+	})
+}
+
+// postTools is POST /v1/runs/{id}/tools: 200 with the run.
+func (p *Planner) postTools(w http.ResponseWriter, r *http.Request) {
+	var c ToolsChange
+	if err := decodeBody(r, &c); err != nil {
+		writeError(w, err)
+		return
+	}
+	run, err := p.ChangeTools(r.Context(), r.PathValue("id"), callerOf(r), c)
+	writeControl(w, p.assembled(r.Context(), run), err)
+}
+
+// dispatchNext publishes the next call of the current step of a run whose calls run one
+// after another (parallel: false), once the one before has its result. It runs on every
+// result of the run; a call published already goes out again with the same id, which
+// JetStream drops.
+func (p *Planner) dispatchNext(ctx context.Context, run *Run) error {
+	if run.Status != StatusRunning || !run.Sequential || len(run.stepCalls()) == 0 || run.stepComplete() {
+		return nil
+	}
+	return p.dispatch(ctx, run)
+}

@@ -1,0 +1,313 @@
+package planner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/toolfleet/toolfleet/pkg/events"
+)
+
+// runControls is what callers change on a run while it lasts (control.go,
+// messages.go, availability.go): part of the control state, embedded in [Run] (its JSON
+// fields are the run's). Its size is bounded: messages are in the run log, counted here.
+type runControls struct {
+	// Canceled says who canceled the run, when and why (Termination canceled).
+	Canceled *RunCancel `json:"canceled,omitempty"`
+	// Sequential (parallel: false in the request) runs a step's calls one after another,
+	// in the model's order: each is published when the one before has its result.
+	Sequential bool `json:"sequential,omitempty"`
+	// Disabled lists the tools disabled for the run's next steps (POST
+	// /v1/runs/{id}/tools): not offered, and refused (not_allowed) when called.
+	Disabled []string `json:"disabled,omitempty"`
+	// Injected counts the message records added to the run after its start (follow-ups
+	// and reminders, toolfleet.runlog.<run>.msg.<k>); Seen is how many of them the model
+	// call of the last applied step saw (each step record keeps its own Seen).
+	Injected int `json:"injected,omitempty"`
+	Seen     int `json:"seen,omitempty"`
+	// Turn counts continuations (0: the run as started); TurnStart is the step at which
+	// the current one began: MaxSteps counts from it.
+	Turn      int `json:"turn,omitempty"`
+	TurnStart int `json:"turnStart,omitempty"`
+}
+
+// RunCancel records a run's cancellation.
+type RunCancel struct {
+	By     string    `json:"by,omitempty"`
+	Reason string    `json:"reason,omitempty"`
+	At     time.Time `json:"at"`
+}
+
+// CancelRequest is the body of POST /v1/runs/{id}/cancel (optional) and of a cancel over
+// NATS ([events.RunCancelSubject]).
+type CancelRequest struct {
+	By     string `json:"by,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// alreadyDone is the conflict Cancel answers for a run that has ended (by a cancel or
+// otherwise): the run is returned with it.
+func alreadyDone(r *Run) error {
+	return conflictf("run %s has ended already (%s)", r.ID, r.Termination)
+}
+
+// Cancel ends the run id, acting for caller (a run of another tenant is not found),
+// with Termination canceled and who and why: its calls that have no result get a cancel
+// event (executors stop them: their results say canceled, or interrupted for a
+// non-idempotent tool, or whatever they ended with first), calls parked for approval
+// are answered canceled without running, and its nested runs are canceled with it.
+// Results that come later are recorded; no further step is taken.
+//
+// A run that has ended already (canceled or not) is refused with a 409 [APIError] and
+// returned as it stands; cancels of its calls are published again then (a cancel is
+// idempotent: same event id), so a cancel interrupted between storing and publishing is
+// completed by the next one.
+func (p *Planner) Cancel(ctx context.Context, id string, caller events.Identity, req CancelRequest) (*Run, error) {
+	now := p.cfg.Now().UTC()
+	canceled := false
+	run, err := p.runs.update(ctx, id, func(r *Run) (bool, error) {
+		canceled = false
+		if !r.visibleTo(caller) {
+			return false, errRunNotFound
+		}
+		if r.Status == StatusDone {
+			return false, nil
+		}
+		detail := "canceled"
+		if req.By != "" {
+			detail += " by " + req.By
+		}
+		if req.Reason != "" {
+			detail += ": " + req.Reason
+		}
+		r.Canceled = &RunCancel{By: req.By, Reason: req.Reason, At: now}
+		r.finish(TerminationCanceled, detail, now)
+		canceled = true
+		return true, nil
+	})
+	if errors.Is(err, errRunNotFound) {
+		return nil, notFoundf("no run %q", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if run.Termination == TerminationCanceled {
+		p.cancelCalls(ctx, run, run.stepCalls())
+	}
+	if !canceled {
+		return run, alreadyDone(run)
+	}
+	if err := p.afterChange(ctx, run); err != nil {
+		return run, err
+	}
+	return run, nil
+}
+
+// cancelCalls publishes a cancel of every call of calls (of the canceled run) that has
+// no result, and cancels the nested runs of its run_agent calls.
+func (p *Planner) cancelCalls(ctx context.Context, run *Run, calls []*CallRecord) {
+	why := CancelRequest{Reason: "the run was canceled"}
+	if run.Canceled != nil {
+		why.By = run.Canceled.By
+		if run.Canceled.Reason != "" {
+			why.Reason += ": " + run.Canceled.Reason
+		}
+	}
+	for _, c := range calls {
+		if c.Local || c.Done() {
+			continue
+		}
+		if c.Name == AgentToolName {
+			child := why
+			child.Reason = "its parent run " + run.ID + " was canceled"
+			if _, err := p.Cancel(ctx, childID(c.ID), run.caller(), child); err != nil && !isAPIStatus(err, http.StatusNotFound, http.StatusConflict) {
+				p.log.Warn().Err(err).Str("run_id", run.ID).Str("call_id", c.ID).Msg("canceling a nested run")
+			}
+			continue
+		}
+		msg, err := events.NewCancel(p.cfg.Source, run.Tenant, c.Name, c.ID,
+			events.Cancel{RunID: run.ID, Reason: why.Reason, By: why.By})
+		if err == nil {
+			_, err = p.js.PublishMsg(ctx, msg)
+		}
+		if err != nil && !events.IsAlreadyAnswered(err) {
+			p.log.Warn().Err(err).Str("run_id", run.ID).Str("call_id", c.ID).Msg("publishing the cancel of a call")
+		}
+	}
+}
+
+func isAPIStatus(err error, statuses ...int) bool {
+	var apiErr *APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	for _, s := range statuses {
+		if apiErr.Status == s {
+			return true
+		}
+	}
+	return false
+}
+
+// postCancel is POST /v1/runs/{id}/cancel: 200 with the canceled run; 409 with
+// {"error", "run"} for a run that has ended; 404 for another tenant's run.
+func (p *Planner) postCancel(w http.ResponseWriter, r *http.Request) {
+	var req CancelRequest
+	if r.ContentLength != 0 {
+		if err := decodeBody(r, &req); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	caller := callerOf(r)
+	if req.By == "" {
+		req.By = describeCaller(caller)
+	}
+	run, err := p.Cancel(r.Context(), r.PathValue("id"), caller, req)
+	writeControl(w, p.assembled(r.Context(), run), err)
+}
+
+// assembled returns the run with its conversation and calls (see [Planner.Get]), or as
+// it is when they cannot be read now.
+func (p *Planner) assembled(ctx context.Context, run *Run) *Run {
+	if run == nil {
+		return nil
+	}
+	if full, err := p.rlog.assemble(ctx, run); err == nil {
+		return full
+	}
+	return run
+}
+
+// describeCaller names an API caller for the record.
+func describeCaller(id events.Identity) string {
+	switch {
+	case id.Tenant == "":
+		return "api"
+	case id.Role == "":
+		return "api:" + id.Tenant
+	}
+	return "api:" + id.Tenant + "/" + id.Role
+}
+
+// writeControl answers a control request: 200 with the run, or the error with the run
+// as it stands beside it when there is one (a 409).
+func writeControl(w http.ResponseWriter, run *Run, err error) {
+	if err == nil {
+		writeJSON(w, http.StatusOK, view(run))
+		return
+	}
+	var apiErr *APIError
+	if !errors.As(err, &apiErr) || run == nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, apiErr.Status, map[string]any{"error": apiErr, "run": view(run)})
+}
+
+// ControlReply is the answer of the planner's NATS control endpoint: the HTTP status the
+// API would answer, the run, and the error.
+type ControlReply struct {
+	Status int       `json:"status"`
+	Run    *RunView  `json:"run,omitempty"`
+	Error  *APIError `json:"error,omitempty"`
+}
+
+// serveControl serves the NATS equivalent of the control endpoints as a micro service
+// (queue group: one replica answers each request) until ctx ends: a request on
+// events.RunCancelSubject(tenant, run) with an optional CancelRequest body cancels the run
+// for that tenant (the subject's tenant token is the caller's identity: NATS permissions
+// let a tenant publish on its own subjects only). The reply is a ControlReply.
+func (p *Planner) serveControl(ctx context.Context) error {
+	svc, err := micro.AddService(p.nc, micro.Config{Name: "toolfleet-planner", Version: "0.1.0",
+		Description: "controls toolfleet planner runs (cancel)"})
+	if err != nil {
+		return fmt.Errorf("planner: control service: %w", err)
+	}
+	if err := svc.AddEndpoint("cancel", micro.HandlerFunc(func(req micro.Request) { p.handleCancelRequest(ctx, req) }),
+		micro.WithEndpointSubject(events.AllRunCancels)); err != nil {
+		_ = svc.Stop()
+		return fmt.Errorf("planner: control endpoint: %w", err)
+	}
+	<-ctx.Done()
+	return svc.Stop()
+}
+
+func (p *Planner) handleCancelRequest(ctx context.Context, req micro.Request) {
+	reply := func(run *Run, err error) {
+		out := ControlReply{Status: http.StatusOK}
+		if run != nil {
+			v := view(run)
+			out.Run = &v
+		}
+		if err != nil {
+			var apiErr *APIError
+			if !errors.As(err, &apiErr) {
+				apiErr = &APIError{Status: http.StatusInternalServerError, Message: err.Error()}
+			}
+			out.Status, out.Error = apiErr.Status, apiErr
+		}
+		b, _ := json.Marshal(out)
+		_ = req.Respond(b)
+	}
+	run, tenant, ok := events.ParseRunCancelSubject(req.Subject())
+	if !ok {
+		reply(nil, requestErrorf("%q is not a run cancel subject", req.Subject()))
+		return
+	}
+	var body CancelRequest
+	if len(req.Data()) > 0 {
+		if err := json.Unmarshal(req.Data(), &body); err != nil {
+			reply(nil, requestErrorf("malformed cancel request: %v", err))
+			return
+		}
+	}
+	if body.By == "" {
+		body.By = "nats"
+		if tenant != "" {
+			body.By += ":" + tenant
+		}
+	}
+	// The role plays no part in seeing a run: the tenant does.
+	r, err := p.Cancel(ctx, run, events.Identity{Tenant: tenant}, body)
+	reply(r, err)
+}
+
+// canceledAt reports whether r was canceled while its model answered step (the step
+// is not part of it yet).
+func (r *Run) canceledAt(step int) bool {
+	return r.Status == StatusDone && r.Termination == TerminationCanceled && r.Step == step &&
+		r.Recorded == step && len(r.stepCalls()) == 0
+}
+
+// keepCanceledStep makes the recorded step whose state is st part of the run r, which
+// was canceled while the model answered it: the step's calls are the run's (their
+// cancels are published, their results recorded), and the run stays canceled.
+func (r *Run) keepCanceledStep(st *Run) bool {
+	if len(st.stepCalls()) == 0 {
+		return false
+	}
+	canceled := *r
+	*r = *st
+	r.Calls = slices.Clone(st.Calls)
+	r.keepControls(canceled.runControls, canceled.Deadline)
+	r.Status, r.Termination, r.Detail, r.FinishedAt = canceled.Status, canceled.Termination, canceled.Detail, canceled.FinishedAt
+	r.Answer, r.AnswerCall = "", ""
+	return true
+}
+
+// stepsTaken is how many steps of r the model answered: the recorded ones, and the
+// answer that completed the run, which has no record. A step a stop condition ended
+// before its model call (max_steps, timeout, token_budget, …) does not count.
+func (r *Run) stepsTaken() int {
+	if answerUnrecorded(r) {
+		return r.Step + 1
+	}
+	return r.Recorded
+}
