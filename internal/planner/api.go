@@ -83,20 +83,28 @@ type postRunRequest struct {
 	WaitTimeout string `json:"waitTimeout,omitempty"`
 }
 
+// waitFor is how long a request with "wait" waits: its waitTimeout, 5 minutes by default.
+func waitFor(waitTimeout string) (time.Duration, error) {
+	if waitTimeout == "" {
+		return 5 * time.Minute, nil
+	}
+	d, err := time.ParseDuration(waitTimeout)
+	if err != nil || d <= 0 || d > time.Hour {
+		return 0, requestErrorf("waitTimeout must be a duration between 1ms and 1h, got %q", waitTimeout)
+	}
+	return d, nil
+}
+
 func (p *Planner) postRun(w http.ResponseWriter, r *http.Request) {
 	var req postRunRequest
 	if err := decodeBody(r, &req); err != nil {
 		writeError(w, err)
 		return
 	}
-	wait := 5 * time.Minute
-	if req.WaitTimeout != "" {
-		d, err := time.ParseDuration(req.WaitTimeout)
-		if err != nil || d <= 0 || d > time.Hour {
-			writeError(w, requestErrorf("waitTimeout must be a duration between 1ms and 1h, got %q", req.WaitTimeout))
-			return
-		}
-		wait = d
+	wait, err := waitFor(req.WaitTimeout)
+	if err != nil {
+		writeError(w, err)
+		return
 	}
 	req.Caller = callerOf(r) // the token's identity, never the body's
 	run, err := p.Start(r.Context(), req.StartRequest)

@@ -304,14 +304,10 @@ func (p *Planner) postMessages(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	wait := 5 * time.Minute
-	if req.WaitTimeout != "" {
-		d, err := time.ParseDuration(req.WaitTimeout)
-		if err != nil || d <= 0 || d > time.Hour {
-			writeError(w, requestErrorf("waitTimeout must be a duration between 1ms and 1h, got %q", req.WaitTimeout))
-			return
-		}
-		wait = d
+	wait, err := waitFor(req.WaitTimeout)
+	if err != nil {
+		writeError(w, err)
+		return
 	}
 	req.Caller = callerOf(r)
 	run, added, err := p.Continue(r.Context(), r.PathValue("id"), req.FollowUp)

@@ -7,10 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolfleet/toolfleet/internal/natstest"
 	"github.com/toolfleet/toolfleet/pkg/client"
 	"github.com/toolfleet/toolfleet/pkg/events"
-	"github.com/toolfleet/toolfleet/pkg/executor"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
@@ -18,27 +16,12 @@ import (
 // returns the canceled result.
 func TestCancelARunningCall(t *testing.T) {
 	t.Parallel()
-	f := natstest.StartJetStream(t, events.Config{})
 	started := make(chan struct{}, 1)
-	reg := tools.NewRegistry()
-	if err := reg.AddFunc(tools.Definition{Name: "wait", Parameters: json.RawMessage(`{"type":"object"}`), Safe: true},
-		func(ctx context.Context, _ json.RawMessage) (any, error) {
-			started <- struct{}{}
-			<-ctx.Done()
-			return nil, ctx.Err()
-		}); err != nil {
-		t.Fatal(err)
-	}
-	ex, err := executor.New(f.Srv.Connect(), reg, executor.WithStreamConfig(f.Cfg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- ex.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	<-ex.Ready()
+	f, ctx := serveTool(t, "wait", func(ctx context.Context, _ json.RawMessage) (any, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}, 30*time.Second)
 
 	c, err := client.New(f.NC)
 	if err != nil {
@@ -73,25 +56,10 @@ func TestCancelARunningCall(t *testing.T) {
 // progress reports.
 func TestFollowProgress(t *testing.T) {
 	t.Parallel()
-	f := natstest.StartJetStream(t, events.Config{})
-	reg := tools.NewRegistry()
-	if err := reg.AddFunc(tools.Definition{Name: "steps", Parameters: json.RawMessage(`{"type":"object"}`), Safe: true},
-		func(ctx context.Context, _ json.RawMessage) (any, error) {
-			tools.ReportProgress(ctx, tools.Progress{Message: "half way", Fraction: 0.5})
-			return "done", nil
-		}); err != nil {
-		t.Fatal(err)
-	}
-	ex, err := executor.New(f.Srv.Connect(), reg, executor.WithStreamConfig(f.Cfg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- ex.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	<-ex.Ready()
+	f, ctx := serveTool(t, "steps", func(ctx context.Context, _ json.RawMessage) (any, error) {
+		tools.ReportProgress(ctx, tools.Progress{Message: "half way", Fraction: 0.5})
+		return "done", nil
+	}, 30*time.Second)
 	c, err := client.New(f.NC)
 	if err != nil {
 		t.Fatal(err)

@@ -7,11 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolfleet/toolfleet/internal/natstest"
 	"github.com/toolfleet/toolfleet/pkg/client"
-	"github.com/toolfleet/toolfleet/pkg/events"
-	"github.com/toolfleet/toolfleet/pkg/executor"
-	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
 // A long-lived client makes many calls: more than the server's consumers per stream
@@ -22,22 +18,7 @@ func TestManyCallsLeaveNoConsumersBehind(t *testing.T) {
 		t.Skip("makes 1,200 calls")
 	}
 	t.Parallel()
-	f := natstest.StartJetStream(t, events.Config{})
-	reg := tools.NewRegistry()
-	if err := reg.AddFunc(tools.Definition{Name: "echo", Parameters: json.RawMessage(`{"type":"object"}`), Safe: true},
-		func(_ context.Context, args json.RawMessage) (any, error) { return args, nil }); err != nil {
-		t.Fatal(err)
-	}
-	ex, err := executor.New(f.Srv.Connect(), reg, executor.WithStreamConfig(f.Cfg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- ex.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	<-ex.Ready()
+	f, ctx := serveTool(t, "echo", func(_ context.Context, args json.RawMessage) (any, error) { return args, nil }, 2*time.Minute)
 	c, err := client.New(f.NC)
 	if err != nil {
 		t.Fatal(err)
