@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
@@ -18,17 +19,45 @@ import (
 // call id's token ([events.IDToken]: any id makes a valid key), followed by .<tenant> for
 // a tenant's call (two tenants may use the same call id); only non-idempotent tools pay
 // for it.
+//
+// A marker write whose answer is lost (a timeout while the bucket elects a leader) may
+// still have been stored: were the call handed back then, its next delivery would find
+// this write's marker and answer interrupted a call that never ran. So each write
+// carries a token of its own and is tried again until it is answered, for up to
+// markTimeout: a marker found with this write's token is this write's, and the tool may
+// run.
 func (ex *Executor) markStarted(ctx context.Context, j *job) (first bool, err error) {
-	v, _ := json.Marshal(map[string]any{"executor": ex.o.id, "tool": j.def.Name, "started_at": time.Now().UTC()})
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
+	token := nuid.Next()
+	v, _ := json.Marshal(map[string]any{"executor": ex.o.id, "tool": j.def.Name, "started_at": time.Now().UTC(), "token": token})
 	key := events.IDToken(j.ce.ID)
 	if t := j.ce.Caller.Tenant; t != "" {
 		key += "." + t
 	}
-	_, err = ex.inflight.Create(ctx, key, v)
-	if errors.Is(err, jetstream.ErrKeyExists) {
-		return false, nil
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)
+	defer cancel()
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		tctx, tcancel := context.WithTimeout(ctx, 3*time.Second)
+		_, err = ex.inflight.Create(tctx, key, v)
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			var e jetstream.KeyValueEntry
+			if e, err = ex.inflight.Get(tctx, key); err == nil {
+				tcancel()
+				var m struct{ Token string }
+				_ = json.Unmarshal(e.Value(), &m)
+				return m.Token == token, nil
+			}
+		}
+		tcancel()
+		if err == nil || ctx.Err() != nil {
+			return err == nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return false, err
+		case <-time.After(wait):
+		}
 	}
-	return err == nil, err
 }
+
+// markTimeout bounds the tries of one marker write (the call is kept alive meanwhile).
+const markTimeout = 30 * time.Second
