@@ -109,10 +109,9 @@ const inlineArgsMax = 64 << 10
 const retryNudge = "toolChoice is required: answer by calling one of the offered tools, not in text."
 
 func newRunLog(ctx context.Context, js jetstream.JetStream, cfg events.Config) (*runLog, error) {
-	sc := cfg.RunLogStream()
-	log, err := js.CreateOrUpdateStream(ctx, sc)
+	log, err := js.Stream(ctx, events.StreamRunLog) // made by events.EnsurePlanner
 	if err != nil {
-		return nil, fmt.Errorf("ensure stream %s: %w", sc.Name, err)
+		return nil, fmt.Errorf("stream %s: %w", events.StreamRunLog, err)
 	}
 	results, err := js.Stream(ctx, events.StreamResults)
 	if err != nil {

@@ -18,24 +18,43 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 		return err
 	}
 	for _, sc := range cfg.Streams() {
-		err := retryRace(ctx, func(ctx context.Context) error {
-			_, err := js.CreateOrUpdateStream(ctx, sc)
+		if err := ensureStream(ctx, js, sc); err != nil {
 			return err
-		})
-		if err != nil {
-			return fmt.Errorf("ensure stream %s: %w", sc.Name, err)
 		}
 	}
 	for _, kc := range cfg.Buckets() {
-		err := retryRace(ctx, func(ctx context.Context) error {
-			_, err := js.CreateOrUpdateKeyValue(ctx, kc)
+		if _, err := ensureBucket(ctx, js, kc); err != nil {
 			return err
-		})
-		if err != nil {
-			return fmt.Errorf("ensure bucket %s: %w", kc.Bucket, err)
 		}
 	}
 	return nil
+}
+
+// ensureStream creates or updates the stream sc, retrying lost races (see retryRace).
+func ensureStream(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig) error {
+	err := retryRace(ctx, func(ctx context.Context) error {
+		_, err := js.CreateOrUpdateStream(ctx, sc)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("ensure stream %s: %w", sc.Name, err)
+	}
+	return nil
+}
+
+// ensureBucket creates or updates the key-value bucket kc, retrying lost races, and
+// returns it.
+func ensureBucket(ctx context.Context, js jetstream.JetStream, kc jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	var kv jetstream.KeyValue
+	err := retryRace(ctx, func(ctx context.Context) error {
+		var err error
+		kv, err = js.CreateOrUpdateKeyValue(ctx, kc)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ensure bucket %s: %w", kc.Bucket, err)
+	}
+	return kv, nil
 }
 
 // ensureRequestTimeout bounds one create or update request of [Ensure]. On a cluster,
@@ -79,26 +98,17 @@ func isRace(err error) bool {
 		errors.Is(err, jetstream.ErrStreamNotFound)
 }
 
-// EnsurePlanner creates or updates what only planners use, the plan stream and the runs
-// bucket, on top of [Ensure]; it returns the runs bucket. Other parts neither need nor
+// EnsurePlanner creates or updates what only planners use, the plan and run log streams
+// and the runs bucket, on top of [Ensure]; it returns the runs bucket. Other parts neither need nor
 // may create them.
 func EnsurePlanner(ctx context.Context, js jetstream.JetStream, cfg Config) (jetstream.KeyValue, error) {
 	if err := Ensure(ctx, js, cfg); err != nil {
 		return nil, err
 	}
-	sc := cfg.PlanStream()
-	if err := retryRace(ctx, func(ctx context.Context) error { _, err := js.CreateOrUpdateStream(ctx, sc); return err }); err != nil {
-		return nil, fmt.Errorf("ensure stream %s: %w", sc.Name, err)
+	for _, sc := range []jetstream.StreamConfig{cfg.PlanStream(), cfg.RunLogStream()} {
+		if err := ensureStream(ctx, js, sc); err != nil {
+			return nil, err
+		}
 	}
-	var kv jetstream.KeyValue
-	kc := cfg.RunsBucket()
-	err := retryRace(ctx, func(ctx context.Context) error {
-		var err error
-		kv, err = js.CreateOrUpdateKeyValue(ctx, kc)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("ensure bucket %s: %w", kc.Bucket, err)
-	}
-	return kv, nil
+	return ensureBucket(ctx, js, cfg.RunsBucket())
 }

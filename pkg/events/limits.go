@@ -2,7 +2,6 @@ package events
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -33,15 +32,5 @@ func (c Config) LimitsBucket() jetstream.KeyValueConfig {
 // EnsureLimits creates or updates [BucketLimits] and returns it. Executors call it only
 // when they serve a tool with a limit.
 func EnsureLimits(ctx context.Context, js jetstream.JetStream, cfg Config) (jetstream.KeyValue, error) {
-	var kv jetstream.KeyValue
-	kc := cfg.LimitsBucket()
-	err := retryRace(ctx, func(ctx context.Context) error {
-		var err error
-		kv, err = js.CreateOrUpdateKeyValue(ctx, kc)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("ensure bucket %s: %w", kc.Bucket, err)
-	}
-	return kv, nil
+	return ensureBucket(ctx, js, cfg.LimitsBucket())
 }
