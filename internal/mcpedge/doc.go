@@ -41,12 +41,9 @@
 //
 // # tools/call
 //
-// The call is published under a fresh call id on the caller's call subject
-// (events.NewCall with its identity, as pkg/client does) once JetStream has stored it,
-// and its result is read from a core subscription to its result subject, made before
-// the publish (pkg/client's Call waits with a JetStream consumer per call, which the
-// server keeps for 5 minutes and caps at 1,000 per stream); a result whose message is
-// missed (a reconnect) is read from the stream. The answer maps the result:
+// The call is made with pkg/client under a fresh call id and the caller's identity: it
+// is published on the caller's call subject, and its result awaited on its result
+// subject (an output stored by reference is read back). The answer maps the result:
 //
 //	status ok, output a JSON object   content: its JSON text; structuredContent: the object
 //	status ok, output a JSON string   content: the string's text (what pkg/mcptool reads back

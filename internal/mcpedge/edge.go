@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -18,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/toolfleet/toolfleet/internal/apiauth"
+	"github.com/toolfleet/toolfleet/pkg/client"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
@@ -42,13 +44,14 @@ type Config struct {
 
 // Edge is the MCP server edge of a fleet. It is safe for concurrent use.
 type Edge struct {
-	cfg    Config
-	nc     *nats.Conn
-	js     jetstream.JetStream
-	stream jetstream.Stream // the results stream, for direct gets
-	view   *view
-	server *mcp.Server
-	ttlMs  int
+	cfg Config
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	// clients calls the fleet, one pkg/client per caller identity (fleetcall.go).
+	clients sync.Map
+	view    *view
+	server  *mcp.Server
+	ttlMs   int
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -74,12 +77,8 @@ func Start(ctx context.Context, nc *nats.Conn, cfg Config) (*Edge, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mcp edge: %w", err)
 	}
-	stream, err := js.Stream(ctx, events.StreamResults)
-	if err != nil {
-		return nil, fmt.Errorf("mcp edge: results stream: %w", err)
-	}
 	e := &Edge{
-		cfg: cfg, nc: nc, js: js, stream: stream, view: newView(cat, cfg.Log),
+		cfg: cfg, nc: nc, js: js, view: newView(cat, cfg.Log),
 		ttlMs: int(cfg.Events.WithDefaults().CatalogTTL.D().Milliseconds() / 3),
 		done:  make(chan struct{}),
 	}
@@ -221,33 +220,27 @@ func (e *Edge) callTool(ctx context.Context, caller events.Identity, p *mcp.Call
 	id := nuid.Next()
 	cctx, cancel := context.WithTimeout(ctx, e.cfg.MaxWait)
 	defer cancel()
-	sub, ch, subj, err := e.publishCall(cctx, caller, id, events.Call{Tool: p.Name, Arguments: args})
+	c, err := e.clientFor(caller)
 	if err != nil {
-		var te *tools.Error
-		if errors.As(err, &te) { // refused before it was sent (arguments too large, …)
-			return errorResult(id, events.StatusOf(te), te, nil), nil
-		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
 	}
-	defer func() { _ = sub.Unsubscribe() }()
-	res, err := e.awaitResult(cctx, ch, subj)
+	res, err := c.Call(cctx, client.Request{Tool: p.Name, Arguments: args, ID: id})
+	var te *tools.Error
 	switch {
-	case err == nil:
+	case err == nil, res.CallID != "" && res.Status != events.StatusOK: // the fleet's answer
 		return toResult(id, res), nil
 	case ctx.Err() != nil:
 		return nil, ctx.Err()
 	case errors.Is(err, context.DeadlineExceeded):
 		return errorResult(id, events.StatusTimeout, &tools.Error{Code: tools.CodeTimeout,
 			Message: fmt.Sprintf("no result within %s; the call's deadline has passed, so the fleet gives it up", e.cfg.MaxWait)}, nil), nil
-	default: // a result that does not decode
-		var te *tools.Error
-		if !errors.As(err, &te) {
-			te = &tools.Error{Code: tools.CodeInvalidEvent, Message: err.Error()}
-		}
+	case errors.As(err, &te): // refused before it was sent, or a result that does not decode
 		return errorResult(id, events.StatusOf(te), te, nil), nil
+	case res.CallID != "": // answered, but its output stored by reference cannot be read
+		te = &tools.Error{Code: tools.CodeInternal, Message: err.Error()}
+		return errorResult(id, events.StatusOf(te), te, nil), nil
+	default:
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
 	}
 }
 
