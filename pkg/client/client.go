@@ -246,16 +246,5 @@ func (c *Client) awaitResult(ctx context.Context, sub *nats.Subscription, subj s
 
 // storedResult is the result stored on subj, by a direct get; nil when there is none.
 func (c *Client) storedResult(ctx context.Context, subj string) (*nats.Msg, error) {
-	m, err := c.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+events.StreamResults+"."+subj, nil)
-	if err != nil {
-		return nil, err
-	}
-	switch m.Header.Get("Status") {
-	case "":
-		return &nats.Msg{Subject: subj, Header: m.Header, Data: m.Data}, nil
-	case "404":
-		return nil, nil
-	default:
-		return nil, fmt.Errorf("read %s: %s %s", subj, m.Header.Get("Status"), m.Header.Get("Description"))
-	}
+	return events.DirectGetLast(ctx, c.nc, events.StreamResults, subj)
 }

@@ -142,16 +142,13 @@ func (p *Payloads) Get(ctx context.Context, ref *PayloadRef, max int64) ([]byte,
 			return nil, err
 		}
 		rctx, cancel := context.WithTimeout(ctx, payloadTimeout)
-		m, err := p.nc.RequestWithContext(rctx, "$JS.API.DIRECT.GET."+StreamPayloads+"."+subj, nil)
+		m, err := DirectGetLast(rctx, p.nc, StreamPayloads, subj)
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("read payload %s: %w", ref.ID, err)
 		}
-		if status := m.Header.Get("Status"); status != "" {
-			if status == "404" {
-				return nil, fmt.Errorf("payload %s, chunk %d: %w", ref.ID, n, errPayloadGone)
-			}
-			return nil, fmt.Errorf("read payload %s: %s %s", ref.ID, status, m.Header.Get("Description"))
+		if m == nil {
+			return nil, fmt.Errorf("payload %s, chunk %d: %w", ref.ID, n, errPayloadGone)
 		}
 		if int64(len(data)+len(m.Data)) > ref.Size {
 			return nil, fmt.Errorf("payload %s: %w", ref.ID, ErrPayloadMismatch)
