@@ -37,6 +37,9 @@ type Config struct {
 	MaxWait time.Duration
 	// PageSize is the most tools one tools/list page holds; default 1000.
 	PageSize int
+	// TaskTimeout bounds a task's call (the tasks extension, tasks.go): its deadline,
+	// which travels with it; default 1 hour.
+	TaskTimeout time.Duration
 	// Version is the server's version in its implementation info; default "dev".
 	Version string
 	Log     zerolog.Logger
@@ -52,6 +55,8 @@ type Edge struct {
 	view    *view
 	server  *mcp.Server
 	ttlMs   int
+	// taskTTLMs is a task's ttlMs: its call's deadline, then how long its result is kept.
+	taskTTLMs int64
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -66,6 +71,9 @@ func Start(ctx context.Context, nc *nats.Conn, cfg Config) (*Edge, error) {
 	if cfg.PageSize <= 0 {
 		cfg.PageSize = 1000
 	}
+	if cfg.TaskTimeout <= 0 {
+		cfg.TaskTimeout = time.Hour
+	}
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
@@ -77,10 +85,12 @@ func Start(ctx context.Context, nc *nats.Conn, cfg Config) (*Edge, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mcp edge: %w", err)
 	}
+	ev := cfg.Events.WithDefaults()
 	e := &Edge{
 		cfg: cfg, nc: nc, js: js, view: newView(cat, cfg.Log),
-		ttlMs: int(cfg.Events.WithDefaults().CatalogTTL.D().Milliseconds() / 3),
-		done:  make(chan struct{}),
+		ttlMs:     int(ev.CatalogTTL.D().Milliseconds() / 3),
+		taskTTLMs: (cfg.TaskTimeout + ev.ResultsMaxAge.D()).Milliseconds(),
+		done:      make(chan struct{}),
 	}
 	if err := e.view.load(ctx); err != nil {
 		return nil, fmt.Errorf("mcp edge: %w", err)
@@ -98,8 +108,11 @@ func Start(ctx context.Context, nc *nats.Conn, cfg Config) (*Edge, error) {
 // newServer is an MCP server whose tools/list and tools/call are the fleet's, for the
 // callers identify names.
 func (e *Edge) newServer(identify func(mcp.Request) events.Identity) *mcp.Server {
+	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}
+	caps.AddExtension(tasksExtension, map[string]any{})
 	s := mcp.NewServer(&mcp.Implementation{Name: "toolfleet", Title: "toolfleet MCP edge", Version: e.cfg.Version},
-		&mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}})
+		&mcp.ServerOptions{Capabilities: caps})
+	e.addTaskMethods(s)
 	s.AddReceivingMiddleware(e.middleware(identify))
 	return s
 }
@@ -118,14 +131,19 @@ func (e *Edge) Close() {
 }
 
 // Handler serves MCP over stateless streamable HTTP at any path it is mounted on, behind
-// the bearer-token check of [Config].Auth. Responses are plain JSON, not an SSE stream:
-// the edge sends nothing before its answer (no progress yet).
+// the bearer-token check of [Config].Auth. A response is plain JSON, except for a request
+// that asks for progress (a progressToken): its progress notifications come first, on
+// an SSE stream (see progress.go).
 func (e *Edge) Handler() http.Handler {
 	// The SDK refuses a localhost request with another Host (DNS rebinding); a
-	// browser's cross-origin POST is refused too; a client that goes away stops the wait
-	// for its call's result.
-	h := http.NewCrossOriginProtection().Handler(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return e.server },
-		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, PropagateRequestCancellation: true}))
+	// browser's cross-origin POST is refused too; a client that goes away ends the
+	// handler's context (PropagateRequestCancellation), which cancels its call.
+	getServer := func(*http.Request) *mcp.Server { return e.server }
+	plain := mcp.NewStreamableHTTPHandler(getServer,
+		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, PropagateRequestCancellation: true})
+	streamed := mcp.NewStreamableHTTPHandler(getServer,
+		&mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true})
+	h := http.NewCrossOriginProtection().Handler(byProgress(plain, streamed))
 	return e.cfg.Auth.Middleware(h, func(w http.ResponseWriter) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusUnauthorized)
@@ -154,6 +172,9 @@ func (e *Edge) middleware(identify func(mcp.Request) events.Identity) mcp.Middle
 
 func (e *Edge) handle(next mcp.MethodHandler, identify func(mcp.Request) events.Identity) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if strings.HasPrefix(method, "tasks/") { // the tasks extension's methods (tasks.go) act as the caller too
+			ctx = withRequest(ctx, identify(req), req)
+		}
 		switch method {
 		case "tools/list":
 			r, ok := req.(*mcp.ListToolsRequest)
@@ -166,7 +187,10 @@ func (e *Edge) handle(next mcp.MethodHandler, identify func(mcp.Request) events.
 			if !ok {
 				break
 			}
-			return e.callTool(ctx, identify(req), r.Params)
+			if wantsTask(r.Params) {
+				return e.createTask(ctx, identify(req), r.Params)
+			}
+			return e.callTool(ctx, identify(req), r)
 		}
 		return next(ctx, method, req)
 	}
@@ -204,8 +228,12 @@ func unknownTool(name string) error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}
 }
 
-// callTool makes the call on the fleet and answers with its result.
-func (e *Edge) callTool(ctx context.Context, caller events.Identity, p *mcp.CallToolParamsRaw) (*mcp.CallToolResult, error) {
+// callTool makes the call on the fleet and answers with its result. With a progress
+// token, the tool's progress events are forwarded as progress notifications; when the
+// request's context ends first (the client closed the stream, or sent
+// notifications/cancelled), the call is canceled on the fleet.
+func (e *Edge) callTool(ctx context.Context, caller events.Identity, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	p := req.Params
 	if p == nil || p.Name == "" {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/call needs a tool name"}
 	}
@@ -213,23 +241,27 @@ func (e *Edge) callTool(ctx context.Context, caller events.Identity, p *mcp.Call
 	if !ok || !en.def.AllowsCaller(caller.Tenant, caller.Role) {
 		return nil, unknownTool(p.Name)
 	}
-	args := p.Arguments
-	if len(args) == 0 || string(args) == "null" {
-		args = json.RawMessage("{}")
-	}
-	id := nuid.Next()
-	cctx, cancel := context.WithTimeout(ctx, e.cfg.MaxWait)
-	defer cancel()
 	c, err := e.clientFor(caller)
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
 	}
-	res, err := c.Call(cctx, client.Request{Tool: p.Name, Arguments: args, ID: id})
+	id := nuid.Next()
+	if token := p.GetProgressToken(); token != nil && req.Session != nil {
+		stop, err := e.forwardProgress(ctx, req.Session, token, caller.Tenant, id)
+		if err != nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+		}
+		defer stop()
+	}
+	cctx, cancel := context.WithTimeout(ctx, e.cfg.MaxWait)
+	defer cancel()
+	res, err := c.Call(cctx, client.Request{Tool: p.Name, Arguments: callArguments(p.Arguments), ID: id})
 	var te *tools.Error
 	switch {
 	case err == nil, res.CallID != "" && res.Status != events.StatusOK: // the fleet's answer
 		return toResult(id, res), nil
-	case ctx.Err() != nil:
+	case ctx.Err() != nil: // the client went away: so does the call
+		e.cancelCall(ctx, c, p.Name, id)
 		return nil, ctx.Err()
 	case errors.Is(err, context.DeadlineExceeded):
 		return errorResult(id, events.StatusTimeout, &tools.Error{Code: tools.CodeTimeout,
@@ -241,6 +273,25 @@ func (e *Edge) callTool(ctx context.Context, caller events.Identity, p *mcp.Call
 		return errorResult(id, events.StatusOf(te), te, nil), nil
 	default:
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+	}
+}
+
+// callArguments are a call's arguments as the fleet takes them: none is {}.
+func callArguments(args json.RawMessage) json.RawMessage {
+	if len(args) == 0 || string(args) == "null" {
+		return json.RawMessage("{}")
+	}
+	return args
+}
+
+// cancelCall publishes the fleet's cancel of call id, whose client has gone (ctx has
+// ended): the executor running it cancels the tool's context, and one that has not
+// started it answers it canceled without running it.
+func (e *Edge) cancelCall(ctx context.Context, c *client.Client, tool, id string) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := c.Cancel(cctx, tool, id); err != nil {
+		e.cfg.Log.Warn().Err(err).Str("tool", tool).Str("call_id", id).Msg("mcp edge: cancel of an abandoned call not published")
 	}
 }
 

@@ -22,7 +22,10 @@ import (
 )
 
 // anonymousTools are the tools an anonymous caller sees, in order: all but admin_reset.
-var anonymousTools = []string{"add", "delete_all", "fail", "free_form", "shout"}
+var anonymousTools = []string{"add", "delete_all", "fail", "free_form", "shout", "slow"}
+
+// adminTools are the tools an admin of acme sees, in order.
+var adminTools = []string{"add", "admin_reset", "delete_all", "fail", "free_form", "shout", "slow"}
 
 // waitForTools waits until the session lists want (the executor has filled the catalog).
 func waitForTools(t *testing.T, cs *mcp.ClientSession, want []string) {
@@ -160,7 +163,7 @@ func TestRolesHideAndRefuseTools(t *testing.T) {
 	url, _ := f.edge(t, testAuth, 0)
 	admin := connect(t, url, adminToken, "")
 	user := connect(t, url, userToken, "")
-	waitForTools(t, admin, []string{"add", "admin_reset", "delete_all", "fail", "free_form", "shout"})
+	waitForTools(t, admin, adminTools)
 	waitForTools(t, user, anonymousTools)
 
 	res, err := admin.ListTools(t.Context(), nil)
@@ -204,7 +207,7 @@ func TestAnyReplicaAnswers(t *testing.T) {
 	url2, _ := f.edge(t, testAuth, 0)
 	one := connect(t, url1, adminToken, "")
 	two := connect(t, url2, adminToken, "")
-	waitForTools(t, one, []string{"add", "admin_reset", "delete_all", "fail", "free_form", "shout"})
+	waitForTools(t, one, adminTools)
 	res, err := call(t, two, "admin_reset", map[string]any{})
 	if err != nil || res.IsError || text(res) != `{"by":"acme/admin","reset":true}` {
 		t.Fatalf("call on the second replica: %v %+v", err, res)
@@ -276,7 +279,7 @@ func TestStdio(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitForTools(t, cs, []string{"add", "admin_reset", "delete_all", "fail", "free_form", "shout"})
+	waitForTools(t, cs, adminTools)
 	if res, err := call(t, cs, "admin_reset", map[string]any{}); err != nil || text(res) != `{"by":"acme/admin","reset":true}` {
 		t.Fatalf("admin_reset over stdio: %v %+v", err, res)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -35,14 +36,19 @@ const waitTimeout = 30 * time.Second
 
 // Tokens of the tests' tokens file.
 const (
-	adminToken = "admin-token" // tenant acme, role admin
-	userToken  = "user-token"  // tenant acme, role user
+	adminToken  = "admin-token"  // tenant acme, role admin
+	userToken   = "user-token"   // tenant acme, role user
+	globexToken = "globex-token" // tenant globex, role user
 )
 
 var testAuth = apiauth.Auth{Tokens: map[string]events.Identity{
-	apiauth.HashToken(adminToken): {Tenant: "acme", Role: "admin"},
-	apiauth.HashToken(userToken):  {Tenant: "acme", Role: "user"},
+	apiauth.HashToken(adminToken):  {Tenant: "acme", Role: "admin"},
+	apiauth.HashToken(userToken):   {Tenant: "acme", Role: "user"},
+	apiauth.HashToken(globexToken): {Tenant: "globex", Role: "user"},
 }}
+
+// slowCanceled receives the call id of every slow call that saw its context canceled.
+var slowCanceled = make(chan string, 16)
 
 const addSchema = `{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"}},"required":["a","b"],"additionalProperties":false}`
 
@@ -82,6 +88,24 @@ var testTools = []struct {
 		Parameters: json.RawMessage(`{"type":"object","properties":{"where":{"type":"string"}},"required":["where"]}`)},
 		func(_ context.Context, args json.RawMessage) (any, error) {
 			return map[string]any{"deleted": args}, nil
+		}},
+	{tools.Definition{Name: "slow", Description: "Reports progress until canceled (a minute at most).", Safe: true,
+		Parameters: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, _ json.RawMessage) (any, error) {
+			info, _ := tools.CallInfoFrom(ctx)
+			for i := 1; i <= 3000; i++ {
+				tools.ReportProgress(ctx, tools.Progress{Message: fmt.Sprintf("step %d", i), Fraction: float64(i) / 3000})
+				select {
+				case <-ctx.Done():
+					select {
+					case slowCanceled <- info.CallID:
+					default:
+					}
+					return nil, ctx.Err()
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+			return "done", nil
 		}},
 	{tools.Definition{Name: "free_form", Description: "Takes anything.", Safe: true, AllowNoSchema: true, NoSchemaMode: tools.NoSchemaFull},
 		func(_ context.Context, args json.RawMessage) (any, error) { return args, nil }},
@@ -167,12 +191,18 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // version (empty: the SDK's latest, 2026-07-28).
 func connect(t testing.TB, url, token, version string) *mcp.ClientSession {
 	t.Helper()
+	return connectWith(t, url, token, version, nil)
+}
+
+// connectWith is connect with the client's options (its notification handlers).
+func connectWith(t testing.TB, url, token, version string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
 	hc := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	if token != "" {
 		hc.Transport = bearer{token: token, next: hc.Transport}
 	}
 	t.Cleanup(hc.CloseIdleConnections)
-	c := mcp.NewClient(&mcp.Implementation{Name: "mcpedge-test", Version: "1"}, nil)
+	c := mcp.NewClient(&mcp.Implementation{Name: "mcpedge-test", Version: "1"}, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, &mcp.ClientSessionOptions{ProtocolVersion: version})
