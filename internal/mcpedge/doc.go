@@ -10,7 +10,8 @@
 // MCP-Protocol-Version, Mcp-Method and Mcp-Name headers (the SDK checks them against the
 // body), and an older client that does initialize is answered as well. The edge keeps no
 // per-session state: its only memory is a copy of the catalog, so any replica answers any
-// request.
+// request. Answers are plain JSON, except for a request that asks for progress, whose
+// answer is an SSE stream (progress.go).
 //
 // # tools/list
 //
@@ -65,4 +66,20 @@
 // [Config].MaxWait (and no sooner than the client goes away) is a timeout tool error
 // that names the call id; its deadline travelled with the call, so the fleet gives up on
 // it too. A fleet that cannot be reached (the publish fails) is a JSON-RPC internal error.
+//
+// # Progress and cancel
+//
+// A tools/call with a progressToken gets its call's tool_started and tool_progress run
+// events as notifications/progress before its result (progress.go). When the request's
+// context ends before the result — the client closed the stream (HTTP, 2026-07-28:
+// PropagateRequestCancellation) or sent notifications/cancelled (stdio; the SDK cancels
+// the handler's context) — the edge publishes the fleet's cancel of the call
+// (client.Cancel): the executor cancels the tool's context, and the call is answered
+// canceled.
+//
+// # Tasks
+//
+// The tasks extension (io.modelcontextprotocol/tasks) makes a tools/call a task when
+// the request declares the extension: tasks.go says what of the specification is
+// covered and how each state is read from what the fleet stores.
 package mcpedge
