@@ -44,8 +44,9 @@ import (
 //     canceled; a pending approval gives "input_required" with one input request
 //     (below); else "working", with the tool's latest progress message as
 //     statusMessage. "failed" (a JSON-RPC error) is only for a result that cannot be
-//     read. An unknown id, and another tenant's task, are the same -32602 "task not
-//     found": the task's marker is looked up on the caller's tenant's subject.
+//     read. An unknown id, and another caller's task (another tenant's, or another
+//     role's), are the same -32602 "task not found": the task's marker is looked up on
+//     the caller's tenant's subject, and names its creator's role.
 //   - input_required = the fleet's approval of an unsafe tool's call: inputRequests
 //     holds "approval", an elicitation/create form request whose message says the
 //     tool, the arguments and why, whose _meta io.toolfleet/approval is the approval
@@ -201,8 +202,9 @@ func (e *Edge) createTask(ctx context.Context, caller events.Identity, p *mcp.Ca
 	id, now := rand.Text(), time.Now().UTC()
 	// The marker first: once the call is stored, tasks/get must find the task. A marker
 	// whose call failed to be stored is never seen: its id was not given out.
+	detail, _ := json.Marshal(markerDetail{Role: caller.Role})
 	marker, err := events.NewRunEvent("/toolfleet/mcp-edge", "tool_called",
-		events.RunEvent{RunID: id, Tenant: caller.Tenant, Tool: p.Name, CallID: id}, now)
+		events.RunEvent{RunID: id, Tenant: caller.Tenant, Tool: p.Name, CallID: id, Detail: detail}, now)
 	if err == nil {
 		_, err = e.js.PublishMsg(ctx, marker)
 	}
@@ -226,13 +228,21 @@ func (e *Edge) newTask(id string, created, updated time.Time, status string) *ta
 // errTaskNotFound answers an unknown task id, and another tenant's.
 var errTaskNotFound = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Failed to retrieve task: Task not found"}
 
+// markerDetail is the Detail of a task's marker: the role of the caller that made it
+// (its tenant is the marker's subject's).
+type markerDetail struct {
+	Role string `json:"role"`
+}
+
 // found is a task's marker: its tool and when it was created.
 type found struct {
 	tool    string
 	created time.Time
 }
 
-// lookup reads the marker of task id on the caller's tenant's subject.
+// lookup reads the marker of task id on the caller's tenant's subject: a task is its
+// creator's, and any other identity (another tenant, or another role of the tenant,
+// which may not be allowed the tool) is told it does not exist.
 func (e *Edge) lookup(ctx context.Context, caller events.Identity, id string) (found, error) {
 	if events.ValidateID("task id", id) != nil {
 		return found{}, errTaskNotFound
@@ -249,7 +259,8 @@ func (e *Edge) lookup(ctx context.Context, caller events.Identity, id string) (f
 		return found{}, errTaskNotFound
 	}
 	ev, _, r, err := events.DecodeRunEvent(events.CoreMsg(m))
-	if err != nil || r.CallID != id || r.Tool == "" {
+	var d markerDetail
+	if err != nil || r.CallID != id || r.Tool == "" || json.Unmarshal(r.Detail, &d) != nil || d.Role != caller.Role {
 		return found{}, errTaskNotFound
 	}
 	return found{tool: r.Tool, created: ev.Time}, nil
