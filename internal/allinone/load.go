@@ -35,7 +35,7 @@ func load(ctx context.Context, f *Fleet, o DemoOptions) (loadSummary, error) {
 	}
 	sum := loadSummary{calls: o.Calls, byStatus: map[string]int{}}
 	var mu sync.Mutex
-	g, err := loadgen.Start(ctx, f.NC, loadgen.Config{ReplyStream: events.StreamResults, ReplyFilter: filter,
+	g, err := loadgen.Start(ctx, f.NC, loadgen.Config{ReplyStreams: []string{events.StreamResults}, ReplyFilter: filter,
 		Window: 256, StallTimeout: o.StallTimeout,
 		OnReply: func(_ string, m jetstream.Msg) {
 			_, res, err := events.DecodeResult(m)

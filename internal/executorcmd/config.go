@@ -17,6 +17,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/natsconn"
 	"github.com/toolfleet/toolfleet/internal/ops"
 	"github.com/toolfleet/toolfleet/pkg/builtin"
+	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/executor"
 	"github.com/toolfleet/toolfleet/pkg/mcptool"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -57,6 +58,9 @@ type Config struct {
 	// StreamReplicas is the replica count of the streams and buckets this executor
 	// creates if they do not exist yet: 1 on one server, 3 in a cluster.
 	StreamReplicas int
+	// Shards is how many streams calls and results are each split over (every part of
+	// a fleet must agree; see events.Config.Shards).
+	Shards int
 }
 
 // Parse reads the configuration from args (without the program name) and the
@@ -84,6 +88,7 @@ func Parse(args []string, out io.Writer) (Config, error) {
 	fs.DurationVar(&c.GracePeriod, "grace-period", grace, "how long in-flight calls may finish on SIGTERM (env TOOLFLEET_GRACE_PERIOD)")
 	fs.StringVar(&c.ExecutorID, "executor-id", envflag.String("TOOLFLEET_EXECUTOR_ID", host), "name of this replica in results and logs (env TOOLFLEET_EXECUTOR_ID; default the host name)")
 	fs.IntVar(&c.StreamReplicas, "stream-replicas", replicas, "replicas of streams and buckets created by this executor: 1 on one server, 3 in a cluster (env TOOLFLEET_STREAM_REPLICAS)")
+	fs.IntVar(&c.Shards, "shards", env.Int("TOOLFLEET_SHARDS", 1), "streams the calls and the results are each split over; the NATS server must map calls to them (see events.Config.MappingsConf; env TOOLFLEET_SHARDS)")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
@@ -123,6 +128,9 @@ func (c Config) Validate() error {
 	}
 	if c.StreamReplicas < 1 || c.StreamReplicas > 5 {
 		errs = append(errs, fmt.Errorf("-stream-replicas (TOOLFLEET_STREAM_REPLICAS): must be 1 to 5, got %d", c.StreamReplicas))
+	}
+	if c.Shards < 1 || c.Shards > events.MaxShards {
+		errs = append(errs, fmt.Errorf("-shards (TOOLFLEET_SHARDS): must be 1 to %d, got %d", events.MaxShards, c.Shards))
 	}
 	if c.ExecutorID == "" {
 		errs = append(errs, errors.New("executor id is empty (set -executor-id or TOOLFLEET_EXECUTOR_ID)"))

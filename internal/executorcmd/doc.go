@@ -32,6 +32,7 @@
 //	-grace-period      how long in-flight calls may finish on SIGTERM (TOOLFLEET_GRACE_PERIOD, 30s)
 //	-executor-id       this replica's name in results and logs (TOOLFLEET_EXECUTOR_ID, the host name)
 //	-stream-replicas   replicas of the streams it creates: 1, or 3 in a cluster (TOOLFLEET_STREAM_REPLICAS, 1)
+//	-shards            streams calls and results are each split over (TOOLFLEET_SHARDS, 1; see events.Config.Shards)
 //
 // A flag wins over its variable; a malformed variable is an error naming it, never
 // silently replaced by the default.

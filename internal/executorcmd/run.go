@@ -176,7 +176,9 @@ func serveHandingOver(ctx context.Context, changed <-chan struct{}, log zerolog.
 }
 
 // Events is the JetStream settings the executor creates streams with.
-func (c Config) Events() events.Config { return events.Config{Replicas: c.StreamReplicas} }
+func (c Config) Events() events.Config {
+	return events.Config{Replicas: c.StreamReplicas, Shards: c.Shards}
+}
 
 // New builds the executor of c over nc and reg, its metrics on metrics (nil: none, and
 // the hot path records nothing). It is the one place both the executor program and the

@@ -10,7 +10,7 @@
 // flight; the Nats-Msg-Id of a call is its id, and a reply's subject names the call it
 // answers (toolfleet.result.<run>.<call>; [Config].CallOf reads another scheme):
 //
-//	g, err := loadgen.Start(ctx, nc, loadgen.Config{ReplyStream: events.StreamResults,
+//	g, err := loadgen.Start(ctx, nc, loadgen.Config{ReplyStreams: cfg.ResultStreams(),
 //		ReplyFilter: filter, Window: 256})
 //	if err != nil {
 //		return err

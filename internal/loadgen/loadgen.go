@@ -16,8 +16,9 @@ import (
 
 // Config says where the replies are and how hard to push.
 type Config struct {
-	// ReplyStream is the stream that stores the replies. Required.
-	ReplyStream string
+	// ReplyStreams are the streams that store the replies (several: a fleet's results
+	// shards). Required.
+	ReplyStreams []string
 	// ReplyFilter limits the replies read to one subject filter, e.g. one run's
 	// results. Default: the whole stream.
 	ReplyFilter string
@@ -63,7 +64,7 @@ func (r Report) CallsPerSec() float64 {
 type Generator struct {
 	cfg   Config
 	js    jetstream.JetStream
-	cc    jetstream.ConsumeContext
+	ccs   []jetstream.ConsumeContext
 	slots chan struct{}
 
 	mu       sync.Mutex
@@ -80,7 +81,7 @@ type Generator struct {
 
 // Start subscribes to the replies; call Stop when done.
 func Start(ctx context.Context, nc *nats.Conn, cfg Config) (*Generator, error) {
-	if cfg.ReplyStream == "" {
+	if len(cfg.ReplyStreams) == 0 {
 		return nil, errors.New("loadgen: a reply stream is required")
 	}
 	if cfg.Window <= 0 {
@@ -104,12 +105,18 @@ func Start(ctx context.Context, nc *nats.Conn, cfg Config) (*Generator, error) {
 	if cfg.ReplyFilter != "" {
 		occ.FilterSubjects = []string{cfg.ReplyFilter}
 	}
-	cons, err := js.OrderedConsumer(ctx, cfg.ReplyStream, occ)
-	if err != nil {
-		return nil, fmt.Errorf("loadgen: reply consumer on %s: %w", cfg.ReplyStream, err)
-	}
-	if g.cc, err = cons.Consume(g.reply); err != nil {
-		return nil, fmt.Errorf("loadgen: consume %s: %w", cfg.ReplyStream, err)
+	for _, stream := range cfg.ReplyStreams {
+		cons, err := js.OrderedConsumer(ctx, stream, occ)
+		if err != nil {
+			g.Stop()
+			return nil, fmt.Errorf("loadgen: reply consumer on %s: %w", stream, err)
+		}
+		cc, err := cons.Consume(g.reply)
+		if err != nil {
+			g.Stop()
+			return nil, fmt.Errorf("loadgen: consume %s: %w", stream, err)
+		}
+		g.ccs = append(g.ccs, cc)
 	}
 	return g, nil
 }
@@ -262,15 +269,21 @@ func (g *Generator) storedPerCall(ctx context.Context) (map[string]uint64, error
 	if g.cfg.ReplyFilter == "" {
 		return nil, nil
 	}
-	s, err := g.js.Stream(ctx, g.cfg.ReplyStream)
-	if err != nil {
-		return nil, fmt.Errorf("loadgen: stream %s: %w", g.cfg.ReplyStream, err)
+	all := map[string]uint64{}
+	for _, stream := range g.cfg.ReplyStreams {
+		s, err := g.js.Stream(ctx, stream)
+		if err != nil {
+			return nil, fmt.Errorf("loadgen: stream %s: %w", stream, err)
+		}
+		info, err := s.Info(ctx, jetstream.WithSubjectFilter(g.cfg.ReplyFilter))
+		if err != nil {
+			return nil, fmt.Errorf("loadgen: stored replies under %s: %w", g.cfg.ReplyFilter, err)
+		}
+		for subj, n := range info.State.Subjects {
+			all[subj] += n
+		}
 	}
-	info, err := s.Info(ctx, jetstream.WithSubjectFilter(g.cfg.ReplyFilter))
-	if err != nil {
-		return nil, fmt.Errorf("loadgen: stored replies under %s: %w", g.cfg.ReplyFilter, err)
-	}
-	return info.State.Subjects, nil
+	return all, nil
 }
 
 // storedDoubles is the number of stored replies beyond the first for the answered calls.
@@ -286,7 +299,11 @@ func storedDoubles(stored map[string]uint64, answered map[string]struct{}, callO
 }
 
 // Stop stops reading replies.
-func (g *Generator) Stop() { g.cc.Stop() }
+func (g *Generator) Stop() {
+	for _, cc := range g.ccs {
+		cc.Stop()
+	}
+}
 
 // resultCall is the default CallOf: the call token of a toolfleet result subject.
 func resultCall(subject string) (string, bool) {

@@ -76,7 +76,7 @@ func drive(t *testing.T, b testBundle, cfg loadgen.Config, n int, extra ...*nats
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cfg.ReplyStream = "REPLIES"
+	cfg.ReplyStreams = []string{"REPLIES"}
 	cfg.CallOf = func(subject string) (string, bool) { return strings.CutPrefix(subject, "t.reply.run1.") }
 	g, err := loadgen.Start(ctx, b.nc, cfg)
 	if err != nil {
@@ -165,10 +165,10 @@ func TestBadUse(t *testing.T) {
 	if _, err := loadgen.Start(ctx, b.nc, loadgen.Config{}); err == nil {
 		t.Error("no reply stream: no error")
 	}
-	if _, err := loadgen.Start(ctx, b.nc, loadgen.Config{ReplyStream: "MISSING"}); err == nil {
+	if _, err := loadgen.Start(ctx, b.nc, loadgen.Config{ReplyStreams: []string{"MISSING"}}); err == nil {
 		t.Error("a missing reply stream: no error")
 	}
-	g, err := loadgen.Start(ctx, b.nc, loadgen.Config{ReplyStream: "REPLIES"})
+	g, err := loadgen.Start(ctx, b.nc, loadgen.Config{ReplyStreams: []string{"REPLIES"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ type JetStream struct {
 }
 
 // StartJetStream starts a server (see [Start]), connects to it and runs [events.Ensure]
-// with cfg. Everything is closed when the test ends.
+// with cfg; with several shards, the server maps calls to them first ([Server.MapCalls]). Everything is closed when the test ends.
 func StartJetStream(tb testing.TB, cfg events.Config) *JetStream {
 	tb.Helper()
 	return JetStreamOn(tb, Start(tb), cfg)
@@ -32,6 +32,9 @@ func StartJetStream(tb testing.TB, cfg events.Config) *JetStream {
 // JetStreamOn is StartJetStream on a server the test started (e.g. with [StartWith]).
 func JetStreamOn(tb testing.TB, srv *Server, cfg events.Config) *JetStream {
 	tb.Helper()
+	if cfg.Sharded() {
+		srv.MapCalls(cfg)
+	}
 	nc := srv.Connect()
 	js, err := jetstream.New(nc)
 	if err != nil {

@@ -7,19 +7,23 @@
 package natstest
 
 import (
+	"fmt"
 	"net"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
 // Server is an embedded nats-server with JetStream that a test can stop and restart.
 type Server struct {
-	tb   testing.TB
-	opts server.Options
-	srv  *server.Server
+	tb       testing.TB
+	opts     server.Options
+	srv      *server.Server
+	mappings []events.SubjectMapping // applied again on a restart
 }
 
 // Start runs a JetStream server with file storage in t.TempDir() on a free loopback port.
@@ -63,6 +67,39 @@ func (s *Server) start() {
 	}
 	s.srv = srv
 	s.tb.Cleanup(srv.Shutdown)
+	if err := s.applyMappings(); err != nil {
+		s.tb.Fatal(err)
+	}
+}
+
+// MapCalls installs cfg's subject mappings (calls spread over its shards, see
+// [events.Config.CallMappings]) in the server's global account, as a deployment's server
+// configuration does; they are installed again on a Restart.
+func (s *Server) MapCalls(cfg events.Config) {
+	s.tb.Helper()
+	s.mappings = cfg.CallMappings()
+	if err := s.applyMappings(); err != nil {
+		s.tb.Fatal(err)
+	}
+}
+
+func (s *Server) applyMappings() error { return mapOn(s.srv, s.mappings) }
+
+// MapCallsOn is [Server.MapCalls] on a server the test made itself.
+func MapCallsOn(srv *server.Server, cfg events.Config) error { return mapOn(srv, cfg.CallMappings()) }
+
+func mapOn(srv *server.Server, mappings []events.SubjectMapping) error {
+	acc := srv.GlobalAccount()
+	for _, m := range mappings {
+		var dests []*server.MapDest
+		for _, d := range m.Destinations {
+			dests = append(dests, server.NewMapDest(d.Subject, d.Weight))
+		}
+		if err := acc.AddWeightedMappings(m.Source, dests...); err != nil {
+			return fmt.Errorf("natstest: map %s: %w", m.Source, err)
+		}
+	}
+	return nil
 }
 
 // URL is the client URL, stable across restarts.

@@ -114,15 +114,17 @@ func (p *Planner) createConsumers(ctx context.Context) error {
 		{events.PlannerApprovalsConsumer, p.handleApprovalRequest},
 	}
 	for _, c := range specs {
-		stream, cc, err := p.cfg.Events.PlannerConsumer(c.name)
+		streams, cc, err := p.cfg.Events.PlannerConsumer(c.name)
 		if err != nil {
 			return err
 		}
-		cons, err := p.js.CreateOrUpdateConsumer(ctx, stream, cc)
-		if err != nil {
-			return fmt.Errorf("consumer %s: %w", c.name, err)
+		for _, stream := range streams { // results: one consumer on each shard
+			cons, err := p.js.CreateOrUpdateConsumer(ctx, stream, cc)
+			if err != nil {
+				return fmt.Errorf("consumer %s on %s: %w", c.name, stream, err)
+			}
+			p.consumers = append(p.consumers, consumer{name: c.name, cons: cons, handle: c.handle})
 		}
-		p.consumers = append(p.consumers, consumer{name: c.name, cons: cons, handle: c.handle})
 	}
 	return nil
 }

@@ -136,6 +136,7 @@ func (p *Planner) answerParent(ctx context.Context, child *Run) error {
 	if err != nil {
 		return err
 	}
+	msg.Subject = p.cfg.Events.ResultPublishSubject(msg.Subject)
 	// A result that is already stored (a replayed step) answered the parent already.
 	if _, err := p.js.PublishMsg(ctx, msg); err != nil && !events.IsAlreadyAnswered(err) {
 		return fmt.Errorf("answer parent run %s: %w", child.ParentID, err)

@@ -38,7 +38,8 @@ import (
 type runLog struct {
 	js      jetstream.JetStream
 	log     jetstream.Stream
-	results jetstream.Stream
+	results []jetstream.Stream // one per shard: shards.ResultShard picks
+	shards  events.Config
 	// payloads reads outputs the executors stored by reference.
 	payloads *events.Payloads
 
@@ -113,11 +114,15 @@ func newRunLog(ctx context.Context, js jetstream.JetStream, cfg events.Config) (
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: %w", events.StreamRunLog, err)
 	}
-	results, err := js.Stream(ctx, events.StreamResults)
-	if err != nil {
-		return nil, fmt.Errorf("stream %s: %w", events.StreamResults, err)
+	var results []jetstream.Stream // one per shard
+	for _, name := range cfg.ResultStreams() {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("stream %s: %w", name, err)
+		}
+		results = append(results, s)
 	}
-	return &runLog{js: js, log: log, results: results, payloads: events.NewPayloads(js, cfg), runs: map[string]*runCache{}}, nil
+	return &runLog{js: js, log: log, results: results, shards: cfg, payloads: events.NewPayloads(js, cfg), runs: map[string]*runCache{}}, nil
 }
 
 func logSubject(run string, kind ...string) string {
@@ -393,7 +398,7 @@ func (l *runLog) output(ctx context.Context, tenant, run string, c *CallRecord) 
 	if err != nil {
 		return nil, err
 	}
-	m, err := l.results.GetLastMsgForSubject(ctx, subj)
+	m, err := l.results[l.shards.ResultShard(subj)].GetLastMsgForSubject(ctx, subj)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, nil
 	}

@@ -33,6 +33,9 @@ type Config struct {
 	Scripts []string
 	// StreamReplicas is the replicas of the streams and buckets the planner creates.
 	StreamReplicas int
+	// Shards is how many streams calls and results are each split over (every part of
+	// a fleet must agree; see events.Config.Shards).
+	Shards int
 	// UsePicker asks the toolfleet-picker service for candidates on large tool sets.
 	UsePicker bool
 	// Prices is the price table of models and tools (-prices, see planner.LoadPrices).
@@ -64,6 +67,7 @@ func Parse(args []string, out io.Writer) (Config, error) {
 		return nil
 	})
 	fs.IntVar(&c.StreamReplicas, "stream-replicas", env.Int("TOOLFLEET_STREAM_REPLICAS", 1), "replicas of streams and buckets: 1 on one server, 3 in a cluster (env TOOLFLEET_STREAM_REPLICAS)")
+	fs.IntVar(&c.Shards, "shards", env.Int("TOOLFLEET_SHARDS", 1), "streams the calls and the results are each split over; the NATS server must map calls to them (see events.Config.MappingsConf; env TOOLFLEET_SHARDS)")
 	fs.BoolVar(&c.UsePicker, "picker", true, "ask the toolfleet-picker service for candidates when a run has many tools")
 	opsFlags := ops.Register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -84,6 +88,9 @@ func Parse(args []string, out io.Writer) (Config, error) {
 			errs = append(errs, fmt.Errorf("-prices (TOOLFLEET_PRICES_FILE): %w", err))
 		}
 	}
+	if c.Shards < 1 || c.Shards > events.MaxShards {
+		errs = append(errs, fmt.Errorf("-shards (TOOLFLEET_SHARDS): must be 1 to %d, got %d", events.MaxShards, c.Shards))
+	}
 	if c.StreamReplicas < 1 || c.StreamReplicas > 5 {
 		errs = append(errs, fmt.Errorf("-stream-replicas (TOOLFLEET_STREAM_REPLICAS): must be 1 to 5, got %d", c.StreamReplicas))
 	}
@@ -98,7 +105,9 @@ func Parse(args []string, out io.Writer) (Config, error) {
 }
 
 // Events is the JetStream settings the planner creates streams with.
-func (c Config) Events() events.Config { return events.Config{Replicas: c.StreamReplicas} }
+func (c Config) Events() events.Config {
+	return events.Config{Replicas: c.StreamReplicas, Shards: c.Shards}
+}
 
 // Models builds the models a planner serves: the one TOOLFLEET_MODEL names (with its
 // keys from the environment), and every scripted model. It is an error to have none.

@@ -12,6 +12,7 @@
 //	-http-addr        the HTTP API's listen address (TOOLFLEET_HTTP_ADDR, ":8080")
 //	-script           a scripted model, name=path (repeatable); a real one comes from TOOLFLEET_MODEL
 //	-stream-replicas  replicas of the streams and buckets it creates (TOOLFLEET_STREAM_REPLICAS, 1)
+//	-shards           streams calls and results are each split over (TOOLFLEET_SHARDS, 1; see events.Config.Shards)
 //	-picker           ask the toolfleet-picker service for candidates on large tool sets (true)
 //	-ops-addr         where /metrics, /healthz and /readyz listen; "off" disables (TOOLFLEET_OPS_ADDR, ":9090")
 //	-log-level        debug, info, warn or error (TOOLFLEET_LOG_LEVEL, info)

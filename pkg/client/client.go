@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -29,6 +30,7 @@ type Option func(*options) error
 type options struct {
 	source string
 	caller events.Identity
+	shards int
 }
 
 // WithIdentity makes the client call, read results, follow runs and answer approvals as
@@ -45,6 +47,19 @@ func WithIdentity(caller events.Identity) Option {
 			return fmt.Errorf("%w: %v", ErrInvalidOption, err)
 		}
 		o.caller = caller
+		return nil
+	}
+}
+
+// WithShards tells the client how many shards the fleet's results are split over
+// ([events.Config].Shards). Without it, [New] asks the server (a stream list request)
+// and takes 1 if that is refused.
+func WithShards(n int) Option {
+	return func(o *options) error {
+		if n < 1 || n > events.MaxShards {
+			return fmt.Errorf("%w: shards must be 1 to %d, got %d", ErrInvalidOption, events.MaxShards, n)
+		}
+		o.shards = n
 		return nil
 	}
 }
@@ -69,6 +84,8 @@ type Client struct {
 	source   string
 	caller   events.Identity
 	payloads *events.Payloads
+	// shards says which results stream holds a result (events.Config.ResultStream).
+	shards events.Config
 }
 
 // New returns a client on nc. The fleet's streams must exist (any executor or planner
@@ -84,7 +101,29 @@ func New(nc *nats.Conn, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: jetstream: %w", err)
 	}
-	return &Client{nc: nc, js: js, source: o.source, caller: o.caller, payloads: events.NewPayloads(js, events.Config{})}, nil
+	if o.shards == 0 {
+		o.shards = discoverShards(js)
+	}
+	return &Client{nc: nc, js: js, source: o.source, caller: o.caller, payloads: events.NewPayloads(js, events.Config{}),
+		shards: events.Config{Shards: o.shards}}, nil
+}
+
+// discoverShards counts the fleet's results shards (TOOLFLEET_RESULTS_<n>); 1 when there
+// are none or the server does not say.
+func discoverShards(js jetstream.JetStream) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	names := js.StreamNames(ctx, jetstream.WithStreamListSubject(events.AllResultShards))
+	n := 0
+	for name := range names.Name() {
+		if strings.HasPrefix(name, events.StreamResults+"_") {
+			n++
+		}
+	}
+	if names.Err() != nil || n == 0 {
+		return 1
+	}
+	return min(n, events.MaxShards)
 }
 
 // Request is a tool call to make.
@@ -246,5 +285,5 @@ func (c *Client) awaitResult(ctx context.Context, sub *nats.Subscription, subj s
 
 // storedResult is the result stored on subj, by a direct get; nil when there is none.
 func (c *Client) storedResult(ctx context.Context, subj string) (*nats.Msg, error) {
-	return events.DirectGetLast(ctx, c.nc, events.StreamResults, subj)
+	return events.DirectGetLast(ctx, c.nc, c.shards.ResultStream(subj), subj)
 }

@@ -107,6 +107,11 @@ type Config struct {
 	// PayloadMaxBytes bounds a payload stored by reference; a larger output is refused
 	// output_too_large. Default 64 MiB.
 	PayloadMaxBytes int64 `json:"payloadMaxBytes,omitempty"`
+	// Shards splits calls and results over this many streams each, so that a cluster
+	// spreads their leaders over its nodes (see [Config.CallStreams]; the server needs
+	// [Config.MappingsConf]). Default 1: the single streams TOOLFLEET_CALLS and
+	// TOOLFLEET_RESULTS. Every part of a fleet must use the same value.
+	Shards int `json:"shards,omitempty"`
 }
 
 // DefaultConfig returns the defaults: one replica, file storage, and the values written
@@ -137,6 +142,7 @@ func DefaultConfig() Config {
 func (c Config) WithDefaults() Config {
 	d := DefaultConfig()
 	setInt(&c.Replicas, d.Replicas)
+	setInt(&c.Shards, 1)
 	if c.Storage == "" {
 		c.Storage = d.Storage
 	}
@@ -199,6 +205,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("events config: maxAckPending must be at least 1, got %d", c.MaxAckPending)
 	case c.ClaimCheckBytes < 1 || c.ClaimCheckBytes >= int(c.MaxMsgSize):
 		return fmt.Errorf("events config: claimCheckBytes must be between 1 and maxMsgSize (%d), got %d", c.MaxMsgSize, c.ClaimCheckBytes)
+	case c.Shards < 1 || c.Shards > MaxShards:
+		return fmt.Errorf("events config: shards must be 1 to %d, got %d", MaxShards, c.Shards)
 	case c.PayloadMaxBytes < int64(c.ClaimCheckBytes):
 		return fmt.Errorf("events config: payloadMaxBytes must be at least claimCheckBytes, got %d", c.PayloadMaxBytes)
 	}
@@ -212,7 +220,8 @@ func (c Config) storage() jetstream.StorageType {
 	return jetstream.FileStorage
 }
 
-// Streams returns the four stream configurations:
+// Streams returns the stream configurations (with P shards, P calls and P results
+// streams, see [Config.CallStreams]):
 //   - calls (toolfleet.call.>): work-queue retention, so a call is deleted once acked and
 //     JetStream refuses a second consumer with the same filter — exactly one consumer
 //     group per tool class, shared by its replicas;
@@ -231,13 +240,17 @@ func (c Config) Streams() []jetstream.StreamConfig {
 			AllowDirect: true,
 		}
 	}
-	return []jetstream.StreamConfig{
-		base(StreamCalls, AllCalls, "toolfleet tool calls, one work queue per tool", c.CallsMaxAge, jetstream.WorkQueuePolicy),
-		base(StreamResults, AllResults, "toolfleet tool results", c.ResultsMaxAge, jetstream.LimitsPolicy),
+	calls := base(StreamCalls, AllCalls, "toolfleet tool calls, one work queue per tool", c.CallsMaxAge, jetstream.WorkQueuePolicy)
+	results := base(StreamResults, AllResults, "toolfleet tool results", c.ResultsMaxAge, jetstream.LimitsPolicy)
+	shards := []jetstream.StreamConfig{calls, results}
+	if c.Sharded() {
+		shards = c.shardStreams(calls, results)
+	}
+	return append(shards,
 		base(StreamEvents, AllEvents, "toolfleet approvals and run lifecycle events", c.EventsMaxAge, jetstream.LimitsPolicy),
 		base(StreamDeadLetters, AllDeadLetters, "toolfleet dead-lettered calls", c.DeadLettersMaxAge, jetstream.LimitsPolicy),
 		c.PayloadStream(),
-	}
+	)
 }
 
 // ConsumerName is the durable consumer shared by every replica serving tool.
@@ -259,7 +272,8 @@ func (c Config) CallConsumer(tool string) (jetstream.ConsumerConfig, error) {
 		Durable: ConsumerName(tool), Description: "calls of tool " + tool,
 		// Anonymous calls and calls with an identity (toolfleet.call.<tool>.<tenant>.<role>).
 		FilterSubjects: []string{subj, subj + ".*.*"}, AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverAllPolicy,
-		AckWait: c.AckWait.D(), MaxDeliver: -1, MaxAckPending: c.MaxAckPending,
+		// MaxAckPending is the tool's fleet-wide cap: each shard's consumer has its share.
+		AckWait: c.AckWait.D(), MaxDeliver: -1, MaxAckPending: (c.MaxAckPending + c.shards() - 1) / c.shards(),
 		Replicas: c.Replicas, MemoryStorage: c.Storage == "memory",
 	}, nil
 }
@@ -321,27 +335,27 @@ const (
 // replicas.
 const plannerMaxAckPending = 1000
 
-// PlannerConsumer returns the stream and the configuration of the planner's durable
+// PlannerConsumer returns the streams (one, or each results shard) and the configuration of the planner's durable
 // consumer name, shared by all planner replicas: [PlannerStepsConsumer] reads every run
 // step waiting in the plan stream; [PlannerResultsConsumer] and
 // [PlannerApprovalsConsumer] read results and approval requests from new ones on (a run's
 // are published after the consumer exists), not from the streams' whole history.
 // Explicit acks within AckWait, never given up on.
-func (c Config) PlannerConsumer(name string) (stream string, cc jetstream.ConsumerConfig, err error) {
+func (c Config) PlannerConsumer(name string) (streams []string, cc jetstream.ConsumerConfig, err error) {
 	c = c.WithDefaults()
 	var filter string
 	deliver := jetstream.DeliverNewPolicy
 	switch name {
 	case PlannerStepsConsumer:
-		stream, filter, deliver = StreamPlan, AllPlanSteps, jetstream.DeliverAllPolicy
+		streams, filter, deliver = []string{StreamPlan}, AllPlanSteps, jetstream.DeliverAllPolicy
 	case PlannerResultsConsumer:
-		stream, filter = StreamResults, AllResults
+		streams, filter = c.ResultStreams(), AllResults
 	case PlannerApprovalsConsumer:
-		stream, filter = StreamEvents, AllApprovalRequests
+		streams, filter = []string{StreamEvents}, AllApprovalRequests
 	default:
-		return "", cc, fmt.Errorf("events config: %q is not a planner consumer", name)
+		return nil, cc, fmt.Errorf("events config: %q is not a planner consumer", name)
 	}
-	return stream, jetstream.ConsumerConfig{
+	return streams, jetstream.ConsumerConfig{
 		Durable: name, FilterSubject: filter, AckPolicy: jetstream.AckExplicitPolicy,
 		AckWait: c.AckWait.D(), MaxDeliver: -1, MaxAckPending: plannerMaxAckPending, DeliverPolicy: deliver,
 	}, nil

@@ -3,6 +3,7 @@ package events_test
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -96,10 +97,15 @@ func TestPlannerConsumerAndEmbeddings(t *testing.T) {
 	cfg := events.Config{AckWait: tools.Duration(7 * time.Second)}
 	for name, want := range map[string]string{events.PlannerStepsConsumer: events.StreamPlan,
 		events.PlannerResultsConsumer: events.StreamResults, events.PlannerApprovalsConsumer: events.StreamEvents} {
-		stream, cc, err := cfg.PlannerConsumer(name)
-		if err != nil || stream != want || cc.Durable != name || cc.AckWait != 7*time.Second || cc.MaxDeliver != -1 {
-			t.Errorf("PlannerConsumer(%s) = %s, %+v, %v", name, stream, cc, err)
+		streams, cc, err := cfg.PlannerConsumer(name)
+		if err != nil || len(streams) != 1 || streams[0] != want || cc.Durable != name || cc.AckWait != 7*time.Second || cc.MaxDeliver != -1 {
+			t.Errorf("PlannerConsumer(%s) = %s, %+v, %v", name, streams, cc, err)
 		}
+	}
+	sharded := cfg
+	sharded.Shards = 3
+	if streams, _, _ := sharded.PlannerConsumer(events.PlannerResultsConsumer); !slices.Equal(streams, []string{"TOOLFLEET_RESULTS_0", "TOOLFLEET_RESULTS_1", "TOOLFLEET_RESULTS_2"}) {
+		t.Errorf("PlannerConsumer(results) with 3 shards: streams %v", streams)
 	}
 	if _, _, err := cfg.PlannerConsumer("nope"); err == nil {
 		t.Error("PlannerConsumer(nope): no error")

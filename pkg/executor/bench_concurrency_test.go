@@ -61,7 +61,7 @@ func benchFleetConcurrency(b *testing.B, window, replicas, c int) {
 		_, err := js.Consumer(ctx, events.StreamCalls, events.ConsumerName("noop"))
 		return err == nil
 	})
-	f := drive(b, nc, events.StreamResults, window, func(i int) *nats.Msg {
+	f := drive(b, nc, []string{events.StreamResults}, window, func(i int) *nats.Msg {
 		m, err := events.NewCall(events.CallOptions{Source: "/bench", ID: fmt.Sprintf("c%09d", i), RunID: "bench"},
 			events.Call{Tool: "noop", Arguments: json.RawMessage(payload)})
 		if err != nil {

@@ -69,11 +69,11 @@ func replyCall(subject string) (string, bool) {
 var payload = `{"text":"` + strings.Repeat("x", 180) + `"}` // a 200-byte body
 
 // drive publishes one call per benchmark iteration through the load generator, which
-// reads the replies with an ordered consumer on replyStream and times each from publish
+// reads the replies with an ordered consumer on each of replyStreams and times each from publish
 // to stored reply, then waits for every reply.
-func drive(b *testing.B, nc *nats.Conn, replyStream string, window int, msg func(i int) *nats.Msg) loadFigures {
+func drive(b *testing.B, nc *nats.Conn, replyStreams []string, window int, msg func(i int) *nats.Msg) loadFigures {
 	ctx := context.Background()
-	g, err := loadgen.Start(ctx, nc, loadgen.Config{ReplyStream: replyStream, Window: window, StallTimeout: 60 * time.Second,
+	g, err := loadgen.Start(ctx, nc, loadgen.Config{ReplyStreams: replyStreams, Window: window, StallTimeout: 60 * time.Second,
 		CallOf: replyCall})
 	if err != nil {
 		b.Fatal(err)
@@ -130,7 +130,7 @@ func benchRaw(b *testing.B, window, workers int) {
 	for range workers {
 		rawWorker(b, srv, max(window/workers, 16))
 	}
-	f := drive(b, nc, "RAW_REPLIES", window, func(i int) *nats.Msg {
+	f := drive(b, nc, []string{"RAW_REPLIES"}, window, func(i int) *nats.Msg {
 		id := fmt.Sprintf("c%09d", i)
 		return &nats.Msg{Subject: "raw.call.noop", Header: nats.Header{nats.MsgIdHdr: []string{id}}, Data: []byte(payload)}
 	})
@@ -160,7 +160,7 @@ func benchFleet(b *testing.B, window, replicas int) {
 		_, err := js.Consumer(ctx, events.StreamCalls, events.ConsumerName("noop"))
 		return err == nil
 	})
-	f := drive(b, nc, events.StreamResults, window, func(i int) *nats.Msg {
+	f := drive(b, nc, []string{events.StreamResults}, window, func(i int) *nats.Msg {
 		m, err := events.NewCall(events.CallOptions{Source: "/bench", ID: fmt.Sprintf("c%09d", i), RunID: "bench"}, events.Call{Tool: "noop", Arguments: json.RawMessage(payload)})
 		if err != nil {
 			b.Fatal(err)

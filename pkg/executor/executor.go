@@ -29,9 +29,10 @@ type Executor struct {
 	approvals jetstream.KeyValue
 	// limits is nil unless a served tool declares a limit (see limits.go).
 	limits *limiter
-	// calls is the stream the janitor reads; lookups finds stored results.
-	calls   jetstream.Stream
-	lookups *resultLookups
+	// calls are the calls streams (one per shard) the janitor reads; lookups find
+	// stored results, one queue per results shard.
+	calls   []jetstream.Stream
+	lookups []*resultLookups
 	// cancels hears and finds the cancels of calls (cancel.go).
 	cancels *cancels
 	// payloads stores outputs too large for a result by reference (claimcheck.go).
@@ -119,8 +120,11 @@ func (ex *Executor) Run(ctx context.Context) (err error) {
 	ex.runDone = runCtx.Done()
 	// The look-up loop serves calls until the last one is done, so it stops with runCtx.
 	var lookupsDone sync.WaitGroup
-	ex.lookups = newResultLookups(ex.nc)
-	lookupsDone.Go(func() { ex.lookups.run(runCtx) })
+	for _, stream := range ex.cfg.ResultStreams() {
+		l := newLookups(ex.nc, stream)
+		ex.lookups = append(ex.lookups, l)
+		lookupsDone.Go(func() { l.run(runCtx) })
+	}
 	defer func() { cancelRun(); lookupsDone.Wait() }()
 	// The background work (catalog refresh, janitor, approval sweeps) stops before the
 	// calls in flight are waited for, and Run returns only once all of it has.
@@ -216,8 +220,13 @@ func (ex *Executor) setUp(ctx context.Context) (err error) {
 	if ex.approvals, err = ex.js.KeyValue(ctx, events.BucketApprovals); err != nil {
 		return fmt.Errorf("open %s: %w", events.BucketApprovals, err)
 	}
-	if ex.calls, err = ex.js.Stream(ctx, events.StreamCalls); err != nil {
-		return fmt.Errorf("open %s: %w", events.StreamCalls, err)
+	ex.calls = ex.calls[:0]
+	for _, name := range ex.cfg.CallStreams() {
+		calls, err := ex.js.Stream(ctx, name)
+		if err != nil {
+			return fmt.Errorf("open %s: %w", name, err)
+		}
+		ex.calls = append(ex.calls, calls)
 	}
 	if err := ex.setUpLimits(ctx); err != nil {
 		return err

@@ -116,19 +116,24 @@ func TestReplicasExactlyOneResultPerCall(t *testing.T) {
 	})
 }
 
-// assertOneResultEach checks the results stream itself: one stored message per call id.
+// assertOneResultEach checks the results streams themselves: one stored message per call
+// id.
 func assertOneResultEach(t *testing.T, b *testBundle, ids []string) {
 	t.Helper()
-	s, err := b.js.Stream(context.Background(), events.StreamResults)
-	if err != nil {
-		t.Fatal(err)
+	var stored uint64
+	for _, name := range b.cfg.ResultStreams() {
+		s, err := b.js.Stream(context.Background(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Info(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored += info.State.Msgs
 	}
-	info, err := s.Info(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.State.Msgs != uint64(len(ids)) {
-		t.Errorf("results stream holds %d results for %d calls", info.State.Msgs, len(ids))
+	if stored != uint64(len(ids)) {
+		t.Errorf("results streams hold %d results for %d calls", stored, len(ids))
 	}
 	for _, id := range ids {
 		if c := b.results.count(id); c != 1 {
@@ -201,7 +206,7 @@ func TestRunReportsStartFailure(t *testing.T) {
 	b := setup(t)
 	cc, _ := b.cfg.CallConsumer("echo")
 	cc.Durable = "someone-else"
-	if _, err := b.js.CreateOrUpdateConsumer(context.Background(), events.StreamCalls, cc); err != nil {
+	if _, err := b.js.CreateOrUpdateConsumer(context.Background(), b.cfg.CallStreams()[0], cc); err != nil {
 		t.Fatal(err)
 	}
 	ex, err := executor.New(b.srv.Connect(), echoRegistry(t), executor.WithStreamConfig(b.cfg))

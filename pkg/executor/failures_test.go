@@ -239,9 +239,7 @@ func TestNoSuchTool(t *testing.T) {
 		t.Errorf("served tool: %+v", r)
 	}
 	natstest.Eventually(t, 10*time.Second, "the ghost call to leave the work queue", func() bool {
-		s, _ := b.js.Stream(context.Background(), events.StreamCalls)
-		info, err := s.Info(context.Background(), jetstream.WithSubjectFilter("toolfleet.call.ghost"))
-		return err == nil && info.State.Subjects["toolfleet.call.ghost"] == 0
+		return b.callsLeft(t) == 0
 	})
 }
 
@@ -293,19 +291,29 @@ func TestMaxDeliverDeadLetters(t *testing.T) {
 	if err := events.Ensure(ctx, b.js, b.cfg); err != nil {
 		t.Fatal(err)
 	}
-	cons, err := b.js.CreateOrUpdateConsumer(ctx, events.StreamCalls, cc)
-	if err != nil {
-		t.Fatal(err)
+	var conss []jetstream.Consumer // one per calls stream (shard)
+	for _, stream := range b.cfg.CallStreams() {
+		cons, err := b.js.CreateOrUpdateConsumer(ctx, stream, cc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conss = append(conss, cons)
 	}
 	dlq := subscribe(t, b, "toolfleet.dlq.echo")
 	b.call(t, "echo", "poison", "r", `{"text":"x"}`)
 	// First delivery taken by a "replica" that dies without acking.
-	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range batch.Messages() {
-	}
+	natstest.Eventually(t, 10*time.Second, "the first delivery", func() bool {
+		for _, cons := range conss {
+			batch, err := cons.Fetch(1, jetstream.FetchMaxWait(100*time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range batch.Messages() {
+				return true
+			}
+		}
+		return false
+	})
 	b.start(t, echoRegistry(t))
 	r := b.results.one(t, "poison")
 	if r.Status != events.StatusError || r.Error.Code != tools.CodeInternal || !strings.Contains(r.Error.Message, "delivered 2 times") {

@@ -113,7 +113,7 @@ func (ex *Executor) answered(ctx context.Context, j *job) bool {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lookupTimeout)
 	defer cancel()
-	found, err := ex.lookups.has(ctx, subj)
+	found, err := ex.lookups[ex.cfg.ResultShard(subj)].has(ctx, subj)
 	if err != nil {
 		ex.o.log.Debug().Err(err).Str("call_id", j.res.CallID).Msg("look for a stored result")
 	}
@@ -302,6 +302,9 @@ func (ex *Executor) encodeResult(j *job, failure *tools.Error) (*nats.Msg, *tool
 		j.res.OutputUTF8Repaired = false
 		settle(j, failure)
 		rm, err = events.NewResult(ex.source, j.res, j.res.Attempts)
+	}
+	if err == nil {
+		rm.Subject = ex.cfg.ResultPublishSubject(rm.Subject) // its shard's, with several
 	}
 	return rm, failure, err
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -30,15 +32,19 @@ type testBundle struct {
 
 // testConfig keeps redelivery and catalog expiry short so that crash paths finish
 // within a test's time.
+// TOOLFLEET_TEST_SHARDS=P runs the tests on P shards (calls mapped by the server, results
+// on their shards): the fleet must behave the same, and callers must not see it.
 func testConfig() events.Config {
-	return events.Config{AckWait: tools.Duration(2 * time.Second), CatalogTTL: tools.Duration(3 * time.Second), MaxDeliver: 5}
+	shards, _ := strconv.Atoi(os.Getenv("TOOLFLEET_TEST_SHARDS"))
+	return events.Config{AckWait: tools.Duration(2 * time.Second), CatalogTTL: tools.Duration(3 * time.Second), MaxDeliver: 5,
+		Shards: shards}
 }
 
 func setup(t testing.TB) *testBundle {
 	t.Helper()
 	f := natstest.StartJetStream(t, testConfig())
 	b := &testBundle{srv: f.Srv, nc: f.NC, js: f.JS, cfg: f.Cfg}
-	b.results = collect(t, f.JS)
+	b.results = collect(t, f.JS, f.Cfg)
 	return b
 }
 
@@ -77,12 +83,17 @@ func (b *testBundle) startOn(t testing.TB, nc *nats.Conn, reg *tools.Registry, o
 	return stop
 }
 
-// waitServed waits until the tool's consumer exists, i.e. an executor serves it.
+// waitServed waits until the tool's consumer exists on every calls stream (shard), i.e.
+// an executor serves it.
 func (b *testBundle) waitServed(t testing.TB, tool string) {
 	t.Helper()
 	natstest.Eventually(t, 10*time.Second, "consumer of "+tool, func() bool {
-		_, err := b.js.Consumer(context.Background(), events.StreamCalls, events.ConsumerName(tool))
-		return err == nil
+		for _, stream := range b.cfg.CallStreams() {
+			if _, err := b.js.Consumer(context.Background(), stream, events.ConsumerName(tool)); err != nil {
+				return false
+			}
+		}
+		return true
 	})
 }
 
@@ -123,11 +134,19 @@ type collector struct {
 	errs []error
 }
 
-func collect(t testing.TB, js jetstream.JetStream) *collector {
+func collect(t testing.TB, js jetstream.JetStream, cfg events.Config) *collector {
 	t.Helper()
 	c := &collector{byID: map[string][]events.Result{}, raw: map[string][]*nats.Msg{}}
-	ctx := context.Background()
-	cons, err := js.OrderedConsumer(ctx, events.StreamResults, jetstream.OrderedConsumerConfig{})
+	for _, stream := range cfg.ResultStreams() {
+		c.consume(t, js, stream)
+	}
+	return c
+}
+
+// consume adds the results of stream (one results shard) to c.
+func (c *collector) consume(t testing.TB, js jetstream.JetStream, stream string) {
+	t.Helper()
+	cons, err := js.OrderedConsumer(context.Background(), stream, jetstream.OrderedConsumerConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +166,6 @@ func collect(t testing.TB, js jetstream.JetStream) *collector {
 		t.Fatal(err)
 	}
 	t.Cleanup(cc.Stop)
-	return c
 }
 
 // wait waits for a result of each id and returns the first of each.

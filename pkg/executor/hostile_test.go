@@ -63,18 +63,22 @@ func runsOf(runs *sync.Map, id string) int32 {
 	return n.(*atomic.Int32).Load()
 }
 
-// callsLeft is how many messages the calls stream still holds.
+// callsLeft is how many messages the calls streams still hold.
 func (b *testBundle) callsLeft(t testing.TB) uint64 {
 	t.Helper()
-	s, err := b.js.Stream(context.Background(), events.StreamCalls)
-	if err != nil {
-		t.Fatal(err)
+	var n uint64
+	for _, name := range b.cfg.CallStreams() {
+		s, err := b.js.Stream(context.Background(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Info(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += info.State.Msgs
 	}
-	info, err := s.Info(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.State.Msgs
+	return n
 }
 
 // A message published on the literal subjects toolfleet.call.* and toolfleet.call.>
@@ -194,7 +198,7 @@ func TestEveryCallIsAnswered(t *testing.T) {
 // resultAt waits for the stored result on subject and returns it.
 func (b *testBundle) resultAt(t testing.TB, subject string) *jetstream.RawStreamMsg {
 	t.Helper()
-	s, err := b.js.Stream(context.Background(), events.StreamResults)
+	s, err := b.js.Stream(context.Background(), b.cfg.ResultStream(subject))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,6 +291,7 @@ func TestAnsweredCallIsNotRunAgain(t *testing.T) {
 	pre, err := events.NewResult("/earlier-executor", events.Result{Status: events.StatusOK, Tool: "work", CallID: "stored", RunID: "r",
 		Output: json.RawMessage(`"from before"`)}, 1)
 	must(t, err)
+	pre.Subject = b.cfg.ResultPublishSubject(pre.Subject)
 	b.publish(t, pre)
 	b.call(t, "work", "stored", "r", `{"text":"x"}`)
 
@@ -360,6 +365,9 @@ func (s *laterServer) start(t *testing.T) {
 		t.Fatal("server not ready")
 	}
 	t.Cleanup(srv.Shutdown)
+	if err := natstest.MapCallsOn(srv, testConfig()); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // bundleOn is setup's bundle on a server that runs at url.
@@ -372,6 +380,6 @@ func bundleOn(t *testing.T, url string) *testBundle {
 	must(t, err)
 	b := &testBundle{nc: nc, js: js, cfg: testConfig()}
 	must(t, events.Ensure(context.Background(), js, b.cfg))
-	b.results = collect(t, js)
+	b.results = collect(t, js, b.cfg)
 	return b
 }

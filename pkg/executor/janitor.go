@@ -39,21 +39,25 @@ const (
 )
 
 // janitorState is the janitor's memory between sweeps: where its walk for stray
-// subjects stopped. Only the janitor goroutine uses it.
-type janitorState struct{ strayCursor uint64 }
+// subjects stopped, in each calls stream (shard). Only the janitor goroutine uses it.
+type janitorState struct{ strayCursor []uint64 }
 
 func (ex *Executor) janitor(ctx context.Context) {
 	every := max(ex.o.noSuchToolAfter/4, 50*time.Millisecond)
-	var st janitorState
+	st := janitorState{strayCursor: make([]uint64, len(ex.calls))}
 	tick.Every(ctx, every, func(ctx context.Context) {
-		if err := ex.sweepUnserved(ctx, &st); err != nil && ctx.Err() == nil {
-			ex.o.log.Debug().Err(err).Msg("janitor")
+		for shard, calls := range ex.calls {
+			if err := ex.sweepUnserved(ctx, calls, &st.strayCursor[shard]); err != nil && ctx.Err() == nil {
+				ex.o.log.Debug().Err(err).Str("stream", calls.CachedInfo().Config.Name).Msg("janitor")
+			}
 		}
 	})
 }
 
-func (ex *Executor) sweepUnserved(ctx context.Context, st *janitorState) error {
-	info, err := ex.calls.Info(ctx, jetstream.WithSubjectFilter(events.AllCalls))
+func (ex *Executor) sweepUnserved(ctx context.Context, calls jetstream.Stream, strayCursor *uint64) error {
+	// Every subject: with shards, a subject the stream could not store under
+	// toolfleet.call (a literal wildcard) keeps its toolfleet.shard.<n>.call form.
+	info, err := calls.Info(ctx, jetstream.WithSubjectFilter(">"))
 	if err != nil {
 		return err
 	}
@@ -70,19 +74,19 @@ func (ex *Executor) sweepUnserved(ctx context.Context, st *janitorState) error {
 		if _, listed, err := ex.catalog.Get(ctx, tool); err != nil || listed {
 			continue
 		}
-		ex.answerUnserved(ctx, subj, tool, info.State.FirstSeq)
+		ex.answerUnserved(ctx, calls, subj, tool, info.State.FirstSeq)
 	}
 	if stray {
-		ex.answerStrays(ctx, st, info.State.FirstSeq)
+		ex.answerStrays(ctx, calls, strayCursor, info.State.FirstSeq)
 	}
 	return nil
 }
 
 // answerUnserved answers the calls of subj (the subject of tool, which nobody serves)
 // that are older than the no-such-tool timeout.
-func (ex *Executor) answerUnserved(ctx context.Context, subj, tool string, seq uint64) {
+func (ex *Executor) answerUnserved(ctx context.Context, calls jetstream.Stream, subj, tool string, seq uint64) {
 	for range janitorBatch {
-		raw, err := ex.calls.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
+		raw, err := calls.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
 		if err != nil {
 			return // none left
 		}
@@ -93,39 +97,39 @@ func (ex *Executor) answerUnserved(ctx context.Context, subj, tool string, seq u
 		if time.Since(raw.Time) < ex.o.noSuchToolAfter {
 			return // the oldest is still young, and the rest are younger
 		}
-		ex.answerRaw(ctx, raw, tools.Definition{Name: tool}, tools.Errorf(tools.CodeNoSuchTool,
+		ex.answerRaw(ctx, calls, raw, tools.Definition{Name: tool}, tools.Errorf(tools.CodeNoSuchTool,
 			"no executor serves tool %q: it has not been in the catalog for the %s this call waited", tool, ex.o.noSuchToolAfter))
 	}
 }
 
 // answerStrays walks up to strayScanBatch messages from where the last walk stopped
 // and answers those on a subject that is not a tool subject.
-func (ex *Executor) answerStrays(ctx context.Context, st *janitorState, first uint64) {
-	seq := max(st.strayCursor, first)
+func (ex *Executor) answerStrays(ctx context.Context, calls jetstream.Stream, cursor *uint64, first uint64) {
+	seq := max(*cursor, first)
 	for range strayScanBatch {
-		raw, err := ex.calls.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(events.AllCalls))
+		raw, err := calls.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(">"))
 		if err != nil {
-			st.strayCursor = 0 // the end (or a failure): start over next time
+			*cursor = 0 // the end (or a failure): start over next time
 			return
 		}
 		seq = raw.Sequence + 1
-		st.strayCursor = seq
+		*cursor = seq
 		if _, ok := events.ToolOfCallSubject(raw.Subject); ok {
 			continue // a call of a tool: its consumer or answerUnserved deals with it
 		}
-		ex.answerRaw(ctx, raw, tools.Definition{Name: "_invalid"}, nil)
+		ex.answerRaw(ctx, calls, raw, tools.Definition{Name: "_invalid"}, nil)
 	}
 }
 
 // answerRaw answers a call read directly from the stream, then deletes it (only once
 // the answer is stored). failure nil means "refuse it for whatever DecodeCall says".
-func (ex *Executor) answerRaw(ctx context.Context, raw *jetstream.RawStreamMsg, def tools.Definition, failure *tools.Error) {
+func (ex *Executor) answerRaw(ctx context.Context, calls jetstream.Stream, raw *jetstream.RawStreamMsg, def tools.Definition, failure *tools.Error) {
 	nm := events.StoredMsg(raw)
 	ce, err := events.DecodeCall(nm, int(ex.cfg.MaxMsgSize))
 	j := ex.newJob(nil, def, ce, raw.Time)
 	j.res.Tool, j.seq = ce.Call.Tool, raw.Sequence
 	j.afterStore = func() {
-		if err := ex.calls.DeleteMsg(ctx, raw.Sequence); err != nil {
+		if err := calls.DeleteMsg(ctx, raw.Sequence); err != nil {
 			ex.o.log.Debug().Err(err).Uint64("seq", raw.Sequence).Msg("janitor: delete answered call")
 		}
 	}

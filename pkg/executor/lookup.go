@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-
-	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
 // Before it runs a call, an executor asks whether the call already has a stored result
@@ -39,10 +37,8 @@ type resultLookups struct {
 	queue   chan lookup
 }
 
-func newResultLookups(nc *nats.Conn) *resultLookups { return newLookups(nc, events.StreamResults) }
-
-// newLookups returns a look-up queue on stream (the results stream; the events stream
-// for cancels, see cancel.go).
+// newLookups returns a look-up queue on stream (a results stream, one per shard; the
+// events stream for cancels, see cancel.go).
 func newLookups(nc *nats.Conn, stream string) *resultLookups {
 	return &resultLookups{nc: nc, apiSubj: "$JS.API.DIRECT.GET." + stream, queue: make(chan lookup, maxLookupBatch)}
 }

@@ -3,9 +3,12 @@ package executor_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -60,18 +63,25 @@ func TestResultPublishOutlastsUnavailableStream(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	stream, err := b.js.Stream(ctx, events.StreamResults)
-	must(t, err)
-	cfg := stream.CachedInfo().Config
-	away := cfg
-	away.Subjects = []string{"toolfleet.unavailable.>"}
-	if _, err := b.js.UpdateStream(ctx, away); err != nil {
-		t.Fatal(err)
+	var cfgs []jetstream.StreamConfig // each results stream (shard)
+	for n, name := range b.cfg.ResultStreams() {
+		stream, err := b.js.Stream(ctx, name)
+		must(t, err)
+		cfg := stream.CachedInfo().Config
+		cfgs = append(cfgs, cfg)
+		away := cfg
+		away.Subjects = []string{fmt.Sprintf("toolfleet.unavailable.%d.>", n)}
+		away.SubjectTransform = nil
+		if _, err := b.js.UpdateStream(ctx, away); err != nil {
+			t.Fatal(err)
+		}
 	}
 	close(release) // both calls finish while their results have nowhere to go
 	time.Sleep(5 * time.Second)
-	if _, err := b.js.UpdateStream(ctx, cfg); err != nil {
-		t.Fatal(err)
+	for _, cfg := range cfgs {
+		if _, err := b.js.UpdateStream(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	got := b.results.wait(t, 30*time.Second, "pay-1", "look-1")

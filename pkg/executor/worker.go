@@ -32,28 +32,35 @@ func (ex *Executor) startWorker(ctx, runCtx context.Context, def tools.Definitio
 	if err != nil {
 		return nil, fmt.Errorf("executor: tool %s: %w", def.Name, err)
 	}
-	var cons jetstream.Consumer
-	err = events.RetrySetup(ctx, func(ctx context.Context) (err error) {
-		cons, err = ex.js.CreateOrUpdateConsumer(ctx, events.StreamCalls, cc)
-		return err
-	}, ex.setupRetry("create the consumer of "+def.Name))
-	if err != nil {
-		return nil, fmt.Errorf("executor: consumer for tool %s: %w", def.Name, err)
-	}
-	// Pull as many as may run, no more: a call waiting in a client buffer is a call
-	// another replica could be running.
+	// One consumer on each calls stream (shard). Pull as many as may run, no more (split
+	// over the shards, which the server's random mapping fills evenly): a call waiting in
+	// a client buffer is a call another replica could be running.
 	// Pulls are renewed within a second of a lost consumer leader (see
 	// events.ConsumeOptions): a tool waits out an election, not nats.go's 30s default.
-	consume, err := cons.Consume(func(msg jetstream.Msg) { ex.dispatch(runCtx, w, msg, ex.handleCall) },
-		events.ConsumeOptions(n, ex.consumeErr(events.ConsumerName(def.Name)))...)
-	if err != nil {
-		return nil, fmt.Errorf("executor: consume tool %s: %w", def.Name, err)
+	streams := ex.cfg.CallStreams()
+	pull := max(1, (n+len(streams)-1)/len(streams))
+	for _, stream := range streams {
+		var cons jetstream.Consumer
+		err = events.RetrySetup(ctx, func(ctx context.Context) (err error) {
+			cons, err = ex.js.CreateOrUpdateConsumer(ctx, stream, cc)
+			return err
+		}, ex.setupRetry("create the consumer of "+def.Name+" on "+stream))
+		if err != nil {
+			w.stop()
+			return nil, fmt.Errorf("executor: consumer for tool %s on %s: %w", def.Name, stream, err)
+		}
+		consume, err := cons.Consume(func(msg jetstream.Msg) { ex.dispatch(runCtx, w, msg, ex.handleCall) },
+			events.ConsumeOptions(pull, ex.consumeErr(events.ConsumerName(def.Name)+" on "+stream))...)
+		if err != nil {
+			w.stop()
+			return nil, fmt.Errorf("executor: consume tool %s on %s: %w", def.Name, stream, err)
+		}
+		w.consumers = append(w.consumers, consume)
 	}
-	w.consumers = append(w.consumers, consume)
 	if def.NeedsApproval() {
 		ac, err := ex.cfg.ApprovalConsumer(def.Name)
 		if err != nil {
-			consume.Stop()
+			w.stop()
 			return nil, err
 		}
 		var acons jetstream.Consumer
@@ -62,13 +69,13 @@ func (ex *Executor) startWorker(ctx, runCtx context.Context, def tools.Definitio
 			return err
 		}, ex.setupRetry("create the approval consumer of "+def.Name))
 		if err != nil {
-			consume.Stop()
+			w.stop()
 			return nil, fmt.Errorf("executor: approval consumer for tool %s: %w", def.Name, err)
 		}
 		answers, err := acons.Consume(func(msg jetstream.Msg) { ex.dispatch(runCtx, w, msg, ex.handleAnswer) },
 			events.ConsumeOptions(n, ex.consumeErr(events.ApprovalConsumerName(def.Name)))...)
 		if err != nil {
-			consume.Stop()
+			w.stop()
 			return nil, fmt.Errorf("executor: consume approvals of tool %s: %w", def.Name, err)
 		}
 		w.consumers = append(w.consumers, answers)
@@ -141,4 +148,11 @@ func (k *alive) stop() {
 	defer k.mu.Unlock()
 	k.stopped = true
 	k.t.Stop()
+}
+
+// stop stops the worker's consumers started so far (a start-up that failed half way).
+func (w *worker) stop() {
+	for _, c := range w.consumers {
+		c.Stop()
+	}
 }
