@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
