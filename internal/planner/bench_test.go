@@ -3,6 +3,7 @@ package planner
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/toolfleet/toolfleet/pkg/events"
@@ -112,21 +114,32 @@ func BenchmarkLoopStep(b *testing.B) {
 	b.ReportMetric(float64(loopP50)/float64(rawP50), "loop/raw")
 }
 
-// BenchmarkConcurrentRuns drives many one-step runs at once through 1 and 2 planner
-// replicas sharing the same consumers and state.
+// BenchmarkConcurrentRuns drives many one-step runs at once through 1, 2 and 4 planner
+// replicas sharing the same consumers and state, each on its own NATS connection. Runs
+// are started round-robin over the replicas, as a load balancer in front of their HTTP
+// APIs would; the steps then go wherever the planner sends them. It reports runs/s and,
+// per replica, the share of model turns it took (stepped-r<i>-%): a replica that takes
+// none or all of them is a bottleneck by design.
 func BenchmarkConcurrentRuns(b *testing.B) {
-	for _, replicas := range []int{1, 2} {
-		b.Run(map[int]string{1: "replicas=1", 2: "replicas=2"}[replicas], func(b *testing.B) {
+	for _, replicas := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("replicas=%d", replicas), func(b *testing.B) {
 			tb := setup(b, map[string]string{"main": benchScript})
-			for range replicas - 1 {
-				p, err := New(tb.ctx, tb.srv.Connect(), Config{Models: tb.p.cfg.Models, DefaultModel: "main", Events: tb.cfg, Log: zerolog.Nop()})
+			regs := make([]*prometheus.Registry, replicas)
+			planners := make([]*Planner, replicas)
+			for i := range replicas {
+				regs[i] = prometheus.NewRegistry()
+				cfg := Config{Models: tb.p.cfg.Models, DefaultModel: "main", Metrics: regs[i], ID: fmt.Sprintf("r%d", i)}
+				if i == 0 {
+					planners[i] = tb.swapPlanner(b, cfg)
+					continue
+				}
+				cfg.Events, cfg.Log = tb.cfg, zerolog.Nop()
+				p, err := New(tb.ctx, tb.srv.Connect(), cfg)
 				if err != nil {
 					b.Fatal(err)
 				}
-				ctx, stop := context.WithCancel(context.Background())
-				done := make(chan struct{})
-				go func() { _ = p.Run(ctx); close(done) }()
-				b.Cleanup(func() { stop(); <-done })
+				serve(b, p.Run)
+				planners[i] = p
 			}
 			dones := listen(b, tb.nc, "toolfleet.event.run.*.done", runOfEvent)
 			const inFlight = 32
@@ -137,13 +150,14 @@ func BenchmarkConcurrentRuns(b *testing.B) {
 			for b.Loop() {
 				sem <- struct{}{}
 				wg.Add(1)
+				p := planners[runs%replicas]
 				runs++
 				id := newRunID()
 				ch := dones.expect(id)
 				go func() {
 					defer wg.Done()
 					defer func() { <-sem }()
-					if _, err := tb.p.start(context.Background(), StartRequest{Input: "add", Tools: []string{"add"}}, id, nil, ""); err != nil {
+					if _, err := p.start(context.Background(), StartRequest{Input: "add", Tools: []string{"add"}}, id, nil, ""); err != nil {
 						b.Error(err)
 						return
 					}
@@ -156,8 +170,35 @@ func BenchmarkConcurrentRuns(b *testing.B) {
 			}
 			wg.Wait()
 			b.ReportMetric(float64(runs)/time.Since(start).Seconds(), "runs/s")
+			turns := make([]float64, replicas)
+			total := 0.0
+			for i, reg := range regs {
+				turns[i] = counterValue(b, reg, "toolfleet_planner_steps_total")
+				total += turns[i]
+			}
+			for i := range turns {
+				b.ReportMetric(100*turns[i]/max(total, 1), fmt.Sprintf("stepped-r%d-%%", i))
+			}
 		})
 	}
+}
+
+// counterValue reads the counter name from reg.
+func counterValue(tb testing.TB, reg *prometheus.Registry, name string) float64 {
+	families, err := reg.Gather()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name {
+			sum := 0.0
+			for _, m := range f.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+			return sum
+		}
+	}
+	return 0
 }
 
 func percentile(d []time.Duration, p int) time.Duration {

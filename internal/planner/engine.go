@@ -31,8 +31,14 @@ type Planner struct {
 
 	consumers []consumer
 
+	// replica names this replica uniquely, in the leases of the steps it takes (local.go).
+	replica string
+	// local runs the steps this replica takes itself (local.go).
+	local localSteps
+
 	mu        sync.Mutex
 	deadlines map[string]time.Time // running runs by id, for the timeout sweeper
+	leases    map[string]leaseDue  // leased steps by run id, for the lease sweeper
 
 	m *metrics
 	// runSpans holds the invoke_agent spans of the runs this replica started, by run id,
@@ -80,7 +86,8 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Planner, error) {
 		return nil, fmt.Errorf("planner: metrics: %w", err)
 	}
 	p := &Planner{nc: nc, js: js, cfg: cfg, log: cfg.Log.With().Str("planner", cfg.ID).Logger(),
-		cat: newCatalogView(catalog, cfg.Log), deadlines: map[string]time.Time{}, m: m}
+		cat: newCatalogView(catalog, cfg.Log), deadlines: map[string]time.Time{}, leases: map[string]leaseDue{}, m: m,
+		replica: cfg.ID + "-" + nuid.Next()}
 	p.runs = newStore(kv, p.finished)
 	p.rlog = rlog
 	if err := p.cat.load(ctx); err != nil {
@@ -179,6 +186,10 @@ func (p *Planner) Run(ctx context.Context) error {
 		}
 		stops = append(stops, cc)
 	}
+	// Steps this replica takes itself (local.go) run until it stops, before the
+	// handlers are waited for: a step stopped midway goes to the plan stream.
+	p.local.open(ctx)
+	defer p.local.close()
 	background.Go(func() { p.sweep(ctx) })
 	background.Go(func() {
 		if err := p.serveControl(ctx); err != nil {

@@ -46,16 +46,27 @@ func (p *Planner) watchRuns(ctx context.Context, w jetstream.KeyWatcher) {
 			continue
 		}
 		var r struct {
-			ID       string    `json:"id"`
-			Status   Status    `json:"status"`
-			Deadline time.Time `json:"deadline"`
+			ID       string     `json:"id"`
+			Status   Status     `json:"status"`
+			Deadline time.Time  `json:"deadline"`
+			Lease    *stepLease `json:"lease"`
+			Turn     int        `json:"turn"`
 		}
-		if e.Value() == nil || json.Unmarshal(e.Value(), &r) != nil || r.Status != StatusRunning || r.Deadline.IsZero() {
+		if e.Value() == nil || json.Unmarshal(e.Value(), &r) != nil || r.Status != StatusRunning {
 			p.forget(e.Key())
 			continue
 		}
 		p.mu.Lock()
-		p.deadlines[r.ID] = r.Deadline
+		if r.Deadline.IsZero() {
+			delete(p.deadlines, r.ID)
+		} else {
+			p.deadlines[r.ID] = r.Deadline
+		}
+		if r.Lease == nil {
+			delete(p.leases, r.ID)
+		} else {
+			p.leases[r.ID] = leaseDue{step: r.Lease.Step, turn: r.Turn, until: r.Lease.Until}
+		}
 		p.mu.Unlock()
 	}
 }
@@ -63,15 +74,18 @@ func (p *Planner) watchRuns(ctx context.Context, w jetstream.KeyWatcher) {
 func (p *Planner) forget(run string) {
 	p.mu.Lock()
 	delete(p.deadlines, run)
+	delete(p.leases, run)
 	p.mu.Unlock()
 }
 
 // sweep ends runs whose wall-clock time is up while they wait for tool results or
-// approvals (a run waiting for the model is ended by the model call's own deadline).
+// approvals (a run waiting for the model is ended by the model call's own deadline),
+// and asks the plan stream for the steps whose lease ran out (local.go).
 // Every replica sweeps; the compare-and-set on the run lets one of them win.
 func (p *Planner) sweep(ctx context.Context) {
 	tick.Every(ctx, 250*time.Millisecond, func(ctx context.Context) {
 		now := p.cfg.Now()
+		p.sweepLeases(ctx, now)
 		var due []string
 		p.mu.Lock()
 		for id, d := range p.deadlines {

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -41,9 +42,9 @@ func (p *Planner) handleResult(ctx context.Context, m jetstream.Msg) {
 		failure := tools.Errorf(tools.CodeInternal, "the output of call %s was stored by reference and cannot be read: %v", res.CallID, err)
 		res.Status, res.Error, res.Output, res.OutputRef = events.StatusError, failure, failure.ForModel(), nil
 	}
-	err = p.recordResult(ctx, res)
+	err = p.recordResult(ctx, m, res)
 	if errors.Is(err, errStepNotStored) && p.waitStored(ctx, res.RunID) {
-		err = p.recordResult(ctx, res)
+		err = p.recordResult(ctx, m, res)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -65,10 +66,14 @@ func (p *Planner) handleResult(ctx context.Context, m jetstream.Msg) {
 	p.ack(m)
 }
 
-func (p *Planner) recordResult(ctx context.Context, res events.Result) error {
+// recordResult records res, the result of a call, in its run. When it is the last
+// result of its step and the run goes on, this replica takes the next step itself and
+// stores the result with it, in one compare-and-set: m, the result's message, stays
+// unacknowledged meanwhile, and is the step's claim (see local.go).
+func (p *Planner) recordResult(ctx context.Context, m jetstream.Msg, res events.Result) error {
 	now := p.cfg.Now()
-	ahead := false
-	run, err := p.runs.update(ctx, res.RunID, func(r *Run) (bool, error) {
+	ahead, announced := false, false
+	apply := func(r *Run) (bool, error) {
 		c := r.call(res.CallID)
 		ahead = c == nil && r.ahead(res.CallID)
 		// A result for another tenant's call of the same ids (its caller chose them) is
@@ -100,35 +105,82 @@ func (p *Planner) recordResult(ctx context.Context, res events.Result) error {
 				c.Output = c.Error.ForModel()
 			}
 		}
-		// Announced before the change is stored: whatever the change leads to (the next
-		// step, the end of the run) is announced after it. A repeat is deduplicated.
-		what := "tool_result"
-		if c.Failed() {
-			what = "tool_error"
+		// Announced (once) before the change is stored: whatever the change leads to
+		// (the next step, the end of the run) is announced after it.
+		if !announced {
+			announced = true
+			what := "tool_result"
+			if c.Failed() {
+				what = "tool_error"
+			}
+			detail := c
+			if withArgs, err := p.withArguments(ctx, r, []*CallRecord{c}); err == nil {
+				detail = withArgs[0]
+			}
+			p.emit(ctx, r, what, c.Step, c.ID, p.eventCall(detail))
 		}
-		detail := c
-		if withArgs, err := p.withArguments(ctx, r, []*CallRecord{c}); err == nil {
-			detail = withArgs[0]
-		}
-		p.emit(ctx, r, what, c.Step, c.ID, p.eventCall(detail))
 		if r.Status == StatusRunning && r.stepComplete() {
 			p.completeStep(r, now)
 		}
 		return true, nil
-	})
-	if errors.Is(err, errRunNotFound) {
-		return nil // not a planner run
 	}
+	for {
+		stored, rev, fresh, err := p.runs.getCached(ctx, res.RunID)
+		if errors.Is(err, errRunNotFound) {
+			return nil // not a planner run
+		}
+		if err != nil {
+			return err
+		}
+		if next, ok := p.stepsOn(stored, apply); ok && ctx.Err() == nil {
+			err := p.stepFrom(ctx, p.msgClaim(m), stepBase{stored: stored, rev: rev, fresh: fresh, pre: apply, run: next}, next.Step)
+			if errors.Is(err, errInjectedMeanwhile) {
+				continue // asked again, from the state with the new messages
+			}
+			return err
+		}
+		run, err := p.runs.updateFrom(ctx, res.RunID, stored, rev, fresh, apply)
+		if err != nil {
+			return err
+		}
+		if ahead {
+			return errStepNotStored
+		}
+		if err := p.afterChange(ctx, run); err != nil {
+			return err
+		}
+		return p.dispatchNext(ctx, run)
+	}
+}
+
+// stepsOn applies the result (apply) to a copy of the stored run and returns it when
+// the result completes its step and the run goes on to a step this replica can take
+// at once (the run's next model call).
+func (p *Planner) stepsOn(stored *Run, apply func(*Run) (bool, error)) (*Run, bool) {
+	if stored.Status != StatusRunning {
+		return nil, false
+	}
+	next, err := cloneRun(stored)
 	if err != nil {
-		return err
+		return nil, false
 	}
-	if ahead {
-		return errStepNotStored
+	if changed, err := apply(next); err != nil || !changed {
+		return nil, false
 	}
-	if err := p.afterChange(ctx, run); err != nil {
-		return err
+	return next, next.Status == StatusRunning && next.Step > stored.Step && len(next.stepCalls()) == 0
+}
+
+// cloneRun returns a deep copy of r.
+func cloneRun(r *Run) (*Run, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
 	}
-	return p.dispatchNext(ctx, run)
+	var c Run
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, err
+	}
+	return &c, nil
 }
 
 // errStepNotStored: a result or an approval request came for a call of a step whose

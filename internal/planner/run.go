@@ -134,6 +134,10 @@ type Run struct {
 	// "required", so the model was asked again. The control state keeps the last only.
 	RetriedSteps []int `json:"retriedSteps,omitempty"`
 
+	// Lease, while set, says which replica takes the current step itself, and until
+	// when; another takes it over when it runs out (see local.go).
+	Lease *stepLease `json:"lease,omitempty"`
+
 	// TraceParent and TraceState are the W3C trace context of the run's span, when
 	// tracing is on: its model calls and tool calls join the run's trace.
 	TraceParent string `json:"traceparent,omitempty"`

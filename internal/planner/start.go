@@ -63,9 +63,16 @@ func (p *Planner) start(ctx context.Context, req StartRequest, id string, parent
 	}
 	run.Sequential = req.Parallel != nil && !*req.Parallel
 	p.startRunSpan(ctx, run, parent)
+	// A replica that serves steps takes the run's first step itself, leased to it in the
+	// control state the create stores (see local.go); one that does not asks the plan
+	// stream for it.
+	serving := p.local.serving()
+	if serving {
+		run.Lease = p.newLease(0)
+	}
 	// The input goes to the run log (once: a second start of the same nested run finds
 	// it there) and the control state, which makes the run exist, to the bucket; both
-	// are stored before the first step is asked for.
+	// are stored before the first step is taken.
 	waitInput, err := p.rlog.writeInput(run.ID, run.Messages)
 	if err != nil {
 		p.runSpans.Delete(run.ID)
@@ -88,8 +95,12 @@ func (p *Planner) start(ctx context.Context, req StartRequest, id string, parent
 	}
 	p.m.runStarted()
 	p.emit(ctx, run, "started", 0, "", map[string]any{"model": run.Model, "tools": run.Tools, "parent": run.ParentID})
-	if err := p.publishAdvance(ctx, run.ID, 0); err != nil {
-		return nil, err
+	if !serving || !p.takeLeased(run.ID, 0) {
+		// Not served here (or no longer): the plan stream has it, and if this publish
+		// fails, the sweepers publish it when the lease runs out.
+		if err := p.publishAdvance(ctx, run.ID, 0); err != nil {
+			return nil, err
+		}
 	}
 	return run, nil
 }

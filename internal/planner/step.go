@@ -42,31 +42,61 @@ func (p *Planner) handleAdvance(ctx context.Context, m jetstream.Msg) {
 		return
 	}
 	log := p.log.With().Str("run_id", e.RunID).Int("step", adv.Step).Logger()
-	if err := p.takeStep(ctx, m, e.RunID, adv.Step); err != nil {
-		if ctx.Err() != nil {
+	if err := p.takeStep(ctx, p.msgClaim(m), e.RunID, adv.Step); err != nil {
+		var leased *errLeased
+		switch {
+		case ctx.Err() != nil:
 			_ = m.Nak() // shutting down: another replica takes the step
-			return
+		case errors.As(err, &leased):
+			_ = m.NakWithDelay(leased.wait)
+		default:
+			log.Error().Err(err).Msg("step failed; it will be retried")
+			_ = m.NakWithDelay(time.Second)
 		}
-		log.Error().Err(err).Msg("step failed; it will be retried")
-		_ = m.NakWithDelay(time.Second)
 		return
 	}
 	p.ack(m)
 }
 
-func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, step int) error {
-	run, rev, fresh, err := p.runs.getCached(ctx, runID)
-	if err == nil && !fresh && run.Status != StatusDone && run.Step < step {
-		// This replica's copy is behind another's change: read it.
-		run, rev, err = p.runs.get(ctx, runID)
-		fresh = true
+// msgClaim is the claim of a step asked for by m.
+func (p *Planner) msgClaim(m jetstream.Msg) msgClaim {
+	return msgClaim{m: m, period: p.cfg.Events.AckWait.D() / 3}
+}
+
+// takeStep takes step of the run, as its stored control state has it.
+func (p *Planner) takeStep(ctx context.Context, cl claim, runID string, step int) error {
+	for {
+		_, plan := cl.(msgClaim)
+		run, rev, fresh, err := p.runs.getCached(ctx, runID)
+		if err == nil && !fresh && run.Status != StatusDone && (run.Step < step || plan && run.Lease != nil) {
+			// This replica's copy is behind another's change, or shows a lease another
+			// replica may have ended: read it.
+			run, rev, err = p.runs.get(ctx, runID)
+			fresh = true
+		}
+		if errors.Is(err, errRunNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if plan && run.Status == StatusRunning && run.Step == step && len(run.stepCalls()) == 0 {
+			if err := p.leaseHeld(run, step); err != nil {
+				return err
+			}
+		}
+		err = p.stepFrom(ctx, cl, stepBase{stored: run, rev: rev, fresh: fresh, run: run}, step)
+		if !errors.Is(err, errInjectedMeanwhile) {
+			return err
+		}
+		// Messages were added while the model answered: asked again, with them.
 	}
-	if errors.Is(err, errRunNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
+}
+
+// stepFrom takes step of the run from b: b.run is the state the step starts from, and
+// every write of the step is a compare-and-set on b (see [stepBase.update]).
+func (p *Planner) stepFrom(ctx context.Context, cl claim, b stepBase, step int) error {
+	run, runID := b.run, b.run.ID
 	if run.Status == StatusDone {
 		return p.afterDone(ctx, run)
 	}
@@ -78,46 +108,42 @@ func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, s
 		return p.dispatch(ctx, run)
 	}
 	if t, detail := p.stopBeforeModel(run); t != "" {
-		return p.end(ctx, run, rev, fresh, step, t, detail)
+		return p.end(ctx, b, step, t, detail)
 	}
-	stored, err := p.recorded(ctx, m, runID, step)
+	stored, err := p.recorded(ctx, cl, run, step)
 	if err != nil {
 		return err
 	}
 	if stored == nil {
-		if t, detail := p.askStopHook(ctx, m, run); t != "" {
-			return p.end(ctx, run, rev, fresh, step, t, detail)
+		if t, detail := p.askStopHook(ctx, cl, run); t != "" {
+			return p.end(ctx, b, step, t, detail)
 		}
 		p.stepStarted(ctx, run, step)
 		msgs, err := p.rlog.conversation(ctx, run)
 		if errors.Is(err, errNoRecord) {
 			// A part of the run's log is gone (expired, or never stored): no step can follow.
-			return p.end(ctx, run, rev, fresh, step, TerminationStorageError, fmt.Sprintf("the run's log is incomplete: %v", err))
+			return p.end(ctx, b, step, TerminationStorageError, fmt.Sprintf("the run's log is incomplete: %v", err))
 		}
 		if err != nil {
 			return err
 		}
-		resp, offered, modelErr := p.askModel(ctx, m, run, msgs)
+		resp, offered, modelErr := p.askModel(ctx, cl, run, msgs)
 		if modelErr != nil && ctx.Err() != nil {
 			return ctx.Err()
 		}
 		now := p.cfg.Now()
 		if modelErr != nil {
 			if !run.Deadline.IsZero() && !now.Before(run.Deadline) {
-				return p.end(ctx, run, rev, fresh, step, TerminationTimeout,
+				return p.end(ctx, b, step, TerminationTimeout,
 					fmt.Sprintf("the run's time limit of %s ran out while the model was answering", run.Limits.Timeout.D()))
 			}
-			return p.end(ctx, run, rev, fresh, step, TerminationModelError, modelErr.Error())
+			return p.end(ctx, b, step, TerminationModelError, modelErr.Error())
 		}
 
 		if len(resp.Message.ToolCalls) == 0 && run.ToolChoice.Mode != provider.ChoiceRequired {
 			// The model's answer ends the run, and the control state holds all there is
 			// of this step (the answer, the tool set, the usage): nothing to record.
-			err := p.answered(ctx, run, rev, fresh, step, resp, offered, now)
-			if errors.Is(err, errInjectedMeanwhile) {
-				return p.takeStep(ctx, m, runID, step) // asked again, with the new messages
-			}
-			return err
+			return p.answered(ctx, b, step, resp, offered, now)
 		}
 		// The answer is applied to a copy of the control state and recorded, with the state it
 		// leaves, in the step's record, written once; the compare-and-set then makes the
@@ -129,7 +155,7 @@ func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, s
 		stored, err = p.rlog.writeStep(ctx, runID, rec)
 		if err != nil {
 			if isPermanent(err) {
-				return p.end(ctx, run, rev, fresh, step, TerminationStorageError,
+				return p.end(ctx, b, step, TerminationStorageError,
 					fmt.Sprintf("the model's answer at step %d could not be stored: %v", step, err))
 			}
 			return err
@@ -140,6 +166,7 @@ func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, s
 	// that comes back before the state is stored waits for it (recordResult).
 	state := *stored.State
 	state.Calls = slices.Clone(state.Calls)
+	state.Lease = nil
 	p.modelAnswered(ctx, &state, step, stored.Message, stored.Calls, stored.Warnings, run.Usage)
 	var sent func(context.Context) error
 	doneStoring := func() {}
@@ -152,7 +179,7 @@ func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, s
 			return err
 		}
 	}
-	run, err = p.runs.updateFrom(ctx, runID, run, rev, fresh, func(r *Run) (bool, error) {
+	run, err = b.update(ctx, p, step, func(r *Run) (bool, error) {
 		if r.canceledAt(step) {
 			return r.keepCanceledStep(&state), nil // its calls went out: they are the run's
 		}
@@ -187,17 +214,18 @@ func (p *Planner) takeStep(ctx context.Context, m jetstream.Msg, runID string, s
 }
 
 // answered stores the model's final answer at step, which completes the run: the last
-// step has no record (see [runLog.assemble]).
-func (p *Planner) answered(ctx context.Context, run *Run, rev uint64, fresh bool, step int, resp *provider.Response, offered StepTools, now time.Time) error {
-	before := run.Usage
-	run, err := p.runs.updateFrom(ctx, run.ID, run, rev, fresh, func(r *Run) (bool, error) {
+// step has no record (see [runLog.assemble]). errInjectedMeanwhile: messages were added
+// to the run while the model answered without them, and nothing was stored.
+func (p *Planner) answered(ctx context.Context, b stepBase, step int, resp *provider.Response, offered StepTools, now time.Time) error {
+	before, injected := b.run.Usage, b.run.Injected
+	run, err := b.update(ctx, p, step, func(r *Run) (bool, error) {
 		if r.Status == StatusDone || r.Step != step || len(r.stepCalls()) > 0 || r.Recorded > step {
 			return false, nil // another replica took the step meanwhile
 		}
-		if r.Injected != run.Injected {
+		if r.Injected != injected {
 			return false, errInjectedMeanwhile
 		}
-		r.Seen = run.Injected
+		r.Seen = injected
 		r.Offered = []StepTools{offered}
 		p.applyModelResponse(r, resp, now)
 		return true, nil
@@ -210,16 +238,15 @@ func (p *Planner) answered(ctx context.Context, run *Run, rev uint64, fresh bool
 }
 
 // recorded returns the record of step when one is stored already, so that its answer
-// is applied instead of the model being asked again: the step's message came back
-// because the replica that recorded the step stopped, or failed to store its state.
-// The log is read only for a message delivered before, or a step this replica recorded.
-func (p *Planner) recorded(ctx context.Context, m jetstream.Msg, run string, step int) (*stepRecord, error) {
-	if !p.rlog.known(run, step) {
-		if meta, err := m.Metadata(); err != nil || meta.NumDelivered <= 1 {
-			return nil, nil
-		}
+// is applied instead of the model being asked again: the step came back because the
+// replica that recorded the step stopped, or failed to store its state. The log is read
+// only for a step asked for before (a redelivered message, or a step once leased), or a
+// step this replica recorded.
+func (p *Planner) recorded(ctx context.Context, cl claim, run *Run, step int) (*stepRecord, error) {
+	if !p.rlog.known(run.ID, step) && !cl.retried() && (run.Lease == nil || run.Lease.Owner == p.replica) {
+		return nil, nil
 	}
-	rec, err := p.rlog.step(ctx, run, step)
+	rec, err := p.rlog.step(ctx, run.ID, step)
 	if errors.Is(err, errNoRecord) {
 		return nil, nil
 	}
@@ -252,7 +279,7 @@ func (p *Planner) newStepRecord(run *Run, resp *provider.Response, offered StepT
 	step := next.Step
 	rec := &stepRecord{Step: step, Closed: next.Calls, Offered: &offered, Seen: run.Injected}
 	next.Seen = run.Injected
-	next.Calls, next.Warnings = nil, nil
+	next.Calls, next.Warnings, next.Lease = nil, nil, nil
 	next.Offered = []StepTools{offered}
 	msg := resp.Message
 	msg.Role = provider.RoleAssistant
@@ -268,8 +295,8 @@ func (p *Planner) newStepRecord(run *Run, resp *provider.Response, offered StepT
 
 // end ends the run at step with t, unless it ended or moved on meanwhile, and does what
 // its end calls for.
-func (p *Planner) end(ctx context.Context, run *Run, rev uint64, fresh bool, step int, t Termination, detail string) error {
-	run, err := p.runs.updateFrom(ctx, run.ID, run, rev, fresh, func(r *Run) (bool, error) {
+func (p *Planner) end(ctx context.Context, b stepBase, step int, t Termination, detail string) error {
+	run, err := b.update(ctx, p, step, func(r *Run) (bool, error) {
 		if r.Status == StatusDone || r.Step != step || len(r.stepCalls()) > 0 || r.Recorded > step {
 			return false, nil
 		}
@@ -300,9 +327,9 @@ func (p *Planner) stopBeforeModel(r *Run) (Termination, string) {
 	return "", ""
 }
 
-// askModel calls the run's model, keeping the plan message alive while it thinks. It
-// returns the tools the model was offered too.
-func (p *Planner) askModel(ctx context.Context, m jetstream.Msg, run *Run, msgs []provider.Message) (*provider.Response, StepTools, error) {
+// askModel calls the run's model, keeping the step's claim while it thinks. It returns
+// the tools the model was offered too.
+func (p *Planner) askModel(ctx context.Context, cl claim, run *Run, msgs []provider.Message) (*provider.Response, StepTools, error) {
 	model, ok := p.cfg.Models[run.Model]
 	if !ok {
 		return nil, StepTools{}, fmt.Errorf("model %q is not configured on this planner", run.Model)
@@ -318,7 +345,7 @@ func (p *Planner) askModel(ctx context.Context, m jetstream.Msg, run *Run, msgs 
 		mctx, cancelDeadline = context.WithDeadline(mctx, run.Deadline)
 		defer cancelDeadline()
 	}
-	stop := keepAlive(m, p.cfg.Events.AckWait.D()/3)
+	stop := cl.hold()
 	defer stop()
 	mctx, span := chatSpan(mctx, run, model)
 	began := time.Now()

@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -235,8 +233,8 @@ func (r *Run) stopMatched(now time.Time) bool {
 }
 
 // askStopHook asks the run's stop hook whether the run goes on after its last step, and
-// returns a termination when it is to stop. m is kept alive while the hook thinks.
-func (p *Planner) askStopHook(ctx context.Context, m jetstream.Msg, r *Run) (Termination, string) {
+// returns a termination when it is to stop. The step's claim is kept while the hook thinks.
+func (p *Planner) askStopHook(ctx context.Context, cl claim, r *Run) (Termination, string) {
 	h := r.StopHook
 	if h == nil || r.Step == 0 {
 		return "", ""
@@ -259,7 +257,7 @@ func (p *Planner) askStopHook(ctx context.Context, m jetstream.Msg, r *Run) (Ter
 		hctx, cancelDeadline = context.WithDeadline(hctx, r.Deadline)
 		defer cancelDeadline()
 	}
-	stop := keepAlive(m, p.cfg.Events.AckWait.D()/3)
+	stop := cl.hold()
 	defer stop()
 	dec, err := p.requestStopHook(hctx, h.Subject, sum)
 	switch {

@@ -1,0 +1,288 @@
+package planner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolfleet/toolfleet/internal/tick"
+)
+
+// Local steps: a step is taken on the replica that made it due, without a hop through
+// the plan stream, when that replica holds something that makes the step durable:
+//
+//   - the result that completed the step before: the replica keeps the result's message
+//     unacknowledged while it takes the next step, and stores the result and the step in
+//     one compare-and-set. Until then the result is not part of the run, so if the
+//     replica dies the result is redelivered (after AckWait) to another replica, which
+//     records it and takes the step: the message is the step's durable request, exactly
+//     as a plan message is.
+//   - a lease in the run's control state, for step 0 of a run this replica started (no
+//     message asked for it: an API call did): the create that makes the run exist names
+//     this replica and a time until which the step is its own (renewed while a long model
+//     call runs). Every replica follows the runs bucket (watchRuns); a lease that runs out
+//     while its step is still not taken makes the sweepers publish the step's plan
+//     message (one message: its id is the step's), and whichever replica takes it
+//     continues the run. The step's own compare-and-set removes the lease.
+//
+// Either way a step is taken at least once whatever replica dies, and at most one
+// answer of the model is part of the run: the step record is written once (the first
+// writer wins) and the compare-and-set applies the recorded one (see takeStep). A step
+// that fails here goes to the plan stream (handOff), like a plan message that is
+// negatively acknowledged.
+
+// stepLease says that replica Owner takes step Step of the run itself until Until.
+type stepLease struct {
+	Owner string    `json:"owner"`
+	Step  int       `json:"step"`
+	Until time.Time `json:"until"`
+}
+
+// live reports whether the lease holds step at now.
+func (l *stepLease) live(step int, now time.Time) bool {
+	return l != nil && l.Step == step && now.Before(l.Until)
+}
+
+// claim is what makes the step a replica takes its own while it takes it, and tells
+// whether an earlier attempt may have recorded the step.
+type claim interface {
+	// hold keeps the claim while a long model call or stop hook runs; the returned
+	// function ends it.
+	hold() (stop func())
+	// retried reports whether this is not the first attempt at the step.
+	retried() bool
+}
+
+// msgClaim is a step asked for by a message: a plan message, or the result that
+// completed the step before. The message is kept alive while the step is taken.
+type msgClaim struct {
+	m      jetstream.Msg
+	period time.Duration
+}
+
+func (c msgClaim) hold() func() { return keepAlive(c.m, c.period) }
+
+func (c msgClaim) retried() bool {
+	meta, err := c.m.Metadata()
+	return err == nil && meta.NumDelivered > 1
+}
+
+// leaseClaim is step Step of run, leased to this replica in its control state.
+type leaseClaim struct {
+	p    *Planner
+	run  string
+	step int
+}
+
+// hold renews the lease every third of its duration until stopped.
+func (c leaseClaim) hold() func() {
+	ctx, cancel := context.WithCancel(context.Background())
+	var done sync.WaitGroup
+	done.Go(func() {
+		tick.Every(ctx, c.p.leaseDuration()/3, func(ctx context.Context) {
+			if err := c.p.renewLease(ctx, c.run, c.step); err != nil && ctx.Err() == nil {
+				c.p.log.Warn().Err(err).Str("run_id", c.run).Int("step", c.step).Msg("renewing a step's lease failed; another replica may take the step when it runs out")
+			}
+		})
+	})
+	return func() { cancel(); done.Wait() }
+}
+
+func (leaseClaim) retried() bool { return false }
+
+// leaseDuration is how long a step leased to a replica waits, after the replica's last
+// sign of life, before another takes it: the same time a plan message waits for its ack.
+func (p *Planner) leaseDuration() time.Duration { return p.cfg.Events.AckWait.D() }
+
+// newLease leases step of a run to this replica from now.
+func (p *Planner) newLease(step int) *stepLease {
+	return &stepLease{Owner: p.replica, Step: step, Until: p.cfg.Now().Add(p.leaseDuration())}
+}
+
+func (p *Planner) renewLease(ctx context.Context, run string, step int) error {
+	_, err := p.runs.update(ctx, run, func(r *Run) (bool, error) {
+		if r.Lease == nil || r.Lease.Owner != p.replica || r.Lease.Step != step || r.Status != StatusRunning {
+			return false, nil
+		}
+		r.Lease.Until = p.cfg.Now().Add(p.leaseDuration())
+		return true, nil
+	})
+	return err
+}
+
+// stepBase is the control state a step is taken from: the run as stored at revision
+// rev (fresh: read just now, not remembered), and pre, a change not stored yet that
+// the step's compare-and-set stores with it (the result that completed the step
+// before), applied to a copy in run. Without pre, run is stored.
+type stepBase struct {
+	stored *Run
+	rev    uint64
+	fresh  bool
+	pre    func(*Run) (bool, error)
+	run    *Run
+}
+
+// update stores change of the step's run (with pre) by compare-and-set, and with it the
+// end of the step's lease.
+func (b stepBase) update(ctx context.Context, p *Planner, step int, change func(*Run) (bool, error)) (*Run, error) {
+	return p.runs.updateFrom(ctx, b.run.ID, b.stored, b.rev, b.fresh, func(r *Run) (bool, error) {
+		changed := false
+		if b.pre != nil {
+			var err error
+			if changed, err = b.pre(r); err != nil {
+				return false, err
+			}
+		}
+		ch, err := change(r)
+		if err != nil {
+			return false, err
+		}
+		if ch && r.Lease != nil && r.Lease.Step <= step {
+			r.Lease = nil
+		}
+		return changed || ch, nil
+	})
+}
+
+// localSteps runs the steps this replica takes itself while Run serves: Run waits for
+// them when it returns.
+type localSteps struct {
+	mu   sync.Mutex
+	ctx  context.Context // Run's; nil when not serving
+	wg   sync.WaitGroup
+	runs sync.Map // run id → struct{}: runs whose leased step is being taken here
+}
+
+// open starts serving local steps with ctx; close stops it and waits for those running.
+func (l *localSteps) open(ctx context.Context) {
+	l.mu.Lock()
+	l.ctx = ctx
+	l.mu.Unlock()
+}
+
+func (l *localSteps) close() {
+	l.mu.Lock()
+	l.ctx = nil
+	l.mu.Unlock()
+	l.wg.Wait()
+}
+
+func (l *localSteps) serving() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ctx != nil && l.ctx.Err() == nil
+}
+
+// goStep runs fn in the background under Run's context; false when Run does not serve.
+func (l *localSteps) goStep(fn func(ctx context.Context)) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ctx == nil || l.ctx.Err() != nil {
+		return false
+	}
+	ctx := l.ctx
+	l.wg.Go(func() { fn(ctx) })
+	return true
+}
+
+// takeLeased takes step 0 of the run this replica started and created with its lease,
+// in the background; false when this replica does not serve steps (the run's step then
+// goes to the plan stream).
+func (p *Planner) takeLeased(run string, step int) bool {
+	return p.local.goStep(func(ctx context.Context) {
+		p.local.runs.Store(run, struct{}{})
+		err := p.takeStep(ctx, leaseClaim{p: p, run: run, step: step}, run, step)
+		p.local.runs.Delete(run)
+		if err != nil {
+			if ctx.Err() == nil {
+				p.log.Error().Err(err).Str("run_id", run).Int("step", step).Msg("step failed; it goes to the plan stream to be retried")
+			}
+			p.handOff(context.WithoutCancel(ctx), run, step)
+		}
+	})
+}
+
+// handOff gives a leased step this replica could not take (it failed, or the replica
+// stops) to the plan stream: the lease is ended, keeping its owner as a sign that the
+// step may be recorded already, and the step's plan message published. Should either
+// fail, the lease runs out and the sweepers publish the message.
+func (p *Planner) handOff(ctx context.Context, run string, step int) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	r, err := p.runs.update(ctx, run, func(r *Run) (bool, error) {
+		if r.Lease == nil || r.Lease.Owner != p.replica || r.Lease.Step != step {
+			return false, nil
+		}
+		r.Lease.Until = p.cfg.Now()
+		return true, nil
+	})
+	if err == nil && (r.Status != StatusRunning || r.Step != step) {
+		return
+	}
+	turn := 0
+	if r != nil {
+		turn = r.Turn
+	}
+	if perr := p.publishAdvanceTurn(ctx, run, step, turn); perr != nil {
+		p.log.Warn().Err(errors.Join(err, perr)).Str("run_id", run).Int("step", step).Msg("handing a step to the plan stream failed; it is taken when its lease runs out")
+	}
+}
+
+// errLeased: a plan message asked for a step leased to a replica that is taking it; the
+// message waits until the lease runs out (the step is then taken, or taken over).
+type errLeased struct{ wait time.Duration }
+
+func (e *errLeased) Error() string {
+	return fmt.Sprintf("the step is leased to a replica taking it for another %s", e.wait)
+}
+
+// leaseHeld reports, for a plan message asking for step of run, whether another
+// attempt at the step holds a live lease on it.
+func (p *Planner) leaseHeld(run *Run, step int) error {
+	now := p.cfg.Now()
+	l := run.Lease
+	if !l.live(step, now) {
+		return nil
+	}
+	if l.Owner == p.replica {
+		if _, taking := p.local.runs.Load(run.ID); !taking {
+			return nil // this replica's attempt ended: take it
+		}
+	}
+	return &errLeased{wait: l.Until.Sub(now) + 100*time.Millisecond}
+}
+
+// leaseDue is a lease the sweeper follows: when it runs out, the step's plan message is
+// published.
+type leaseDue struct {
+	step, turn int
+	until      time.Time
+}
+
+// sweepLeases publishes the plan message of every leased step whose lease ran out.
+func (p *Planner) sweepLeases(ctx context.Context, now time.Time) {
+	var due []string
+	var steps []leaseDue
+	p.mu.Lock()
+	for id, l := range p.leases {
+		if !now.Before(l.until) {
+			due, steps = append(due, id), append(steps, l)
+			delete(p.leases, id)
+		}
+	}
+	p.mu.Unlock()
+	for i, id := range due {
+		if err := p.publishAdvanceTurn(ctx, id, steps[i].step, steps[i].turn); err != nil {
+			p.log.Warn().Err(err).Str("run_id", id).Msg("publishing the step of a run whose lease ran out; trying again")
+			p.mu.Lock()
+			if _, ok := p.leases[id]; !ok {
+				p.leases[id] = steps[i]
+			}
+			p.mu.Unlock()
+		}
+	}
+}
