@@ -2,6 +2,8 @@ package natstest
 
 import (
 	"context"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -32,6 +34,9 @@ func StartJetStream(tb testing.TB, cfg events.Config) *JetStream {
 // JetStreamOn is StartJetStream on a server the test started (e.g. with [StartWith]).
 func JetStreamOn(tb testing.TB, srv *Server, cfg events.Config) *JetStream {
 	tb.Helper()
+	if cfg.Shards == 0 {
+		cfg.Shards = TestShards()
+	}
 	if cfg.Sharded() {
 		srv.MapCalls(cfg)
 	}
@@ -59,4 +64,12 @@ func Eventually(tb testing.TB, timeout time.Duration, what string, cond func() b
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestShards is the shard count TOOLFLEET_TEST_SHARDS asks tests to run on (0 when unset):
+// with it, every suite that starts with [StartJetStream] runs on sharded streams, which
+// callers must not notice.
+func TestShards() int {
+	n, _ := strconv.Atoi(os.Getenv("TOOLFLEET_TEST_SHARDS"))
+	return n
 }

@@ -184,7 +184,7 @@ func (b *testBundle) storedResult(t *testing.T, runID, callID string) events.Res
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := b.js.Stream(b.ctx, events.StreamResults)
+	s, err := b.js.Stream(b.ctx, b.cfg.ResultStream(subject))
 	if err != nil {
 		t.Fatal(err)
 	}

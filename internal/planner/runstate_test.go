@@ -322,14 +322,14 @@ func TestTwoReplicasShareARun(t *testing.T) {
 		}
 	}
 	// Each call has its one stored result.
-	results, err := b.js.Stream(b.ctx, events.StreamResults)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, r := range runs {
 		for s := range steps {
 			for n := range 2 {
 				subj, _ := events.ResultSubject("", r.ID, callID(r.ID, s, n))
+				results, err := b.js.Stream(b.ctx, b.cfg.ResultStream(subj))
+				if err != nil {
+					t.Fatal(err)
+				}
 				if _, err := results.GetLastMsgForSubject(b.ctx, subj); err != nil {
 					t.Fatalf("result of call %d of step %d: %v", n, s, err)
 				}
@@ -366,6 +366,7 @@ steps:
 	if err != nil {
 		t.Fatal(err)
 	}
+	msg.Subject = b.cfg.ResultPublishSubject(msg.Subject)
 	if _, err := b.js.PublishMsg(b.ctx, msg); err != nil {
 		t.Fatal(err)
 	}
@@ -457,11 +458,11 @@ steps:
 	if run.Termination != TerminationCompleted || len(run.Calls) != 1 || run.Calls[0].Status != "ok" || len(run.Calls[0].Output) != size+2 {
 		t.Fatalf("run %s (%s), calls %d; want completed with the 5 MB output whole", run.Termination, run.Detail, len(run.Calls))
 	}
-	stream, err := b.js.Stream(b.ctx, events.StreamResults)
+	subj, _ := events.ResultSubject("", run.ID, run.Calls[0].ID)
+	stream, err := b.js.Stream(b.ctx, b.cfg.ResultStream(subj))
 	if err != nil {
 		t.Fatal(err)
 	}
-	subj, _ := events.ResultSubject("", run.ID, run.Calls[0].ID)
 	m, err := stream.GetLastMsgForSubject(b.ctx, subj)
 	if err != nil {
 		t.Fatal(err)

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -35,9 +33,8 @@ type testBundle struct {
 // TOOLFLEET_TEST_SHARDS=P runs the tests on P shards (calls mapped by the server, results
 // on their shards): the fleet must behave the same, and callers must not see it.
 func testConfig() events.Config {
-	shards, _ := strconv.Atoi(os.Getenv("TOOLFLEET_TEST_SHARDS"))
 	return events.Config{AckWait: tools.Duration(2 * time.Second), CatalogTTL: tools.Duration(3 * time.Second), MaxDeliver: 5,
-		Shards: shards}
+		Shards: natstest.TestShards()}
 }
 
 func setup(t testing.TB) *testBundle {
