@@ -3,7 +3,9 @@ package natstest
 import (
 	"context"
 	"os"
+	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,4 +74,27 @@ func Eventually(tb testing.TB, timeout time.Duration, what string, cond func() b
 func TestShards() int {
 	n, _ := strconv.Atoi(os.Getenv("TOOLFLEET_TEST_SHARDS"))
 	return n
+}
+
+// RerunOnShards runs the tests of this test binary that match pattern again, in a child
+// process with TOOLFLEET_TEST_SHARDS=shards, and fails with the child's output if they
+// fail: a suite proves on every run that sharding changes nothing callers see. It does
+// nothing in a child that already runs sharded, and under -short.
+func RerunOnShards(t *testing.T, shards int, pattern string) {
+	t.Helper()
+	if TestShards() != 0 {
+		t.Skip("already running on shards")
+	}
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", pattern, "-test.count", "1", "-test.timeout", "5m", "-test.v")
+	cmd.Env = append(os.Environ(), "TOOLFLEET_TEST_SHARDS="+strconv.Itoa(shards))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("on %d shards, tests %s failed: %v\n%s", shards, pattern, err, out)
+	}
+	if !strings.Contains(string(out), "--- PASS") {
+		t.Fatalf("on %d shards, tests %s ran nothing:\n%s", shards, pattern, out)
+	}
 }
