@@ -222,8 +222,11 @@ func stalls(ts []time.Time, evs []*fault, end time.Time) []stall {
 }
 
 // buildNATSServer builds the nats-server of go.mod into a temporary directory.
-func buildNATSServer(t *testing.T) string {
+func buildNATSServer(t testing.TB) string {
 	t.Helper()
+	if bin := os.Getenv("TOOLFLEET_NATS_SERVER"); bin != "" { // a machine without Go
+		return bin
+	}
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skipf("building nats-server needs the go command in PATH: %v", err)
@@ -249,27 +252,36 @@ type cluster struct {
 	nodes []*node
 }
 
-func startCluster(t *testing.T, bin string) *cluster {
+func startCluster(t *testing.T, bin string) *cluster { return startNodes(t, bin, 3, nil) }
+
+// startNodes starts a cluster of n nodes; extra, when set, adds to node i's
+// configuration (server tags, subject mappings).
+func startNodes(t testing.TB, bin string, count int, extra func(i int) string) *cluster {
 	t.Helper()
 	c := &cluster{bin: bin}
-	ports := make([]int, 6)
+	ports := make([]int, 2*count)
 	for i := range ports {
 		ports[i] = freePort(t)
 	}
 	var routes []string
-	for i := range 3 {
-		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[3+i]))
+	for i := range count {
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[count+i]))
 	}
 	dir := t.TempDir()
-	for i := range 3 {
+	for i := range count {
 		n := &node{name: fmt.Sprintf("n%d", i), port: ports[i]}
 		store := filepath.Join(dir, n.name)
 		n.conf = filepath.Join(dir, n.name+".conf")
 		conf := fmt.Sprintf(`server_name: %s
 listen: 127.0.0.1:%d
 jetstream { store_dir: %q }
-cluster { name: toolfleet, listen: 127.0.0.1:%d, routes: [%s] }
-`, n.name, n.port, store, ports[3+i], strings.Join(routes, ", "))
+`, n.name, n.port, store)
+		if count > 1 { // one node stands alone
+			conf += fmt.Sprintf("cluster { name: toolfleet, listen: 127.0.0.1:%d, routes: [%s] }\n", ports[count+i], strings.Join(routes, ", "))
+		}
+		if extra != nil {
+			conf += extra(i)
+		}
 		if err := os.WriteFile(n.conf, []byte(conf), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -290,7 +302,7 @@ cluster { name: toolfleet, listen: 127.0.0.1:%d, routes: [%s] }
 }
 
 // start runs node i and waits until it accepts connections.
-func (c *cluster) start(t *testing.T, i int) {
+func (c *cluster) start(t testing.TB, i int) {
 	t.Helper()
 	n := c.nodes[i]
 	n.cmd = exec.Command(c.bin, "-c", n.conf)
@@ -323,7 +335,7 @@ func (c *cluster) urls(first int) string {
 }
 
 // connect connects to the cluster as the parts do (reconnecting forever, 250ms apart).
-func (c *cluster) connect(t *testing.T, name string, first int) *nats.Conn {
+func (c *cluster) connect(t testing.TB, name string, first int) *nats.Conn {
 	t.Helper()
 	nc, err := nats.Connect(c.urls(first), nats.Name(name), nats.DontRandomize(), nats.MaxReconnects(-1),
 		nats.ReconnectWait(250*time.Millisecond), nats.RetryOnFailedConnect(true))
@@ -692,7 +704,7 @@ func readResults(js jetstream.JetStream, n int) ([]stored, error) {
 	return out, nil
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -1,0 +1,358 @@
+package clustertest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/toolfleet/toolfleet/internal/loadgen"
+	"github.com/toolfleet/toolfleet/pkg/events"
+	"github.com/toolfleet/toolfleet/pkg/executor"
+	"github.com/toolfleet/toolfleet/pkg/tools"
+)
+
+// BenchmarkShards measures the fleet against the raw JetStream pattern shard for shard,
+// on a cluster of nats-server processes: P shards, each shard's calls and results streams
+// placed on their own node (server tag node:<n>, R1), executors (workers for raw) on
+// their own connections spread over the nodes, and one load generator per node. The raw
+// pattern is the same on P stream pairs: a shared pull consumer per calls stream, the
+// reply published asynchronously and the call acked on its PubAck, the replies read by
+// ordered consumers.
+//
+// Settings from the environment (for a many-core machine; the defaults suit 2 cores):
+//
+//	TOOLFLEET_BENCH_SHARDS    shard counts, e.g. "1,2,4" (default "1,2")
+//	TOOLFLEET_BENCH_REPLICAS  executor replicas (raw workers), e.g. "4" or "1,2,4,8" (default "2")
+//	TOOLFLEET_BENCH_R         stream replicas: "1" (default; shards on separate nodes) or
+//	                          "1,3": R1 on one node against R3 on three, P = 1
+//	TOOLFLEET_BENCH_WINDOW    calls in flight in all (default 1024)
+//	TOOLFLEET_NATS_SERVER     a nats-server binary (default: built from the module)
+//
+// Reported: calls/s, p50-µs, and for the fleet x-raw (against raw at the same P and
+// replicas, run just before) and x-P1 (against the fleet at P = 1).
+func BenchmarkShards(b *testing.B) {
+	bin := buildNATSServer(b)
+	window := envInts(b, "TOOLFLEET_BENCH_WINDOW", "1024")[0]
+	shards := envInts(b, "TOOLFLEET_BENCH_SHARDS", "1,2")
+	replicas := envInts(b, "TOOLFLEET_BENCH_REPLICAS", "2")
+	raw := map[string]float64{}
+	fleetP1 := map[int]float64{}
+	rs := envInts(b, "TOOLFLEET_BENCH_R", "1")
+	// One topology for every P: as many nodes as the most shards (at least 3, a JetStream
+	// cluster's smallest); with R3 compared, R1 runs on one node alone.
+	nodes := max(slices.Max(shards), 3)
+	for _, r := range rs {
+		for _, p := range shards {
+			if r > 1 && p > 1 {
+				continue
+			}
+			for _, e := range replicas {
+				for _, kind := range []string{"raw", "fleet"} {
+					name := fmt.Sprintf("R=%d/P=%d/replicas=%d/%s", r, p, e, kind)
+					b.Run(name, func(b *testing.B) {
+						sc := shardCase{bin: bin, shards: p, streamReplicas: r, replicas: e, window: window, nodes: nodes}
+						if slices.Contains(rs, 3) {
+							sc.nodes = r
+						}
+						perSec, p50 := sc.run(b, kind)
+						b.ReportMetric(perSec, "calls/s")
+						b.ReportMetric(float64(p50.Microseconds()), "p50-µs")
+						key := fmt.Sprintf("%d/%d/%d", r, p, e)
+						if kind == "raw" {
+							raw[key] = perSec
+							return
+						}
+						if base := raw[key]; base > 0 {
+							b.ReportMetric(perSec/base, "x-raw")
+						}
+						if p == 1 {
+							fleetP1[e] = perSec
+						} else if base := fleetP1[e]; base > 0 {
+							b.ReportMetric(perSec/base, "x-P1")
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+type shardCase struct {
+	bin                              string
+	shards, streamReplicas, replicas int
+	window                           int
+	nodes                            int
+	c                                *cluster
+}
+
+// run starts the case's cluster and parts and drives b.N calls through it.
+func (sc shardCase) run(b *testing.B, kind string) (perSec float64, p50 time.Duration) {
+	cfg := events.Config{Shards: sc.shards, Replicas: sc.streamReplicas}
+	sc.c = startNodes(b, sc.bin, sc.nodes, func(i int) string {
+		conf := fmt.Sprintf("server_tags: [\"node:%d\"]\n", i)
+		if kind == "fleet" {
+			conf += cfg.MappingsConf()
+		}
+		return conf
+	})
+	admin := sc.c.connect(b, "bench-admin", 0)
+	js, err := jetstream.New(admin)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	waitJetStream(b, ctx, js)
+	var streams []string
+	var msg func(g, n int, id string) *nats.Msg
+	callOf := func(subject string) (string, bool) { // raw: raw.reply.<shard>.<g>.<seq>
+		t := strings.Split(subject, ".")
+		return t[len(t)-2] + "." + t[len(t)-1], len(t) == 5
+	}
+	if kind == "fleet" {
+		streams = cfg.ResultStreams()
+		sc.startFleet(b, ctx, js, cfg)
+		callOf = nil
+		msg = func(g, _ int, id string) *nats.Msg {
+			m, err := events.NewCall(events.CallOptions{Source: "/bench", ID: id, RunID: fmt.Sprintf("g%d", g)},
+				events.Call{Tool: "noop", Arguments: json.RawMessage(`{"text":"` + strings.Repeat("x", 180) + `"}`)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return m
+		}
+	} else {
+		streams = sc.startRaw(b, ctx, js)
+		msg = func(_, n int, id string) *nats.Msg {
+			return &nats.Msg{Subject: "raw.call." + strconv.Itoa(n), Header: nats.Header{nats.MsgIdHdr: []string{id}},
+				Data: []byte(`{"text":"` + strings.Repeat("x", 180) + `"}`)}
+		}
+	}
+	return sc.drive(b, streams, kind, callOf, msg)
+}
+
+// placed is sc's placement of shard n's streams: its own node, with R1.
+func (sc shardCase) placed(n int) *jetstream.Placement {
+	if sc.streamReplicas > 1 {
+		return nil
+	}
+	return &jetstream.Placement{Tags: []string{fmt.Sprintf("node:%d", n%sc.nodes)}}
+}
+
+// startFleet creates the fleet's streams (each shard on its node) and starts the
+// executors, each on its own connection to its own node.
+func (sc shardCase) startFleet(b *testing.B, ctx context.Context, js jetstream.JetStream, cfg events.Config) {
+	shardOf := map[string]int{}
+	for n, name := range cfg.CallStreams() {
+		shardOf[name] = n
+		shardOf[cfg.ResultStreams()[n]] = n
+	}
+	for _, s := range cfg.Streams() {
+		n, ok := shardOf[s.Name]
+		if !ok {
+			n = sc.nodes - 1 // events, dead letters, payloads: out of shard 0's way
+		}
+		s.Placement = sc.placed(n)
+		if _, err := js.CreateOrUpdateStream(ctx, s); err != nil {
+			b.Fatalf("stream %s: %v", s.Name, err)
+		}
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	b.Cleanup(func() { stop(); wg.Wait() })
+	for i := range sc.replicas {
+		reg := tools.NewRegistry()
+		err := reg.AddFunc(tools.Definition{Name: "noop", Parameters: json.RawMessage(`{"type":"object"}`), Safe: true},
+			func(ctx context.Context, args json.RawMessage) (any, error) { return true, nil })
+		if err != nil {
+			b.Fatal(err)
+		}
+		ex, err := executor.New(sc.c.connect(b, fmt.Sprintf("executor-%d", i), i%sc.nodes), reg, executor.WithStreamConfig(cfg),
+			executor.WithExecutorID(fmt.Sprintf("ex%d", i)), executor.WithLogger(zerolog.Nop()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		wg.Go(func() { _ = ex.Run(runCtx) })
+	}
+	waitFor(b, ctx, "the executors' consumers", func() bool {
+		for _, name := range cfg.CallStreams() {
+			info, err := js.Consumer(ctx, name, events.ConsumerName("noop"))
+			if err != nil || len(info.CachedInfo().Name) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// startRaw creates the raw pattern's stream pairs and starts its workers; it returns
+// the replies streams.
+func (sc shardCase) startRaw(b *testing.B, ctx context.Context, js jetstream.JetStream) []string {
+	var replies []string
+	for n := range sc.shards {
+		for _, s := range []jetstream.StreamConfig{
+			{Name: fmt.Sprintf("RAW_CALLS_%d", n), Subjects: []string{fmt.Sprintf("raw.call.%d", n)}, Retention: jetstream.WorkQueuePolicy},
+			{Name: fmt.Sprintf("RAW_REPLIES_%d", n), Subjects: []string{fmt.Sprintf("raw.reply.%d.>", n)}},
+		} {
+			s.Storage, s.Replicas, s.Duplicates, s.Placement = jetstream.FileStorage, sc.streamReplicas, 2*time.Minute, sc.placed(n)
+			if _, err := js.CreateOrUpdateStream(ctx, s); err != nil {
+				b.Fatalf("stream %s: %v", s.Name, err)
+			}
+		}
+		replies = append(replies, fmt.Sprintf("RAW_REPLIES_%d", n))
+		if _, err := js.CreateOrUpdateConsumer(ctx, fmt.Sprintf("RAW_CALLS_%d", n), jetstream.ConsumerConfig{Durable: "worker",
+			AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 1000, AckWait: 30 * time.Second, Replicas: sc.streamReplicas}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := range sc.replicas {
+		sc.rawWorker(b, i)
+	}
+	return replies
+}
+
+// rawWorker consumes every shard on its own connection: reply asynchronously, ack on
+// the reply's PubAck.
+func (sc shardCase) rawWorker(b *testing.B, i int) {
+	wjs, err := jetstream.New(sc.c.connect(b, fmt.Sprintf("worker-%d", i), i%sc.nodes), jetstream.WithPublishAsyncMaxPending(4096))
+	if err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan struct{})
+	var acking sync.WaitGroup
+	for n := range sc.shards {
+		cons, err := wjs.Consumer(context.Background(), fmt.Sprintf("RAW_CALLS_%d", n), "worker")
+		if err != nil {
+			b.Fatal(err)
+		}
+		prefix := fmt.Sprintf("raw.reply.%d.", n)
+		cc, err := cons.Consume(func(m jetstream.Msg) {
+			id := m.Headers().Get(nats.MsgIdHdr)
+			f, err := wjs.PublishMsgAsync(&nats.Msg{Subject: prefix + id, Header: nats.Header{nats.MsgIdHdr: []string{id}}, Data: m.Data()})
+			if err != nil {
+				_ = m.Nak()
+				return
+			}
+			acking.Go(func() {
+				select {
+				case <-f.Ok():
+					_ = m.Ack()
+				case <-f.Err():
+					_ = m.Nak()
+				case <-done:
+				}
+			})
+		}, jetstream.PullMaxMessages(max(256/sc.shards, 16)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(cc.Stop)
+	}
+	b.Cleanup(func() { close(done); acking.Wait() })
+}
+
+// drive publishes b.N calls from one load generator per node (its own connection, its
+// share of the window), calls spread over the shards, and waits for every reply.
+func (sc shardCase) drive(b *testing.B, streams []string, kind string, callOf func(string) (string, bool),
+	msg func(g, shard int, id string) *nats.Msg) (float64, time.Duration) {
+	gens := sc.nodes
+	ctx := context.Background()
+	type genResult struct {
+		r   loadgen.Report
+		err error
+	}
+	out := make([]genResult, gens)
+	var gs []*loadgen.Generator
+	for g := range gens {
+		filter := fmt.Sprintf("toolfleet.result.g%d.*", g)
+		if kind == "raw" {
+			filter = fmt.Sprintf("raw.reply.*.g%d.*", g)
+		}
+		gen, err := loadgen.Start(ctx, sc.c.connect(b, fmt.Sprintf("load-%d", g), g), loadgen.Config{ReplyStreams: streams,
+			ReplyFilter: filter, Window: max(sc.window/gens, 16), StallTimeout: 60 * time.Second, CallOf: callOf})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(gen.Stop)
+		gs = append(gs, gen)
+	}
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for g, gen := range gs {
+		wg.Go(func() {
+			for i := g; i < b.N; i += gens {
+				sep := "-"
+				if kind == "raw" {
+					sep = "."
+				}
+				if err := gen.Publish(ctx, msg(g, i%sc.shards, fmt.Sprintf("g%d%s%09d", g, sep, i))); err != nil {
+					out[g].err = err
+					return
+				}
+			}
+			out[g].r, out[g].err = gen.Wait(ctx)
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	var answered int
+	var elapsed, p50 time.Duration
+	for g, o := range out {
+		if o.err != nil {
+			b.Fatalf("generator %d: %v", g, o.err)
+		}
+		if o.r.Lost != 0 || o.r.Doubled != 0 || o.r.PublishErrors != 0 {
+			b.Fatalf("generator %d: %d answered, %d lost, %d doubled, %d refused", g, o.r.Answered, o.r.Lost, o.r.Doubled, o.r.PublishErrors)
+		}
+		answered += o.r.Answered
+		elapsed = max(elapsed, o.r.Elapsed)
+		p50 = max(p50, o.r.P50)
+	}
+	return float64(answered) / elapsed.Seconds(), p50
+}
+
+func waitJetStream(b *testing.B, ctx context.Context, js jetstream.JetStream) {
+	waitFor(b, ctx, "JetStream", func() bool {
+		actx, cancel := context.WithTimeout(ctx, time.Second) // unanswered until a meta leader
+		defer cancel()
+		_, err := js.AccountInfo(actx)
+		return err == nil
+	})
+}
+
+func waitFor(b *testing.B, ctx context.Context, what string, cond func() bool) {
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			b.Fatalf("waiting for %s: %v", what, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func envInts(b *testing.B, name, def string) []int {
+	v := os.Getenv(name)
+	if v == "" {
+		v = def
+	}
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			b.Fatalf("%s: %q is not a list of positive numbers", name, v)
+		}
+		out = append(out, n)
+	}
+	return out
+}
