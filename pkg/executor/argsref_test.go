@@ -120,7 +120,7 @@ func TestLargeArgumentsGoByReference(t *testing.T) {
 	}
 	// Arguments by reference are validated like inline ones: an extra property is refused
 	// invalid, with the violation, and the tool does not run.
-	bad := append(digestArgs(1<<20)[:0:0], `{"extra":1,`...)
+	bad := append(digestArgs(1 << 20)[:0:0], `{"extra":1,`...)
 	bad = append(bad, digestArgs(1 << 20)[1:]...)
 	res, err := c.Call(ctx, client.Request{Tool: "digest", ID: "invalid-big", Arguments: bad})
 	if !errors.Is(err, &tools.Error{Code: tools.CodeInvalidInput}) || res.Status != events.StatusInvalid || len(res.Error.Violations) == 0 {
