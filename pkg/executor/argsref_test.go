@@ -14,6 +14,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/natstest"
 	"github.com/toolfleet/toolfleet/pkg/client"
 	"github.com/toolfleet/toolfleet/pkg/events"
+	"github.com/toolfleet/toolfleet/pkg/executor"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
@@ -120,8 +121,7 @@ func TestLargeArgumentsGoByReference(t *testing.T) {
 	}
 	// Arguments by reference are validated like inline ones: an extra property is refused
 	// invalid, with the violation, and the tool does not run.
-	bad := append(digestArgs(1 << 20)[:0:0], `{"extra":1,`...)
-	bad = append(bad, digestArgs(1 << 20)[1:]...)
+	bad := append([]byte(`{"extra":1,`), digestArgs(1 << 20)[1:]...)
 	res, err := c.Call(ctx, client.Request{Tool: "digest", ID: "invalid-big", Arguments: bad})
 	if !errors.Is(err, &tools.Error{Code: tools.CodeInvalidInput}) || res.Status != events.StatusInvalid || len(res.Error.Violations) == 0 {
 		t.Fatalf("invalid large arguments: %+v, %v", res, err)
@@ -199,4 +199,65 @@ func TestHostileArgumentRefs(t *testing.T) {
 	}
 	natstest.Eventually(t, 15*time.Second, "the calls stream to empty", func() bool { return b.callsLeft(t) == 0 })
 	assertOneResultEach(t, b, append(ids, "own"))
+}
+
+// A call by reference that waits for approval: the approval request carries the
+// reference, not the arguments; approved as it is, the tool gets the arguments intact;
+// approved with replacement arguments, the result's approval record keeps the original
+// ones by reference.
+func TestApprovalOfArgumentsByReference(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var written sync.Map
+	b.start(t, writeRegistry(t, &written), executor.WithApprovalTimeout(time.Minute))
+	requests := subscribe(t, b, "toolfleet.event.approval.requested.write_file.*")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := client.New(b.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Repeat("y", 1<<20)
+	args, _ := json.Marshal(map[string]string{"path": "big.txt", "text": text})
+	for _, tt := range []struct {
+		id       string
+		answer   events.ApprovalAnswer
+		wrote    string
+		original bool // the record keeps the original arguments' reference
+	}{
+		{"as-is", events.ApprovalAnswer{Decision: events.DecisionApprove, By: "ann"}, "big.txt=" + text, false},
+		{"replaced", events.ApprovalAnswer{Decision: events.DecisionApprove, By: "ann", Arguments: json.RawMessage(`{"path":"small.txt","text":"hi"}`)}, "small.txt=hi", true},
+	} {
+		done := make(chan error, 1)
+		var res events.Result
+		go func() {
+			var err error
+			res, err = c.Call(ctx, client.Request{Tool: "write_file", ID: tt.id, Arguments: args})
+			done <- err
+		}()
+		m, err := requests.NextMsg(15 * time.Second)
+		if err != nil {
+			t.Fatalf("%s: no approval request: %v", tt.id, err)
+		}
+		e, err := events.Decode(events.CoreMsg(m), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var req events.ApprovalRequest
+		must(t, e.DataAs(&req))
+		if len(m.Data) > 4<<10 || req.ArgumentsRef == nil || req.Arguments != nil {
+			t.Fatalf("%s: approval request of %d bytes, ref %+v", tt.id, len(m.Data), req.ArgumentsRef)
+		}
+		b.answer(t, req, tt.answer)
+		if err := <-done; err != nil {
+			t.Fatalf("%s: %v", tt.id, err)
+		}
+		if w, _ := written.Load(tt.id); w != tt.wrote {
+			t.Errorf("%s: wrote %.40q, want %.40q", tt.id, w, tt.wrote)
+		}
+		a := res.Approval
+		if a == nil || (a.ArgumentsOriginalRef != nil) != tt.original || a.ArgumentsOriginal != nil {
+			t.Errorf("%s: approval record %+v", tt.id, a)
+		}
+	}
 }
