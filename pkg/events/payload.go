@@ -135,6 +135,11 @@ func (p *Payloads) Put(ctx context.Context, tenant string, data []byte) (*Payloa
 		futures = append(futures, f)
 		ref.Chunks++
 	}
+	// Bounded even under a context without a deadline: a chunk refused by the server's
+	// permissions is never acknowledged, and its publisher hears of it only by the
+	// connection's error callback.
+	wait := time.NewTimer(payloadTimeout)
+	defer wait.Stop()
 	for _, f := range futures {
 		select {
 		case <-f.Ok():
@@ -142,6 +147,9 @@ func (p *Payloads) Put(ctx context.Context, tenant string, data []byte) (*Payloa
 			return nil, fmt.Errorf("store payload %s: %w", ref.ID, err)
 		case <-ctx.Done():
 			return nil, fmt.Errorf("store payload %s: %w", ref.ID, ctx.Err())
+		case <-wait.C:
+			return nil, fmt.Errorf("store payload %s: no acknowledgement of its chunks within %s (is publishing on %s allowed?)",
+				ref.ID, payloadTimeout, AllPayloads)
 		}
 	}
 	return ref, nil
