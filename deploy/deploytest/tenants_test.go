@@ -237,6 +237,16 @@ func TestTenantUsers(t *testing.T) {
 	}
 	chunk, _ := events.PayloadSubject("acme", big.OutputRef.ID, 0)
 	globex.denied("read acme's payload", "$JS.API.DIRECT.GET."+events.StreamPayloads+"."+chunk, directGetOf(globex, events.StreamPayloads, chunk))
+	// Large arguments go by reference: acme stores their chunks, the executor reads them;
+	// globex cannot write a chunk on acme's subjects.
+	pad, _ := json.Marshal(map[string]string{"pad": strings.Repeat("p", 600_000)})
+	if r, err := acmeClient.Call(ctx, tfclient.Request{Tool: "big_report", ID: "b2", RunID: "run-a", Arguments: pad}); err != nil || r.Status != events.StatusOK {
+		t.Fatalf("acme's call with large arguments: %+v, %v", r, err)
+	}
+	globex.denied("write a chunk of acme's payload", chunk, func(ctx context.Context) error {
+		_, err := globex.js.Publish(ctx, chunk, []byte("forged"))
+		return err
+	})
 	acme.noViolations(refusedCleanup(events.StreamResults))
 
 	// Approvals: acme's call of the unsafe tool waits; globex can neither see the request

@@ -90,7 +90,14 @@
 // Each tool output is shown to the model within the run's Limits.ContextBudget (64 KiB
 // by default): a larger one is replaced, in the model's context only, by a JSON object
 // with its first bytes, its size, the call id as a handle and a note; the full output
-// stays in the call's result (GET /v1/runs/{id}).
+// stays in the call's result (GET /v1/runs/{id}). The same rule holds for the model's own
+// calls when the conversation is replayed: arguments over the budget are shown as such
+// an object (the call ran with them whole).
+//
+// Arguments over events.Config.ClaimCheckBytes are stored once, as a payload of the
+// run's tenant, when the step is recorded: the call record holds the reference
+// (argumentsRef), the call event carries it (arguments_ref), and neither the run log nor
+// the tool_called event copies the arguments (see argsref.go).
 //
 // # Approvals and nested runs
 //

@@ -51,7 +51,8 @@ type Limits struct {
 	// over it is replaced, in the model's context only, by a JSON object holding its
 	// first ContextBudget bytes ("head"), its size, the call id as a handle and a note
 	// saying so; the full output stays in the call's result (the results stream, GET
-	// /v1/runs/{id}). Default 64 KiB, at most 16 MiB.
+	// /v1/runs/{id}). A model's own call arguments over it are shown so too when the
+	// conversation is replayed to it. Default 64 KiB, at most 16 MiB.
 	ContextBudget int `json:"contextBudget,omitempty"`
 }
 

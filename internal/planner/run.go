@@ -240,6 +240,11 @@ type CallRecord struct {
 	// ArgumentsOriginal keeps the model's.
 	Approval          *events.Approval `json:"approval,omitempty"`
 	ArgumentsOriginal json.RawMessage  `json:"argumentsOriginal,omitempty"`
+
+	// ArgumentsRef is set when the arguments were larger than the claim-check size: they
+	// are stored once as a payload, and the call went to the fleet by this reference.
+	ArgumentsRef *events.PayloadRef `json:"argumentsRef,omitempty"`
+
 	// Local marks a call answered by the planner itself (invalid input, unknown tool,
 	// loop warning, nested run), never published to the fleet.
 	Local      bool       `json:"local,omitempty"`

@@ -40,8 +40,10 @@ type runLog struct {
 	log     jetstream.Stream
 	results []jetstream.Stream // one per shard: shards.ResultShard picks
 	shards  events.Config
-	// payloads reads outputs the executors stored by reference.
-	payloads *events.Payloads
+	// payloads reads outputs the executors stored by reference, and stores arguments
+	// larger than claimCheck (argsref.go).
+	payloads   *events.Payloads
+	claimCheck int
 
 	// wrote, when set, is told the size of every record written (tests).
 	wrote func(subject string, n int)
@@ -99,6 +101,9 @@ type stepRecord struct {
 type argsRecord struct {
 	Model     json.RawMessage `json:"model"`
 	Validated json.RawMessage `json:"validated,omitempty"`
+	// ModelRef, instead of Model, points at the model's arguments when they are over
+	// the claim-check size (argsref.go).
+	ModelRef *events.PayloadRef `json:"modelRef,omitempty"`
 }
 
 // inlineArgsMax is the size of a step's arguments above which each goes in its own
@@ -122,7 +127,8 @@ func newRunLog(ctx context.Context, js jetstream.JetStream, cfg events.Config) (
 		}
 		results = append(results, s)
 	}
-	return &runLog{js: js, log: log, results: results, shards: cfg, payloads: events.NewPayloads(js, cfg), runs: map[string]*runCache{}}, nil
+	return &runLog{js: js, log: log, results: results, shards: cfg, payloads: events.NewPayloads(js, cfg),
+		claimCheck: cfg.WithDefaults().ClaimCheckBytes, runs: map[string]*runCache{}}, nil
 }
 
 func logSubject(run string, kind ...string) string {
@@ -250,21 +256,28 @@ func (l *runLog) input(ctx context.Context, run string) ([]provider.Message, err
 // writeStep records step rec.Step of run, unless a record of that step is there: then it
 // returns that one, which is the step as it happened.
 func (l *runLog) writeStep(ctx context.Context, run string, rec *stepRecord) (*stepRecord, error) {
+	if err := l.storeLargeArguments(ctx, rec); err != nil {
+		return nil, err
+	}
 	stored := *rec
 	size := 0
 	for _, tc := range rec.Message.ToolCalls {
 		size += len(tc.Arguments)
 	}
-	if size > inlineArgsMax {
+	if size > inlineArgsMax || l.hasLargeArguments(rec) {
 		// Each call's arguments in its own record, under a name no other attempt uses.
 		stored.ArgsRef = nuid.Next()
 		stored.Message.ToolCalls = append([]provider.ToolCall(nil), rec.Message.ToolCalls...)
 		stored.Calls = make([]*CallRecord, len(rec.Calls))
 		futures := make([]jetstream.PubAckFuture, 0, len(rec.Message.ToolCalls))
 		for i, tc := range rec.Message.ToolCalls {
-			a := argsRecord{Model: tc.Arguments}
-			if i < len(rec.Calls) && !bytes.Equal(rec.Calls[i].Arguments, tc.Arguments) {
-				a.Validated = rec.Calls[i].Arguments
+			var made *CallRecord
+			if i < len(rec.Calls) {
+				made = rec.Calls[i]
+			}
+			a, err := l.argsRecordOf(ctx, rec.State.Tenant, tc, made)
+			if err != nil {
+				return nil, err
 			}
 			b, err := json.Marshal(a)
 			if err != nil {
@@ -358,6 +371,13 @@ func (l *runLog) readStep(ctx context.Context, run string, n int) (*stepRecord, 
 				return nil, fmt.Errorf("arguments of call %d of step %d: %w", i, n, err)
 			}
 			tc.Arguments = a.Model
+			var made *CallRecord
+			if i < len(rec.Calls) {
+				made = rec.Calls[i]
+			}
+			if err := l.readArguments(ctx, a, tc, made); err != nil {
+				return nil, fmt.Errorf("arguments of call %d of step %d: %w", i, n, err)
+			}
 		}
 		if i < len(rec.Calls) && rec.Calls[i].Arguments == nil {
 			rec.Calls[i].Arguments = tc.Arguments
@@ -534,9 +554,7 @@ func (l *runLog) prune(run string, from int) {
 
 // stepMessages returns the messages step rec adds to the conversation, given its calls.
 func (l *runLog) stepMessages(ctx context.Context, r *Run, rec *stepRecord, calls []*CallRecord) ([]provider.Message, error) {
-	msg := rec.Message
-	msg.Role = provider.RoleAssistant
-	out := []provider.Message{msg}
+	out := []provider.Message{modelMessage(rec, r.Limits.contextBudget())}
 	if rec.Retried {
 		out = append(out, provider.Message{Role: provider.RoleUser, Text: retryNudge})
 	}
@@ -614,9 +632,7 @@ func (l *runLog) assemble(ctx context.Context, r *Run) (*Run, error) {
 			return nil, err
 		}
 		if !done { // the current step: its results are not fed back yet
-			msg := rec.Message
-			msg.Role = provider.RoleAssistant
-			out.Messages = append(out.Messages, msg)
+			out.Messages = append(out.Messages, modelMessage(rec, r.Limits.contextBudget()))
 			continue
 		}
 		m, err := l.stepMessages(ctx, r, rec, calls)

@@ -206,14 +206,16 @@ steps:
 	}
 }
 
-// A part of a run's state that can never be stored (here a model answer whose
-// arguments are larger than the server's max payload) ends the run at once with a
-// termination that says so, instead of retrying until the run's time limit.
+// A part of a run's state that can never be stored (here a model answer whose text,
+// beside a call, is larger than the server's max payload; large arguments would go by
+// reference) ends the run at once with a termination that says so, instead of retrying
+// until the run's time limit.
 func TestStateTooLargeEndsTheRun(t *testing.T) {
 	script := fmt.Sprintf(`
 name: huge
 steps:
-  - calls: [{name: echo, arguments: {text: %s}}]
+  - text: %s
+    calls: [{name: echo, arguments: {text: small}}]
   - text: unreachable
 `, strings.Repeat("z", 1_200_000))
 	srv := natstest.StartWith(t, func(o *server.Options) { o.MaxPayload = 1 << 20 })

@@ -459,7 +459,7 @@ func (p *Planner) checkCall(r *Run, c *CallRecord, now time.Time) {
 		}
 		return
 	}
-	call, err := p.cat.hydrate(c.Name, c.Arguments)
+	call, err := p.cat.hydrateModelCall(c.Name, c.Arguments)
 	if err != nil {
 		te := tools.AsError(err, tools.CodeInvalidInput)
 		c.answerLocal(string(events.StatusOf(te)), te, now)
@@ -554,12 +554,12 @@ func (p *Planner) publishCalls(ctx context.Context, run *Run) (wait func(context
 		}
 		msg, err := events.NewCall(events.CallOptions{Source: p.cfg.Source, ID: c.ID, RunID: run.ID, Deadline: run.Deadline,
 			TraceParent: run.TraceParent, TraceState: run.TraceState, Caller: run.caller()},
-			events.Call{Tool: c.Name, Arguments: c.Arguments, Metadata: run.Metadata})
+			callData(c, run.Metadata)) // large arguments by reference (argsref.go)
 		if err != nil {
 			return nil, err
 		}
 		// Announced before the call goes out, so it precedes its result's announcement.
-		p.emit(ctx, run, "tool_called", run.Step, c.ID, map[string]any{"tool": c.Name, "arguments": c.Arguments})
+		p.emit(ctx, run, "tool_called", run.Step, c.ID, calledDetail(c))
 		f, err := p.js.PublishMsgAsync(msg)
 		if err != nil {
 			return nil, fmt.Errorf("publish call %s: %w", c.ID, err)
@@ -603,6 +603,7 @@ func (p *Planner) withArguments(ctx context.Context, run *Run, calls []*CallReco
 		for _, made := range rec.Calls {
 			if made.ID == c.ID {
 				cc.Arguments = made.Arguments
+				withArgumentsRef(&cc, made)
 			}
 		}
 	}

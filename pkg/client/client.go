@@ -86,6 +86,8 @@ type Client struct {
 	payloads *events.Payloads
 	// shards says which results stream holds a result (events.Config.ResultStream).
 	shards events.Config
+	// claimCheck is the size above which arguments go by reference.
+	claimCheck int
 }
 
 // New returns a client on nc. The fleet's streams must exist (any executor or planner
@@ -104,8 +106,13 @@ func New(nc *nats.Conn, opts ...Option) (*Client, error) {
 	if o.shards == 0 {
 		o.shards = discoverShards(js)
 	}
-	return &Client{nc: nc, js: js, source: o.source, caller: o.caller, payloads: events.NewPayloads(js, events.Config{}),
-		shards: events.Config{Shards: o.shards}}, nil
+	cfg := events.Config{}.WithDefaults()
+	claimCheck := cfg.ClaimCheckBytes
+	if mp := int(nc.MaxPayload()) / 2; mp > 0 && mp < claimCheck { // a server with smaller messages
+		claimCheck = mp
+	}
+	return &Client{nc: nc, js: js, source: o.source, caller: o.caller, payloads: events.NewPayloads(js, cfg),
+		shards: events.Config{Shards: o.shards}, claimCheck: claimCheck}, nil
 }
 
 // discoverShards counts the fleet's results shards (TOOLFLEET_RESULTS_<n>); 1 when there
@@ -148,7 +155,9 @@ type Request struct {
 // there for the caller. A refused request (bad tool name or id) is an invalid_event
 // *tools.Error, and ctx's end its error. An output stored by reference (over the fleet's
 // claim-check size) is read from its payload bucket: the result's Output holds it, and
-// OutputRef says where it was.
+// OutputRef says where it was. Arguments larger than the claim-check size go the same
+// way: stored as a payload of the client's tenant, the call carrying arguments_ref
+// (smaller ones travel in the call, with no extra round trip).
 func (c *Client) Call(ctx context.Context, r Request) (events.Result, error) {
 	if r.ID == "" {
 		r.ID = nuid.Next()
@@ -158,7 +167,22 @@ func (c *Client) Call(ctx context.Context, r Request) (events.Result, error) {
 	}
 	opts := events.CallOptions{Source: c.source, ID: r.ID, RunID: r.RunID, Caller: c.caller}
 	opts.Deadline, _ = ctx.Deadline()
-	msg, err := events.NewCall(opts, events.Call{Tool: r.Tool, Arguments: r.Arguments, Metadata: r.Metadata})
+	call := events.Call{Tool: r.Tool, Arguments: r.Arguments, Metadata: r.Metadata}
+	if len(r.Arguments) > c.claimCheck { // by reference: stored once, under the caller's tenant
+		// Refused now what NewCall would refuse, before anything is stored.
+		if err := events.ValidateTool(r.Tool); err != nil {
+			return events.Result{}, err
+		}
+		if err := events.ValidateEventID("call id", r.ID); err != nil {
+			return events.Result{}, err
+		}
+		ref, err := c.payloads.Put(ctx, c.caller.Tenant, r.Arguments)
+		if err != nil {
+			return events.Result{}, fmt.Errorf("store the arguments of call %s: %w", r.ID, ctxErr(ctx, err))
+		}
+		call.Arguments, call.ArgumentsRef = nil, ref
+	}
+	msg, err := events.NewCall(opts, call)
 	if err != nil {
 		return events.Result{}, err
 	}

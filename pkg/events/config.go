@@ -99,13 +99,14 @@ type Config struct {
 	// RunsMaxAge is how long a planner run's state is kept after its last change.
 	// Default 7 days.
 	RunsMaxAge tools.Duration `json:"runsMaxAge,omitempty"`
-	// ClaimCheckBytes is the size above which a tool's output goes by reference: stored
-	// in chunks on the payloads stream, the result carrying a [PayloadRef] (see
-	// [Payloads]). Default 256 KiB (a quarter of MaxMsgSize when that is below 1 MiB); it
-	// must stay below MaxMsgSize.
+	// ClaimCheckBytes is the size above which a tool's output, or a call's arguments, go
+	// by reference: stored in chunks on the payloads stream, the result carrying a
+	// [PayloadRef] as output_ref, the call as arguments_ref (see [Payloads]). Default 256
+	// KiB (a quarter of MaxMsgSize when that is below 1 MiB); it must stay below
+	// MaxMsgSize.
 	ClaimCheckBytes int `json:"claimCheckBytes,omitempty"`
 	// PayloadMaxBytes bounds a payload stored by reference; a larger output is refused
-	// output_too_large. Default 64 MiB.
+	// output_too_large, larger arguments input_too_large. Default 64 MiB.
 	PayloadMaxBytes int64 `json:"payloadMaxBytes,omitempty"`
 	// Shards splits calls and results over this many streams each, so that a cluster
 	// spreads their leaders over its nodes (see [Config.CallStreams]; the server needs

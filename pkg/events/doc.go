@@ -81,8 +81,16 @@
 // # Storage
 //
 // [Config] holds every stored setting in one place and [Ensure] creates it idempotently.
-// Payloads too large for an event (a tool's output over Config.ClaimCheckBytes) are
-// stored by reference on the payloads stream ([Payloads], [PayloadRef]).
+// Payloads too large for an event (a tool's output or a call's arguments over
+// Config.ClaimCheckBytes) are stored by reference on the payloads stream ([Payloads],
+// [PayloadRef]): a result carries output_ref instead of output, a call arguments_ref
+// instead of arguments. The two fields of a call are exclusive; a call with both, or
+// with a malformed reference, is refused invalid_event ([DecodeCall]). Anyone may
+// publish arguments_ref after storing the chunks with [Payloads.Put] (pkg/client does
+// it for large arguments): the executor reads the payload only when it is the call's
+// tenant's (else forbidden), up to PayloadMaxBytes, checks it against the reference
+// (a payload gone or not matching is invalid, never retried), and validates the
+// arguments like inline ones.
 // The calls stream is a work queue: a call is gone once acknowledged, and JetStream
 // allows one consumer per filter, which is what a tool class is: one durable consumer
 // per tool ([ConsumerName]) shared by all its replicas. Results, events and dead letters

@@ -12,6 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+
+	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
 // Payloads larger than [Config].ClaimCheckBytes travel by reference (a claim check): the
@@ -35,6 +37,27 @@ type PayloadRef struct {
 	Size   int64  `json:"size"`
 	Chunks int    `json:"chunks"`
 	SHA256 string `json:"sha256"`
+}
+
+// Check refuses a reference that cannot point at a stored payload: an id that is not a
+// subject token, a tenant that is not one, a negative size, a chunk count below 1 or
+// above the size (every chunk but an empty payload's holds at least one byte), or a
+// SHA-256 that is not 64 hex digits. It is an invalid_event *tools.Error saying which.
+// Whether the payload is there, and matches, only reading it tells ([Payloads.Get]).
+func (r *PayloadRef) Check() error {
+	if _, err := PayloadSubject(r.Tenant, r.ID, 0); err != nil {
+		return tools.Errorf(tools.CodeInvalidEvent, "payload reference: %v", err)
+	}
+	if r.Size < 0 || r.Chunks < 1 || int64(r.Chunks) > max(r.Size, 1) {
+		return tools.Errorf(tools.CodeInvalidEvent, "payload reference %s: %d chunks cannot hold %d bytes", r.ID, r.Chunks, r.Size)
+	}
+	if len(r.SHA256) != sha256.Size*2 {
+		return tools.Errorf(tools.CodeInvalidEvent, "payload reference %s: sha256 %q is not 64 hex digits", r.ID, r.SHA256)
+	}
+	if _, err := hex.DecodeString(r.SHA256); err != nil {
+		return tools.Errorf(tools.CodeInvalidEvent, "payload reference %s: sha256 %q is not 64 hex digits", r.ID, r.SHA256)
+	}
+	return nil
 }
 
 // PayloadSubject is the subject of chunk n of payload id of tenant:
@@ -112,6 +135,11 @@ func (p *Payloads) Put(ctx context.Context, tenant string, data []byte) (*Payloa
 		futures = append(futures, f)
 		ref.Chunks++
 	}
+	// Bounded even under a context without a deadline: a chunk refused by the server's
+	// permissions is never acknowledged, and its publisher hears of it only by the
+	// connection's error callback.
+	wait := time.NewTimer(payloadTimeout)
+	defer wait.Stop()
 	for _, f := range futures {
 		select {
 		case <-f.Ok():
@@ -119,6 +147,9 @@ func (p *Payloads) Put(ctx context.Context, tenant string, data []byte) (*Payloa
 			return nil, fmt.Errorf("store payload %s: %w", ref.ID, err)
 		case <-ctx.Done():
 			return nil, fmt.Errorf("store payload %s: %w", ref.ID, ctx.Err())
+		case <-wait.C:
+			return nil, fmt.Errorf("store payload %s: no acknowledgement of its chunks within %s (is publishing on %s allowed?)",
+				ref.ID, payloadTimeout, AllPayloads)
 		}
 	}
 	return ref, nil
@@ -134,6 +165,9 @@ func (p *Payloads) Get(ctx context.Context, ref *PayloadRef, max int64) ([]byte,
 	}
 	if ref.Size > max || ref.Size < 0 || ref.Chunks < 1 {
 		return nil, fmt.Errorf("payload %s of %d bytes in %d chunks: %w of %d", ref.ID, ref.Size, ref.Chunks, errPayloadTooLarge, max)
+	}
+	if ref.Chunks > 1 && int64(ref.Chunks) > ref.Size { // no chunk is empty: such a reference lies
+		return nil, fmt.Errorf("payload %s of %d bytes in %d chunks: %w", ref.ID, ref.Size, ref.Chunks, ErrPayloadMismatch)
 	}
 	data := make([]byte, 0, ref.Size)
 	for n := range ref.Chunks {

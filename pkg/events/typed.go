@@ -53,7 +53,7 @@ type CallOptions struct {
 }
 
 // NewCall encodes a call of c.Tool as a message on [CallSubject](o.Caller, c.Tool), with
-// the attributes of o.
+// the attributes of o. c carries Arguments or ArgumentsRef, not both.
 func NewCall(o CallOptions, c Call) (*nats.Msg, error) {
 	subj, err := CallSubject(o.Caller, c.Tool)
 	if err != nil {
@@ -64,6 +64,14 @@ func NewCall(o CallOptions, c Call) (*nats.Msg, error) {
 	if e.Time.IsZero() {
 		e.Time = time.Now()
 	}
+	if c.ArgumentsRef != nil { // refused here as DecodeCall would refuse it
+		if len(c.Arguments) > 0 {
+			return nil, tools.Errorf(tools.CodeInvalidEvent, "call %s: arguments and arguments_ref are exclusive", o.ID)
+		}
+		if err := c.ArgumentsRef.Check(); err != nil {
+			return nil, err
+		}
+	}
 	if err := e.SetData(c); err != nil {
 		return nil, err
 	}
@@ -72,7 +80,8 @@ func NewCall(o CallOptions, c Call) (*nats.Msg, error) {
 
 // DecodeCall decodes a call message. The tool in the data must agree with the subject;
 // when the data leaves it out, the subject's tool is taken. Missing arguments read as
-// {}. On error the returned CallEvent holds what could be read (id, run id, tool), so
+// {}. A call carrying arguments_ref must carry no arguments, and its reference must be
+// well formed ([PayloadRef.Check]); its Arguments stay nil, to be read from the payload. On error the returned CallEvent holds what could be read (id, run id, tool), so
 // the caller can still be answered.
 func DecodeCall(msg Message, maxBytes int) (CallEvent, error) {
 	var ce CallEvent
@@ -105,7 +114,18 @@ func DecodeCall(msg Message, maxBytes int) (CallEvent, error) {
 		ce.Call.Tool = subjTool
 		return ce, tools.Errorf(tools.CodeInvalidEvent, "call %s names tool %q but was published on %s", e.ID, bad, subject)
 	}
-	if len(bytes.TrimSpace(ce.Call.Arguments)) == 0 || bytes.Equal(bytes.TrimSpace(ce.Call.Arguments), []byte("null")) {
+	noArgs := len(bytes.TrimSpace(ce.Call.Arguments)) == 0 || bytes.Equal(bytes.TrimSpace(ce.Call.Arguments), []byte("null"))
+	if ref := ce.Call.ArgumentsRef; ref != nil {
+		if !noArgs {
+			return ce, tools.Errorf(tools.CodeInvalidEvent, "call %s has both arguments and arguments_ref: send one of them", e.ID)
+		}
+		if err := ref.Check(); err != nil {
+			return ce, tools.Errorf(tools.CodeInvalidEvent, "call %s: arguments_ref: %s", e.ID, tools.AsError(err, tools.CodeInvalidEvent).Message)
+		}
+		ce.Call.Arguments = nil // read from the payload by whoever runs the call
+		return ce, nil
+	}
+	if noArgs {
 		ce.Call.Arguments = []byte("{}")
 	}
 	return ce, nil

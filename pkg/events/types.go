@@ -76,7 +76,12 @@ type Call struct {
 	Tool string `json:"tool"`
 	// Arguments are kept exactly as received: a JSON object, or a JSON string holding one
 	// (some providers send arguments as a string).
-	Arguments json.RawMessage `json:"arguments"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// ArgumentsRef, instead of Arguments, points at arguments stored by reference (see
+	// [Payloads]): a call whose arguments are larger than the claim-check size carries
+	// them so. The two are exclusive, and the payload must be the caller's tenant's; the
+	// executor reads it and validates it like inline arguments.
+	ArgumentsRef *PayloadRef `json:"arguments_ref,omitempty"`
 	// Metadata is caller-supplied context (user, role, trace notes); tools see it through
 	// tools.CallInfo.
 	Metadata map[string]string `json:"metadata,omitempty"`
@@ -136,20 +141,25 @@ type Approval struct {
 	Reason   string    `json:"reason,omitempty"`
 	At       time.Time `json:"at"`
 	// ArgumentsOriginal and ArgumentsApproved are set only when an approval replaced
-	// the call's arguments.
-	ArgumentsOriginal json.RawMessage `json:"arguments_original,omitempty"`
-	ArgumentsApproved json.RawMessage `json:"arguments_approved,omitempty"`
+	// the call's arguments. Original arguments that went by reference are not copied:
+	// ArgumentsOriginalRef points at them.
+	ArgumentsOriginal    json.RawMessage `json:"arguments_original,omitempty"`
+	ArgumentsOriginalRef *PayloadRef     `json:"arguments_original_ref,omitempty"`
+	ArgumentsApproved    json.RawMessage `json:"arguments_approved,omitempty"`
 }
 
 // ApprovalRequest is the data of an approval-requested event: a call of an unsafe tool is
 // parked until an [ApprovalAnswer] arrives on [ApprovalAnsweredSubject] or ExpiresAt
 // passes (then it is denied).
 type ApprovalRequest struct {
-	Tool      string            `json:"tool"`
-	CallID    string            `json:"call_id"`
-	RunID     string            `json:"run_id"`
-	Arguments json.RawMessage   `json:"arguments"`
-	Metadata  map[string]string `json:"metadata,omitempty"`
+	Tool      string          `json:"tool"`
+	CallID    string          `json:"call_id"`
+	RunID     string          `json:"run_id"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// ArgumentsRef is set instead of Arguments when the call's arguments went by
+	// reference: read them with [Payloads.Get].
+	ArgumentsRef *PayloadRef       `json:"arguments_ref,omitempty"`
+	Metadata     map[string]string `json:"metadata,omitempty"`
 	// Reason says why approval is needed (unsafe tool, unvalidated arguments).
 	Reason    string    `json:"reason"`
 	Validated bool      `json:"validated"`

@@ -86,6 +86,9 @@ func (ex *Executor) park(ctx context.Context, j *job) {
 	}
 	req := events.ApprovalRequest{Tool: j.def.Name, CallID: j.res.CallID, RunID: j.res.RunID, Arguments: j.ce.Call.Arguments,
 		Metadata: j.ce.Call.Metadata, Reason: reason, Validated: j.def.Validated(), ExpiresAt: exp, Caller: j.ce.Caller}
+	if ref := j.ce.Call.ArgumentsRef; ref != nil { // the approver reads them by reference too
+		req.Arguments, req.ArgumentsRef = nil, ref
+	}
 	m, err := events.NewApprovalRequest(ex.source, req, j.ce.TraceParent)
 	if err == nil {
 		j.carryTrace(m)
@@ -174,7 +177,7 @@ func (ex *Executor) handleAnswer(runCtx context.Context, w *worker, msg jetstrea
 		return
 	}
 	defer j.watch.release()
-	j.res.Approval = approvalRecord(ae, ans, ce.Call.Arguments)
+	j.res.Approval = approvalRecord(ae, ans, ce.Call)
 	runCtx = ex.startSpan(runCtx, j)
 	ex.o.log.Info().Str("tool", tool).Str("call_id", j.res.CallID).Str("decision", string(ans.Decision)).Str("by", ans.By).
 		Bool("modified", len(ans.Arguments) > 0).Msg("approval answered")
@@ -189,11 +192,12 @@ func (ex *Executor) handleAnswer(runCtx context.Context, w *worker, msg jetstrea
 		ex.fail(j, &tools.Error{Code: tools.CodeDenied, Message: msgText})
 		return
 	}
-	args := ce.Call.Arguments
 	if len(ans.Arguments) > 0 {
-		args = ans.Arguments
+		j.ce.Call.Arguments, j.ce.Call.ArgumentsRef = ans.Arguments, nil
+	} else if !ex.resolveArguments(runCtx, j) { // the call's own, perhaps by reference
+		return
 	}
-	hc, err := ex.reg.Hydrate(tool, args)
+	hc, err := ex.hydrate(j, j.ce.Call.Arguments)
 	if err != nil {
 		ex.fail(j, tools.AsError(err, tools.CodeInvalidInput))
 		return
@@ -201,15 +205,15 @@ func (ex *Executor) handleAnswer(runCtx context.Context, w *worker, msg jetstrea
 	ex.runAndAnswer(runCtx, j, hc)
 }
 
-// approvalRecord is the audit record of answer ans (event e) to a call with arguments
-// args, carried in the call's result.
-func approvalRecord(e events.Event, ans events.ApprovalAnswer, args json.RawMessage) *events.Approval {
+// approvalRecord is the audit record of answer ans (event e) to call c, carried in the
+// call's result: original arguments that went by reference are recorded by it.
+func approvalRecord(e events.Event, ans events.ApprovalAnswer, c events.Call) *events.Approval {
 	a := &events.Approval{Decision: ans.Decision, By: ans.By, Reason: ans.Reason, At: e.Time.UTC()}
 	if a.At.IsZero() {
 		a.At = time.Now().UTC()
 	}
 	if ans.Decision == events.DecisionApprove && len(ans.Arguments) > 0 {
-		a.ArgumentsOriginal, a.ArgumentsApproved = args, ans.Arguments
+		a.ArgumentsOriginal, a.ArgumentsOriginalRef, a.ArgumentsApproved = c.Arguments, c.ArgumentsRef, ans.Arguments
 	}
 	return a
 }

@@ -88,7 +88,10 @@ func (ex *Executor) handleCall(ctx context.Context, w *worker, msg jetstream.Msg
 		ex.fail(j, f)
 		return
 	}
-	call, err := ex.reg.Hydrate(w.def.Name, ce.Call.Arguments)
+	if !ex.resolveArguments(ctx, j) { // arguments_ref: read them (argsref.go)
+		return
+	}
+	call, err := ex.hydrate(j, j.ce.Call.Arguments)
 	if err != nil {
 		ex.fail(j, tools.AsError(err, tools.CodeInvalidInput))
 		return
@@ -181,7 +184,7 @@ func (ex *Executor) runWithRetries(ctx context.Context, j *job, call *tools.Call
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 {
 			// A fresh instance per attempt: a typed tool may have changed its fields.
-			c, err := ex.reg.Hydrate(j.def.Name, call.Arguments())
+			c, err := ex.hydrate(j, call.Arguments())
 			if err != nil {
 				return tools.Outcome{Err: tools.AsError(err, tools.CodeInvalidInput)}, attempt - 1
 			}

@@ -41,8 +41,18 @@ func (c *Call) Validated() bool { return c.validated }
 //     or breaks the schema: then Violations holds every violation, each with the JSON
 //     Pointer of the offending value in the arguments, ready to hand back to a model.
 func (r *Registry) Hydrate(name string, raw []byte) (*Call, error) {
-	if len(raw) > r.maxArgBytes {
-		return nil, Errorf(CodeInputTooLarge, "arguments of %q are %d bytes; the limit is %d bytes", name, len(raw), r.maxArgBytes)
+	return r.HydrateUpTo(name, raw, r.maxArgBytes)
+}
+
+// HydrateUpTo is [Registry.Hydrate] with maxBytes in place of the registry's size limit:
+// arguments that came by reference (stored as a payload, not carried in a message) are
+// bounded by the payload limit instead. maxBytes <= 0 keeps the registry's limit.
+func (r *Registry) HydrateUpTo(name string, raw []byte, maxBytes int) (*Call, error) {
+	if maxBytes <= 0 {
+		maxBytes = r.maxArgBytes
+	}
+	if len(raw) > maxBytes {
+		return nil, Errorf(CodeInputTooLarge, "arguments of %q are %d bytes; the limit is %d bytes", name, len(raw), maxBytes)
 	}
 	e, ok := r.snap.Load().byName[name]
 	if !ok {
