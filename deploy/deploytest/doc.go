@@ -27,6 +27,15 @@
 // user must not do, and require the server to refuse it with a permissions violation,
 // subject by subject.
 //
+// The sharded overlay (overlays/sharded) is checked against pkg/events' shards: its
+// nats.conf is the base's plus events.Config.MappingsConf for its number of shards (the
+// mapping as parsed: one destination per shard, weights summing to 100), TOOLFLEET_SHARDS
+// agrees, and KEDA has a trigger per tool and shard, summed by scalingModifiers. On a real
+// server started from that config with the shipped users, calls published to the
+// documented subject land in every shard under their own subject, an executor serves all
+// shards, the whole fleet carries a run, and tenants reach their own calls and results on
+// every shard and nothing of another's.
+//
 // A 3-node cluster is started from the shipped nats.conf, auth.conf and StatefulSet, and
 // servers without the route password must be refused at the route port; with the
 // documented route TLS turned on, servers without TLS too. The password-hash recipe of

@@ -70,8 +70,8 @@ func TestKustomizationsNameExistingFiles(t *testing.T) {
 			}
 		}
 	}
-	if kustomizations != 3 || components != 1 {
-		t.Errorf("found %d kustomizations and %d components, want base, overlays/dev, overlays/prod and components/prometheus", kustomizations, components)
+	if kustomizations != 4 || components != 1 {
+		t.Errorf("found %d kustomizations and %d components, want base, overlays/dev, overlays/prod, overlays/sharded and components/prometheus", kustomizations, components)
 	}
 }
 
@@ -82,11 +82,13 @@ type overlay struct {
 	streamReplicas int
 	keda           bool
 	syncAlways     bool
+	shards         int // events.Config Shards (0: one shard)
 }
 
 var overlays = []overlay{
 	{dir: "overlays/dev", natsNodes: 1, streamReplicas: 1, keda: false, syncAlways: true},
 	{dir: "overlays/prod", natsNodes: 3, streamReplicas: 3, keda: true, syncAlways: false},
+	{dir: "overlays/sharded", natsNodes: 3, streamReplicas: 3, keda: true, syncAlways: false, shards: shippedShards},
 }
 
 // The rendered dev and prod overlays are consistent with the code and with each other.
@@ -380,9 +382,10 @@ type natsWant struct {
 }
 
 var natsWants = map[string]natsWant{
-	"overlays/dev":  {syncAlways: true, maxMemory: 128 << 20, maxStore: 2 << 30},
-	"overlays/prod": {syncInterval: 2 * time.Minute, maxMemory: 256 << 20, maxStore: 20 << 30},
-	"compose":       {syncAlways: true, maxMemory: 256 << 20, maxStore: 10 << 30},
+	"overlays/dev":     {syncAlways: true, maxMemory: 128 << 20, maxStore: 2 << 30},
+	"overlays/prod":    {syncInterval: 2 * time.Minute, maxMemory: 256 << 20, maxStore: 20 << 30},
+	"overlays/sharded": {syncInterval: 2 * time.Minute, maxMemory: 256 << 20, maxStore: 20 << 30},
+	"compose":          {syncAlways: true, maxMemory: 256 << 20, maxStore: 10 << 30},
 }
 
 // maxPayload is every config's max_payload: events are bounded by pkg/events MaxMsgSize
@@ -676,18 +679,19 @@ func checkScaling(t *testing.T, docs []obj, ov overlay) {
 				continue
 			}
 			md := get(tr, "metadata")
-			if s := str(md, "stream"); s != events.StreamCalls {
-				t.Errorf("trigger stream %q, want %s", s, events.StreamCalls)
+			stream := str(md, "stream")
+			if streams := (events.Config{Shards: ov.shards}).CallStreams(); !slices.Contains(streams, stream) {
+				t.Errorf("trigger stream %q, want one of %v", stream, streams)
 			}
 			cons := str(md, "consumer")
 			tool := strings.TrimPrefix(cons, strings.TrimSuffix(events.ConsumerName("x"), "x"))
 			if events.ValidateTool(tool) != nil || events.ConsumerName(tool) != cons {
 				t.Errorf("trigger consumer %q is not events.ConsumerName(<tool>)", cons)
 			}
-			if seen[cons] {
-				t.Errorf("consumer %s has two triggers", cons)
+			if seen[stream+"/"+cons] {
+				t.Errorf("consumer %s on %s has two triggers", cons, stream)
 			}
-			seen[cons] = true
+			seen[stream+"/"+cons] = true
 			if a := str(md, "account"); a != "$G" {
 				t.Errorf("trigger account %q: the users of auth.conf live in the global account $G", a)
 			}

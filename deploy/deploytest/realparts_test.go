@@ -35,15 +35,21 @@ steps:
 // The real executor, picker and planner, each logged in as its own user of the
 // deployment's auth.conf, carry a whole run — parallel calls, an approval, the picker
 // narrowing the tool set — and a call of a tool nobody serves is answered; the server
-// refuses none of what they do.
+// refuses none of what they do. Once with one shard (the base's nats.conf), once with
+// the sharded overlay's (its mapping, and every part with its number of shards).
 func TestRealPartsUnderTheirUsers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs every part against an authenticated server")
 	}
-	s := startAuthServer(t)
+	t.Run("one shard", func(t *testing.T) { testRealParts(t, startAuthServer(t), events.Config{}) })
+	t.Run("overlays/sharded", func(t *testing.T) {
+		testRealParts(t, startTenantServerWith(t, shardedMappings(t)), events.Config{Shards: shippedShards})
+	})
+}
+
+func testRealParts(t *testing.T, s *authServer, cfg events.Config) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cfg := events.Config{}
 
 	exec := s.connect(t, "executor")
 	sandbox := t.TempDir()
@@ -142,7 +148,7 @@ func TestRealPartsUnderTheirUsers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cons, err := caller.js.OrderedConsumer(ctx, events.StreamResults, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}})
+	cons, err := caller.js.OrderedConsumer(ctx, cfg.ResultStream(subj), jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +206,11 @@ func TestRealPartsUnderTheirUsers(t *testing.T) {
 	for _, c := range []*client{exec, pick, plan} {
 		c.noViolations()
 	}
-	caller.noViolations(refusedCleanup(events.StreamResults), refusedCleanup(events.StreamEvents))
+	cleanups := []string{refusedCleanup(events.StreamEvents)}
+	for _, stream := range cfg.ResultStreams() {
+		cleanups = append(cleanups, refusedCleanup(stream))
+	}
+	caller.noViolations(cleanups...)
 }
 
 // runPart runs a part until the test ends and checks it stops cleanly.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -221,6 +222,13 @@ func refusedCleanup(stream string) string { return "$JS.API.CONSUMER.DELETE." + 
 // timeout or a missing stream.
 func (c *client) denied(what, subject string, op func(ctx context.Context) error) {
 	c.t.Helper()
+	c.deniedOn(what, []string{subject}, op)
+}
+
+// deniedOn is denied with a violation naming any of subjects (the server reports a
+// publish to a mapped subject under the subject it was mapped to).
+func (c *client) deniedOn(what string, subjects []string, op func(ctx context.Context) error) {
+	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
 	defer cancel()
 	if err := op(ctx); err == nil {
@@ -231,7 +239,7 @@ func (c *client) denied(what, subject string, op func(ctx context.Context) error
 	for {
 		c.mu.Lock()
 		for i, v := range c.violations {
-			if strings.Contains(v, `"`+subject+`"`) {
+			if slices.ContainsFunc(subjects, func(subject string) bool { return strings.Contains(v, `"`+subject+`"`) }) {
 				c.violations = append(c.violations[:i], c.violations[i+1:]...)
 				c.mu.Unlock()
 				return
@@ -240,7 +248,7 @@ func (c *client) denied(what, subject string, op func(ctx context.Context) error
 		got := append([]string(nil), c.violations...)
 		c.mu.Unlock()
 		if time.Now().After(deadline) {
-			c.t.Errorf("%s: %s failed, but not with a permissions violation on %q (violations: %v)", c.user, what, subject, got)
+			c.t.Errorf("%s: %s failed, but not with a permissions violation on %q (violations: %v)", c.user, what, subjects, got)
 			return
 		}
 		_ = c.nc.FlushTimeout(time.Second)

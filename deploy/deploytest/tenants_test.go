@@ -37,6 +37,13 @@ func (u tenantUser) hashVar() string {
 // template, put where auth.conf says they go.
 func startTenantServer(t *testing.T, users ...tenantUser) *authServer {
 	t.Helper()
+	return startTenantServerWith(t, "", users...)
+}
+
+// startTenantServerWith is startTenantServer with extra appended to the server's config
+// (after the users), as a deployment's nats.conf adds to auth.conf.
+func startTenantServerWith(t *testing.T, extra string, users ...tenantUser) *authServer {
+	t.Helper()
 	setEnv(t, serverEnv(t))
 	dir := filepath.Join(repoRoot(t), "deploy", "k8s", "base", "nats")
 	tmpl, err := os.ReadFile(filepath.Join(dir, "tenant-user.conf.tmpl"))
@@ -66,7 +73,7 @@ func startTenantServer(t *testing.T, users ...tenantUser) *authServer {
 	if err := os.WriteFile(filepath.Join(work, "auth.conf"), []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	main := "listen: 127.0.0.1:-1\njetstream { store_dir: " + quote(filepath.Join(work, "js")) + " }\ninclude ./auth.conf\n"
+	main := "listen: 127.0.0.1:-1\njetstream { store_dir: " + quote(filepath.Join(work, "js")) + " }\ninclude ./auth.conf\n" + extra
 	if err := os.WriteFile(filepath.Join(work, "nats.conf"), []byte(main), 0o600); err != nil {
 		t.Fatal(err)
 	}
