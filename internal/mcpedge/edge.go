@@ -255,7 +255,7 @@ func (e *Edge) callTool(ctx context.Context, caller events.Identity, req *mcp.Ca
 	}
 	cctx, cancel := context.WithTimeout(ctx, e.cfg.MaxWait)
 	defer cancel()
-	res, err := c.Call(cctx, client.Request{Tool: p.Name, Arguments: callArguments(p.Arguments), ID: id})
+	res, err := c.Call(cctx, client.Request{Tool: p.Name, Arguments: callArguments(p.Arguments), ID: id, FreshID: true})
 	var te *tools.Error
 	switch {
 	case err == nil, res.CallID != "" && res.Status != events.StatusOK: // the fleet's answer

@@ -147,6 +147,10 @@ type Request struct {
 	RunID string
 	// Metadata is passed to the tool (user, role, notes).
 	Metadata map[string]string
+	// FreshID says that ID was made unique for this call just now (a NUID, a random
+	// UUID), so no result of it can be stored yet: Call skips looking for one before it
+	// publishes, a request less per call. An empty ID is fresh too.
+	FreshID bool
 }
 
 // Call publishes r and waits for its result until ctx ends; ctx's deadline, if any,
@@ -160,7 +164,7 @@ type Request struct {
 // (smaller ones travel in the call, with no extra round trip).
 func (c *Client) Call(ctx context.Context, r Request) (events.Result, error) {
 	if r.ID == "" {
-		r.ID = nuid.Next()
+		r.ID, r.FreshID = nuid.Next(), true
 	}
 	if len(r.Arguments) == 0 {
 		r.Arguments = json.RawMessage("{}")
@@ -198,21 +202,25 @@ func (c *Client) Call(ctx context.Context, r Request) (events.Result, error) {
 	// a JetStream consumer per call would outlive the call on the server (and past the
 	// server's consumers per stream, calls would fail). A result stored before the
 	// subscription (the id was answered before) is found by a direct get, and one missed
-	// while the connection was down by the same look-up, every few seconds.
-	sub, err := c.nc.SubscribeSync(subj)
+	// while the connection was down by the same look-up, every few seconds. One result
+	// is awaited: a channel of one (a synchronous subscription's buffer holds 65,536).
+	results := make(chan *nats.Msg, 1)
+	sub, err := c.nc.ChanSubscribe(subj, results)
 	if err != nil {
 		return events.Result{}, fmt.Errorf("await the result of call %s: %w", r.ID, err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	m, err := c.storedResult(ctx, subj)
-	if err != nil {
-		return events.Result{}, fmt.Errorf("await the result of call %s: %w", r.ID, ctxErr(ctx, err))
+	var m *nats.Msg
+	if !r.FreshID {
+		if m, err = c.storedResult(ctx, subj); err != nil {
+			return events.Result{}, fmt.Errorf("await the result of call %s: %w", r.ID, ctxErr(ctx, err))
+		}
 	}
 	if m == nil {
 		if _, err := c.js.PublishMsg(ctx, msg); err != nil {
 			return events.Result{}, fmt.Errorf("publish call %s: %w", r.ID, ctxErr(ctx, err))
 		}
-		if m, err = c.awaitResult(ctx, sub, subj); err != nil {
+		if m, err = c.awaitResult(ctx, results, subj); err != nil {
 			return events.Result{}, fmt.Errorf("await the result of call %s: %w", r.ID, err)
 		}
 	}
@@ -285,21 +293,19 @@ func ctxErr(ctx context.Context, err error) error {
 // recheck is how often a call waiting for its result also looks it up in the stream.
 const recheck = 5 * time.Second
 
-// awaitResult waits for the message on sub, looking subj up in the results stream every
-// recheck, until ctx ends.
-func (c *Client) awaitResult(ctx context.Context, sub *nats.Subscription, subj string) (*nats.Msg, error) {
+// awaitResult waits for the message on results, looking subj up in the results stream
+// every recheck, until ctx ends.
+func (c *Client) awaitResult(ctx context.Context, results <-chan *nats.Msg, subj string) (*nats.Msg, error) {
+	t := time.NewTimer(recheck)
+	defer t.Stop()
 	for {
-		wctx, cancel := context.WithTimeout(ctx, recheck)
-		m, err := sub.NextMsgWithContext(wctx)
-		cancel()
-		if err == nil {
+		select {
+		case m := <-results:
 			return m, nil
-		}
-		if ctx.Err() != nil {
+		case <-ctx.Done():
 			return nil, ctx.Err()
-		}
-		if !errors.Is(err, context.DeadlineExceeded) {
-			return nil, err
+		case <-t.C:
+			t.Reset(recheck)
 		}
 		if m, err := c.storedResult(ctx, subj); err != nil || m != nil {
 			return m, err

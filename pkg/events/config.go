@@ -84,7 +84,8 @@ type Config struct {
 	// heartbeat before JetStream redelivers it. Default 30s.
 	AckWait tools.Duration `json:"ackWait,omitempty"`
 	// MaxAckPending bounds the calls of one tool in flight across all replicas: the
-	// fleet-wide concurrency of a tool class. Default 1000.
+	// fleet-wide concurrency of a tool class (with shards, each shard's consumer has
+	// 1/Shards of it, rounded up). Default 1000.
 	MaxAckPending int `json:"maxAckPending,omitempty"`
 	// CatalogTTL is how long a catalog entry lives without being refreshed; executors
 	// refresh their entries every CatalogTTL/3, so the entry of a tool no executor serves
