@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"unicode/utf8"
 
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
@@ -193,24 +192,10 @@ func modelMessage(rec *stepRecord, budget int) provider.Message {
 // JSON object (arguments are one) with their first bytes, their size, the call id and
 // a note; smaller ones as they are.
 func argsWithinBudget(args json.RawMessage, call string, budget int) json.RawMessage {
-	if len(args) <= budget {
+	if len(args) <= budget { // no note to write
 		return args
 	}
-	head := args[:budget]
-	for len(head) > 0 && !utf8.RuneStart(args[len(head)]) { // do not cut a character
-		head = head[:len(head)-1]
-	}
-	b, err := json.Marshal(struct {
-		Truncated bool   `json:"truncated"`
-		CallID    string `json:"callId"`
-		Bytes     int    `json:"bytes"`
-		Head      string `json:"head"`
-		Note      string `json:"note"`
-	}{true, call, len(args), string(head), fmt.Sprintf(
+	return truncated(args, call, budget, json.RawMessage("{}"), fmt.Sprintf(
 		"These arguments are %d bytes, over this run's context budget of %d bytes: shown is their beginning (head). The call ran with the whole arguments, kept with call %s.",
-		len(args), budget, call)})
-	if err != nil {
-		return json.RawMessage("{}")
-	}
-	return b
+		len(args), budget, call))
 }
