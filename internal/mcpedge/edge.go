@@ -228,12 +228,9 @@ func unknownTool(name string) error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}
 }
 
-// callTool makes the call on the fleet and answers with its result. With a progress
-// token, the tool's progress events are forwarded as progress notifications; when the
-// request's context ends first (the client closed the stream, or sent
-// notifications/cancelled), the call is canceled on the fleet.
-func (e *Edge) callTool(ctx context.Context, caller events.Identity, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	p := req.Params
+// callable returns the client that calls p's tool for caller, or the error the caller
+// gets: no name, or a tool it may not see (unknown to it).
+func (e *Edge) callable(ctx context.Context, caller events.Identity, p *mcp.CallToolParamsRaw) (*client.Client, error) {
 	if p == nil || p.Name == "" {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/call needs a tool name"}
 	}
@@ -244,6 +241,19 @@ func (e *Edge) callTool(ctx context.Context, caller events.Identity, req *mcp.Ca
 	c, err := e.clientFor(caller)
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+	}
+	return c, nil
+}
+
+// callTool makes the call on the fleet and answers with its result. With a progress
+// token, the tool's progress events are forwarded as progress notifications; when the
+// request's context ends first (the client closed the stream, or sent
+// notifications/cancelled), the call is canceled on the fleet.
+func (e *Edge) callTool(ctx context.Context, caller events.Identity, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	p := req.Params
+	c, err := e.callable(ctx, caller, p)
+	if err != nil {
+		return nil, err
 	}
 	id := nuid.Next()
 	if token := p.GetProgressToken(); token != nil && req.Session != nil {

@@ -188,16 +188,9 @@ func checkTaskRequest(method string, info requestInfo, p *taskParams) error {
 // createTask makes a tools/call a task: its marker and its call are stored, then its
 // seed state is the answer.
 func (e *Edge) createTask(ctx context.Context, caller events.Identity, p *mcp.CallToolParamsRaw) (mcp.Result, error) {
-	if p.Name == "" {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/call needs a tool name"}
-	}
-	en, ok := e.view.lookup(ctx, p.Name)
-	if !ok || !en.def.AllowsCaller(caller.Tenant, caller.Role) {
-		return nil, unknownTool(p.Name)
-	}
-	c, err := e.clientFor(caller)
+	c, err := e.callable(ctx, caller, p)
 	if err != nil {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+		return nil, err
 	}
 	id, now := rand.Text(), time.Now().UTC()
 	// The marker first: once the call is stored, tasks/get must find the task. A marker

@@ -120,19 +120,7 @@ func TestReplicasExactlyOneResultPerCall(t *testing.T) {
 // id.
 func assertOneResultEach(t *testing.T, b *testBundle, ids []string) {
 	t.Helper()
-	var stored uint64
-	for _, name := range b.cfg.ResultStreams() {
-		s, err := b.js.Stream(context.Background(), name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		info, err := s.Info(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		stored += info.State.Msgs
-	}
-	if stored != uint64(len(ids)) {
+	if stored := b.stored(t, b.cfg.ResultStreams()); stored != uint64(len(ids)) {
 		t.Errorf("results streams hold %d results for %d calls", stored, len(ids))
 	}
 	for _, id := range ids {

@@ -66,8 +66,14 @@ func runsOf(runs *sync.Map, id string) int32 {
 // callsLeft is how many messages the calls streams still hold.
 func (b *testBundle) callsLeft(t testing.TB) uint64 {
 	t.Helper()
+	return b.stored(t, b.cfg.CallStreams())
+}
+
+// stored is how many messages the streams hold together.
+func (b *testBundle) stored(t testing.TB, streams []string) uint64 {
+	t.Helper()
 	var n uint64
-	for _, name := range b.cfg.CallStreams() {
+	for _, name := range streams {
 		s, err := b.js.Stream(context.Background(), name)
 		if err != nil {
 			t.Fatal(err)
