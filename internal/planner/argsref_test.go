@@ -51,6 +51,11 @@ steps:
 	if err != nil {
 		t.Fatal(err)
 	}
+	if b.cfg.Sharded() { // the server maps a published call to its shard's subject
+		if calls, err = b.nc.SubscribeSync("toolfleet.shard.*.call.digest"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	run, err := b.p.Start(b.ctx, StartRequest{Input: "digest it", Tools: []string{"digest"}})
 	if err != nil {
 		t.Fatal(err)

@@ -27,7 +27,8 @@ import (
 //     under its original subject (a stream subject transform), so consumers, filters and
 //     the identity tokens are those of an unsharded fleet. Random rather than by a key:
 //     the call id is not in the subject, and a hot tool must use every shard. Executors
-//     consume every shard.
+//     consume every shard. (A core subscriber of calls — nobody in the fleet is one —
+//     sees the mapped subject, toolfleet.shard.<n>.call.<…>.)
 //   - Results: an executor publishes a result to toolfleet.shard.<n>.result.<run>.<call>[.<tenant>],
 //     n = [Config.ResultShard] of its subject (FNV-1a, so a call's result always has the
 //     same shard and "one result per call" still holds: the expected-last-sequence check
