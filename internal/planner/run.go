@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"context"
 	"encoding/json"
 	"time"
 
@@ -285,4 +286,14 @@ func (r *Run) call(id string) *CallRecord {
 // finish ends the run.
 func (r *Run) finish(t Termination, detail string, now time.Time) {
 	r.Status, r.Termination, r.Detail, r.FinishedAt = StatusDone, t, detail, &now
+}
+
+// within returns ctx bounded by timeout from now and by the run's deadline, whichever
+// comes first.
+func (r *Run) within(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	d := time.Now().Add(timeout)
+	if !r.Deadline.IsZero() && r.Deadline.Before(d) {
+		d = r.Deadline
+	}
+	return context.WithDeadline(ctx, d)
 }

@@ -142,9 +142,25 @@ func logSubject(run string, kind ...string) string {
 // putOnce writes a record to subject unless one is there. It reports whether this
 // write stored it.
 func (l *runLog) putOnce(ctx context.Context, subject string, v any) (bool, error) {
-	b, err := json.Marshal(v)
+	msg, err := l.record(subject, v)
 	if err != nil {
 		return false, err
+	}
+	if _, err := l.js.PublishMsg(ctx, msg); err != nil {
+		if events.IsAlreadyAnswered(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("write %s (%d bytes): %w", subject, len(msg.Data), err)
+	}
+	return true, nil
+}
+
+// record is v as the record on subject, to be stored only if the subject has none
+// (Nats-Expected-Last-Subject-Sequence: 0); its size is told to l.wrote.
+func (l *runLog) record(subject string, v any) (*nats.Msg, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
 	}
 	if l.wrote != nil {
 		l.wrote(subject, len(b))
@@ -152,13 +168,7 @@ func (l *runLog) putOnce(ctx context.Context, subject string, v any) (bool, erro
 	msg := nats.NewMsg(subject)
 	msg.Data = b
 	msg.Header.Set(events.HeaderExpectedLastSubjectSeq, "0")
-	if _, err := l.js.PublishMsg(ctx, msg); err != nil {
-		if events.IsAlreadyAnswered(err) {
-			return false, nil
-		}
-		return false, fmt.Errorf("write %s (%d bytes): %w", subject, len(b), err)
-	}
-	return true, nil
+	return msg, nil
 }
 
 // get reads the record on subject into v; errNoRecord when there is none.
@@ -204,19 +214,13 @@ func (l *runLog) forget(run string) {
 // now is one no retry fixes, such as an input over the server's max payload.
 func (l *runLog) writeInput(run string, msgs []provider.Message) (wait func(context.Context) error, err error) {
 	subject := logSubject(run, "input")
-	b, err := json.Marshal(msgs)
+	msg, err := l.record(subject, msgs)
 	if err != nil {
 		return nil, err
 	}
-	if l.wrote != nil {
-		l.wrote(subject, len(b))
-	}
-	msg := nats.NewMsg(subject)
-	msg.Data = b
-	msg.Header.Set(events.HeaderExpectedLastSubjectSeq, "0")
 	f, err := l.js.PublishMsgAsync(msg)
 	if err != nil {
-		return nil, fmt.Errorf("write %s (%d bytes): %w", subject, len(b), err)
+		return nil, fmt.Errorf("write %s (%d bytes): %w", subject, len(msg.Data), err)
 	}
 	return func(ctx context.Context) error {
 		select {

@@ -338,13 +338,8 @@ func (p *Planner) askModel(ctx context.Context, cl claim, run *Run, msgs []provi
 	if err != nil {
 		return nil, offered, err
 	}
-	mctx, cancel := context.WithTimeout(ctx, p.cfg.ModelTimeout)
+	mctx, cancel := run.within(ctx, p.cfg.ModelTimeout)
 	defer cancel()
-	if !run.Deadline.IsZero() {
-		var cancelDeadline context.CancelFunc
-		mctx, cancelDeadline = context.WithDeadline(mctx, run.Deadline)
-		defer cancelDeadline()
-	}
 	stop := cl.hold()
 	defer stop()
 	mctx, span := chatSpan(mctx, run, model)

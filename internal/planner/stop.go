@@ -250,13 +250,8 @@ func (p *Planner) askStopHook(ctx context.Context, cl claim, r *Run) (Terminatio
 	if timeout <= 0 {
 		timeout = defaultHookTimeout
 	}
-	hctx, cancel := context.WithTimeout(ctx, timeout)
+	hctx, cancel := r.within(ctx, timeout)
 	defer cancel()
-	if !r.Deadline.IsZero() {
-		var cancelDeadline context.CancelFunc
-		hctx, cancelDeadline = context.WithDeadline(hctx, r.Deadline)
-		defer cancelDeadline()
-	}
 	stop := cl.hold()
 	defer stop()
 	dec, err := p.requestStopHook(hctx, h.Subject, sum)
