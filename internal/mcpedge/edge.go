@@ -240,7 +240,7 @@ func (e *Edge) callable(ctx context.Context, caller events.Identity, p *mcp.Call
 	}
 	c, err := e.clientFor(caller)
 	if err != nil {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+		return nil, internalError(err)
 	}
 	return c, nil
 }
@@ -259,7 +259,7 @@ func (e *Edge) callTool(ctx context.Context, caller events.Identity, req *mcp.Ca
 	if token := p.GetProgressToken(); token != nil && req.Session != nil {
 		stop, err := e.forwardProgress(ctx, req.Session, token, caller.Tenant, id)
 		if err != nil {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+			return nil, internalError(err)
 		}
 		defer stop()
 	}
@@ -282,7 +282,7 @@ func (e *Edge) callTool(ctx context.Context, caller events.Identity, req *mcp.Ca
 		te = &tools.Error{Code: tools.CodeInternal, Message: err.Error()}
 		return errorResult(id, events.StatusOf(te), te, nil), nil
 	default:
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+		return nil, internalError(err)
 	}
 }
 

@@ -259,19 +259,28 @@ func (e *Edge) lookup(ctx context.Context, caller events.Identity, id string) (f
 	return found{tool: r.Tool, created: ev.Time}, nil
 }
 
+// taskClient finds the caller's task id and the client that acts for the caller.
+func (e *Edge) taskClient(ctx context.Context, caller events.Identity, id string) (found, *client.Client, error) {
+	f, err := e.lookup(ctx, caller, id)
+	if err != nil {
+		return found{}, nil, err
+	}
+	c, err := e.clientFor(caller)
+	if err != nil {
+		return found{}, nil, internalError(err)
+	}
+	return f, c, nil
+}
+
 func internalError(err error) error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
 }
 
 // getTask answers tasks/get from stored state.
 func (e *Edge) getTask(ctx context.Context, info requestInfo, p *taskParams) (mcp.Result, error) {
-	f, err := e.lookup(ctx, info.caller, p.TaskID)
+	f, c, err := e.taskClient(ctx, info.caller, p.TaskID)
 	if err != nil {
 		return nil, err
-	}
-	c, err := e.clientFor(info.caller)
-	if err != nil {
-		return nil, internalError(err)
 	}
 	id := p.TaskID
 	res, done, err := c.StoredResult(ctx, "", id)
@@ -464,13 +473,9 @@ func replacementArguments(raw json.RawMessage) (json.RawMessage, error) {
 
 // cancelTask publishes the fleet's cancel of the task's call.
 func (e *Edge) cancelTask(ctx context.Context, info requestInfo, p *taskParams) (mcp.Result, error) {
-	f, err := e.lookup(ctx, info.caller, p.TaskID)
+	f, c, err := e.taskClient(ctx, info.caller, p.TaskID)
 	if err != nil {
 		return nil, err
-	}
-	c, err := e.clientFor(info.caller)
-	if err != nil {
-		return nil, internalError(err)
 	}
 	if err := c.Cancel(ctx, f.tool, p.TaskID); err != nil {
 		return nil, internalError(err)
