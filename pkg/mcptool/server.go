@@ -227,11 +227,7 @@ func (s *Server) Names() []string {
 func (s *Server) Refused() map[string]string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[string]string, len(s.refusal))
-	for k, v := range s.refusal {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(s.refusal)
 }
 
 // Close stops refreshing and reconnecting and ends the connection. The tools stay in

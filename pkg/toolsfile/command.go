@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"sort"
@@ -116,15 +117,7 @@ func (c *Command) run(ctx context.Context, tool string, secrets []tools.Secret, 
 // TOOLFLEET_CALL_ID, TOOLFLEET_RUN_ID and TOOLFLEET_ATTEMPT so that a program can make
 // its side effects idempotent per call.
 func (c *Command) environ(ctx context.Context, tool string, secrets []tools.Secret) ([]string, error) {
-	env := make(map[string]string)
-	for _, name := range c.PassEnv {
-		if v, ok := os.LookupEnv(name); ok {
-			env[name] = v
-		}
-	}
-	for k, v := range c.Env {
-		env[k] = v
-	}
+	env := processEnv(c.PassEnv, c.Env)
 	for _, s := range secrets {
 		v, ok := tools.SecretFrom(ctx, s.Name)
 		if !ok {
@@ -145,4 +138,17 @@ func (c *Command) environ(ctx context.Context, tool string, secrets []tools.Secr
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// processEnv is the environment a started process gets before secrets and toolfleet's
+// own variables: the executor's variables named in pass, then env.
+func processEnv(pass []string, env map[string]string) map[string]string {
+	out := make(map[string]string, len(pass)+len(env))
+	for _, name := range pass {
+		if v, ok := os.LookupEnv(name); ok {
+			out[name] = v
+		}
+	}
+	maps.Copy(out, env)
+	return out
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
 	"slices"
 	"sort"
@@ -140,15 +139,7 @@ func (m *MCPServer) commandTransport(_ context.Context, log zerolog.Logger) (mcp
 		return nil, err
 	}
 	c := m.Command
-	env := map[string]string{}
-	for _, name := range c.PassEnv {
-		if v, ok := os.LookupEnv(name); ok {
-			env[name] = v
-		}
-	}
-	for k, v := range c.Env {
-		env[k] = v
-	}
+	env := processEnv(c.PassEnv, c.Env)
 	for k, v := range secrets {
 		env[k] = v
 	}

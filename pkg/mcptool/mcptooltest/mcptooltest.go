@@ -7,6 +7,7 @@ package mcptooltest
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,11 +41,7 @@ func (c *Counts) add(tool string) {
 func (c *Counts) snapshot() map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make(map[string]int, len(c.m))
-	for k, v := range c.m {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(c.m)
 }
 
 type (
