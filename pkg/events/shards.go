@@ -70,14 +70,19 @@ func (c Config) CallStreams() []string { return c.shardNames(StreamCalls) }
 func (c Config) ResultStreams() []string { return c.shardNames(StreamResults) }
 
 func (c Config) shardNames(base string) []string {
-	if !c.Sharded() {
-		return []string{base}
-	}
 	names := make([]string, c.shards())
 	for n := range names {
-		names[n] = base + "_" + strconv.Itoa(n)
+		names[n] = c.shardName(base, n)
 	}
 	return names
+}
+
+// shardName is shard n's stream of base: base itself with one shard, base_<n> with more.
+func (c Config) shardName(base string, n int) string {
+	if !c.Sharded() {
+		return base
+	}
+	return base + "_" + strconv.Itoa(n)
 }
 
 // ResultShard is the shard whose results stream stores the result subject
@@ -93,7 +98,7 @@ func (c Config) ResultShard(resultSubject string) int {
 
 // ResultStream names the results stream that stores resultSubject.
 func (c Config) ResultStream(resultSubject string) string {
-	return c.ResultStreams()[c.ResultShard(resultSubject)]
+	return c.shardName(StreamResults, c.ResultShard(resultSubject))
 }
 
 // ResultPublishSubject is where a result on resultSubject is published: the subject
