@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -55,6 +56,10 @@ type Edge struct {
 	view    *view
 	server  *mcp.Server
 	ttlMs   int
+	// impl is the server's implementation info, which every result's _meta names.
+	impl *mcp.Implementation
+	// fastCalls counts the tools/calls the fast path answered (fastcall.go).
+	fastCalls atomic.Int64
 	// taskTTLMs is a task's ttlMs: its call's deadline, then how long its result is kept.
 	taskTTLMs int64
 
@@ -101,6 +106,7 @@ func Start(ctx context.Context, nc *nats.Conn, cfg Config) (*Edge, error) {
 		defer close(e.done)
 		e.view.follow(fctx)
 	}()
+	e.impl = &mcp.Implementation{Name: "toolfleet", Title: "toolfleet MCP edge", Version: cfg.Version}
 	e.server = e.newServer(e.caller)
 	return e, nil
 }
@@ -110,8 +116,7 @@ func Start(ctx context.Context, nc *nats.Conn, cfg Config) (*Edge, error) {
 func (e *Edge) newServer(identify func(mcp.Request) events.Identity) *mcp.Server {
 	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}
 	caps.AddExtension(tasksExtension, map[string]any{})
-	s := mcp.NewServer(&mcp.Implementation{Name: "toolfleet", Title: "toolfleet MCP edge", Version: e.cfg.Version},
-		&mcp.ServerOptions{Capabilities: caps})
+	s := mcp.NewServer(e.impl, &mcp.ServerOptions{Capabilities: caps})
 	e.addTaskMethods(s)
 	s.AddReceivingMiddleware(e.middleware(identify))
 	return s
@@ -133,8 +138,14 @@ func (e *Edge) Close() {
 // Handler serves MCP over stateless streamable HTTP at any path it is mounted on, behind
 // the bearer-token check of [Config].Auth. A response is plain JSON, except for a request
 // that asks for progress (a progressToken): its progress notifications come first, on
-// an SSE stream (see progress.go).
+// an SSE stream (see progress.go). A plain stateless tools/call takes a fast path that
+// answers as the SDK would, without it (fastcall.go).
 func (e *Edge) Handler() http.Handler {
+	return e.handler(e.serveFast)
+}
+
+// handler is Handler with fast as its fast path (nil: every request goes to the SDK).
+func (e *Edge) handler(fast func(http.ResponseWriter, *http.Request, []byte) bool) http.Handler {
 	// The SDK refuses a localhost request with another Host (DNS rebinding); a
 	// browser's cross-origin POST is refused too; a client that goes away ends the
 	// handler's context (PropagateRequestCancellation), which cancels its call.
@@ -143,7 +154,7 @@ func (e *Edge) Handler() http.Handler {
 		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, PropagateRequestCancellation: true})
 	streamed := mcp.NewStreamableHTTPHandler(getServer,
 		&mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true})
-	h := http.NewCrossOriginProtection().Handler(byProgress(plain, streamed))
+	h := http.NewCrossOriginProtection().Handler(byProgress(plain, streamed, fast))
 	return e.cfg.Auth.Middleware(h, func(w http.ResponseWriter) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusUnauthorized)

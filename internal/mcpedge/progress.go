@@ -28,11 +28,11 @@ var progressTokenKey = []byte(`"progressToken"`)
 
 // byProgress serves a POST whose body holds a progress token with streamed, whose
 // responses are SSE streams (a notification can precede the result only there), and
-// every other request with plain, which answers plain JSON: cheaper, and what most
-// clients take. Telling them apart needs the body, read once here and handed on; a
-// token that is only text inside the arguments costs an SSE response, which any
-// streamable HTTP client reads as well.
-func byProgress(plain, streamed http.Handler) http.Handler {
+// every other request with fast when it answers it (fastcall.go), else with plain, which
+// answers plain JSON: cheaper, and what most clients take. Telling them apart needs the
+// body, read once here and handed on; a token that is only text inside the arguments
+// costs an SSE response, which any streamable HTTP client reads as well.
+func byProgress(plain, streamed http.Handler, fast func(http.ResponseWriter, *http.Request, []byte) bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			plain.ServeHTTP(w, r)
@@ -48,11 +48,15 @@ func byProgress(plain, streamed http.Handler) http.Handler {
 			http.Error(w, "failed to read body", http.StatusBadRequest)
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
 		if bytes.Contains(body, progressTokenKey) {
+			r.Body = io.NopCloser(bytes.NewReader(body))
 			streamed.ServeHTTP(w, r)
 			return
 		}
+		if fast != nil && fast(w, r, body) {
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		plain.ServeHTTP(w, r)
 	})
 }
