@@ -11,7 +11,10 @@
 // body), and an older client that does initialize is answered as well. The edge keeps no
 // per-session state: its only memory is a copy of the catalog, so any replica answers any
 // request. Answers are plain JSON, except for a request that asks for progress, whose
-// answer is an SSE stream (progress.go).
+// answer is an SSE stream (progress.go). A plain stateless tools/call (2026-07-28, no
+// progress, no task) is answered by a fast path in the HTTP handler, without the SDK's
+// per-request session and its repeated decoding, exactly as the SDK would answer it;
+// any request it does not cover goes to the SDK (fastcall.go).
 //
 // # tools/list
 //

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -161,13 +162,14 @@ func parseFast(r *http.Request, body []byte) (fastCall, bool) {
 
 // parseParams returns the params of a tools/call of the tool name (the Mcp-Name header)
 // when they hold nothing but _meta (the 2026-07-28 triple the SDK checks, and no task
-// or progress), name and arguments (an object, null or none).
+// or progress), name and arguments (an object, null or none). Its Meta is left out:
+// callTool reads only a progress token there, which a request on the fast path has not.
 func parseParams(raw json.RawMessage, name string) (*mcp.CallToolParamsRaw, bool) {
 	var params map[string]json.RawMessage
 	if json.Unmarshal(raw, &params) != nil || params == nil {
 		return nil, false
 	}
-	p := &mcp.CallToolParamsRaw{}
+	p, hasMeta := &mcp.CallToolParamsRaw{}, false
 	for k, v := range params {
 		switch k {
 		case "name":
@@ -187,14 +189,53 @@ func parseParams(raw json.RawMessage, name string) (*mcp.CallToolParamsRaw, bool
 			}
 			p.Arguments = v
 		case "_meta":
-			if json.Unmarshal(v, &p.Meta) != nil || !fastMeta(p.Meta) {
+			if !goodMetas.check(v) {
 				return nil, false
 			}
+			hasMeta = true
 		default:
 			return nil, false
 		}
 	}
-	return p, p.Name != "" && p.Meta != nil
+	return p, p.Name != "" && hasMeta
+}
+
+// metaCache remembers the _meta values that fastMeta passed: a client sends the same
+// one with every call, and checking it is most of the fast path's decoding. It holds
+// small values only, and starts over when full.
+type metaCache struct {
+	mu   sync.RWMutex
+	good map[string]struct{}
+}
+
+const (
+	metaCacheSize = 1024 // values
+	metaCacheMax  = 2048 // bytes of one value
+)
+
+var goodMetas = &metaCache{good: map[string]struct{}{}}
+
+// check reports whether raw, a request's _meta, passes fastMeta.
+func (c *metaCache) check(raw json.RawMessage) bool {
+	c.mu.RLock()
+	_, ok := c.good[string(raw)]
+	c.mu.RUnlock()
+	if ok {
+		return true
+	}
+	var meta mcp.Meta
+	if json.Unmarshal(raw, &meta) != nil || !fastMeta(meta) {
+		return false
+	}
+	if len(raw) <= metaCacheMax {
+		c.mu.Lock()
+		if len(c.good) >= metaCacheSize {
+			clear(c.good)
+		}
+		c.good[string(raw)] = struct{}{}
+		c.mu.Unlock()
+	}
+	return true
 }
 
 // fastMeta reports whether a request's _meta passes the SDK's checks of a 2026-07-28

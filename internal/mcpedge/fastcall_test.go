@@ -2,6 +2,8 @@ package mcpedge_test
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"io"
 	"maps"
 	"net/http"
@@ -9,6 +11,12 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
+
+	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
 // A tools/call as the official Go SDK's client sends it (protocol 2026-07-28).
@@ -253,6 +261,57 @@ func TestTheSDKClientTakesTheFastPath(t *testing.T) {
 	res, err := call(t, cs, "add", map[string]int{"a": 40, "b": 2})
 	if err != nil || res.IsError || text(res) != `{"sum":42}` {
 		t.Fatalf("add: %+v %v", res, err)
+	}
+	if n := e.FastCalls(); n != 1 {
+		t.Errorf("the fast path answered %d calls, want 1", n)
+	}
+}
+
+// TestPlainCallIsCanceledWithItsClient: a tools/call without a progress token (the fast
+// path's) whose client gives up is canceled on the fleet: the tool sees its context end.
+func TestPlainCallIsCanceledWithItsClient(t *testing.T) {
+	f := startFleet(t)
+	url, e := f.edge(t, testAuth, 0)
+	cs := connect(t, url, userToken, "")
+	waitForTools(t, cs, anonymousTools)
+	started := make(chan *nats.Msg, 16)
+	sub, err := f.js.NC.ChanSubscribe("toolfleet.event.run.*.tool_started.acme", started)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	answered := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{}})
+		answered <- err
+	}()
+	var callID string
+	select {
+	case m := <-started:
+		_, _, r, err := events.DecodeRunEvent(events.CoreMsg(m))
+		if err != nil || r.Tool != "slow" || r.CallID == "" {
+			t.Fatalf("tool_started: %+v %v", r, err)
+		}
+		callID = r.CallID
+	case err := <-answered:
+		t.Fatalf("the call ended before it started: %v", err)
+	case <-time.After(waitTimeout):
+		t.Fatal("the slow call did not start")
+	}
+	cancel()
+	if err := <-answered; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the canceled call returned %v", err)
+	}
+	deadline := time.After(waitTimeout)
+	for canceled := ""; canceled != callID; {
+		select {
+		case canceled = <-slowCanceled:
+		case <-deadline:
+			t.Fatalf("the tool of call %s did not see its context canceled", callID)
+		}
 	}
 	if n := e.FastCalls(); n != 1 {
 		t.Errorf("the fast path answered %d calls, want 1", n)
