@@ -81,6 +81,8 @@ var rawCalls = []rawCall{
 		header: map[string]string{"Accept": "*/*", "Content-Type": "application/json; charset=utf-8"}, body: envelope("11", addParams)},
 
 	// Handed to the SDK: what it refuses, and what the fast path does not cover.
+	{name: "a 2025-11-25 client's call", header: map[string]string{"Mcp-Protocol-Version": "2025-11-25"},
+		body: envelope("19", `{"name":"add","arguments":{"a":40,"b":2}}`), want: `"structuredContent":{"sum":42}`},
 	{name: "no protocol version header", header: map[string]string{"Mcp-Protocol-Version": ""}, body: envelope("20", addParams)},
 	{name: "an older protocol version", header: map[string]string{"Mcp-Protocol-Version": "2025-06-18"}, body: envelope("20", addParams)},
 	{name: "an unknown protocol version", header: map[string]string{"Mcp-Protocol-Version": "2099-01-01"}, body: envelope("20", addParams)},

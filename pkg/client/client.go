@@ -203,13 +203,20 @@ func (c *Client) Call(ctx context.Context, r Request) (events.Result, error) {
 	// server's consumers per stream, calls would fail). A result stored before the
 	// subscription (the id was answered before) is found by a direct get, and one missed
 	// while the connection was down by the same look-up, every few seconds. One result
-	// is awaited: a channel of one (a synchronous subscription's buffer holds 65,536).
+	// is awaited: a channel of one (a synchronous subscription's buffer holds 65,536),
+	// and the subscription ends itself with it (AutoUnsubscribe, sent with the
+	// subscription and the call): no unsubscribe goes out after the result, when the
+	// caller waits. The deferred Unsubscribe covers the other ends, and is a no-op after
+	// a result came.
 	results := make(chan *nats.Msg, 1)
 	sub, err := c.nc.ChanSubscribe(subj, results)
 	if err != nil {
 		return events.Result{}, fmt.Errorf("await the result of call %s: %w", r.ID, err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
+	if err := sub.AutoUnsubscribe(1); err != nil {
+		return events.Result{}, fmt.Errorf("await the result of call %s: %w", r.ID, err)
+	}
 	var m *nats.Msg
 	if !r.FreshID {
 		if m, err = c.storedResult(ctx, subj); err != nil {
