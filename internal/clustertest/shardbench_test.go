@@ -37,9 +37,12 @@ import (
 //	TOOLFLEET_BENCH_R         stream replicas: "1" (default; shards on separate nodes) or
 //	                          "1,3": R1 on one node against R3 on three, P = 1
 //	TOOLFLEET_BENCH_WINDOW    calls in flight in all (default 1024)
+//	TOOLFLEET_BENCH_CONCURRENCY  each executor's concurrency (default: executor.DefaultConcurrency)
 //	TOOLFLEET_NATS_SERVER     a nats-server binary (default: built from the module)
+//	TOOLFLEET_BENCH_SERVER_PROFILE  a folder: each node's CPU profile of the first
+//	                          seconds of each case's load goes there (<case>-n<i>.pprof)
 //
-// Reported: calls/s, p50-µs, and for the fleet x-raw (against raw at the same P and
+// Reported: calls/s, p50-µs, the CPU and server traffic per call (see costs), and for the fleet x-raw (against raw at the same P and
 // replicas, run just before) and x-P1 (against the fleet at P = 1).
 func BenchmarkShards(b *testing.B) {
 	bin := buildNATSServer(b)
@@ -94,13 +97,19 @@ type shardCase struct {
 	window                           int
 	nodes                            int
 	c                                *cluster
+	monitor                          []int // each node's monitoring port (see costs)
+	prof                             []int // each node's profiling port
 }
 
 // run starts the case's cluster and parts and drives b.N calls through it.
 func (sc shardCase) run(b *testing.B, kind string) (perSec float64, p50 time.Duration) {
 	cfg := events.Config{Shards: sc.shards, Replicas: sc.streamReplicas}
+	for range sc.nodes {
+		sc.monitor = append(sc.monitor, freePort(b))
+		sc.prof = append(sc.prof, freePort(b))
+	}
 	sc.c = startNodes(b, sc.bin, sc.nodes, func(i int) string {
-		conf := fmt.Sprintf("server_tags: [\"node:%d\"]\n", i)
+		conf := fmt.Sprintf("server_tags: [\"node:%d\"]\nhttp_port: %d\nprof_port: %d\n", i, sc.monitor[i], sc.prof[i])
 		if kind == "fleet" {
 			conf += cfg.MappingsConf()
 		}
@@ -179,7 +188,7 @@ func (sc shardCase) startFleet(b *testing.B, ctx context.Context, js jetstream.J
 			b.Fatal(err)
 		}
 		ex, err := executor.New(sc.c.connect(b, fmt.Sprintf("executor-%d", i), i%sc.nodes), reg, executor.WithStreamConfig(cfg),
-			executor.WithExecutorID(fmt.Sprintf("ex%d", i)), executor.WithLogger(zerolog.Nop()))
+			executor.WithExecutorID(fmt.Sprintf("ex%d", i)), benchConcurrency(b), executor.WithLogger(zerolog.Nop()))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -287,6 +296,8 @@ func (sc shardCase) drive(b *testing.B, streams []string, kind string, callOf fu
 		b.Cleanup(gen.Stop)
 		gs = append(gs, gen)
 	}
+	before := sc.c.snapshot(b, sc.monitor)
+	profiled := sc.profileServers(b, kind)
 	b.ResetTimer()
 	var wg sync.WaitGroup
 	for g, gen := range gs {
@@ -306,6 +317,8 @@ func (sc shardCase) drive(b *testing.B, streams []string, kind string, callOf fu
 	}
 	wg.Wait()
 	b.StopTimer()
+	sc.c.snapshot(b, sc.monitor).report(b, before, b.N)
+	profiled()
 	var answered int
 	var elapsed, p50 time.Duration
 	for g, o := range out {
@@ -355,4 +368,12 @@ func envInts(b *testing.B, name, def string) []int {
 		out = append(out, n)
 	}
 	return out
+}
+
+// benchConcurrency is the executors' concurrency: TOOLFLEET_BENCH_CONCURRENCY, or the default.
+func benchConcurrency(b *testing.B) executor.Option {
+	if v := os.Getenv("TOOLFLEET_BENCH_CONCURRENCY"); v != "" {
+		return executor.WithConcurrency(envInts(b, "TOOLFLEET_BENCH_CONCURRENCY", "")[0])
+	}
+	return executor.WithConcurrency(executor.DefaultConcurrency())
 }

@@ -30,7 +30,7 @@ const (
 )
 
 // DefaultConcurrency is -concurrency's default: [executor.DefaultConcurrency], 16 calls
-// per core (GOMAXPROCS) and at least 64, enough for a replica to fill its share of a
+// per core (GOMAXPROCS) and at least 256, enough for a replica to fill its share of a
 // stream (see there).
 var DefaultConcurrency = executor.DefaultConcurrency()
 

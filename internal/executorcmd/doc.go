@@ -14,7 +14,7 @@
 //	-nats-url, -nats-creds, -nats-user, -nats-tls-cert, -nats-tls-key, -nats-tls-ca
 //	                   how to reach NATS (see internal/natsconn; TOOLFLEET_NATS_*)
 //	-concurrency       calls of one tool run at once by this replica (TOOLFLEET_CONCURRENCY,
-//	                   16 per core and at least 64: executor.DefaultConcurrency)
+//	                   16 per core and at least 256: executor.DefaultConcurrency)
 //	-builtins          built-in tools to serve, comma-separated; "all" (default) serves
 //	                   every configured one, "none" none (TOOLFLEET_BUILTINS)
 //	-sandbox-root      directory of read_file, list_dir, write_file (TOOLFLEET_SANDBOX_ROOT)

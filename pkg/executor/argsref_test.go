@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/toolfleet/toolfleet/internal/natstest"
 	"github.com/toolfleet/toolfleet/pkg/client"
 	"github.com/toolfleet/toolfleet/pkg/events"
@@ -54,9 +56,24 @@ func TestLargeArgumentsGoByReference(t *testing.T) {
 	digestTool(t, reg, &runs)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	calls, err := b.js.Stream(ctx, events.StreamCalls)
-	if err != nil {
-		t.Fatal(err)
+	// The calls streams: one, or one per shard (the call is on any of them).
+	var calls []jetstream.Stream
+	for _, name := range b.cfg.CallStreams() {
+		s, err := b.js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls = append(calls, s)
+	}
+	lastCall := func(subject string) (*jetstream.RawStreamMsg, error) {
+		err := error(jetstream.ErrMsgNotFound)
+		for _, s := range calls {
+			var m *jetstream.RawStreamMsg
+			if m, err = s.GetLastMsgForSubject(ctx, subject); err == nil {
+				return m, nil
+			}
+		}
+		return nil, err
 	}
 	type called struct {
 		res events.Result
@@ -87,7 +104,7 @@ func TestLargeArgumentsGoByReference(t *testing.T) {
 		// No executor yet: the call waits in the stream, as it was stored.
 		var stored events.Call
 		natstest.Eventually(t, 20*time.Second, "the call stored on "+tt.subject, func() bool {
-			m, err := calls.GetLastMsgForSubject(ctx, tt.subject)
+			m, err := lastCall(tt.subject)
 			if err != nil {
 				return false
 			}

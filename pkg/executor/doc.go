@@ -21,10 +21,11 @@
 // on one replica, [WithMaxAckPending] across the fleet.
 //
 // The default concurrency, [DefaultConcurrency], is 16 calls per core (GOMAXPROCS), at
-// least 64: a replica must hold enough calls to cover each call's round trip (look-up,
+// least 256: a replica must hold enough calls to cover each call's round trip (look-up,
 // run, result stored, ack) or it idles while the stream could deliver more — with the
 // old default of 4, one replica on 16 cores took 9.9k calls/s of a server's 25k. See
-// BenchmarkFleetConcurrency for the throughput at 4, 16, 64 and 256.
+// BenchmarkFleetConcurrency for the throughput at 4, 16, 64 and 256. Calls are handled
+// on goroutines that are reused while calls keep coming (handlers.go).
 //
 // # One call
 //
@@ -59,7 +60,8 @@
 // redelivered after its executor paused past the ack wait, or re-published by its caller
 // much later, is acked without running. The look-ups of concurrent calls are coalesced
 // into one multi-subject direct get, which keeps their cost under a tenth of the fleet's
-// throughput.
+// throughput: against nats-server processes on 2 cores, with 1,024 calls in flight, one
+// request answered 18 calls on average (0.06 requests per call).
 //
 // # Tools that must not run twice
 //

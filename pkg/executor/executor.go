@@ -49,6 +49,9 @@ type Executor struct {
 	// results still being retried then give up and their calls are handed back.
 	runDone <-chan struct{}
 
+	// handlers run the calls on reused goroutines (handlers.go).
+	handlers *handlers
+
 	mu       sync.Mutex // guards stopping and wg.Add
 	stopping bool
 	wg       sync.WaitGroup
@@ -86,7 +89,7 @@ func New(nc *nats.Conn, reg *tools.Registry, opts ...Option) (*Executor, error) 
 		return nil, err
 	}
 	return &Executor{nc: nc, js: js, reg: reg, o: o, cfg: cfg, m: m, secrets: secrets, payloads: events.NewPayloads(js, cfg),
-		source: "/toolfleet/executor/" + o.id, ready: make(chan struct{})}, nil
+		handlers: newHandlers(), source: "/toolfleet/executor/" + o.id, ready: make(chan struct{})}, nil
 }
 
 // Ready is closed once Run serves every tool: the streams exist, the tools are in the
@@ -197,6 +200,7 @@ func (ex *Executor) Run(ctx context.Context) (err error) {
 	stopBackground()
 	background.Wait()
 	ex.waitInFlight(cancelRun)
+	ex.handlers.stop()
 	select {
 	case <-ex.js.PublishAsyncComplete():
 	case <-time.After(5 * time.Second):

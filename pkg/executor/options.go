@@ -52,7 +52,7 @@ func invalid(format string, args ...any) error {
 }
 
 // WithConcurrency bounds the calls of one tool running at once on this replica. Defaults
-// to [DefaultConcurrency] (16 per core, at least 64). The fleet-wide bound of a tool is
+// to [DefaultConcurrency] (16 per core, at least 256). The fleet-wide bound of a tool is
 // the consumer's max ack pending ([WithMaxAckPending]).
 func WithConcurrency(n int) Option {
 	return func(o *options) error {

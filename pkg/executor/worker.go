@@ -93,7 +93,7 @@ func (ex *Executor) consumeErr(consumer string) func(error, int) {
 	}
 }
 
-// dispatch runs handle for msg under ctx in its own goroutine (which Run waits for)
+// dispatch runs handle for msg under ctx on a goroutine of its own (which Run waits for)
 // once a slot of w is free. While it waits for a slot it keeps msg alive; once the
 // executor stops it hands msg back.
 func (ex *Executor) dispatch(ctx context.Context, w *worker, msg jetstream.Msg, handle func(context.Context, *worker, jetstream.Msg)) {
@@ -108,11 +108,11 @@ func (ex *Executor) dispatch(ctx context.Context, w *worker, msg jetstream.Msg, 
 		w.sem <- struct{}{}
 		stop()
 	}
-	go func() {
+	ex.handlers.run(func() {
 		defer ex.wg.Done()
 		defer func() { <-w.sem }()
 		handle(ctx, w, msg)
-	}()
+	})
 }
 
 // keepAlive tells JetStream every third of the ack wait that msg is still being worked
