@@ -2,7 +2,6 @@ package planner
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -160,27 +159,11 @@ func (p *Planner) stepsOn(stored *Run, apply func(*Run) (bool, error)) (*Run, bo
 	if stored.Status != StatusRunning {
 		return nil, false
 	}
-	next, err := cloneRun(stored)
-	if err != nil {
-		return nil, false
-	}
+	next := stored.clone()
 	if changed, err := apply(next); err != nil || !changed {
 		return nil, false
 	}
 	return next, next.Status == StatusRunning && next.Step > stored.Step && len(next.stepCalls()) == 0
-}
-
-// cloneRun returns a deep copy of r.
-func cloneRun(r *Run) (*Run, error) {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return nil, err
-	}
-	var c Run
-	if err := json.Unmarshal(b, &c); err != nil {
-		return nil, err
-	}
-	return &c, nil
 }
 
 // errStepNotStored: a result or an approval request came for a call of a step whose
