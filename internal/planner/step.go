@@ -158,6 +158,9 @@ func (p *Planner) stepFrom(ctx context.Context, cl claim, b stepBase, step int) 
 			return err
 		}
 	}
+	if err := b.awaitCreate(ctx); err != nil {
+		return err
+	}
 	// The step is announced and its calls go out while its state is stored: they carry
 	// the ids the stored state gives them, whichever replica stores it, and a result
 	// that comes back before the state is stored waits for it (recordResult).

@@ -110,11 +110,13 @@ func (s store) put(ctx context.Context, id string, ctl *Run, rev uint64, create 
 	return rev, nil
 }
 
-func (s store) create(ctx context.Context, r *Run) error {
-	if _, err := s.put(ctx, r.ID, r.control(), 0, true); err != nil {
-		return fmt.Errorf("store run %s: %w", r.ID, err)
+// create stores a new run and returns its revision.
+func (s store) create(ctx context.Context, r *Run) (uint64, error) {
+	rev, err := s.put(ctx, r.ID, r.control(), 0, true)
+	if err != nil {
+		return 0, fmt.Errorf("store run %s: %w", r.ID, err)
 	}
-	return nil
+	return rev, nil
 }
 
 // get returns the run's control state as stored, read fresh.
