@@ -125,6 +125,16 @@ func (p *Planner) recordResult(ctx context.Context, m jetstream.Msg, res events.
 	}
 	for {
 		stored, rev, fresh, err := p.runs.getCached(ctx, res.RunID)
+		if err == nil && !fresh && stored.call(res.CallID) == nil && stored.ahead(res.CallID) {
+			// This replica's copy is behind the call's step (its calls went out while its
+			// state was being stored): wait for the state if this replica stores it, else
+			// read it, so that the result completing the step takes the next step here.
+			if p.waitStored(ctx, res.RunID) && ctx.Err() == nil {
+				continue
+			}
+			stored, rev, err = p.runs.get(ctx, res.RunID)
+			fresh = true
+		}
 		if errors.Is(err, errRunNotFound) {
 			return nil // not a planner run
 		}
