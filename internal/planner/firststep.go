@@ -86,6 +86,11 @@ func (g *createGate) wait(ctx context.Context) (uint64, error) {
 	select {
 	case <-g.done:
 		return g.rev, g.err
+	default:
+	}
+	select {
+	case <-g.done:
+		return g.rev, g.err
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	}
@@ -122,13 +127,17 @@ func (p *Planner) takeFirstStep(run *Run, g *createGate) bool {
 			err = p.takeStep(ctx, cl, run.ID, 0) // asked again, with the messages added
 		}
 		p.local.runs.Delete(run.ID)
-		switch {
-		case err == nil, errors.Is(err, errNotStored):
-		default:
-			if ctx.Err() == nil {
-				p.log.Error().Err(err).Str("run_id", run.ID).Msg("first step failed; it goes to the plan stream to be retried")
-			}
-			p.handOff(context.WithoutCancel(ctx), run.ID, 0)
+		if err == nil {
+			return
 		}
+		// Start settles the gate whatever happens: a run that was not stored has no step
+		// to hand off.
+		if _, serr := g.wait(context.WithoutCancel(ctx)); serr != nil {
+			return
+		}
+		if ctx.Err() == nil {
+			p.log.Error().Err(err).Str("run_id", run.ID).Msg("first step failed; it goes to the plan stream to be retried")
+		}
+		p.handOff(context.WithoutCancel(ctx), run.ID, 0)
 	})
 }
