@@ -75,6 +75,13 @@
 // least that long by default). [Planner.Get] assembles the run from the three; a replica caches a run's
 // conversation and control state between steps, and the stored parts are the truth.
 //
+// A replica that starts a run (not a nested one) and serves steps asks the model for its
+// first step while the run is being stored (firststep.go): Start still returns only
+// once the run is stored, the step's events are held until the run's started event,
+// and its calls and state wait for the create; a run that could not be stored
+// announces and sends nothing. A replica keeps the control states it wrote or read
+// decoded, and copies them field by field ([Run.clone]) rather than through JSON.
+//
 // Steps are messages on the work-queue stream TOOLFLEET_PLAN; results and approval
 // requests are read by durable consumers all planner replicas share. Every handler is
 // idempotent (call ids are derived from run, step and position; a step's record is

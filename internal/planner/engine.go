@@ -58,7 +58,13 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Planner, error) {
 	if err != nil {
 		return nil, err
 	}
-	js, err := jetstream.New(nc)
+	// Run events are published without waiting for their acknowledgement (emit): a
+	// failure to store one is logged here.
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) {
+		if strings.HasPrefix(m.Subject, "toolfleet.event.") && !events.IsAlreadyAnswered(err) {
+			cfg.Log.Warn().Err(err).Str("subject", m.Subject).Msg("run event not stored")
+		}
+	}))
 	if err != nil {
 		return nil, fmt.Errorf("planner: jetstream: %w", err)
 	}

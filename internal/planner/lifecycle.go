@@ -30,7 +30,8 @@ func (p *Planner) emit(ctx context.Context, run *Run, what string, step int, cal
 		return
 	}
 	events.SetTrace(msg, run.TraceParent, run.TraceState) // the run's trace, when it is traced
-	if _, err := p.js.PublishMsgAsync(msg); err != nil {
+	// Held while the run of a first step taken meanwhile is being stored (firststep.go).
+	if err := p.publishEvent(ctx, msg); err != nil {
 		p.log.Warn().Err(err).Str("run_id", run.ID).Str("event", what).Msg("run event not published")
 	}
 }

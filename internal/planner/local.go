@@ -117,18 +117,38 @@ func (p *Planner) renewLease(ctx context.Context, run string, step int) error {
 // stepBase is the control state a step is taken from: the run as stored at revision
 // rev (fresh: read just now, not remembered), and pre, a change not stored yet that
 // the step's compare-and-set stores with it (the result that completed the step
-// before), applied to a copy in run. Without pre, run is stored.
+// before), applied to a copy in run. Without pre, run is stored. created is set for a
+// run's first step taken while the run is being stored (firststep.go): stored is the
+// state being created, and rev is known once it is.
 type stepBase struct {
-	stored *Run
-	rev    uint64
-	fresh  bool
-	pre    func(*Run) (bool, error)
-	run    *Run
+	stored  *Run
+	rev     uint64
+	fresh   bool
+	pre     func(*Run) (bool, error)
+	run     *Run
+	created *createGate
+}
+
+// awaitCreate waits, for a first step taken while its run is being stored, until the
+// run is stored: nothing of the step is written to the run or sent before.
+func (b *stepBase) awaitCreate(ctx context.Context) error {
+	if b.created == nil {
+		return nil
+	}
+	rev, err := b.created.wait(ctx)
+	if err != nil {
+		return err
+	}
+	b.rev, b.created = rev, nil
+	return nil
 }
 
 // update stores change of the step's run (with pre) by compare-and-set, and with it the
 // end of the step's lease.
 func (b stepBase) update(ctx context.Context, p *Planner, step int, change func(*Run) (bool, error)) (*Run, error) {
+	if err := b.awaitCreate(ctx); err != nil {
+		return nil, err
+	}
 	return p.runs.updateFrom(ctx, b.run.ID, b.stored, b.rev, b.fresh, func(r *Run) (bool, error) {
 		changed := false
 		if b.pre != nil {

@@ -2,7 +2,6 @@ package planner
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -126,6 +125,16 @@ func (p *Planner) recordResult(ctx context.Context, m jetstream.Msg, res events.
 	}
 	for {
 		stored, rev, fresh, err := p.runs.getCached(ctx, res.RunID)
+		if err == nil && !fresh && stored.call(res.CallID) == nil && stored.ahead(res.CallID) {
+			// This replica's copy is behind the call's step (its calls went out while its
+			// state was being stored): wait for the state if this replica stores it, else
+			// read it, so that the result completing the step takes the next step here.
+			if p.waitStored(ctx, res.RunID) && ctx.Err() == nil {
+				continue
+			}
+			stored, rev, err = p.runs.get(ctx, res.RunID)
+			fresh = true
+		}
 		if errors.Is(err, errRunNotFound) {
 			return nil // not a planner run
 		}
@@ -160,27 +169,11 @@ func (p *Planner) stepsOn(stored *Run, apply func(*Run) (bool, error)) (*Run, bo
 	if stored.Status != StatusRunning {
 		return nil, false
 	}
-	next, err := cloneRun(stored)
-	if err != nil {
-		return nil, false
-	}
+	next := stored.clone()
 	if changed, err := apply(next); err != nil || !changed {
 		return nil, false
 	}
 	return next, next.Status == StatusRunning && next.Step > stored.Step && len(next.stepCalls()) == 0
-}
-
-// cloneRun returns a deep copy of r.
-func cloneRun(r *Run) (*Run, error) {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return nil, err
-	}
-	var c Run
-	if err := json.Unmarshal(b, &c); err != nil {
-		return nil, err
-	}
-	return &c, nil
 }
 
 // errStepNotStored: a result or an approval request came for a call of a step whose

@@ -240,6 +240,15 @@ func (l *runLog) writeInput(run string, msgs []provider.Message) (wait func(cont
 	}, nil
 }
 
+// keepInput remembers the input of run, being written, for its first step taken
+// meanwhile (firststep.go).
+func (l *runLog) keepInput(run string, msgs []provider.Message) {
+	c := l.cache(run)
+	l.mu.Lock()
+	c.input = msgs
+	l.mu.Unlock()
+}
+
 func (l *runLog) input(ctx context.Context, run string) ([]provider.Message, error) {
 	c := l.cache(run)
 	l.mu.Lock()

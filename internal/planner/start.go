@@ -72,7 +72,8 @@ func (p *Planner) start(ctx context.Context, req StartRequest, id string, parent
 	}
 	// The input goes to the run log (once: a second start of the same nested run finds
 	// it there) and the control state, which makes the run exist, to the bucket; both
-	// are stored before the first step is taken.
+	// are stored before the run is announced and Start returns. A new top-level run's
+	// first step is taken meanwhile (firststep.go); a nested run's once it is stored.
 	waitInput, err := p.rlog.writeInput(run.ID, run.Messages)
 	if err != nil {
 		p.runSpans.Delete(run.ID)
@@ -81,7 +82,19 @@ func (p *Planner) start(ctx context.Context, req StartRequest, id string, parent
 		}
 		return nil, err
 	}
-	if err := p.runs.create(ctx, run); err != nil {
+	var first *createGate
+	if serving && parent == nil {
+		first = newCreateGate()
+		p.rlog.keepInput(run.ID, run.Messages)
+		if !p.takeFirstStep(run.clone(), first) {
+			first = nil
+		}
+	}
+	rev, err := p.runs.create(ctx, run)
+	if err != nil {
+		if first != nil {
+			first.failed(err)
+		}
 		p.runSpans.Delete(run.ID)
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			return nil, errRunExists
@@ -89,12 +102,19 @@ func (p *Planner) start(ctx context.Context, req StartRequest, id string, parent
 		return nil, err
 	}
 	if err := waitInput(ctx); err != nil {
+		if first != nil {
+			first.failed(err)
+		}
 		// The run exists without its input: it cannot take a step. End it, saying why.
 		_ = p.failRun(context.WithoutCancel(ctx), run.ID, err)
 		return nil, err
 	}
 	p.m.runStarted()
 	p.emit(ctx, run, "started", 0, "", map[string]any{"model": run.Model, "tools": run.Tools, "parent": run.ParentID})
+	if first != nil {
+		first.stored(rev, p.publishHeld)
+		return run, nil
+	}
 	if !serving || !p.takeLeased(run.ID, 0) {
 		// Not served here (or no longer): the plan stream has it, and if this publish
 		// fails, the sweepers publish it when the lease runs out.

@@ -148,10 +148,7 @@ func (p *Planner) stepFrom(ctx context.Context, cl claim, b stepBase, step int) 
 		// The answer is applied to a copy of the control state and recorded, with the state it
 		// leaves, in the step's record, written once; the compare-and-set then makes the
 		// recorded step (this replica's, or another's that recorded it first) part of the run.
-		rec, err := p.newStepRecord(run, resp, offered, now)
-		if err != nil {
-			return err
-		}
+		rec := p.newStepRecord(run, resp, offered, now)
 		stored, err = p.rlog.writeStep(ctx, runID, rec)
 		if err != nil {
 			if isPermanent(err) {
@@ -160,6 +157,9 @@ func (p *Planner) stepFrom(ctx context.Context, cl claim, b stepBase, step int) 
 			}
 			return err
 		}
+	}
+	if err := b.awaitCreate(ctx); err != nil {
+		return err
 	}
 	// The step is announced and its calls go out while its state is stored: they carry
 	// the ids the stored state gives them, whichever replica stores it, and a result
@@ -267,15 +267,8 @@ func (r *Run) nests() bool {
 // newStepRecord applies the model's answer at the run's step to a copy of its control
 // state and returns the step's record: the answer, the calls it made, how the previous
 // step's calls ended, and the state it leaves.
-func (p *Planner) newStepRecord(run *Run, resp *provider.Response, offered StepTools, now time.Time) (*stepRecord, error) {
-	b, err := json.Marshal(run.control())
-	if err != nil {
-		return nil, fmt.Errorf("encode run %s: %w", run.ID, err)
-	}
-	var next Run // a deep copy: the record keeps what it is given
-	if err := json.Unmarshal(b, &next); err != nil {
-		return nil, fmt.Errorf("decode run %s: %w", run.ID, err)
-	}
+func (p *Planner) newStepRecord(run *Run, resp *provider.Response, offered StepTools, now time.Time) *stepRecord {
+	next := run.control().clone() // a deep copy: the record keeps what it is given
 	step := next.Step
 	rec := &stepRecord{Step: step, Closed: next.Calls, Offered: &offered, Seen: run.Injected}
 	next.Seen = run.Injected
@@ -284,13 +277,13 @@ func (p *Planner) newStepRecord(run *Run, resp *provider.Response, offered StepT
 	msg := resp.Message
 	msg.Role = provider.RoleAssistant
 	rec.Message = msg
-	p.applyModelResponse(&next, resp, now)
+	p.applyModelResponse(next, resp, now)
 	next.Recorded = step + 1
 	rec.Calls = next.Calls
 	rec.Warnings = next.Warnings
 	rec.Retried = slices.Contains(next.RetriedSteps, step)
 	rec.State = next.control()
-	return rec, nil
+	return rec
 }
 
 // end ends the run at step with t, unless it ended or moved on meanwhile, and does what

@@ -22,8 +22,9 @@ var errRunNotFound = errors.New("run not found")
 // two goroutines) handling results of the same run never overwrite each other: the
 // loser reloads and applies its change again.
 //
-// A replica remembers the last revision of each running run it read or wrote, so the
-// usual change costs no read: a stale copy fails its compare-and-set and is read again.
+// A replica remembers the last revision of each running run it read or wrote, decoded,
+// so the usual change costs no read and no decoding (it works on a copy: [Run.clone]); a
+// stale copy fails its compare-and-set and is read again.
 // A change that would do nothing on a remembered copy is tried again on a fresh read
 // before it is believed, since a message is acknowledged on that verdict.
 type store struct {
@@ -40,7 +41,7 @@ type store struct {
 
 type cachedRun struct {
 	rev uint64
-	val []byte
+	run *Run // owned by the cache: handed out as copies
 }
 
 // maxCachedRuns bounds the remembered control states of one replica.
@@ -50,7 +51,8 @@ func newStore(kv jetstream.KeyValue, finished func(*Run)) store {
 	return store{kv: kv, finished: finished, mu: &sync.Mutex{}, cache: map[string]cachedRun{}}
 }
 
-func (s store) remember(id string, rev uint64, val []byte) {
+// remember keeps run (which the cache owns from now on) as the state of id at rev.
+func (s store) remember(id string, rev uint64, run *Run) {
 	if s.mu == nil {
 		return
 	}
@@ -62,7 +64,7 @@ func (s store) remember(id string, rev uint64, val []byte) {
 	if len(s.cache) >= maxCachedRuns {
 		clear(s.cache)
 	}
-	s.cache[id] = cachedRun{rev: rev, val: val}
+	s.cache[id] = cachedRun{rev: rev, run: run}
 }
 
 // drop forgets the remembered state of a run (it ended, or it is stale).
@@ -85,13 +87,17 @@ func (s store) cached(id string) (cachedRun, bool) {
 	return c, ok
 }
 
-func (s store) put(ctx context.Context, id string, b []byte, rev uint64, create bool) (uint64, error) {
+// put stores ctl, a run's control state, as the value of id at rev (or as a new key).
+func (s store) put(ctx context.Context, id string, ctl *Run, rev uint64, create bool) (uint64, error) {
+	b, err := json.Marshal(ctl)
+	if err != nil {
+		return 0, fmt.Errorf("encode run %s: %w", id, err)
+	}
 	if s.wrote != nil {
 		if err := s.wrote(id, len(b)); err != nil {
 			return 0, err
 		}
 	}
-	var err error
 	if create {
 		rev, err = s.kv.Create(ctx, id, b)
 	} else {
@@ -100,19 +106,17 @@ func (s store) put(ctx context.Context, id string, b []byte, rev uint64, create 
 	if err != nil {
 		return 0, err
 	}
-	s.remember(id, rev, b)
+	s.remember(id, rev, ctl.clone())
 	return rev, nil
 }
 
-func (s store) create(ctx context.Context, r *Run) error {
-	b, err := json.Marshal(r.control())
+// create stores a new run and returns its revision.
+func (s store) create(ctx context.Context, r *Run) (uint64, error) {
+	rev, err := s.put(ctx, r.ID, r.control(), 0, true)
 	if err != nil {
-		return fmt.Errorf("encode run %s: %w", r.ID, err)
+		return 0, fmt.Errorf("store run %s: %w", r.ID, err)
 	}
-	if _, err := s.put(ctx, r.ID, b, 0, true); err != nil {
-		return fmt.Errorf("store run %s: %w", r.ID, err)
-	}
-	return nil
+	return rev, nil
 }
 
 // get returns the run's control state as stored, read fresh.
@@ -129,7 +133,7 @@ func (s store) get(ctx context.Context, id string) (*Run, uint64, error) {
 		return nil, 0, err
 	}
 	if r.Status != StatusDone {
-		s.remember(id, e.Revision(), e.Value())
+		s.remember(id, e.Revision(), r.clone())
 	}
 	return r, e.Revision(), nil
 }
@@ -138,9 +142,7 @@ func (s store) get(ctx context.Context, id string) (*Run, uint64, error) {
 // fresh reports whether it was read now.
 func (s store) getCached(ctx context.Context, id string) (r *Run, rev uint64, fresh bool, err error) {
 	if c, ok := s.cached(id); ok {
-		if r, err := decodeRun(id, c.val); err == nil {
-			return r, c.rev, false, nil
-		}
+		return c.run.clone(), c.rev, false, nil
 	}
 	r, rev, err = s.get(ctx, id)
 	return r, rev, true, err
@@ -188,11 +190,7 @@ func (s store) updateFrom(ctx context.Context, id string, loaded *Run, rev uint6
 		if err != nil || !changed {
 			return r, err
 		}
-		b, err := json.Marshal(r.control())
-		if err != nil {
-			return nil, fmt.Errorf("encode run %s: %w", id, err)
-		}
-		_, err = s.put(ctx, id, b, rev, false)
+		_, err = s.put(ctx, id, r.control(), rev, false)
 		if err == nil {
 			if !wasDone && r.Status == StatusDone {
 				s.drop(id)

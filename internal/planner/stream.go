@@ -97,7 +97,7 @@ func (s *deltaStream) flush() {
 	n := s.index
 	s.index++
 	s.last = time.Now()
-	s.p.emitID(s.run, "text_delta", s.run.ID+"-text_delta-"+strconv.Itoa(s.step)+"-"+strconv.Itoa(n), s.step, "",
+	s.p.emitID(s.ctx, s.run, "text_delta", s.run.ID+"-text_delta-"+strconv.Itoa(s.step)+"-"+strconv.Itoa(n), s.step, "",
 		map[string]any{"text": text, "index": n})
 }
 
@@ -111,7 +111,7 @@ func (s *deltaStream) close() {
 }
 
 // emitID is emit with the event id given: for events of which a step has several.
-func (p *Planner) emitID(run *Run, what, id string, step int, call string, detail any) {
+func (p *Planner) emitID(ctx context.Context, run *Run, what, id string, step int, call string, detail any) {
 	msg, err := events.NewRunEventID(p.cfg.Source, what, id,
 		events.RunEvent{RunID: run.ID, Tenant: run.Tenant, Step: step, CallID: call, Detail: jsonText(detail)}, p.cfg.Now())
 	if err != nil {
@@ -119,7 +119,7 @@ func (p *Planner) emitID(run *Run, what, id string, step int, call string, detai
 		return
 	}
 	events.SetTrace(msg, run.TraceParent, run.TraceState)
-	if _, err := p.js.PublishMsgAsync(msg); err != nil {
+	if err := p.publishEvent(ctx, msg); err != nil {
 		p.log.Warn().Err(err).Str("run_id", run.ID).Str("event", what).Msg("run event not published")
 	}
 }

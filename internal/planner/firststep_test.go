@@ -1,0 +1,143 @@
+package planner
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/toolfleet/toolfleet/internal/natstest"
+	"github.com/toolfleet/toolfleet/internal/provider"
+)
+
+// hookedModel runs before ahead of each answer and after once its first answer is
+// streamed.
+type hookedModel struct {
+	provider.Model
+	before func()
+	after  func()
+	once   sync.Once
+}
+
+func (m *hookedModel) Stream(ctx context.Context, req provider.Request, onDelta func(provider.Delta)) (*provider.Response, error) {
+	if m.before != nil {
+		m.before()
+	}
+	resp, err := m.Model.Stream(ctx, req, onDelta)
+	if m.after != nil {
+		m.once.Do(m.after)
+	}
+	return resp, err
+}
+
+// servePlanner serves a planner for model on the bundle's streams; stop returns once its
+// Run has, with every step it was taking.
+func servePlanner(t *testing.T, b *testBundle, model provider.Model) (p *Planner, stop func()) {
+	t.Helper()
+	p, err := New(b.ctx, b.srv.Connect(), Config{Models: map[string]provider.Model{"main": model},
+		DefaultModel: "main", Events: b.cfg, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.stopPlanner()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	natstest.Eventually(t, waitTimeout, "the planner to serve steps", p.local.serving)
+	b.p = p
+	return p, stop
+}
+
+const firstStepScript = `
+name: first
+steps:
+  - calls: [{name: add, arguments: {a: 1, b: 2}}]
+  - text: three
+`
+
+// A new run's first step is taken while the run is being stored, and its events wait
+// for the run's: here the create is held until the model has answered step 0, and the
+// run's events still begin with started, in the order they happened, each with its time.
+func TestFirstStepTakenWhileTheRunIsStored(t *testing.T) {
+	b := setup(t, nil)
+	answered := make(chan struct{})
+	p, _ := servePlanner(t, b, &hookedModel{Model: scriptedModel(t, firstStepScript), after: func() { close(answered) }})
+	var creates sync.Once
+	p.runs.wrote = func(string, int) error {
+		var err error
+		creates.Do(func() { // the run's create: the first write
+			select {
+			case <-answered:
+			case <-time.After(10 * time.Second):
+				err = errors.New("the model was not asked for the first step while the run was being stored")
+			}
+		})
+		return err
+	}
+	api := httptest.NewServer(p.Handler(APIAuth{}))
+	defer api.Close()
+	run := b.run(t, StartRequest{Input: "1+2", Tools: []string{"add"}})
+	if run.Termination != TerminationCompleted || run.Answer != "three" || len(run.Calls) != 1 || run.Calls[0].Status != "ok" {
+		t.Fatalf("run ended %s (%s), answer %q, calls %+v", run.Termination, run.Detail, run.Answer, run.Calls)
+	}
+	_, evs := readEvents(t, api.URL, run.ID, "")
+	var order []string
+	for _, e := range evs {
+		checkEvent(t, run.ID, e)
+		if e.Event != "tool_started" { // the executor's: it comes when it comes
+			order = append(order, e.Event)
+		}
+	}
+	want := []string{"started", "step_started", "tool_call_started", "model_answered", "tool_called", "tool_result",
+		"step_started", "text_delta", "model_answered", "done"}
+	if !slices.Equal(order, want) {
+		t.Fatalf("events %v, want %v", order, want)
+	}
+}
+
+// A run that cannot be stored announces nothing and sends nothing, though its first
+// step was being taken: the step's events are dropped, its call never goes out, and the
+// step is not handed to another replica.
+func TestFirstStepOfARunNotStoredSendsNothing(t *testing.T) {
+	b := setup(t, nil)
+	release := make(chan struct{})
+	p, stop := servePlanner(t, b, &hookedModel{Model: scriptedModel(t, firstStepScript), before: func() { <-release }})
+	p.runs.wrote = func(string, int) error { return errors.New("injected: the bucket refuses the write") }
+	id := newRunID()
+	seen, err := b.nc.SubscribeSync("toolfleet.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.start(b.ctx, StartRequest{Input: "1+2", Tools: []string{"add"}}, id, nil, ""); err == nil {
+		t.Fatal("the run was started though it could not be stored")
+	}
+	close(release) // the model answers now, after the create failed
+	stop()         // returns once the step being taken has ended
+	// Whatever the planner published has reached the server, and from it this subscriber.
+	if err := p.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		m, err := seen.NextMsg(0)
+		if err != nil {
+			break
+		}
+		if m.Subject != "toolfleet.runlog."+id+".input" && m.Subject != "toolfleet.runlog."+id+".step.0" {
+			t.Errorf("published %s for a run that was never stored", m.Subject)
+		}
+	}
+	if _, _, err := p.runs.get(b.ctx, id); !errors.Is(err, errRunNotFound) {
+		t.Fatalf("the run's state: %v, want none", err)
+	}
+}
