@@ -372,8 +372,5 @@ func envInts(b *testing.B, name, def string) []int {
 
 // benchConcurrency is the executors' concurrency: TOOLFLEET_BENCH_CONCURRENCY, or the default.
 func benchConcurrency(b *testing.B) executor.Option {
-	if v := os.Getenv("TOOLFLEET_BENCH_CONCURRENCY"); v != "" {
-		return executor.WithConcurrency(envInts(b, "TOOLFLEET_BENCH_CONCURRENCY", "")[0])
-	}
-	return executor.WithConcurrency(executor.DefaultConcurrency())
+	return executor.WithConcurrency(envInts(b, "TOOLFLEET_BENCH_CONCURRENCY", strconv.Itoa(executor.DefaultConcurrency()))[0])
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolfleet/toolfleet/internal/apiauth"
+	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
 // The fast path of tools/call.
@@ -79,7 +80,7 @@ func (e *Edge) writeFast(w http.ResponseWriter, id jsonrpc.ID, res *mcp.CallTool
 		if _, ok := res.Meta[mcp.MetaKeyServerInfo]; !ok {
 			res.Meta[mcp.MetaKeyServerInfo] = e.impl
 		}
-		raw, merr := marshalNoEscape(res)
+		raw, merr := tools.MarshalJSON(res) // the SDK's encoding: no HTML escaping
 		if merr != nil {
 			resp.Error = internalError(merr)
 		}
@@ -111,17 +112,6 @@ func errorStatus(err error) int {
 		return http.StatusBadRequest
 	}
 	return http.StatusOK
-}
-
-// marshalNoEscape is the SDK's encoding of a result: encoding/json without HTML escaping.
-func marshalNoEscape(v any) (json.RawMessage, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(b.Bytes(), "\n"), nil
 }
 
 // parseFast returns the call of r when the fast path serves it: headers first (cheap),

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolfleet/toolfleet/internal/tick"
@@ -25,12 +26,17 @@ import (
 func (p *Planner) emit(ctx context.Context, run *Run, what string, step int, call string, detail any) {
 	msg, err := events.NewRunEvent(p.cfg.Source, what,
 		events.RunEvent{RunID: run.ID, Tenant: run.Tenant, Step: step, CallID: call, Detail: jsonText(detail)}, p.cfg.Now())
+	p.sendRunEvent(ctx, run, what, msg, err)
+}
+
+// sendRunEvent publishes msg, the run's event what (unless encoding it failed with err),
+// in the run's trace; the first step of a run being stored holds it (firststep.go).
+func (p *Planner) sendRunEvent(ctx context.Context, run *Run, what string, msg *nats.Msg, err error) {
 	if err != nil {
-		p.log.Error().Err(err).Msg("run event encode")
+		p.log.Error().Err(err).Str("run_id", run.ID).Str("event", what).Msg("run event encode")
 		return
 	}
 	events.SetTrace(msg, run.TraceParent, run.TraceState) // the run's trace, when it is traced
-	// Held while the run of a first step taken meanwhile is being stored (firststep.go).
 	if err := p.publishEvent(ctx, msg); err != nil {
 		p.log.Warn().Err(err).Str("run_id", run.ID).Str("event", what).Msg("run event not published")
 	}

@@ -114,14 +114,7 @@ func (s *deltaStream) close() {
 func (p *Planner) emitID(ctx context.Context, run *Run, what, id string, step int, call string, detail any) {
 	msg, err := events.NewRunEventID(p.cfg.Source, what, id,
 		events.RunEvent{RunID: run.ID, Tenant: run.Tenant, Step: step, CallID: call, Detail: jsonText(detail)}, p.cfg.Now())
-	if err != nil {
-		p.log.Error().Err(err).Msg("run event encode")
-		return
-	}
-	events.SetTrace(msg, run.TraceParent, run.TraceState)
-	if err := p.publishEvent(ctx, msg); err != nil {
-		p.log.Warn().Err(err).Str("run_id", run.ID).Str("event", what).Msg("run event not published")
-	}
+	p.sendRunEvent(ctx, run, what, msg, err)
 }
 
 // lastEventID reads the Last-Event-ID header (or the lastEventId query parameter, for
