@@ -251,8 +251,16 @@ func (p *Planner) Wait(ctx context.Context, id string) (*Run, error) {
 				return p.Get(context.WithoutCancel(ctx), id)
 			}
 			if e == nil {
-				if last == nil {
-					return nil, notFoundf("no run %q", id)
+				if last != nil {
+					continue
+				}
+				// "No initial values" is not proof there is no run: the watch's consumer
+				// can count nothing pending once it has already sent the run's value
+				// (a run changing while the watch starts), so that value comes after the
+				// marker. The bucket answers.
+				r, err := p.Get(ctx, id)
+				if err != nil || r.Status == StatusDone {
+					return r, err
 				}
 				continue
 			}
