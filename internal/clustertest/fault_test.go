@@ -241,10 +241,10 @@ func buildNATSServer(t testing.TB) string {
 
 // node is one nats-server process of the cluster, restartable on its ports and store.
 type node struct {
-	name, conf string
-	port       int
-	cmd        *exec.Cmd
-	done       chan struct{}
+	name, conf, log string
+	port            int
+	cmd             *exec.Cmd
+	done            chan struct{}
 }
 
 type cluster struct {
@@ -271,7 +271,7 @@ func startNodes(t testing.TB, bin string, count int, extra func(i int) string) *
 	for i := range count {
 		n := &node{name: fmt.Sprintf("n%d", i), port: ports[i]}
 		store := filepath.Join(dir, n.name)
-		n.conf = filepath.Join(dir, n.name+".conf")
+		n.conf, n.log = filepath.Join(dir, n.name+".conf"), filepath.Join(dir, n.name+".log")
 		conf := fmt.Sprintf(`server_name: %s
 listen: 127.0.0.1:%d
 jetstream { store_dir: %q }
@@ -305,7 +305,15 @@ jetstream { store_dir: %q }
 func (c *cluster) start(t testing.TB, i int) {
 	t.Helper()
 	n := c.nodes[i]
+	// The server's own output goes to its log (appended across restarts), so that a node
+	// that does not come up says why.
+	out, err := os.OpenFile(n.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close() // the child holds its own copy
 	n.cmd = exec.Command(c.bin, "-c", n.conf)
+	n.cmd.Stdout, n.cmd.Stderr = out, out
 	n.done = make(chan struct{})
 	if err := n.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -318,11 +326,25 @@ func (c *cluster) start(t testing.TB, i int) {
 			conn.Close()
 			return
 		}
+		select {
+		case <-n.done:
+			t.Fatalf("%s exited before accepting connections (%v); its log ends:\n%s", n.name, n.cmd.ProcessState, n.logTail())
+		default:
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s does not accept connections: %v", n.name, err)
+			t.Fatalf("%s does not accept connections: %v; its log ends:\n%s", n.name, err, n.logTail())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// logTail is the end of n's server log.
+func (n *node) logTail() string {
+	b, err := os.ReadFile(n.log)
+	if err != nil {
+		return err.Error()
+	}
+	return string(b[max(len(b)-2000, 0):])
 }
 
 // urls lists every node's address, node first first.
@@ -706,10 +728,26 @@ func readResults(js jetstream.JetStream, n int) ([]stored, error) {
 
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		// The kernel can give a port it gave a moment ago once it is closed again; a
+		// node whose route port is another's monitor port would not start.
+		if !handedOut.ports[port] {
+			handedOut.ports[port] = true
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
+
+// handedOut holds the ports freePort gave in this process.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}

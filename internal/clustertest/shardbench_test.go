@@ -177,27 +177,53 @@ func (sc shardCase) startFleet(b *testing.B, ctx context.Context, js jetstream.J
 			b.Fatalf("stream %s: %v", s.Name, err)
 		}
 	}
+	conns := make([]*nats.Conn, sc.replicas) // connected first: closed after the executors stop
+	for i := range conns {
+		conns[i] = sc.c.connect(b, fmt.Sprintf("executor-%d", i), i%sc.nodes)
+	}
 	runCtx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	b.Cleanup(func() { stop(); wg.Wait() })
-	for i := range sc.replicas {
+	exited := make(chan error, sc.replicas) // an executor that stopped before the load: why
+	for i, nc := range conns {
 		reg := tools.NewRegistry()
 		err := reg.AddFunc(tools.Definition{Name: "noop", Parameters: json.RawMessage(`{"type":"object"}`), Safe: true},
 			func(ctx context.Context, args json.RawMessage) (any, error) { return true, nil })
 		if err != nil {
 			b.Fatal(err)
 		}
-		ex, err := executor.New(sc.c.connect(b, fmt.Sprintf("executor-%d", i), i%sc.nodes), reg, executor.WithStreamConfig(cfg),
-			executor.WithExecutorID(fmt.Sprintf("ex%d", i)), benchConcurrency(b), executor.WithLogger(zerolog.Nop()))
+		ex, err := executor.New(nc, reg, executor.WithStreamConfig(cfg),
+			executor.WithExecutorID(fmt.Sprintf("ex%d", i)), benchConcurrency(b),
+			executor.WithLogger(zerolog.New(zerolog.NewTestWriter(b)).Level(zerolog.WarnLevel).With().Timestamp().Str("executor", fmt.Sprint(i)).Logger()))
 		if err != nil {
 			b.Fatal(err)
 		}
-		wg.Go(func() { _ = ex.Run(runCtx) })
+		wg.Go(func() {
+			if err := ex.Run(runCtx); runCtx.Err() == nil {
+				exited <- fmt.Errorf("executor %d stopped: %v", i, err)
+			}
+		})
 	}
+	var lastErr error
+	defer func() {
+		if b.Failed() {
+			b.Logf("last look at the consumers: %v", lastErr)
+		}
+	}()
 	waitFor(b, ctx, "the executors' consumers", func() bool {
+		select {
+		case err := <-exited:
+			b.Fatal(err)
+		default:
+		}
 		for _, name := range cfg.CallStreams() {
-			info, err := js.Consumer(ctx, name, events.ConsumerName("noop"))
+			// Each look on its own clock: a request lost while the cluster's routes settle
+			// is never answered, and would use up the whole wait.
+			actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			info, err := js.Consumer(actx, name, events.ConsumerName("noop"))
+			cancel()
 			if err != nil || len(info.CachedInfo().Name) == 0 {
+				lastErr = fmt.Errorf("consumer on %s: %v", name, err)
 				return false
 			}
 		}
@@ -288,10 +314,21 @@ func (sc shardCase) drive(b *testing.B, streams []string, kind string, callOf fu
 		if kind == "raw" {
 			filter = fmt.Sprintf("raw.reply.*.g%d.*", g)
 		}
-		gen, err := loadgen.Start(ctx, sc.c.connect(b, fmt.Sprintf("load-%d", g), g), loadgen.Config{ReplyStreams: streams,
-			ReplyFilter: filter, Window: max(sc.window/gens, 16), StallTimeout: 60 * time.Second, CallOf: callOf})
-		if err != nil {
-			b.Fatal(err)
+		nc := sc.c.connect(b, fmt.Sprintf("load-%d", g), g)
+		var gen *loadgen.Generator
+		// A fresh cluster can leave the first API requests unanswered while its routes
+		// settle: try again, as any part of the fleet does at start.
+		for try := 1; ; try++ {
+			var err error
+			gen, err = loadgen.Start(ctx, nc, loadgen.Config{ReplyStreams: streams,
+				ReplyFilter: filter, Window: max(sc.window/gens, 16), StallTimeout: 60 * time.Second, CallOf: callOf})
+			if err == nil {
+				break
+			}
+			if try == 5 {
+				b.Fatal(err)
+			}
+			b.Logf("generator %d, try %d: %v", g, try, err)
 		}
 		b.Cleanup(gen.Stop)
 		gs = append(gs, gen)
