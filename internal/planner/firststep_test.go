@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"net/http/httptest"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -140,4 +142,49 @@ func TestFirstStepOfARunNotStoredSendsNothing(t *testing.T) {
 	if _, _, err := p.runs.get(b.ctx, id); !errors.Is(err, errRunNotFound) {
 		t.Fatalf("the run's state: %v, want none", err)
 	}
+}
+
+// A first step whose answer is recorded, announced and its call encoded before the
+// run's create fails sends none of it: the step's events were held for the run's
+// started event and are dropped, and its call waited for the create.
+func TestFirstStepReadyBeforeTheCreateFailsSendsNothing(t *testing.T) {
+	b := setup(t, nil)
+	p, stop := servePlanner(t, b, scriptedModel(t, firstStepScript))
+	id := newRunID()
+	p.runs.wrote = func(string, int) error {
+		// The create fails once the step waits for it, all else done.
+		natstest.Eventually(t, waitTimeout, "the first step to wait for the create", func() bool {
+			return goroutineWaitsIn("(*createGate).wait")
+		})
+		return errors.New("injected: the bucket refuses the write")
+	}
+	seen, err := b.nc.SubscribeSync("toolfleet.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.start(b.ctx, StartRequest{Input: "1+2", Tools: []string{"add"}}, id, nil, ""); err == nil {
+		t.Fatal("the run was started though it could not be stored")
+	}
+	stop() // returns once the step being taken has ended
+	if err := p.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		m, err := seen.NextMsg(0)
+		if err != nil {
+			break
+		}
+		if m.Subject != "toolfleet.runlog."+id+".input" && m.Subject != "toolfleet.runlog."+id+".step.0" {
+			t.Errorf("published %s for a run that was never stored", m.Subject)
+		}
+	}
+}
+
+// goroutineWaitsIn reports whether a goroutine's stack is in fn now.
+func goroutineWaitsIn(fn string) bool {
+	buf := make([]byte, 1<<20)
+	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), fn)
 }
