@@ -188,3 +188,50 @@ func goroutineWaitsIn(fn string) bool {
 	buf := make([]byte, 1<<20)
 	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), fn)
 }
+
+// A planner stopped while its run's first step, answered, announced and encoded, waits
+// for the create leaves the step to another replica once the run is stored: the run
+// completes there, its one call made once, its events each once and in order.
+func TestFirstStepStoppedWhileWaitingForTheCreate(t *testing.T) {
+	b := setup(t, nil)
+	first, stopFirst := servePlanner(t, b, scriptedModel(t, firstStepScript))
+	var creates sync.Once
+	release := make(chan struct{})
+	first.runs.wrote = func(string, int) error {
+		creates.Do(func() { // the run's create: the first write
+			natstest.Eventually(t, waitTimeout, "the first step to wait for the create", func() bool {
+				return goroutineWaitsIn("(*createGate).wait")
+			})
+			go stopFirst() // returns once the step, handed off, has ended
+			natstest.Eventually(t, waitTimeout, "the planner to stop serving", func() bool { return !first.local.serving() })
+			close(release)
+		})
+		return nil
+	}
+	id := newRunID()
+	if _, err := first.start(b.ctx, StartRequest{Input: "1+2", Tools: []string{"add"}}, id, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	<-release
+	stopFirst()
+	second, _ := servePlanner(t, b, scriptedModel(t, firstStepScript))
+	run := b.wait(t, id)
+	if run.Termination != TerminationCompleted || run.Answer != "three" || len(run.Calls) != 1 || run.Calls[0].Status != "ok" || run.Calls[0].Attempts != 1 {
+		t.Fatalf("run ended %s (%s), answer %q, calls %+v", run.Termination, run.Detail, run.Answer, run.Calls)
+	}
+	api := httptest.NewServer(second.Handler(APIAuth{}))
+	defer api.Close()
+	_, evs := readEvents(t, api.URL, id, "")
+	var order []string
+	for _, e := range evs {
+		checkEvent(t, id, e)
+		if e.Event != "tool_started" {
+			order = append(order, e.Event)
+		}
+	}
+	want := []string{"started", "step_started", "tool_call_started", "model_answered", "tool_called", "tool_result",
+		"step_started", "text_delta", "model_answered", "done"}
+	if !slices.Equal(order, want) {
+		t.Fatalf("events %v, want %v", order, want)
+	}
+}
