@@ -210,6 +210,46 @@ func (p *Planner) Run(ctx context.Context) error {
 // "<run>-<step>-<n>" can be split back into its run.
 func newRunID() string { return "r" + nuid.Next() }
 
+// plannerRun reports whether id can be the id of a planner run: a new run's (newRunID)
+// or a nested run's (childID: "c", then its parent's id and the call's step and
+// position, each after "_"). Callers of the fleet choose run ids of their own for the
+// calls they make; their results need no look-up in the runs bucket.
+func plannerRun(id string) bool {
+	nested := 0
+	for strings.HasPrefix(id[nested:], "c") {
+		nested++
+	}
+	root, rest := id[nested:], ""
+	if len(root) > newRunIDLen {
+		root, rest = root[:newRunIDLen], root[newRunIDLen:]
+	}
+	if len(root) != newRunIDLen || root[0] != 'r' || !alphanumeric(root[1:]) {
+		return false
+	}
+	// rest is "_<step>_<n>" once per level of nesting.
+	numbers := strings.Split(rest, "_")
+	if numbers[0] != "" || len(numbers)-1 != 2*nested {
+		return false
+	}
+	for _, n := range numbers[1:] {
+		if n == "" || strings.Trim(n, "0123456789") != "" {
+			return false
+		}
+	}
+	return true
+}
+
+var newRunIDLen = len(newRunID())
+
+func alphanumeric(s string) bool {
+	for _, c := range s {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
 // callID is the fleet id of the n-th call of step in run. It is deterministic so that a
 // step resumed after a crash publishes the same ids and JetStream drops the repeats.
 func callID(run string, step, n int) string { return fmt.Sprintf("%s-%d-%d", run, step, n) }

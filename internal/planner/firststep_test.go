@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"net/http/httptest"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -139,5 +141,97 @@ func TestFirstStepOfARunNotStoredSendsNothing(t *testing.T) {
 	}
 	if _, _, err := p.runs.get(b.ctx, id); !errors.Is(err, errRunNotFound) {
 		t.Fatalf("the run's state: %v, want none", err)
+	}
+}
+
+// A first step whose answer is recorded, announced and its call encoded before the
+// run's create fails sends none of it: the step's events were held for the run's
+// started event and are dropped, and its call waited for the create.
+func TestFirstStepReadyBeforeTheCreateFailsSendsNothing(t *testing.T) {
+	b := setup(t, nil)
+	p, stop := servePlanner(t, b, scriptedModel(t, firstStepScript))
+	id := newRunID()
+	p.runs.wrote = func(string, int) error {
+		// The create fails once the step waits for it, all else done.
+		natstest.Eventually(t, waitTimeout, "the first step to wait for the create", func() bool {
+			return goroutineWaitsIn("(*createGate).wait")
+		})
+		return errors.New("injected: the bucket refuses the write")
+	}
+	seen, err := b.nc.SubscribeSync("toolfleet.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.start(b.ctx, StartRequest{Input: "1+2", Tools: []string{"add"}}, id, nil, ""); err == nil {
+		t.Fatal("the run was started though it could not be stored")
+	}
+	stop() // returns once the step being taken has ended
+	if err := p.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		m, err := seen.NextMsg(0)
+		if err != nil {
+			break
+		}
+		if m.Subject != "toolfleet.runlog."+id+".input" && m.Subject != "toolfleet.runlog."+id+".step.0" {
+			t.Errorf("published %s for a run that was never stored", m.Subject)
+		}
+	}
+}
+
+// goroutineWaitsIn reports whether a goroutine's stack is in fn now.
+func goroutineWaitsIn(fn string) bool {
+	buf := make([]byte, 1<<20)
+	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), fn)
+}
+
+// A planner stopped while its run's first step, answered, announced and encoded, waits
+// for the create leaves the step to another replica once the run is stored: the run
+// completes there, its one call made once, its events each once and in order.
+func TestFirstStepStoppedWhileWaitingForTheCreate(t *testing.T) {
+	b := setup(t, nil)
+	first, stopFirst := servePlanner(t, b, scriptedModel(t, firstStepScript))
+	var creates sync.Once
+	release := make(chan struct{})
+	first.runs.wrote = func(string, int) error {
+		creates.Do(func() { // the run's create: the first write
+			natstest.Eventually(t, waitTimeout, "the first step to wait for the create", func() bool {
+				return goroutineWaitsIn("(*createGate).wait")
+			})
+			go stopFirst() // returns once the step, handed off, has ended
+			natstest.Eventually(t, waitTimeout, "the planner to stop serving", func() bool { return !first.local.serving() })
+			close(release)
+		})
+		return nil
+	}
+	id := newRunID()
+	if _, err := first.start(b.ctx, StartRequest{Input: "1+2", Tools: []string{"add"}}, id, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	<-release
+	stopFirst()
+	second, _ := servePlanner(t, b, scriptedModel(t, firstStepScript))
+	run := b.wait(t, id)
+	if run.Termination != TerminationCompleted || run.Answer != "three" || len(run.Calls) != 1 || run.Calls[0].Status != "ok" || run.Calls[0].Attempts != 1 {
+		t.Fatalf("run ended %s (%s), answer %q, calls %+v", run.Termination, run.Detail, run.Answer, run.Calls)
+	}
+	api := httptest.NewServer(second.Handler(APIAuth{}))
+	defer api.Close()
+	_, evs := readEvents(t, api.URL, id, "")
+	var order []string
+	for _, e := range evs {
+		checkEvent(t, id, e)
+		if e.Event != "tool_started" {
+			order = append(order, e.Event)
+		}
+	}
+	want := []string{"started", "step_started", "tool_call_started", "model_answered", "tool_called", "tool_result",
+		"step_started", "text_delta", "model_answered", "done"}
+	if !slices.Equal(order, want) {
+		t.Fatalf("events %v, want %v", order, want)
 	}
 }

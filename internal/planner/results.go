@@ -18,11 +18,16 @@ import (
 
 // handleResult records a tool result in its run and, when it was the last result of the
 // step, feeds the step's results to the conversation and asks for the next step. Results
-// of calls the planner did not make, and repeated results, are acknowledged and ignored.
+// of calls the planner did not make, and repeated results, are acknowledged and ignored
+// (those of a run id no planner makes without reading the runs bucket).
 func (p *Planner) handleResult(ctx context.Context, m jetstream.Msg) {
 	_, res, err := events.DecodeResult(m)
 	if err != nil {
 		p.log.Warn().Err(err).Str("subject", m.Subject()).Msg("ignoring a result that cannot be read")
+		p.ack(m)
+		return
+	}
+	if !plannerRun(res.RunID) {
 		p.ack(m)
 		return
 	}

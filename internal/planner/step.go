@@ -9,10 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolfleet/toolfleet/internal/provider"
-	"github.com/toolfleet/toolfleet/internal/tick"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
@@ -158,23 +158,32 @@ func (p *Planner) stepFrom(ctx context.Context, cl claim, b stepBase, step int) 
 			return err
 		}
 	}
-	if err := b.awaitCreate(ctx); err != nil {
-		return err
-	}
 	// The step is announced and its calls go out while its state is stored: they carry
 	// the ids the stored state gives them, whichever replica stores it, and a result
-	// that comes back before the state is stored waits for it (recordResult).
+	// that comes back before the state is stored waits for it (recordResult). A first
+	// step taken while its run is being stored announces and encodes them meanwhile:
+	// its events are held until the run's started event, its calls wait for the create.
 	state := *stored.State
 	state.Calls = slices.Clone(state.Calls)
 	state.Lease = nil
 	p.modelAnswered(ctx, &state, step, stored.Message, stored.Calls, stored.Warnings, run.Usage)
+	var calls []*nats.Msg
+	callsAhead := state.Status == StatusRunning && state.Step == step && len(state.stepCalls()) > 0 && !state.nests()
+	if callsAhead {
+		if calls, err = p.callMessages(ctx, &state); err != nil {
+			return err
+		}
+	}
+	if err := b.awaitCreate(ctx); err != nil {
+		return err
+	}
 	var sent func(context.Context) error
 	doneStoring := func() {}
-	if state.Status == StatusRunning && state.Step == step && len(state.stepCalls()) > 0 && !state.nests() {
+	if callsAhead {
 		ch := make(chan struct{})
 		p.storing.Store(runID, ch)
 		doneStoring = func() { p.storing.CompareAndDelete(runID, ch); close(ch) }
-		if sent, err = p.publishCalls(ctx, &state); err != nil {
+		if sent, err = p.sendCalls(calls); err != nil {
 			doneStoring()
 			return err
 		}
@@ -356,10 +365,36 @@ func (p *Planner) askModel(ctx context.Context, cl claim, run *Run, msgs []provi
 // returns once the last has gone), so a long model call is not redelivered to another
 // replica.
 func keepAlive(m jetstream.Msg, period time.Duration) (stop func()) {
+	return every(period, func(context.Context) { _ = m.InProgress() })
+}
+
+// every calls f every period, from a timer, until stop is called; stop returns once a
+// call in progress has returned, and ends the context f gets. Nothing runs before the
+// first period is up: the usual model call, over by then, costs no goroutine to start
+// and wait for on the step's path.
+func every(period time.Duration, f func(context.Context)) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
-	var done sync.WaitGroup
-	done.Go(func() { tick.Every(ctx, period, func(context.Context) { _ = m.InProgress() }) })
-	return func() { cancel(); done.Wait() }
+	var mu sync.Mutex // held while f runs
+	stopped := false
+	var t *time.Timer
+	mu.Lock()
+	defer mu.Unlock()
+	t = time.AfterFunc(period, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		f(ctx)
+		t.Reset(period)
+	})
+	return func() {
+		cancel()
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		t.Stop()
+	}
 }
 
 // applyModelResponse records the model's answer in the run's control state: usage, and a
@@ -522,11 +557,22 @@ func (p *Planner) dispatch(ctx context.Context, run *Run) error {
 // publishCalls is dispatch without the wait for the calls' acknowledgements: it returns
 // a function that waits for them.
 func (p *Planner) publishCalls(ctx context.Context, run *Run) (wait func(context.Context) error, err error) {
+	msgs, err := p.callMessages(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	return p.sendCalls(msgs)
+}
+
+// callMessages announces the current step's unanswered calls (tool_called) and encodes
+// them for sendCalls, and starts the step's nested runs. With parallel: false only the
+// first goes: the next goes out when its result is in (dispatchNext).
+func (p *Planner) callMessages(ctx context.Context, run *Run) ([]*nats.Msg, error) {
 	calls, err := p.withArguments(ctx, run, run.stepCalls())
 	if err != nil {
 		return nil, err
 	}
-	var futures []jetstream.PubAckFuture
+	var msgs []*nats.Msg
 	for _, c := range calls {
 		if c.Local || c.Done() {
 			continue
@@ -548,14 +594,24 @@ func (p *Planner) publishCalls(ctx context.Context, run *Run) (wait func(context
 		}
 		// Announced before the call goes out, so it precedes its result's announcement.
 		p.emit(ctx, run, "tool_called", run.Step, c.ID, calledDetail(c))
+		msgs = append(msgs, msg)
+		if run.Sequential {
+			break
+		}
+	}
+	return msgs, nil
+}
+
+// sendCalls publishes the calls encoded by callMessages and returns a function that
+// waits for their acknowledgements.
+func (p *Planner) sendCalls(msgs []*nats.Msg) (wait func(context.Context) error, err error) {
+	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
+	for _, msg := range msgs {
 		f, err := p.js.PublishMsgAsync(msg)
 		if err != nil {
-			return nil, fmt.Errorf("publish call %s: %w", c.ID, err)
+			return nil, fmt.Errorf("publish call %s: %w", msg.Header.Get(jetstream.MsgIDHeader), err)
 		}
 		futures = append(futures, f)
-		if run.Sequential {
-			break // one at a time: the next goes out when this one's result is in (dispatchNext)
-		}
 	}
 	return func(ctx context.Context) error {
 		for _, f := range futures {

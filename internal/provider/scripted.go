@@ -62,7 +62,10 @@ func (m *Scripted) Generate(ctx context.Context, req Request) (*Response, error)
 	}
 	st := m.script.Steps[step]
 	msg := Message{Role: RoleAssistant, Text: st.Text}
-	seed := conversationHash(req)
+	var seed string
+	if len(st.Calls) > 0 { // the hash names calls only: an answer in text needs none
+		seed = conversationHash(req)
+	}
 	for i, c := range st.Calls {
 		args, _ := scriptArguments(c.Arguments) // checked when the script was loaded
 		msg.ToolCalls = append(msg.ToolCalls, ToolCall{
