@@ -66,7 +66,7 @@ func (ex *Executor) handleCall(ctx context.Context, w *worker, msg jetstream.Msg
 		ex.refuse(j, msg, decodeErr)
 		return
 	}
-	if ex.answered(ctx, j) {
+	if ex.mayBeAnswered(j) && ex.answered(ctx, j) {
 		_ = msg.Ack()
 		return
 	}
@@ -127,6 +127,19 @@ func (ex *Executor) answered(ctx context.Context, j *job) bool {
 	ex.o.log.Info().Str("tool", j.def.Name).Str("call_id", j.res.CallID).Str("run_id", j.res.RunID).
 		Uint64("deliveries", j.deliveries).Msg("call already answered; not run again")
 	return true
+}
+
+// mayBeAnswered reports whether the call is worth looking up in the results stream
+// before it runs: a redelivery (its result may be stored and its ack lost), a
+// non-idempotent call (it must not run twice), one that needs approval (a human must
+// not be asked twice), or any call when calls are sharded (a copy re-published within
+// the duplicate window lands on another shard, whose stream never saw the first).
+// Otherwise — an idempotent call's first delivery from one calls stream — the look-up
+// would cost every call a request to catch only a call re-published after the
+// duplicate window: such a call runs again (tools run at least once), its second
+// result is refused (see [events.NewResult]), and its caller still gets one result.
+func (ex *Executor) mayBeAnswered(j *job) bool {
+	return j.deliveries > 1 || !j.def.IsIdempotent() || j.def.NeedsApproval() || ex.cfg.Sharded()
 }
 
 // runAndAnswer runs a hydrated call under ctx with its retries and publishes the result,
