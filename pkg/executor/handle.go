@@ -230,19 +230,28 @@ func (ex *Executor) runOnce(ctx context.Context, j *job, call *tools.Call, attem
 	ctx = ex.startAttempt(ctx, j, attempt)
 	defer j.attempt.end()
 	var cancel context.CancelFunc
-	if j.def.Timeout == 0 {
-		ctx, cancel = context.WithTimeout(ctx, ex.o.defaultTimeout)
+	if deadline := ex.attemptDeadline(j); deadline.IsZero() {
+		ctx, cancel = context.WithCancel(ctx)
 	} else {
-		ctx, cancel = context.WithCancel(ctx) // Call.Run sets the tool's own timeout
+		ctx, cancel = context.WithDeadline(ctx, deadline)
 	}
 	defer cancel()
 	j.watch.attach(cancel) // a cancel of the call ends the attempt
 	defer j.watch.detach()
-	if !j.ce.Deadline.IsZero() {
-		ctx, cancel = context.WithDeadline(ctx, j.ce.Deadline)
-		defer cancel()
-	}
 	return call.Run(ctx)
+}
+
+// attemptDeadline is when an attempt of j must end: the call's deadline, or sooner the
+// executor's default timeout for a tool without its own (Call.Run sets that one); zero
+// for none. One deadline makes one context and one timer per attempt.
+func (ex *Executor) attemptDeadline(j *job) time.Time {
+	deadline := j.ce.Deadline
+	if j.def.Timeout == 0 {
+		if d := time.Now().Add(ex.o.defaultTimeout); deadline.IsZero() || d.Before(deadline) {
+			deadline = d
+		}
+	}
+	return deadline
 }
 
 // fail answers the call with failure, without running it.
