@@ -183,7 +183,8 @@ func (w *watch) register(c *cancels, j *job) {
 	w.next = c.running[w.key]
 	c.running[w.key] = w
 	if cn, ok := c.heard[w.key]; ok {
-		w.cancel = &cn
+		known := cn // a copy made only when found: &cn would allocate on every call
+		w.cancel = &known
 	}
 	c.mu.Unlock()
 }
