@@ -22,7 +22,7 @@ import (
 func marshalResult(r *Result) ([]byte, error) {
 	b, err := appendResult(make([]byte, 0, 512+len(r.Output)), r)
 	if err != nil { // the reflection path says why, in its own words
-		return tools.MarshalJSON(r)
+		return tools.MarshalJSON(*r) // a copy: r itself would escape on every call
 	}
 	return b, nil
 }
@@ -140,7 +140,7 @@ func appendPayloadRef(b []byte, p *PayloadRef) []byte {
 func marshalCall(c *Call) ([]byte, error) {
 	b, err := appendCall(make([]byte, 0, 64+len(c.Arguments)), c)
 	if err != nil {
-		return tools.MarshalJSON(c)
+		return tools.MarshalJSON(*c)
 	}
 	return b, nil
 }

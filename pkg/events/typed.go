@@ -100,7 +100,7 @@ func DecodeCall(msg Message, maxBytes int) (CallEvent, error) {
 	if decodeCallData(e.Data, &ce.Call) {
 		return checkCall(ce, subjTool, subject)
 	}
-	if err := json.Unmarshal(e.Data, &ce.Call); err != nil {
+	if err := unmarshalCall(e.Data, &ce.Call); err != nil {
 		ce.Call.Tool = subjTool
 		var syn *json.SyntaxError
 		if errors.As(err, &syn) {
@@ -109,6 +109,16 @@ func DecodeCall(msg Message, maxBytes int) (CallEvent, error) {
 		return ce, tools.Wrap(tools.CodeInvalidEvent, err, "call "+e.ID+": data does not match the call type: "+err.Error())
 	}
 	return checkCall(ce, subjTool, subject)
+}
+
+// unmarshalCall is json.Unmarshal(data, c) through a copy of *c: handing c itself to
+// encoding/json would make every caller's CallEvent escape to the heap, not only the
+// callers that get here.
+func unmarshalCall(data []byte, c *Call) error {
+	v := *c
+	err := json.Unmarshal(data, &v)
+	*c = v
+	return err
 }
 
 // checkCall checks a call whose data decoded: its tool agrees with its subject's

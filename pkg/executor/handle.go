@@ -186,11 +186,8 @@ func (ex *Executor) runAndAnswer(ctx context.Context, j *job, call *tools.Call) 
 // runWithRetries runs the call, retrying retryable failures with backoff and jitter per
 // the tool's policy. Non-idempotent tools are never retried.
 func (ex *Executor) runWithRetries(ctx context.Context, j *job, call *tools.Call) (tools.Outcome, int) {
-	policy := j.def.EffectiveRetry()
-	retries := policy.Retries()
-	if !j.def.IsIdempotent() {
-		retries = 0
-	}
+	var policy *tools.RetryPolicy // read at the first failure: most calls never need it
+	retries := 0
 	ex.m.started(j.def.Name)
 	defer ex.m.stopped(j.def.Name)
 	j.res.StartedAt = time.Now().UTC()
@@ -204,7 +201,17 @@ func (ex *Executor) runWithRetries(ctx context.Context, j *job, call *tools.Call
 			call = c
 		}
 		out := ex.runOnce(ctx, j, call, attempt)
-		if out.Err == nil || attempt > retries || !policy.ShouldRetry(out.Err.Code) || ctx.Err() != nil {
+		if out.Err == nil || ctx.Err() != nil {
+			return out, attempt
+		}
+		if policy == nil {
+			p := j.def.EffectiveRetry()
+			policy = &p
+			if j.def.IsIdempotent() {
+				retries = policy.Retries()
+			}
+		}
+		if attempt > retries || !policy.ShouldRetry(out.Err.Code) {
 			return out, attempt
 		}
 		delay := policy.BackoffJittered(attempt, rand.Float64())
