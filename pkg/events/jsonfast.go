@@ -504,7 +504,9 @@ func (s *jsonScan) callMembers(c *Call) bool {
 			if !ok {
 				return false
 			}
-			c.Tool = string(v)
+			if string(v) != c.Tool { // c.Tool is the subject's tool, which a valid call repeats
+				c.Tool = string(v)
+			}
 		case "arguments":
 			member = 2
 			start := s.i

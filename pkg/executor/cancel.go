@@ -424,7 +424,7 @@ func (ex *Executor) cancelParked(def tools.Definition, key cancelKey, cn events.
 		return // answered or expired meanwhile
 	}
 	ce, _ := events.DecodeCall(p.call(), 0)
-	j := ex.newJob(nil, def, ce, p.ParkedAt)
+	j := ex.newJob(nil, &def, ce, p.ParkedAt)
 	j.afterStore = func() { _ = ex.approvals.Delete(ctx, akey, jetstream.LastRevision(rev)) }
 	ex.o.log.Info().Str("tool", def.Name).Str("call_id", j.res.CallID).Msg("parked call canceled")
 	ex.fail(j, canceledError(j, cn))

@@ -18,9 +18,10 @@ import (
 
 // job is one call being handled: its message, decoded event and the result so far.
 type job struct {
-	msg   jetstream.Msg
-	ce    events.CallEvent
-	def   tools.Definition
+	msg jetstream.Msg
+	ce  events.CallEvent
+	// def is the served tool's definition (its worker's, shared: never changed).
+	def   *tools.Definition
 	start time.Time
 	res   events.Result
 	// seq is the call's sequence in the calls stream and deliveries how often it was
@@ -39,7 +40,7 @@ type job struct {
 
 // newJob starts the answer to a (possibly invalid) call of def: the result is addressed
 // to the caller's ids as [events.ReplyID] gives them.
-func (ex *Executor) newJob(msg jetstream.Msg, def tools.Definition, ce events.CallEvent, start time.Time) *job {
+func (ex *Executor) newJob(msg jetstream.Msg, def *tools.Definition, ce events.CallEvent, start time.Time) *job {
 	res := ce.Answer()
 	res.Tool, res.Executor, res.Validated = def.Name, ex.o.id, def.Validated()
 	res.NoSchemaMode = def.NoSchema()
@@ -51,7 +52,7 @@ func (ex *Executor) newJob(msg jetstream.Msg, def tools.Definition, ce events.Ca
 // message a dead letter; nothing is acked before its answer is stored.
 func (ex *Executor) handleCall(ctx context.Context, w *worker, msg jetstream.Msg) {
 	ce, decodeErr := events.DecodeCall(msg, int(ex.cfg.MaxMsgSize))
-	j := ex.newJob(msg, w.def, ce, time.Now())
+	j := ex.newJob(msg, &w.def, ce, time.Now())
 	meta, err := msg.Metadata()
 	if err != nil {
 		ex.o.log.Error().Err(err).Msg("message without JetStream metadata")
