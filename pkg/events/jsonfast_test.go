@@ -323,3 +323,27 @@ func TestScanNeverAcceptsInvalidJSON(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCallData compares the call's one-pass decoder with encoding/json on a
+// typical call body; read the ratio of ns/op.
+func BenchmarkCallData(b *testing.B) {
+	data := []byte(`{"tool":"get_weather","arguments":{"city":"Oslo","units":"metric","days":3},"metadata":{"role":"user"}}`)
+	b.Run("fast", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			c := Call{Tool: "get_weather"}
+			if !decodeCallData(data, &c) {
+				b.Fatal("declined")
+			}
+		}
+	})
+	b.Run("reflection", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			c := Call{Tool: "get_weather"}
+			if err := json.Unmarshal(data, &c); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
