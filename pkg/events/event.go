@@ -69,6 +69,11 @@ type Event struct {
 // [tools.MarshalJSON]).
 func (e *Event) SetData(v any) error {
 	b, err := tools.MarshalJSON(v)
+	return e.setData(b, err)
+}
+
+// setData sets the event's data to b, the encoding of a value, or refuses err.
+func (e *Event) setData(b []byte, err error) error {
 	if err != nil {
 		return tools.Wrap(tools.CodeInternal, err, "encode event data: "+err.Error())
 	}

@@ -72,7 +72,7 @@ func NewCall(o CallOptions, c Call) (*nats.Msg, error) {
 			return nil, err
 		}
 	}
-	if err := e.SetData(c); err != nil {
+	if err := e.setData(marshalCall(&c)); err != nil {
 		return nil, err
 	}
 	return Encode(subj, e)
@@ -97,7 +97,10 @@ func DecodeCall(msg Message, maxBytes int) (CallEvent, error) {
 		return ce, tools.Errorf(tools.CodeInvalidEvent, "call %s: subject %q does not name a valid tool", e.ID, subject)
 	}
 	subjTool := ce.Call.Tool
-	if err := json.Unmarshal(e.Data, &ce.Call); err != nil {
+	if decodeCallData(e.Data, &ce.Call) {
+		return checkCall(ce, subjTool, subject)
+	}
+	if err := unmarshalCall(e.Data, &ce.Call); err != nil {
 		ce.Call.Tool = subjTool
 		var syn *json.SyntaxError
 		if errors.As(err, &syn) {
@@ -105,6 +108,22 @@ func DecodeCall(msg Message, maxBytes int) (CallEvent, error) {
 		}
 		return ce, tools.Wrap(tools.CodeInvalidEvent, err, "call "+e.ID+": data does not match the call type: "+err.Error())
 	}
+	return checkCall(ce, subjTool, subject)
+}
+
+// unmarshalCall is json.Unmarshal(data, c) through a copy of *c: handing c itself to
+// encoding/json would make every caller's CallEvent escape to the heap, not only the
+// callers that get here.
+func unmarshalCall(data []byte, c *Call) error {
+	v := *c
+	err := json.Unmarshal(data, &v)
+	*c = v
+	return err
+}
+
+// checkCall checks a call whose data decoded: its tool agrees with its subject's
+// (subjTool), and its arguments are inline or by reference, not both.
+func checkCall(ce CallEvent, subjTool, subject string) (CallEvent, error) {
 	switch ce.Call.Tool {
 	case "":
 		ce.Call.Tool = subjTool
@@ -112,15 +131,15 @@ func DecodeCall(msg Message, maxBytes int) (CallEvent, error) {
 	default:
 		bad := ce.Call.Tool
 		ce.Call.Tool = subjTool
-		return ce, tools.Errorf(tools.CodeInvalidEvent, "call %s names tool %q but was published on %s", e.ID, bad, subject)
+		return ce, tools.Errorf(tools.CodeInvalidEvent, "call %s names tool %q but was published on %s", ce.ID, bad, subject)
 	}
 	noArgs := len(bytes.TrimSpace(ce.Call.Arguments)) == 0 || bytes.Equal(bytes.TrimSpace(ce.Call.Arguments), []byte("null"))
 	if ref := ce.Call.ArgumentsRef; ref != nil {
 		if !noArgs {
-			return ce, tools.Errorf(tools.CodeInvalidEvent, "call %s has both arguments and arguments_ref: send one of them", e.ID)
+			return ce, tools.Errorf(tools.CodeInvalidEvent, "call %s has both arguments and arguments_ref: send one of them", ce.ID)
 		}
 		if err := ref.Check(); err != nil {
-			return ce, tools.Errorf(tools.CodeInvalidEvent, "call %s: arguments_ref: %s", e.ID, tools.AsError(err, tools.CodeInvalidEvent).Message)
+			return ce, tools.Errorf(tools.CodeInvalidEvent, "call %s: arguments_ref: %s", ce.ID, tools.AsError(err, tools.CodeInvalidEvent).Message)
 		}
 		ce.Call.Arguments = nil // read from the payload by whoever runs the call
 		return ce, nil
@@ -145,7 +164,7 @@ func NewResult(source string, r Result, attempt int) (*nats.Msg, error) {
 		return nil, err
 	}
 	e := Event{ID: r.CallID, Type: TypeResult, Source: source, Time: time.Now(), RunID: r.RunID, Attempt: attempt}
-	if err := e.SetData(r); err != nil {
+	if err := e.setData(marshalResult(&r)); err != nil {
 		return nil, err
 	}
 	m, err := Encode(subj, e)

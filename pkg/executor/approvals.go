@@ -104,7 +104,7 @@ func (ex *Executor) park(ctx context.Context, j *job) {
 	j.endSpan(nil)
 	_ = j.msg.Ack()
 	if cn := j.watch.canceled(); cn != nil { // heard while it was being parked
-		go ex.cancelParked(j.def, keyOfJob(j), *cn)
+		go ex.cancelParked(*j.def, keyOfJob(j), *cn)
 	}
 }
 
@@ -162,7 +162,7 @@ func (ex *Executor) handleAnswer(runCtx context.Context, w *worker, msg jetstrea
 
 	call := p.call()
 	ce, _ := events.DecodeCall(call, 0) // it decoded when it was parked
-	j := ex.newJob(msg, w.def, ce, p.ParkedAt)
+	j := ex.newJob(msg, &w.def, ce, p.ParkedAt)
 	j.afterStore = func() {
 		if err := ex.approvals.Delete(context.WithoutCancel(ctx), key, jetstream.LastRevision(rev)); err != nil {
 			ex.o.log.Debug().Err(err).Str("key", key).Msg("remove answered approval")
@@ -257,7 +257,7 @@ func (ex *Executor) expireIfDue(ctx context.Context, w *worker, key string) {
 		return // answered (or expired by another replica) meanwhile
 	}
 	ce, _ := events.DecodeCall(p.call(), 0)
-	j := ex.newJob(nil, w.def, ce, p.ParkedAt)
+	j := ex.newJob(nil, &w.def, ce, p.ParkedAt)
 	j.afterStore = func() { _ = ex.approvals.Delete(ctx, key, jetstream.LastRevision(rev)) }
 	j.res.Approval = &events.Approval{Decision: events.DecisionExpired, At: p.ExpiresAt.UTC(),
 		Reason: "no approval arrived before " + p.ExpiresAt.UTC().Format(time.RFC3339)}

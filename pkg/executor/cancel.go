@@ -183,7 +183,8 @@ func (w *watch) register(c *cancels, j *job) {
 	w.next = c.running[w.key]
 	c.running[w.key] = w
 	if cn, ok := c.heard[w.key]; ok {
-		w.cancel = &cn
+		known := cn // a copy made only when found: &cn would allocate on every call
+		w.cancel = &known
 	}
 	c.mu.Unlock()
 }
@@ -423,7 +424,7 @@ func (ex *Executor) cancelParked(def tools.Definition, key cancelKey, cn events.
 		return // answered or expired meanwhile
 	}
 	ce, _ := events.DecodeCall(p.call(), 0)
-	j := ex.newJob(nil, def, ce, p.ParkedAt)
+	j := ex.newJob(nil, &def, ce, p.ParkedAt)
 	j.afterStore = func() { _ = ex.approvals.Delete(ctx, akey, jetstream.LastRevision(rev)) }
 	ex.o.log.Info().Str("tool", def.Name).Str("call_id", j.res.CallID).Msg("parked call canceled")
 	ex.fail(j, canceledError(j, cn))

@@ -56,12 +56,16 @@
 // A call is answered once for as long as its result is kept, not only within JetStream's
 // duplicate window: the result is stored only on a subject that has none (see
 // [events.NewResult]; a refused second result means "answered already", and the call is
-// acked), and before running a call the executor looks for its stored result — a call
-// redelivered after its executor paused past the ack wait, or re-published by its caller
-// much later, is acked without running. The look-ups of concurrent calls are coalesced
-// into one multi-subject direct get, which keeps their cost under a tenth of the fleet's
-// throughput: against nats-server processes on 2 cores, with 1,024 calls in flight, one
-// request answered 18 calls on average (0.06 requests per call).
+// acked). Before running a call that may have a result — a redelivery, a non-idempotent
+// or approval-gated call, any call when calls are sharded — the executor also looks for
+// its stored result: a call redelivered after its executor paused past the ack wait, or
+// re-published by its caller much later, is acked without running. An idempotent call's
+// first delivery from a single calls stream is not looked up (tools run at least once):
+// re-published after the duplicate window, it runs again and its second result is
+// refused, so its caller still sees one result. The look-ups of concurrent calls are
+// coalesced into one multi-subject direct get, which keeps their cost under a tenth of
+// the fleet's throughput: against nats-server processes on 2 cores, with 1,024 calls in
+// flight, one request answered 18 calls on average (0.06 requests per call).
 //
 // # Tools that must not run twice
 //

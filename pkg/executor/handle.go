@@ -18,9 +18,10 @@ import (
 
 // job is one call being handled: its message, decoded event and the result so far.
 type job struct {
-	msg   jetstream.Msg
-	ce    events.CallEvent
-	def   tools.Definition
+	msg jetstream.Msg
+	ce  events.CallEvent
+	// def is the served tool's definition (its worker's, shared: never changed).
+	def   *tools.Definition
 	start time.Time
 	res   events.Result
 	// seq is the call's sequence in the calls stream and deliveries how often it was
@@ -39,7 +40,7 @@ type job struct {
 
 // newJob starts the answer to a (possibly invalid) call of def: the result is addressed
 // to the caller's ids as [events.ReplyID] gives them.
-func (ex *Executor) newJob(msg jetstream.Msg, def tools.Definition, ce events.CallEvent, start time.Time) *job {
+func (ex *Executor) newJob(msg jetstream.Msg, def *tools.Definition, ce events.CallEvent, start time.Time) *job {
 	res := ce.Answer()
 	res.Tool, res.Executor, res.Validated = def.Name, ex.o.id, def.Validated()
 	res.NoSchemaMode = def.NoSchema()
@@ -51,7 +52,7 @@ func (ex *Executor) newJob(msg jetstream.Msg, def tools.Definition, ce events.Ca
 // message a dead letter; nothing is acked before its answer is stored.
 func (ex *Executor) handleCall(ctx context.Context, w *worker, msg jetstream.Msg) {
 	ce, decodeErr := events.DecodeCall(msg, int(ex.cfg.MaxMsgSize))
-	j := ex.newJob(msg, w.def, ce, time.Now())
+	j := ex.newJob(msg, &w.def, ce, time.Now())
 	meta, err := msg.Metadata()
 	if err != nil {
 		ex.o.log.Error().Err(err).Msg("message without JetStream metadata")
@@ -66,7 +67,7 @@ func (ex *Executor) handleCall(ctx context.Context, w *worker, msg jetstream.Msg
 		ex.refuse(j, msg, decodeErr)
 		return
 	}
-	if ex.answered(ctx, j) {
+	if ex.mayBeAnswered(j) && ex.answered(ctx, j) {
 		_ = msg.Ack()
 		return
 	}
@@ -129,6 +130,19 @@ func (ex *Executor) answered(ctx context.Context, j *job) bool {
 	return true
 }
 
+// mayBeAnswered reports whether the call is worth looking up in the results stream
+// before it runs: a redelivery (its result may be stored and its ack lost), a
+// non-idempotent call (it must not run twice), one that needs approval (a human must
+// not be asked twice), or any call when calls are sharded (a copy re-published within
+// the duplicate window lands on another shard, whose stream never saw the first).
+// Otherwise — an idempotent call's first delivery from one calls stream — the look-up
+// would cost every call a request to catch only a call re-published after the
+// duplicate window: such a call runs again (tools run at least once), its second
+// result is refused (see [events.NewResult]), and its caller still gets one result.
+func (ex *Executor) mayBeAnswered(j *job) bool {
+	return j.deliveries > 1 || !j.def.IsIdempotent() || j.def.NeedsApproval() || ex.cfg.Sharded()
+}
+
 // runAndAnswer runs a hydrated call under ctx with its retries and publishes the result,
 // or hands the call back when ctx ended (the executor's grace period ran out).
 func (ex *Executor) runAndAnswer(ctx context.Context, j *job, call *tools.Call) {
@@ -173,11 +187,8 @@ func (ex *Executor) runAndAnswer(ctx context.Context, j *job, call *tools.Call) 
 // runWithRetries runs the call, retrying retryable failures with backoff and jitter per
 // the tool's policy. Non-idempotent tools are never retried.
 func (ex *Executor) runWithRetries(ctx context.Context, j *job, call *tools.Call) (tools.Outcome, int) {
-	policy := j.def.EffectiveRetry()
-	retries := policy.Retries()
-	if !j.def.IsIdempotent() {
-		retries = 0
-	}
+	var policy *tools.RetryPolicy // read at the first failure: most calls never need it
+	retries := 0
 	ex.m.started(j.def.Name)
 	defer ex.m.stopped(j.def.Name)
 	j.res.StartedAt = time.Now().UTC()
@@ -191,7 +202,17 @@ func (ex *Executor) runWithRetries(ctx context.Context, j *job, call *tools.Call
 			call = c
 		}
 		out := ex.runOnce(ctx, j, call, attempt)
-		if out.Err == nil || attempt > retries || !policy.ShouldRetry(out.Err.Code) || ctx.Err() != nil {
+		if out.Err == nil || ctx.Err() != nil {
+			return out, attempt
+		}
+		if policy == nil {
+			p := j.def.EffectiveRetry()
+			policy = &p
+			if j.def.IsIdempotent() {
+				retries = policy.Retries()
+			}
+		}
+		if attempt > retries || !policy.ShouldRetry(out.Err.Code) {
 			return out, attempt
 		}
 		delay := policy.BackoffJittered(attempt, rand.Float64())
@@ -217,19 +238,28 @@ func (ex *Executor) runOnce(ctx context.Context, j *job, call *tools.Call, attem
 	ctx = ex.startAttempt(ctx, j, attempt)
 	defer j.attempt.end()
 	var cancel context.CancelFunc
-	if j.def.Timeout == 0 {
-		ctx, cancel = context.WithTimeout(ctx, ex.o.defaultTimeout)
+	if deadline := ex.attemptDeadline(j); deadline.IsZero() {
+		ctx, cancel = context.WithCancel(ctx)
 	} else {
-		ctx, cancel = context.WithCancel(ctx) // Call.Run sets the tool's own timeout
+		ctx, cancel = context.WithDeadline(ctx, deadline)
 	}
 	defer cancel()
 	j.watch.attach(cancel) // a cancel of the call ends the attempt
 	defer j.watch.detach()
-	if !j.ce.Deadline.IsZero() {
-		ctx, cancel = context.WithDeadline(ctx, j.ce.Deadline)
-		defer cancel()
-	}
 	return call.Run(ctx)
+}
+
+// attemptDeadline is when an attempt of j must end: the call's deadline, or sooner the
+// executor's default timeout for a tool without its own (Call.Run sets that one); zero
+// for none. One deadline makes one context and one timer per attempt.
+func (ex *Executor) attemptDeadline(j *job) time.Time {
+	deadline := j.ce.Deadline
+	if j.def.Timeout == 0 {
+		if d := time.Now().Add(ex.o.defaultTimeout); deadline.IsZero() || d.Before(deadline) {
+			deadline = d
+		}
+	}
+	return deadline
 }
 
 // fail answers the call with failure, without running it.

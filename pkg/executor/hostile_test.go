@@ -46,7 +46,13 @@ func rawCall(subject, id, msgID, run, body string) *nats.Msg {
 // counted registers tool name with schema, counting its runs per call id.
 func counted(t testing.TB, reg *tools.Registry, name, schema string, runs *sync.Map, f func(args json.RawMessage) (any, error)) {
 	t.Helper()
-	must(t, reg.AddFunc(tools.Definition{Name: name, Parameters: json.RawMessage(schema), Safe: true},
+	countedDef(t, reg, tools.Definition{Name: name, Parameters: json.RawMessage(schema), Safe: true}, runs, f)
+}
+
+// countedDef is counted for any definition.
+func countedDef(t testing.TB, reg *tools.Registry, def tools.Definition, runs *sync.Map, f func(args json.RawMessage) (any, error)) {
+	t.Helper()
+	must(t, reg.AddFunc(def,
 		func(ctx context.Context, args json.RawMessage) (any, error) {
 			info, _ := tools.CallInfoFrom(ctx)
 			n, _ := runs.LoadOrStore(info.CallID, new(atomic.Int32))
@@ -276,9 +282,11 @@ func TestNesting(t *testing.T) {
 	}
 }
 
-// A call re-published after the duplicate window, and one whose result is already
-// stored (its executor stored the result, then lost the ack), is neither run again nor
-// answered twice.
+// A call whose result is already stored — re-published by its caller after the
+// duplicate window, or stored by an executor that then lost its ack — is answered once,
+// by that result. A non-idempotent call is not run again: its result is looked up
+// before it runs. An idempotent call's first delivery is not looked up (tools run at
+// least once): it may run again, and its second result is refused.
 func TestAnsweredCallIsNotRunAgain(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -286,30 +294,41 @@ func TestAnsweredCallIsNotRunAgain(t *testing.T) {
 	must(t, events.Ensure(context.Background(), b.js, b.cfg))
 	var runs sync.Map
 	reg := tools.NewRegistry()
-	counted(t, reg, "work", string(echoSchema), &runs, func(json.RawMessage) (any, error) { return "done", nil })
+	done := func(json.RawMessage) (any, error) { return "done", nil }
+	counted(t, reg, "work", string(echoSchema), &runs, done)
+	countedDef(t, reg, tools.Definition{Name: "charge", Parameters: echoSchema, Safe: true, Idempotent: new(false)}, &runs, done)
 	b.start(t, reg)
 	b.call(t, "work", "once", "r", `{"text":"x"}`)
-	b.results.one(t, "once")
+	b.call(t, "charge", "once-charge", "r", `{"text":"x"}`)
+	first := b.results.one(t, "once")
+	b.results.one(t, "once-charge")
 	time.Sleep(1500 * time.Millisecond) // past the duplicate window
 	b.call(t, "work", "once", "r", `{"text":"x"}`)
+	b.call(t, "charge", "once-charge", "r", `{"text":"x"}`)
 
 	// A result stored before its call is delivered: the call is answered already.
-	pre, err := events.NewResult("/earlier-executor", events.Result{Status: events.StatusOK, Tool: "work", CallID: "stored", RunID: "r",
+	pre, err := events.NewResult("/earlier-executor", events.Result{Status: events.StatusOK, Tool: "charge", CallID: "stored", RunID: "r",
 		Output: json.RawMessage(`"from before"`)}, 1)
 	must(t, err)
 	pre.Subject = b.cfg.ResultPublishSubject(pre.Subject)
 	b.publish(t, pre)
-	b.call(t, "work", "stored", "r", `{"text":"x"}`)
+	b.call(t, "charge", "stored", "r", `{"text":"x"}`)
 
 	natstest.Eventually(t, 15*time.Second, "the calls stream to empty", func() bool { return b.callsLeft(t) == 0 })
 	time.Sleep(300 * time.Millisecond)
-	if n := runsOf(&runs, "once"); n != 1 {
-		t.Errorf("re-published call ran %d times", n)
+	if n := runsOf(&runs, "once-charge"); n != 1 {
+		t.Errorf("re-published non-idempotent call ran %d times", n)
+	}
+	if n := runsOf(&runs, "once"); n < 1 || n > 2 {
+		t.Errorf("re-published idempotent call ran %d times, want once or twice", n)
 	}
 	if n := runsOf(&runs, "stored"); n != 0 {
 		t.Errorf("call with a stored result ran %d times", n)
 	}
-	assertOneResultEach(t, b, []string{"once", "stored"})
+	assertOneResultEach(t, b, []string{"once", "once-charge", "stored"})
+	if r := b.results.one(t, "once"); !r.FinishedAt.Equal(first.FinishedAt) {
+		t.Errorf("the first result was replaced: %+v, then %+v", first, r)
+	}
 	if r := b.results.one(t, "stored"); string(r.Output) != `"from before"` {
 		t.Errorf("the stored result was replaced: %s", r.Output)
 	}

@@ -126,7 +126,7 @@ func (ex *Executor) answerStrays(ctx context.Context, calls jetstream.Stream, cu
 func (ex *Executor) answerRaw(ctx context.Context, calls jetstream.Stream, raw *jetstream.RawStreamMsg, def tools.Definition, failure *tools.Error) {
 	nm := events.StoredMsg(raw)
 	ce, err := events.DecodeCall(nm, int(ex.cfg.MaxMsgSize))
-	j := ex.newJob(nil, def, ce, raw.Time)
+	j := ex.newJob(nil, &def, ce, raw.Time)
 	j.res.Tool, j.seq = ce.Call.Tool, raw.Sequence
 	j.afterStore = func() {
 		if err := calls.DeleteMsg(ctx, raw.Sequence); err != nil {
