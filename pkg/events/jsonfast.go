@@ -168,6 +168,61 @@ func appendCall(b []byte, c *Call) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
+// marshalRunEvent is tools.MarshalJSON(r), byte for byte: a run sends about ten of
+// these a step.
+func marshalRunEvent(r *RunEvent) ([]byte, error) {
+	b, err := appendRunEvent(make([]byte, 0, 160+len(r.Detail)), r)
+	if err != nil {
+		return tools.MarshalJSON(*r)
+	}
+	return b, nil
+}
+
+func appendRunEvent(b []byte, r *RunEvent) ([]byte, error) {
+	var err error
+	b = append(b, `{"run_id":`...)
+	b = appendString(b, r.RunID)
+	if r.Tenant != "" {
+		b = append(b, `,"tenant":`...)
+		b = appendString(b, r.Tenant)
+	}
+	b = append(b, `,"step":`...)
+	b = strconv.AppendInt(b, int64(r.Step), 10)
+	if r.Tool != "" {
+		b = append(b, `,"tool":`...)
+		b = appendString(b, r.Tool)
+	}
+	if r.CallID != "" {
+		b = append(b, `,"call_id":`...)
+		b = appendString(b, r.CallID)
+	}
+	if !r.At.IsZero() {
+		b = append(b, `,"at":`...)
+		if b, err = appendTime(b, r.At); err != nil {
+			return nil, err
+		}
+	}
+	if len(r.Detail) > 0 {
+		b = append(b, `,"detail":`...)
+		if b, err = appendCompact(b, r.Detail); err != nil {
+			return nil, err
+		}
+	}
+	if r.Executor != "" {
+		b = append(b, `,"executor":`...)
+		b = appendString(b, r.Executor)
+	}
+	if r.Attempt != 0 {
+		b = append(b, `,"attempt":`...)
+		b = strconv.AppendInt(b, int64(r.Attempt), 10)
+	}
+	if r.Seq != 0 {
+		b = append(b, `,"seq":`...)
+		b = strconv.AppendInt(b, int64(r.Seq), 10)
+	}
+	return append(b, '}'), nil
+}
+
 // appendMarshaled appends tools.MarshalJSON(v): a value is written the same alone as
 // inside another.
 func appendMarshaled(b []byte, v any) ([]byte, error) {

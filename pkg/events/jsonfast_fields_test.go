@@ -8,7 +8,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/testfill"
 )
 
-// TestFastPathsKnowEveryField fills every field of a result and of a call (recursively:
+// TestFastPathsKnowEveryField fills every field of a result, a run event and a call (recursively:
 // the error and its violations, the approval, the payload refs, the metadata) and
 // checks that the hand-written encoders write what encoding/json writes and that the
 // call decoder reads back what encoding/json reads: a field added to these types and
@@ -23,6 +23,12 @@ func TestFastPathsKnowEveryField(t *testing.T) {
 	if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(back, r) {
 		t.Fatalf("the result's encoding does not read back as the result (%v):\n%s", err, b)
 	}
+
+	var re RunEvent
+	testfill.Fill(t, reflect.ValueOf(&re).Elem(), "RunEvent", nil)
+	re.Detail = json.RawMessage(`{"text":"a <b> & \u2028 c","n":[1,2.5e3]}`)
+	b, err = marshalRunEvent(&re)
+	sameAsReflection(t, re, b, err)
 
 	for _, withRef := range []bool{false, true} {
 		var c Call

@@ -347,3 +347,24 @@ func BenchmarkCallData(b *testing.B) {
 		}
 	})
 }
+
+func TestRunEventEncodingMatchesReflection(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for range 5000 {
+		e := RunEvent{RunID: randString(r), Step: r.IntN(3) - 1}
+		if r.IntN(2) == 0 {
+			e.Tenant, e.Tool, e.CallID = randString(r), randString(r), randString(r)
+		}
+		if r.IntN(2) == 0 {
+			e.At = randTime(r)
+		}
+		if r.IntN(3) > 0 {
+			e.Detail = randJSON(r)
+		}
+		if r.IntN(2) == 0 {
+			e.Executor, e.Attempt, e.Seq = randString(r), r.IntN(3), r.IntN(3)
+		}
+		b, err := marshalRunEvent(&e)
+		sameAsReflection(t, e, b, err)
+	}
+}

@@ -43,7 +43,7 @@ func NewRunEventID(source, what, id string, r RunEvent, at time.Time) (*nats.Msg
 	}
 	r.At = at
 	e := Event{ID: id, Type: RunType(what), Source: source, Time: at, RunID: r.RunID}
-	if err := e.SetData(r); err != nil {
+	if err := e.setData(marshalRunEvent(&r)); err != nil {
 		return nil, err
 	}
 	return Encode(subj, e)
