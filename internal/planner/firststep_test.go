@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
 	"github.com/toolfleet/toolfleet/internal/natstest"
@@ -124,21 +125,7 @@ func TestFirstStepOfARunNotStoredSendsNothing(t *testing.T) {
 	close(release) // the model answers now, after the create failed
 	stop()         // returns once the step being taken has ended
 	// Whatever the planner published has reached the server, and from it this subscriber.
-	if err := p.nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	for {
-		m, err := seen.NextMsg(0)
-		if err != nil {
-			break
-		}
-		if m.Subject != "toolfleet.runlog."+id+".input" && m.Subject != "toolfleet.runlog."+id+".step.0" {
-			t.Errorf("published %s for a run that was never stored", m.Subject)
-		}
-	}
+	onlyRunLogOfUnstoredRun(t, p, b, seen, id)
 	if _, _, err := p.runs.get(b.ctx, id); !errors.Is(err, errRunNotFound) {
 		t.Fatalf("the run's state: %v, want none", err)
 	}
@@ -166,21 +153,7 @@ func TestFirstStepReadyBeforeTheCreateFailsSendsNothing(t *testing.T) {
 		t.Fatal("the run was started though it could not be stored")
 	}
 	stop() // returns once the step being taken has ended
-	if err := p.nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	for {
-		m, err := seen.NextMsg(0)
-		if err != nil {
-			break
-		}
-		if m.Subject != "toolfleet.runlog."+id+".input" && m.Subject != "toolfleet.runlog."+id+".step.0" {
-			t.Errorf("published %s for a run that was never stored", m.Subject)
-		}
-	}
+	onlyRunLogOfUnstoredRun(t, p, b, seen, id)
 }
 
 // goroutineWaitsIn reports whether a goroutine's stack is in fn now.
@@ -233,5 +206,27 @@ func TestFirstStepStoppedWhileWaitingForTheCreate(t *testing.T) {
 		"step_started", "text_delta", "model_answered", "done"}
 	if !slices.Equal(order, want) {
 		t.Fatalf("events %v, want %v", order, want)
+	}
+}
+
+// onlyRunLogOfUnstoredRun fails t if anything but the run-log records of run id's input
+// and first step reached seen: whatever p published has reached the server, and from it
+// seen, once both connections are flushed.
+func onlyRunLogOfUnstoredRun(t *testing.T, p *Planner, b *testBundle, seen *nats.Subscription, id string) {
+	t.Helper()
+	if err := p.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		m, err := seen.NextMsg(0)
+		if err != nil {
+			break
+		}
+		if m.Subject != "toolfleet.runlog."+id+".input" && m.Subject != "toolfleet.runlog."+id+".step.0" {
+			t.Errorf("published %s for a run that was never stored", m.Subject)
+		}
 	}
 }
