@@ -62,10 +62,11 @@
 // re-published by its caller much later, is acked without running. An idempotent call's
 // first delivery from a single calls stream is not looked up (tools run at least once):
 // re-published after the duplicate window, it runs again and its second result is
-// refused, so its caller still sees one result. The look-ups of concurrent calls are
-// coalesced into one multi-subject direct get, which keeps their cost under a tenth of
-// the fleet's throughput: against nats-server processes on 2 cores, with 1,024 calls in
-// flight, one request answered 18 calls on average (0.06 requests per call).
+// refused, so one result is stored (a core subscriber sees the refused one go by too).
+// The look-ups of concurrent calls are coalesced into one multi-subject direct get,
+// which keeps their cost under a tenth of the fleet's throughput: against nats-server
+// processes on 2 cores, with 1,024 calls in flight, one request answered 18 calls on
+// average (0.06 requests per call).
 //
 // # Tools that must not run twice
 //

@@ -138,7 +138,7 @@ func (ex *Executor) answered(ctx context.Context, j *job) bool {
 // Otherwise — an idempotent call's first delivery from one calls stream — the look-up
 // would cost every call a request to catch only a call re-published after the
 // duplicate window: such a call runs again (tools run at least once), its second
-// result is refused (see [events.NewResult]), and its caller still gets one result.
+// result is refused (see [events.NewResult]): the call keeps one stored result.
 func (ex *Executor) mayBeAnswered(j *job) bool {
 	return j.deliveries > 1 || !j.def.IsIdempotent() || j.def.NeedsApproval() || ex.cfg.Sharded()
 }
