@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolfleet/toolfleet/internal/tick"
 )
 
 // Local steps: a step is taken on the replica that made it due, without a hop through
@@ -78,11 +80,13 @@ type leaseClaim struct {
 
 // hold renews the lease every third of its duration until stopped.
 func (c leaseClaim) hold() func() {
-	return every(c.p.leaseDuration()/3, func(ctx context.Context) {
+	ctx, cancel := context.WithCancel(context.Background()) // ends a renewal in progress at stop
+	stop := tick.Repeat(c.p.leaseDuration()/3, func() {
 		if err := c.p.renewLease(ctx, c.run, c.step); err != nil && ctx.Err() == nil {
 			c.p.log.Warn().Err(err).Str("run_id", c.run).Int("step", c.step).Msg("renewing a step's lease failed; another replica may take the step when it runs out")
 		}
 	})
+	return func() { cancel(); stop() }
 }
 
 func (leaseClaim) retried() bool { return false }

@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolfleet/toolfleet/internal/provider"
+	"github.com/toolfleet/toolfleet/internal/tick"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
@@ -363,38 +363,9 @@ func (p *Planner) askModel(ctx context.Context, cl claim, run *Run, msgs []provi
 
 // keepAlive sends in-progress acks for m every period until stop is called (stop
 // returns once the last has gone), so a long model call is not redelivered to another
-// replica.
+// replica. The usual model call, over before the first period, costs only a timer.
 func keepAlive(m jetstream.Msg, period time.Duration) (stop func()) {
-	return every(period, func(context.Context) { _ = m.InProgress() })
-}
-
-// every calls f every period, from a timer, until stop is called; stop returns once a
-// call in progress has returned, and ends the context f gets. Nothing runs before the
-// first period is up: the usual model call, over by then, costs no goroutine to start
-// and wait for on the step's path.
-func every(period time.Duration, f func(context.Context)) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	var mu sync.Mutex // held while f runs
-	stopped := false
-	var t *time.Timer
-	mu.Lock()
-	defer mu.Unlock()
-	t = time.AfterFunc(period, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if stopped {
-			return
-		}
-		f(ctx)
-		t.Reset(period)
-	})
-	return func() {
-		cancel()
-		mu.Lock()
-		defer mu.Unlock()
-		stopped = true
-		t.Stop()
-	}
+	return tick.Repeat(period, func() { _ = m.InProgress() })
 }
 
 // applyModelResponse records the model's answer in the run's control state: usage, and a

@@ -42,3 +42,36 @@ func TestEveryEndedContext(t *testing.T) {
 	cancel()
 	Every(ctx, time.Millisecond, func(context.Context) { t.Error("f called after the context ended") })
 }
+
+// Repeat keeps calling until stopped; stop returns once a call in progress has
+// returned, and nothing is called after.
+func TestRepeatStops(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	running, release := make(chan struct{}), make(chan struct{})
+	stop := Repeat(time.Millisecond, func() {
+		if calls.Add(1) == 3 {
+			close(running)
+			<-release // a call in progress when stop is called
+		}
+	})
+	select {
+	case <-running:
+	case <-time.After(10 * time.Second):
+		t.Fatal("not called three times within 10s")
+	}
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	select {
+	case <-stopped:
+		t.Fatal("stop returned while a call was in progress")
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(release)
+	<-stopped
+	after := calls.Load()
+	time.Sleep(20 * time.Millisecond) // many periods: a call now would be one too many
+	if n := calls.Load(); n != after || n != 3 {
+		t.Fatalf("%d calls, %d of them after stop returned; want 3, none after", n, n-after)
+	}
+}

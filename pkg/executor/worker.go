@@ -3,11 +3,10 @@ package executor
 import (
 	"context"
 	"fmt"
-	"sync"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolfleet/toolfleet/internal/tick"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
@@ -118,36 +117,7 @@ func (ex *Executor) dispatch(ctx context.Context, w *worker, msg jetstream.Msg, 
 // keepAlive tells JetStream every third of the ack wait that msg is still being worked
 // on, so that a long call is not redelivered to another replica. It returns the stop.
 func (ex *Executor) keepAlive(msg jetstream.Msg) (stop func()) {
-	k := &alive{msg: msg, every: ex.cfg.AckWait.D() / 3}
-	k.mu.Lock()
-	k.t = time.AfterFunc(k.every, k.fire)
-	k.mu.Unlock()
-	return k.stop
-}
-
-type alive struct {
-	mu      sync.Mutex
-	t       *time.Timer
-	msg     jetstream.Msg
-	every   time.Duration
-	stopped bool
-}
-
-func (k *alive) fire() {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.stopped {
-		return
-	}
-	_ = k.msg.InProgress()
-	k.t.Reset(k.every)
-}
-
-func (k *alive) stop() {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.stopped = true
-	k.t.Stop()
+	return tick.Repeat(ex.cfg.AckWait.D()/3, func() { _ = msg.InProgress() })
 }
 
 // stop stops the worker's consumers started so far (a start-up that failed half way).
