@@ -42,7 +42,8 @@ import (
 // fastVersion is the protocol version the fast path serves: the SDK's latest, stateless one.
 const fastVersion = "2026-07-28"
 
-// maxDepth is the SDK's bound on a message's nesting (internal/json.defaultMaxDepth).
+// maxDepth is the SDK's bound on a message's nesting (internal/json.defaultMaxDepth),
+// which tools.MaxDepth equals.
 const maxDepth = 1000
 
 // fastCall is a tools/call the fast path serves: its JSON-RPC id and its request.
@@ -129,7 +130,9 @@ func parseFast(r *http.Request, body []byte) (fastCall, bool) {
 	if jsonOK, streamOK := accepts(h.Values("Accept")); !jsonOK || !streamOK {
 		return fastCall{}, false
 	}
-	if !utf8.Valid(body) || tooDeep(body, maxDepth) {
+	// tools.JSONDepth counts as the SDK's check does for any body that parses; one that
+	// does not is refused below, and goes to the SDK either way.
+	if !utf8.Valid(body) || tools.JSONDepth(body) > maxDepth {
 		return fastCall{}, false
 	}
 	// The envelope: exactly these four members (a map, not a struct: encoding/json
@@ -331,36 +334,4 @@ func accepts(values []string) (jsonOK, streamOK bool) {
 		}
 	}
 	return jsonOK, streamOK
-}
-
-// tooDeep is the SDK's nesting check (internal/json.checkMaxDepth): objects and arrays
-// deeper than max, outside strings.
-func tooDeep(data []byte, max int) bool {
-	depth, inString, escaped := 0, false, false
-	for _, b := range data {
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case b == '\\':
-				escaped = true
-			case b == '"':
-				inString = false
-			}
-			continue
-		}
-		switch b {
-		case '"':
-			inString = true
-		case '{', '[':
-			if depth++; depth > max {
-				return true
-			}
-		case '}', ']':
-			if depth > 0 {
-				depth--
-			}
-		}
-	}
-	return false
 }
