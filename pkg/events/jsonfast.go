@@ -303,15 +303,9 @@ func (s *jsonScan) object(depth int) bool {
 		return true
 	}
 	for {
-		if s.i >= len(s.b) || s.b[s.i] != '"' || !s.str() {
+		if s.i >= len(s.b) || s.b[s.i] != '"' || !s.str() || !s.colon() {
 			return false
 		}
-		s.space()
-		if s.i >= len(s.b) || s.b[s.i] != ':' {
-			return false
-		}
-		s.i++
-		s.space()
 		if !s.value(depth) {
 			return false
 		}
