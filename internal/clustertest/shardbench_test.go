@@ -42,14 +42,22 @@ import (
 //	TOOLFLEET_BENCH_SERVER_PROFILE  a folder: each node's CPU profile of the first
 //	                          seconds of each case's load goes there (<case>-n<i>.pprof)
 //
-// Reported: calls/s, p50-µs, the CPU and server traffic per call (see costs), and for the fleet x-raw (against raw at the same P and
-// replicas, run just before) and x-P1 (against the fleet at P = 1).
+// Between the two runs a third, contract: the raw workers on the fleet's wire. Its
+// calls and results are the fleet's events (the same ce-* headers and bodies, the
+// result's once-only header), on the fleet's streams and consumers (the two-subject
+// filter), but its workers run nothing: each reads the call's ids from its headers and
+// publishes a fixed result event. contract ÷ raw is what the event contract costs;
+// fleet ÷ contract is what the executor costs on top of it.
+//
+// Reported: calls/s, p50-µs, the CPU and server traffic per call (see costs); for
+// contract and fleet x-raw (against raw at the same P and replicas, run just before);
+// for the fleet x-contract, and x-P1 (against the fleet at P = 1).
 func BenchmarkShards(b *testing.B) {
 	bin := buildNATSServer(b)
 	window := envInts(b, "TOOLFLEET_BENCH_WINDOW", "1024")[0]
 	shards := envInts(b, "TOOLFLEET_BENCH_SHARDS", "1,2")
 	replicas := envInts(b, "TOOLFLEET_BENCH_REPLICAS", "2")
-	raw := map[string]float64{}
+	raw, contract := map[string]float64{}, map[string]float64{}
 	fleetP1 := map[int]float64{}
 	rs := envInts(b, "TOOLFLEET_BENCH_R", "1")
 	// One topology for every P: as many nodes as the most shards (at least 3, a JetStream
@@ -61,7 +69,7 @@ func BenchmarkShards(b *testing.B) {
 				continue
 			}
 			for _, e := range replicas {
-				for _, kind := range []string{"raw", "fleet"} {
+				for _, kind := range []string{"raw", "contract", "fleet"} {
 					name := fmt.Sprintf("R=%d/P=%d/replicas=%d/%s", r, p, e, kind)
 					b.Run(name, func(b *testing.B) {
 						sc := shardCase{bin: bin, shards: p, streamReplicas: r, replicas: e, window: window, nodes: nodes}
@@ -72,12 +80,22 @@ func BenchmarkShards(b *testing.B) {
 						b.ReportMetric(perSec, "calls/s")
 						b.ReportMetric(float64(p50.Microseconds()), "p50-µs")
 						key := fmt.Sprintf("%d/%d/%d", r, p, e)
-						if kind == "raw" {
+						switch kind {
+						case "raw":
 							raw[key] = perSec
 							return
+						case "contract":
+							contract[key] = perSec
+						default:
+							if base := contract[key]; base > 0 {
+								b.ReportMetric(perSec/base, "x-contract")
+							}
 						}
 						if base := raw[key]; base > 0 {
 							b.ReportMetric(perSec/base, "x-raw")
+						}
+						if kind == "contract" {
+							return
 						}
 						if p == 1 {
 							fleetP1[e] = perSec
@@ -110,7 +128,7 @@ func (sc shardCase) run(b *testing.B, kind string) (perSec float64, p50 time.Dur
 	}
 	sc.c = startNodes(b, sc.bin, sc.nodes, func(i int) string {
 		conf := fmt.Sprintf("server_tags: [\"node:%d\"]\nhttp_port: %d\nprof_port: %d\n", i, sc.monitor[i], sc.prof[i])
-		if kind == "fleet" {
+		if kind != "raw" {
 			conf += cfg.MappingsConf()
 		}
 		return conf
@@ -129,9 +147,13 @@ func (sc shardCase) run(b *testing.B, kind string) (perSec float64, p50 time.Dur
 		t := strings.Split(subject, ".")
 		return t[len(t)-2] + "." + t[len(t)-1], len(t) == 5
 	}
-	if kind == "fleet" {
+	if kind != "raw" {
 		streams = cfg.ResultStreams()
-		sc.startFleet(b, ctx, js, cfg)
+		if kind == "fleet" {
+			sc.startFleet(b, ctx, js, cfg)
+		} else {
+			sc.startContract(b, ctx, js, cfg)
+		}
 		callOf = nil
 		msg = func(g, _ int, id string) *nats.Msg {
 			m, err := events.NewCall(events.CallOptions{Source: "/bench", ID: id, RunID: fmt.Sprintf("g%d", g)},
@@ -159,9 +181,8 @@ func (sc shardCase) placed(n int) *jetstream.Placement {
 	return &jetstream.Placement{Tags: []string{fmt.Sprintf("node:%d", n%sc.nodes)}}
 }
 
-// startFleet creates the fleet's streams (each shard on its node) and starts the
-// executors, each on its own connection to its own node.
-func (sc shardCase) startFleet(b *testing.B, ctx context.Context, js jetstream.JetStream, cfg events.Config) {
+// createFleetStreams creates the fleet's streams, each shard on its node.
+func (sc shardCase) createFleetStreams(b *testing.B, ctx context.Context, js jetstream.JetStream, cfg events.Config) {
 	shardOf := map[string]int{}
 	for n, name := range cfg.CallStreams() {
 		shardOf[name] = n
@@ -177,6 +198,36 @@ func (sc shardCase) startFleet(b *testing.B, ctx context.Context, js jetstream.J
 			b.Fatalf("stream %s: %v", s.Name, err)
 		}
 	}
+}
+
+// startContract creates the fleet's streams and its consumers of the tool noop, and
+// starts raw workers that answer each call with a result event: the fleet's wire with
+// nothing run. Like the raw workers, each publishes asynchronously and acks on the
+// PubAck, on its own connection.
+func (sc shardCase) startContract(b *testing.B, ctx context.Context, js jetstream.JetStream, cfg events.Config) {
+	sc.createFleetStreams(b, ctx, js, cfg)
+	cc, err := cfg.CallConsumer("noop")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, name := range cfg.CallStreams() {
+		if _, err := js.CreateOrUpdateConsumer(ctx, name, cc); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := range sc.replicas {
+		sc.worker(b, i, cfg.CallStreams(), cc.Durable, func(m jetstream.Msg) (*nats.Msg, error) {
+			h := m.Headers()
+			return events.NewResult("/contract", events.Result{Tool: "noop", CallID: h.Get(events.HeaderID),
+				RunID: h.Get(events.HeaderRunID), Status: "ok", Output: json.RawMessage("true"), Attempts: 1}, 1)
+		})
+	}
+}
+
+// startFleet creates the fleet's streams (each shard on its node) and starts the
+// executors, each on its own connection to its own node.
+func (sc shardCase) startFleet(b *testing.B, ctx context.Context, js jetstream.JetStream, cfg events.Config) {
+	sc.createFleetStreams(b, ctx, js, cfg)
 	conns := make([]*nats.Conn, sc.replicas) // connected first: closed after the executors stop
 	for i := range conns {
 		conns[i] = sc.c.connect(b, fmt.Sprintf("executor-%d", i), i%sc.nodes)
@@ -251,30 +302,41 @@ func (sc shardCase) startRaw(b *testing.B, ctx context.Context, js jetstream.Jet
 			b.Fatal(err)
 		}
 	}
+	var calls []string
+	for n := range sc.shards {
+		calls = append(calls, fmt.Sprintf("RAW_CALLS_%d", n))
+	}
 	for i := range sc.replicas {
-		sc.rawWorker(b, i)
+		sc.worker(b, i, calls, "worker", func(m jetstream.Msg) (*nats.Msg, error) {
+			id := m.Headers().Get(nats.MsgIdHdr)
+			n := strings.TrimPrefix(m.Subject(), "raw.call.")
+			return &nats.Msg{Subject: "raw.reply." + n + "." + id, Header: nats.Header{nats.MsgIdHdr: []string{id}}, Data: m.Data()}, nil
+		})
 	}
 	return replies
 }
 
-// rawWorker consumes every shard on its own connection: reply asynchronously, ack on
-// the reply's PubAck.
-func (sc shardCase) rawWorker(b *testing.B, i int) {
+// worker consumes consumer on each of the streams on its own connection and answers each
+// message with reply's: published asynchronously, the message acked on the PubAck.
+func (sc shardCase) worker(b *testing.B, i int, streams []string, consumer string, reply func(jetstream.Msg) (*nats.Msg, error)) {
 	wjs, err := jetstream.New(sc.c.connect(b, fmt.Sprintf("worker-%d", i), i%sc.nodes), jetstream.WithPublishAsyncMaxPending(4096))
 	if err != nil {
 		b.Fatal(err)
 	}
 	done := make(chan struct{})
 	var acking sync.WaitGroup
-	for n := range sc.shards {
-		cons, err := wjs.Consumer(context.Background(), fmt.Sprintf("RAW_CALLS_%d", n), "worker")
+	for _, stream := range streams {
+		cons, err := wjs.Consumer(context.Background(), stream, consumer)
 		if err != nil {
 			b.Fatal(err)
 		}
-		prefix := fmt.Sprintf("raw.reply.%d.", n)
 		cc, err := cons.Consume(func(m jetstream.Msg) {
-			id := m.Headers().Get(nats.MsgIdHdr)
-			f, err := wjs.PublishMsgAsync(&nats.Msg{Subject: prefix + id, Header: nats.Header{nats.MsgIdHdr: []string{id}}, Data: m.Data()})
+			r, err := reply(m)
+			if err != nil {
+				_ = m.Term()
+				return
+			}
+			f, err := wjs.PublishMsgAsync(r)
 			if err != nil {
 				_ = m.Nak()
 				return
@@ -288,7 +350,7 @@ func (sc shardCase) rawWorker(b *testing.B, i int) {
 				case <-done:
 				}
 			})
-		}, jetstream.PullMaxMessages(max(256/sc.shards, 16)))
+		}, jetstream.PullMaxMessages(max(256/len(streams), 16)))
 		if err != nil {
 			b.Fatal(err)
 		}

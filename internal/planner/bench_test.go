@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -67,12 +69,19 @@ func runOfEvent(subject string) string { return strings.Split(subject, ".")[3] }
 // step (model → call → result → model → answer) against the fleet's raw round trip of one
 // call (publish the call event, wait for its result event). The difference is the
 // planner's overhead per tool call: two scripted model turns, the run state's
-// compare-and-set updates, the step messages and the lifecycle events. The two take
-// turns going first, so that the work one leaves behind when it is heard (acks, the
-// calls stream's clean-up, the planner reading a result) weighs on both alike.
+// compare-and-set updates, the step messages and the lifecycle events.
+//
+// A third measurement, writes-only, makes just the JetStream writes a run's guarantees
+// put on its critical path, one after another as the loop must: the run created while
+// its first step is recorded, the call, the final compare-and-set, the done event (see
+// chainRun). writes-only ÷ raw is the floor the loop's ratio has without any planner
+// work; loop ÷ writes-only is what the planner adds to it.
+//
+// The three take turns going first, so that the work one leaves behind when it is heard
+// (acks, the calls stream's clean-up, the planner reading a result) weighs on all alike.
 func BenchmarkLoopStep(b *testing.B) {
 	tb := setup(b, map[string]string{"main": benchScript})
-	results := listen(b, tb.nc, "toolfleet.result.braw.*", lastToken)
+	results := listen(b, tb.nc, "toolfleet.result.*.*", lastToken)
 	dones := listen(b, tb.nc, "toolfleet.event.run.*.done", runOfEvent)
 	args := json.RawMessage(`{"a":1,"b":2}`)
 	timeout := func() <-chan time.Time { return time.After(30 * time.Second) }
@@ -110,20 +119,77 @@ func BenchmarkLoopStep(b *testing.B) {
 		}
 		loop = append(loop, time.Since(t0))
 	}
+	// The writes a run's guarantees put on its critical path, and nothing else: the run
+	// created while its first step is recorded, the call published and answered, the
+	// final state compared-and-set, the done event stored and heard. Values are the
+	// sizes this run's writes have. Its run id is not a planner's, so that the planner
+	// leaves its result alone.
+	var chain []time.Duration
+	runs := tb.p.runs.kv
+	value := func(n int) []byte { return fmt.Appendf(nil, `{"status":"done","pad":"%s"}`, strings.Repeat("x", n-29)) }
+	created, final, stepRecord := value(535), value(946), value(1108)
+	chainRun := func() {
+		runID := "w" + nuid.Next()
+		callID := runID + "-0-0"
+		resultCh, doneCh := results.expect(callID), dones.expect(runID)
+		call, err := events.NewCall(events.CallOptions{Source: "/bench", ID: callID, RunID: runID}, events.Call{Tool: "add", Arguments: args})
+		if err != nil {
+			b.Fatal(err)
+		}
+		done, err := events.NewRunEvent("/bench", "done", events.RunEvent{RunID: runID}, time.Now())
+		if err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		rec, err := tb.js.PublishMsgAsync(&nats.Msg{Subject: "toolfleet.runlog." + runID + ".step.0", Data: stepRecord,
+			Header: nats.Header{events.HeaderExpectedLastSubjectSeq: []string{"0"}}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		rev, err := runs.Create(tb.ctx, runID, created)
+		if err != nil {
+			b.Fatal(err)
+		}
+		select {
+		case <-rec.Ok():
+		case err := <-rec.Err():
+			b.Fatal(err)
+		}
+		if _, err := tb.js.PublishMsg(tb.ctx, call); err != nil {
+			b.Fatal(err)
+		}
+		select {
+		case <-resultCh:
+		case <-timeout():
+			b.Fatal("no result")
+		}
+		if _, err := runs.Update(tb.ctx, runID, final, rev); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := tb.js.PublishMsgAsync(done); err != nil {
+			b.Fatal(err)
+		}
+		select {
+		case <-doneCh:
+		case <-timeout():
+			b.Fatal("no done")
+		}
+		chain = append(chain, time.Since(t0))
+	}
+	order := [][]func(){{rawCall, chainRun, loopRun}, {loopRun, rawCall, chainRun}, {chainRun, loopRun, rawCall}}
 	for i := 0; b.Loop(); i++ {
-		if i%2 == 0 {
-			rawCall()
-			loopRun()
-		} else {
-			loopRun()
-			rawCall()
+		for _, f := range order[i%len(order)] {
+			f()
 		}
 	}
-	rawP50, loopP50 := percentile(raw, 50), percentile(loop, 50)
+	rawP50, loopP50, chainP50 := percentile(raw, 50), percentile(loop, 50), percentile(chain, 50)
 	b.ReportMetric(ms(rawP50), "raw-call-p50-ms")
 	b.ReportMetric(ms(loopP50), "loop-step-p50-ms")
+	b.ReportMetric(ms(chainP50), "writes-only-p50-ms")
 	b.ReportMetric(ms(loopP50-rawP50), "overhead-per-call-ms")
 	b.ReportMetric(float64(loopP50)/float64(rawP50), "loop/raw")
+	b.ReportMetric(float64(chainP50)/float64(rawP50), "writes-only/raw")
+	b.ReportMetric(float64(loopP50)/float64(chainP50), "loop/writes-only")
 }
 
 // BenchmarkConcurrentRuns drives many one-step runs at once through 1, 2 and 4 planner
@@ -132,7 +198,13 @@ func BenchmarkLoopStep(b *testing.B) {
 // APIs would; the steps then go wherever the planner sends them. It reports runs/s and,
 // per replica, the share of model turns it took (stepped-r<i>-%): a replica that takes
 // none or all of them is a bottleneck by design.
+//
+// Runs in flight in all: TOOLFLEET_BENCH_RUNS_IN_FLIGHT (default 256). The in-flight
+// count bounds what it can show: runs/s is at most in-flight ÷ run latency, whatever the
+// replicas (32 in flight at 12 ms a run is 2,600 runs/s), so on a machine with many
+// cores give it enough runs to keep them all busy.
 func BenchmarkConcurrentRuns(b *testing.B) {
+	inFlight := envInt(b, "TOOLFLEET_BENCH_RUNS_IN_FLIGHT", 256)
 	for _, replicas := range []int{1, 2, 4} {
 		b.Run(fmt.Sprintf("replicas=%d", replicas), func(b *testing.B) {
 			tb := setup(b, map[string]string{"main": benchScript})
@@ -154,7 +226,6 @@ func BenchmarkConcurrentRuns(b *testing.B) {
 				planners[i] = p
 			}
 			dones := listen(b, tb.nc, "toolfleet.event.run.*.done", runOfEvent)
-			const inFlight = 32
 			sem := make(chan struct{}, inFlight)
 			var wg sync.WaitGroup
 			runs := 0
@@ -223,3 +294,16 @@ func percentile(d []time.Duration, p int) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// envInt is the positive number in the environment variable name, or def when it is unset.
+func envInt(b *testing.B, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		b.Fatalf("%s: %q is not a positive number", name, v)
+	}
+	return n
+}
