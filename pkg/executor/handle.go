@@ -471,12 +471,20 @@ func (ex *Executor) publishOnce(m *nats.Msg) error {
 // the server refusing the message (a JetStream API error of the 4xx class other than a
 // timeout, a duplicate still in process or too many requests: the call answered already,
 // a message too large) or a message or connection that can never be sent.
+//
+// A clustered stream answers "wrong last sequence" without a sequence (10164) while
+// another message on the result's subject is still being stored: the call's other
+// result, which may yet fail. That is not a refusal yet: the next try is refused as
+// answered (10071) once the other is stored, or stores this one if it was not.
 func retryPublish(err error) bool {
 	if errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrMaxPayload) || errors.Is(err, nats.ErrBadSubject) {
 		return false
 	}
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
+		if apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant {
+			return true
+		}
 		c := apiErr.Code
 		return c < 400 || c >= 500 || c == 408 || c == 409 || c == 429
 	}
