@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -140,19 +141,31 @@ func logSubject(run string, kind ...string) string {
 }
 
 // putOnce writes a record to subject unless one is there. It reports whether this
-// write stored it.
+// write stored it. While a replicated stream is still storing another write of the
+// subject (two requests racing for the same record), it waits for that one to settle.
 func (l *runLog) putOnce(ctx context.Context, subject string, v any) (bool, error) {
 	msg, err := l.record(subject, v)
 	if err != nil {
 		return false, err
 	}
-	if _, err := l.js.PublishMsg(ctx, msg); err != nil {
-		if events.IsAlreadyAnswered(err) {
+	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		_, err := l.js.PublishMsg(ctx, msg)
+		switch {
+		case err == nil:
+			return true, nil
+		case events.IsAlreadyAnswered(err):
 			return false, nil
+		case !events.IsWriteInProgress(err):
+			return false, fmt.Errorf("write %s (%d bytes): %w", subject, len(msg.Data), err)
 		}
-		return false, fmt.Errorf("write %s (%d bytes): %w", subject, len(msg.Data), err)
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return false, fmt.Errorf("write %s: %w (another write of it was being stored)", subject, ctx.Err())
+		}
 	}
-	return true, nil
 }
 
 // record is v as the record on subject, to be stored only if the subject has none

@@ -179,15 +179,23 @@ func NewResult(source string, r Result, attempt int) (*nats.Msg, error) {
 // is stored only if the last message on its subject has this sequence (0: none).
 const HeaderExpectedLastSubjectSeq = "Nats-Expected-Last-Subject-Sequence"
 
-// errCodeWrongLastSequence is JetStream's error code for a refused
-// [HeaderExpectedLastSubjectSeq].
-const errCodeWrongLastSequence = 10071
-
 // IsAlreadyAnswered reports whether err is JetStream refusing a result because its call
 // already has one stored (see [NewResult]): the call is answered, by this result's twin.
+// It is true of any write refused by [HeaderExpectedLastSubjectSeq] because its subject
+// holds a message (error code 10071).
 func IsAlreadyAnswered(err error) bool {
 	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeWrongLastSequence
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
+}
+
+// IsWriteInProgress reports whether err is a replicated stream refusing a write with
+// [HeaderExpectedLastSubjectSeq] because another message on its subject is still being
+// stored (error code 10164, "wrong last sequence" without a sequence): that one may yet
+// fail, so nothing is decided. Try again shortly: the subject then holds a message
+// ([IsAlreadyAnswered]) or the write is stored. A single server never answers this.
+func IsWriteInProgress(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
 }
 
 // Answer returns the result that answers c, addressed to its caller (tool, identity, and

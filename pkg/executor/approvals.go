@@ -71,7 +71,15 @@ func (ex *Executor) park(ctx context.Context, j *job) {
 		ExpiresAt: exp, State: statePending}
 	v, _ := json.Marshal(p)
 	key := approvalKey(j.def.Name, events.IDToken(j.ce.ID), j.ce.Caller.Tenant)
-	if _, err := ex.approvals.Create(ctx, key, v); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+	_, err := ex.approvals.Create(ctx, key, v)
+	// A replicated bucket still storing the call's other delivery's record answers
+	// "exists" before it is: wait until it is, or until that write failed and this one
+	// can be stored.
+	for wait := time.Millisecond; events.IsWriteInProgress(err) && ctx.Err() == nil; wait = min(2*wait, 100*time.Millisecond) {
+		time.Sleep(wait)
+		_, err = ex.approvals.Create(ctx, key, v)
+	}
+	if err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 		ex.o.log.Warn().Err(err).Str("call_id", j.res.CallID).Msg("park call for approval; handing it back")
 		ex.handBack(j)
 		return

@@ -472,19 +472,18 @@ func (ex *Executor) publishOnce(m *nats.Msg) error {
 // timeout, a duplicate still in process or too many requests: the call answered already,
 // a message too large) or a message or connection that can never be sent.
 //
-// A clustered stream answers "wrong last sequence" without a sequence (10164) while
-// another message on the result's subject is still being stored: the call's other
-// result, which may yet fail. That is not a refusal yet: the next try is refused as
-// answered (10071) once the other is stored, or stores this one if it was not.
+// A replicated stream still storing another result of the call (which may yet fail)
+// refuses nothing yet ([events.IsWriteInProgress]): the next try is refused as answered,
+// or stores this one.
 func retryPublish(err error) bool {
 	if errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrMaxPayload) || errors.Is(err, nats.ErrBadSubject) {
 		return false
 	}
+	if events.IsWriteInProgress(err) {
+		return true
+	}
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
-		if apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant {
-			return true
-		}
 		c := apiErr.Code
 		return c < 400 || c >= 500 || c == 408 || c == 409 || c == 429
 	}
