@@ -17,7 +17,7 @@ func publishApproval(ctx context.Context, js jetstream.JetStream, source, tenant
 	if err != nil {
 		return false, err
 	}
-	ack, err := js.PublishMsg(ctx, msg)
+	ack, err := events.PublishSettled(ctx, js, msg)
 	if err != nil {
 		return false, fmt.Errorf("publish approval of call %s: %w", call, err)
 	}

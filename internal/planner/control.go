@@ -134,7 +134,7 @@ func (p *Planner) cancelCalls(ctx context.Context, run *Run, calls []*CallRecord
 		msg, err := events.NewCancel(p.cfg.Source, run.Tenant, c.Name, c.ID,
 			events.Cancel{RunID: run.ID, Reason: why.Reason, By: why.By})
 		if err == nil {
-			_, err = p.js.PublishMsg(ctx, msg)
+			_, err = events.PublishSettled(ctx, p.js, msg)
 		}
 		if err != nil && !events.IsAlreadyAnswered(err) {
 			p.log.Warn().Err(err).Str("run_id", run.ID).Str("call_id", c.ID).Msg("publishing the cancel of a call")

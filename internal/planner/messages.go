@@ -285,7 +285,7 @@ func (p *Planner) publishAdvanceTurn(ctx context.Context, run string, step, turn
 	id := msg.Header.Get(jetstream.MsgIDHeader) + "-t" + strconv.Itoa(turn)
 	msg.Header.Set(jetstream.MsgIDHeader, id)
 	msg.Header.Set("ce-id", id) // the event id and the message id must be equal
-	if _, err := p.js.PublishMsg(ctx, msg); err != nil {
+	if _, err := events.PublishSettled(ctx, p.js, msg); err != nil {
 		return fmt.Errorf("publish step %d of run %s: %w", step, run, err)
 	}
 	return nil

@@ -138,7 +138,7 @@ func (p *Planner) answerParent(ctx context.Context, child *Run) error {
 	}
 	msg.Subject = p.cfg.Events.ResultPublishSubject(msg.Subject)
 	// A result that is already stored (a replayed step) answered the parent already.
-	if _, err := p.js.PublishMsg(ctx, msg); err != nil && !events.IsAlreadyAnswered(err) {
+	if _, err := events.PublishSettled(ctx, p.js, msg); err != nil && !events.IsAlreadyAnswered(err) {
 		return fmt.Errorf("answer parent run %s: %w", child.ParentID, err)
 	}
 	return nil

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -148,24 +147,13 @@ func (l *runLog) putOnce(ctx context.Context, subject string, v any) (bool, erro
 	if err != nil {
 		return false, err
 	}
-	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
-		_, err := l.js.PublishMsg(ctx, msg)
-		switch {
-		case err == nil:
-			return true, nil
-		case events.IsAlreadyAnswered(err):
+	if _, err := events.PublishSettled(ctx, l.js, msg); err != nil {
+		if events.IsAlreadyAnswered(err) {
 			return false, nil
-		case !events.IsWriteInProgress(err):
-			return false, fmt.Errorf("write %s (%d bytes): %w", subject, len(msg.Data), err)
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return false, fmt.Errorf("write %s: %w (another write of it was being stored)", subject, ctx.Err())
-		}
+		return false, fmt.Errorf("write %s (%d bytes): %w", subject, len(msg.Data), err)
 	}
+	return true, nil
 }
 
 // record is v as the record on subject, to be stored only if the subject has none
@@ -186,12 +174,12 @@ func (l *runLog) record(subject string, v any) (*nats.Msg, error) {
 
 // get reads the record on subject into v; errNoRecord when there is none.
 func (l *runLog) get(ctx context.Context, stream jetstream.Stream, subject string, v any) error {
-	m, err := stream.GetLastMsgForSubject(ctx, subject)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return errNoRecord
-	}
+	m, err := l.last(ctx, stream, subject)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", subject, err)
+	}
+	if m == nil {
+		return errNoRecord
 	}
 	if err := json.Unmarshal(m.Data, v); err != nil {
 		return fmt.Errorf("decode %s: %w", subject, err)
@@ -200,6 +188,19 @@ func (l *runLog) get(ctx context.Context, stream jetstream.Stream, subject strin
 }
 
 var errNoRecord = errors.New("no such record")
+
+// last reads the last message on subject of stream (nil when there is none) with a
+// direct get, which any replica of a replicated stream may answer: a miss is confirmed
+// by the stream's leader, since a follower may not have stored yet what the leader
+// acknowledged (a record another replica just wrote, or whose write was just refused
+// because it was there).
+func (l *runLog) last(ctx context.Context, stream jetstream.Stream, subject string) (*jetstream.RawStreamMsg, error) {
+	m, err := stream.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return events.LeaderGetLast(ctx, l.js.Conn(), stream.CachedInfo().Config.Name, subject)
+	}
+	return m, err
+}
 
 // cache returns the replica's cache of run, creating it.
 func (l *runLog) cache(run string) *runCache {
@@ -444,12 +445,12 @@ func (l *runLog) output(ctx context.Context, tenant, run string, c *CallRecord) 
 	if err != nil {
 		return nil, err
 	}
-	m, err := l.results[l.shards.ResultShard(subj)].GetLastMsgForSubject(ctx, subj)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, nil
-	}
+	m, err := l.last(ctx, l.results[l.shards.ResultShard(subj)], subj)
 	if err != nil {
 		return nil, fmt.Errorf("read result of call %s: %w", c.ID, err)
+	}
+	if m == nil {
+		return nil, nil
 	}
 	_, res, err := events.DecodeResult(rawMsg{m})
 	if err != nil {

@@ -24,7 +24,7 @@ func (p *Planner) publishAdvance(ctx context.Context, run string, step int) erro
 	if err != nil {
 		return err
 	}
-	if _, err := p.js.PublishMsg(ctx, msg); err != nil {
+	if _, err := events.PublishSettled(ctx, p.js, msg); err != nil {
 		return fmt.Errorf("publish step %d of run %s: %w", step, run, err)
 	}
 	return nil
@@ -585,11 +585,16 @@ func (p *Planner) sendCalls(msgs []*nats.Msg) (wait func(context.Context) error,
 		futures = append(futures, f)
 	}
 	return func(ctx context.Context) error {
-		for _, f := range futures {
+		for i, f := range futures {
 			select {
 			case <-f.Ok():
 			case err := <-f.Err():
-				return fmt.Errorf("publish call: %w", err)
+				if events.IsWriteInProgress(err) { // its twin (a step taken twice) is being stored
+					_, err = events.PublishSettled(ctx, p.js, msgs[i])
+				}
+				if err != nil {
+					return fmt.Errorf("publish call: %w", err)
+				}
 			case <-ctx.Done():
 				return ctx.Err()
 			}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
 // errRunNotFound is returned for a run id the runs bucket does not hold.
@@ -29,6 +31,8 @@ var errRunNotFound = errors.New("run not found")
 // before it is believed, since a message is acknowledged on that verdict.
 type store struct {
 	kv jetstream.KeyValue
+	// nc reads runs from the bucket's leader (get).
+	nc *nats.Conn
 	// finished, when set, is told of a run once, by the update that stored its end.
 	finished func(*Run)
 	// wrote, when set, is told the size of every value about to be written; an error
@@ -47,8 +51,8 @@ type cachedRun struct {
 // maxCachedRuns bounds the remembered control states of one replica.
 const maxCachedRuns = 10000
 
-func newStore(kv jetstream.KeyValue, finished func(*Run)) store {
-	return store{kv: kv, finished: finished, mu: &sync.Mutex{}, cache: map[string]cachedRun{}}
+func newStore(kv jetstream.KeyValue, nc *nats.Conn, finished func(*Run)) store {
+	return store{kv: kv, nc: nc, finished: finished, mu: &sync.Mutex{}, cache: map[string]cachedRun{}}
 }
 
 // remember keeps run (which the cache owns from now on) as the state of id at rev.
@@ -119,23 +123,27 @@ func (s store) create(ctx context.Context, r *Run) (uint64, error) {
 	return rev, nil
 }
 
-// get returns the run's control state as stored, read fresh.
+// get returns the run's control state as stored, read fresh from the bucket's leader:
+// a read is what a replica decides on (a change with nothing to do is believed only
+// fresh, and a message is acked on it), and on a replicated bucket a direct get may be
+// answered by a follower that has not stored the latest change yet.
 func (s store) get(ctx context.Context, id string) (*Run, uint64, error) {
-	e, err := s.kv.Get(ctx, id)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, 0, errRunNotFound
-	}
+	bucket := s.kv.Bucket()
+	m, err := events.LeaderGetLast(ctx, s.nc, "KV_"+bucket, "$KV."+bucket+"."+id)
 	if err != nil {
 		return nil, 0, fmt.Errorf("load run %s: %w", id, err)
 	}
-	r, err := decodeRun(id, e.Value())
+	if m == nil || m.Header.Get("KV-Operation") != "" { // none, or deleted or purged
+		return nil, 0, errRunNotFound
+	}
+	r, err := decodeRun(id, m.Data)
 	if err != nil {
 		return nil, 0, err
 	}
 	if r.Status != StatusDone {
-		s.remember(id, e.Revision(), r.clone())
+		s.remember(id, m.Sequence, r.clone())
 	}
-	return r, e.Revision(), nil
+	return r, m.Sequence, nil
 }
 
 // getCached returns the run's control state as this replica last saw it, or reads it.

@@ -2,9 +2,12 @@ package events
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // DirectGetLast reads the last message stored on subject (a literal subject) of stream
@@ -26,4 +29,55 @@ func DirectGetLast(ctx context.Context, nc *nats.Conn, stream, subject string) (
 	default:
 		return nil, fmt.Errorf("direct get of %s on %s: %s %s", subject, stream, m.Header.Get("Status"), m.Header.Get("Description"))
 	}
+}
+
+// LeaderGetLast reads the last message stored on subject of stream from the stream's
+// leader: the JetStream API's message get, not a direct get. On a replicated stream a
+// direct get may be answered by a follower that has not yet stored a write the leader
+// acknowledged, so a miss there proves nothing; confirm it here. It returns nil, nil when
+// the subject holds no message. The request goes to $JS.API (no domain or API prefix).
+func LeaderGetLast(ctx context.Context, nc *nats.Conn, stream, subject string) (*jetstream.RawStreamMsg, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+	}
+	req, err := json.Marshal(struct {
+		LastFor string `json:"last_by_subj"`
+	}{subject})
+	if err != nil {
+		return nil, err
+	}
+	m, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, req)
+	if err != nil {
+		return nil, fmt.Errorf("get the last message of %s on %s: %w", subject, stream, err)
+	}
+	var resp struct {
+		Error   *jetstream.APIError `json:"error"`
+		Message *struct {
+			Subject string    `json:"subject"`
+			Seq     uint64    `json:"seq"`
+			Header  []byte    `json:"hdrs"`
+			Data    []byte    `json:"data"`
+			Time    time.Time `json:"time"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(m.Data, &resp); err != nil {
+		return nil, fmt.Errorf("get the last message of %s on %s: %w", subject, stream, err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
+		return nil, nil
+	case resp.Error != nil:
+		return nil, fmt.Errorf("get the last message of %s on %s: %w", subject, stream, resp.Error)
+	case resp.Message == nil:
+		return nil, fmt.Errorf("get the last message of %s on %s: an answer without a message", subject, stream)
+	}
+	out := &jetstream.RawStreamMsg{Subject: resp.Message.Subject, Sequence: resp.Message.Seq, Data: resp.Message.Data, Time: resp.Message.Time}
+	if len(resp.Message.Header) > 0 {
+		if out.Header, err = nats.DecodeHeadersMsg(resp.Message.Header); err != nil {
+			return nil, fmt.Errorf("get the last message of %s on %s: %w", subject, stream, err)
+		}
+	}
+	return out, nil
 }

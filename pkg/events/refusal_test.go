@@ -1,18 +1,22 @@
 package events_test
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"strconv"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolfleet/toolfleet/internal/natstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
 // A write with an expected subject sequence refused because its subject holds a message
-// (10071) is decided: answered already. One refused while another write of the subject
-// is still being stored by a replicated stream (10164) is not decided yet. Both as a
-// publish returns them and as the key-value API wraps them.
+// (10071) is decided: answered already. One refused while a replicated stream is still
+// storing another write of the subject (10164) or of the message id (10158) is not
+// decided yet. Both as a publish returns them and as the key-value API wraps them.
 func TestWriteRefusals(t *testing.T) {
 	answered := &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequence, Description: "wrong last sequence: 7"}
 	inProgress := &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequenceConstant, Description: "wrong last sequence"}
@@ -25,6 +29,7 @@ func TestWriteRefusals(t *testing.T) {
 		{"stored already (key-value)", fmt.Errorf("%w: key exists", answered), true, false},
 		{"another write in progress", fmt.Errorf("publish: %w", inProgress), false, true},
 		{"another write in progress (key-value)", fmt.Errorf("%w: %w", inProgress, jetstream.ErrKeyExists), false, true},
+		{"the same message id in progress", fmt.Errorf("publish: %w", &jetstream.APIError{Code: 409, ErrorCode: 10158, Description: "duplicate message id is in process"}), false, true},
 		{"other refusal", &jetstream.APIError{Code: 400, ErrorCode: 10054}, false, false},
 		{"no answer", jetstream.ErrAsyncPublishTimeout, false, false},
 	} {
@@ -34,5 +39,46 @@ func TestWriteRefusals(t *testing.T) {
 		if got := events.IsWriteInProgress(c.err); got != c.isWriting {
 			t.Errorf("%s: IsWriteInProgress %v, want %v", c.name, got, c.isWriting)
 		}
+	}
+}
+
+// LeaderGetLast reads what a direct get reads, from the stream's leader: the last
+// message on a subject with its headers and sequence, nothing for a subject without one,
+// and an error for a stream that does not exist.
+func TestLeaderGetLast(t *testing.T) {
+	f := natstest.StartJetStream(t, events.Config{})
+	ctx := context.Background()
+	for _, out := range []string{`"first"`, `"second"`} {
+		m, err := events.NewResult("/test", events.Result{Tool: "echo", CallID: "call-" + out[1:2], RunID: "run-1", Status: events.StatusOK, Output: json.RawMessage(out)}, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Subject = "toolfleet.result.run-1.call-1" // both on one subject: the last one counts
+		delete(m.Header, events.HeaderExpectedLastSubjectSeq)
+		if _, err := f.JS.PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stream := f.Cfg.ResultStreams()[0]
+	direct, err := events.DirectGetLast(ctx, f.NC, stream, "toolfleet.result.run-1.call-1")
+	if err != nil || direct == nil {
+		t.Fatalf("direct get: %v, %v", direct, err)
+	}
+	got, err := events.LeaderGetLast(ctx, f.NC, stream, "toolfleet.result.run-1.call-1")
+	if err != nil || got == nil {
+		t.Fatalf("leader get: %v, %v", got, err)
+	}
+	if string(got.Data) != string(direct.Data) || got.Header.Get(events.HeaderID) != "call-s" ||
+		got.Header.Get(events.HeaderID) != direct.Header.Get(events.HeaderID) || got.Subject != "toolfleet.result.run-1.call-1" {
+		t.Fatalf("leader get read %s %q %v, direct get %q %v", got.Subject, got.Data, got.Header, direct.Data, direct.Header)
+	}
+	if seq := direct.Header.Get("Nats-Sequence"); seq != strconv.FormatUint(got.Sequence, 10) {
+		t.Fatalf("leader get sequence %d, direct get %s", got.Sequence, seq)
+	}
+	if none, err := events.LeaderGetLast(ctx, f.NC, stream, "toolfleet.result.run-1.call-9"); none != nil || err != nil {
+		t.Fatalf("a subject without messages: %v, %v", none, err)
+	}
+	if _, err := events.LeaderGetLast(ctx, f.NC, "NO_SUCH_STREAM", "x"); err == nil {
+		t.Fatal("a stream that does not exist: no error")
 	}
 }

@@ -2,8 +2,10 @@ package events
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -188,14 +190,42 @@ func IsAlreadyAnswered(err error) bool {
 	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
 }
 
-// IsWriteInProgress reports whether err is a replicated stream refusing a write with
-// [HeaderExpectedLastSubjectSeq] because another message on its subject is still being
-// stored (error code 10164, "wrong last sequence" without a sequence): that one may yet
-// fail, so nothing is decided. Try again shortly: the subject then holds a message
-// ([IsAlreadyAnswered]) or the write is stored. A single server never answers this.
+// IsWriteInProgress reports whether err is a replicated stream refusing a write because
+// another write it conflicts with is still being stored, and may yet fail: one on the
+// same subject, when the write has [HeaderExpectedLastSubjectSeq] (error code 10164,
+// "wrong last sequence" without a sequence), or one with the same Nats-Msg-Id (10158,
+// "duplicate message id is in process"). Nothing is decided: try again shortly
+// ([PublishSettled]) and get the answer a single server gives at once — stored, a
+// duplicate, or [IsAlreadyAnswered]. A single server never answers these.
 func IsWriteInProgress(err error) bool {
 	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+	return errors.As(err, &apiErr) &&
+		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant || apiErr.ErrorCode == errCodeDuplicateInProcess)
+}
+
+// errCodeDuplicateInProcess is JetStream's error code for a message whose Nats-Msg-Id is
+// that of one a replicated stream is still storing.
+const errCodeDuplicateInProcess = 10158
+
+// PublishSettled publishes msg and waits for its PubAck, as js.PublishMsg does; while a
+// replicated stream is still storing a write msg conflicts with ([IsWriteInProgress]),
+// it tries again, a little later each time, until that write is decided or ctx ends. So
+// the answer is the one a single server gives: stored, a duplicate (the PubAck says so),
+// or refused.
+func PublishSettled(ctx context.Context, js jetstream.JetStream, msg *nats.Msg) (*jetstream.PubAck, error) {
+	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		ack, err := js.PublishMsg(ctx, msg)
+		if !IsWriteInProgress(err) {
+			return ack, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("%w (another write conflicting with %s was being stored: %w)", ctx.Err(), msg.Subject, err)
+		}
+	}
 }
 
 // Answer returns the result that answers c, addressed to its caller (tool, identity, and
