@@ -244,7 +244,9 @@ func (e *Edge) lookup(ctx context.Context, caller events.Identity, id string) (f
 	if err != nil {
 		return found{}, errTaskNotFound
 	}
-	m, err := events.DirectGetLast(ctx, e.nc, events.StreamEvents, subj)
+	// The marker was stored before the task's id was given out, but a follower of a
+	// replicated events stream may not have it yet.
+	m, err := events.DirectGetWritten(ctx, e.nc, events.StreamEvents, subj)
 	if err != nil {
 		return found{}, internalError(err)
 	}

@@ -31,6 +31,27 @@ func DirectGetLast(ctx context.Context, nc *nats.Conn, stream, subject string) (
 	}
 }
 
+// DirectGetWritten is [DirectGetLast] for a message that was stored (its write was
+// acknowledged) before whoever asks learned of it. A replicated stream's followers answer
+// direct gets too, and one may not have stored it yet: a miss is asked again a few times,
+// a little later each (about 150ms in all), before it is believed. It needs no more
+// permission than DirectGetLast ([LeaderGetLast] asks for the stream's message get).
+func DirectGetWritten(ctx context.Context, nc *nats.Conn, stream, subject string) (*nats.Msg, error) {
+	for wait := 10 * time.Millisecond; ; wait *= 2 {
+		m, err := DirectGetLast(ctx, nc, stream, subject)
+		if m != nil || err != nil || wait > 80*time.Millisecond {
+			return m, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		}
+	}
+}
+
 // LeaderGetLast reads the last message stored on subject of stream from the stream's
 // leader: the JetStream API's message get, not a direct get. On a replicated stream a
 // direct get may be answered by a follower that has not yet stored a write the leader

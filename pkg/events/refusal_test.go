@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -80,5 +81,31 @@ func TestLeaderGetLast(t *testing.T) {
 	}
 	if _, err := events.LeaderGetLast(ctx, f.NC, "NO_SUCH_STREAM", "x"); err == nil {
 		t.Fatal("a stream that does not exist: no error")
+	}
+}
+
+// DirectGetWritten asks again before it believes a miss: a message stored while it asks
+// is found, and a subject that stays empty is reported empty, not an error.
+func TestDirectGetWritten(t *testing.T) {
+	f := natstest.StartJetStream(t, events.Config{})
+	ctx := context.Background()
+	stream := f.Cfg.ResultStreams()[0]
+	m, err := events.NewResult("/test", events.Result{Tool: "echo", CallID: "call-1", RunID: "run-1", Status: events.StatusOK, Output: json.RawMessage(`1`)}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(15 * time.Millisecond) // after the first look
+		if _, err := f.JS.PublishMsg(ctx, m); err != nil {
+			t.Error(err)
+		}
+	}()
+	got, err := events.DirectGetWritten(ctx, f.NC, stream, m.Subject)
+	if err != nil || got == nil || got.Header.Get(events.HeaderID) != "call-1" {
+		t.Fatalf("a message stored while asking: %v, %v", got, err)
+	}
+	none, err := events.DirectGetWritten(ctx, f.NC, stream, "toolfleet.result.run-1.call-2")
+	if none != nil || err != nil {
+		t.Fatalf("an empty subject: %v, %v", none, err)
 	}
 }
