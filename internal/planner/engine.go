@@ -50,6 +50,10 @@ type Planner struct {
 	storing sync.Map
 }
 
+// publishAckTimeout is how long the planner's asynchronous publishes wait for their
+// PubAck.
+const publishAckTimeout = 5 * time.Second
+
 // New connects a planner to JetStream, creating the streams, consumers and buckets it
 // needs if they are missing, and loads the tool catalog. Runs may be started as soon as
 // it returns; Run takes their steps.
@@ -60,11 +64,15 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Planner, error) {
 	}
 	// Run events are published without waiting for their acknowledgement (emit): a
 	// failure to store one is logged here.
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) {
-		if strings.HasPrefix(m.Subject, "toolfleet.event.") && !events.IsAlreadyAnswered(err) {
-			cfg.Log.Warn().Err(err).Str("subject", m.Subject).Msg("run event not stored")
-		}
-	}))
+	// An asynchronous publish whose PubAck never comes (sent to a server that died) fails
+	// after publishAckTimeout instead of waiting for ever.
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(publishAckTimeout),
+		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) {
+			// A twin of the event being stored (10158) is stored, or its own publisher says.
+			if strings.HasPrefix(m.Subject, "toolfleet.event.") && !events.IsAlreadyAnswered(err) && !events.IsWriteInProgress(err) {
+				cfg.Log.Warn().Err(err).Str("subject", m.Subject).Msg("run event not stored")
+			}
+		}))
 	if err != nil {
 		return nil, fmt.Errorf("planner: jetstream: %w", err)
 	}

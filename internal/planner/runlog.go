@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -240,7 +241,10 @@ func (l *runLog) writeInput(run string, msgs []provider.Message) (wait func(cont
 		select {
 		case <-f.Ok():
 		case err := <-f.Err():
-			if !events.IsAlreadyAnswered(err) {
+			if events.MayPass(err) { // no answer (a server that died), a stream electing
+				err = l.settle(ctx, msg)
+			}
+			if err != nil && !events.IsAlreadyAnswered(err) {
 				return fmt.Errorf("write %s: %w", subject, err)
 			}
 		case <-ctx.Done():
@@ -252,6 +256,34 @@ func (l *runLog) writeInput(run string, msgs []provider.Message) (wait func(cont
 		l.mu.Unlock()
 		return nil
 	}, nil
+}
+
+// settle publishes msg, a record written once (expected subject sequence 0), until the
+// answer is definite: stored, or refused (the record is there: [events.IsAlreadyAnswered],
+// which is what an earlier try whose answer was lost leaves). Each try waits
+// createTryTimeout for its answer; tries go on while the failure may pass, for the
+// caller's time or createWindow.
+func (l *runLog) settle(ctx context.Context, msg *nats.Msg) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, createWindow)
+		defer cancel()
+	}
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		tctx, cancel := context.WithTimeout(ctx, createTryTimeout)
+		_, err := events.PublishSettled(tctx, l.js, msg)
+		cancel()
+		if err == nil || !events.MayPass(err) || ctx.Err() != nil {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
+	}
 }
 
 // keepInput remembers the input of run, being written, for its first step taken

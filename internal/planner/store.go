@@ -1,11 +1,13 @@
 package planner
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -103,7 +105,7 @@ func (s store) put(ctx context.Context, id string, ctl *Run, rev uint64, create 
 		}
 	}
 	if create {
-		rev, err = s.kv.Create(ctx, id, b)
+		rev, err = s.createSettled(ctx, id, b)
 	} else {
 		rev, err = s.kv.Update(ctx, id, b, rev)
 	}
@@ -112,6 +114,48 @@ func (s store) put(ctx context.Context, id string, ctl *Run, rev uint64, create 
 	}
 	s.remember(id, rev, ctl.clone())
 	return rev, nil
+}
+
+// How a run's create rides out a server that dies and a bucket that elects a leader:
+// each try waits createTryTimeout for its answer (one sent to a server that died gets
+// none), and tries go on for the caller's time, or createWindow when it set none.
+const (
+	createTryTimeout = 3 * time.Second
+	createWindow     = 30 * time.Second
+)
+
+// createSettled stores value b under the new key id, trying again while the failure may
+// pass (events.MayPass). A try refused because the key exists, after a try whose answer
+// was lost, may be refused by that try's own write: it is, when the stored value is b
+// (a run's value holds its id, creation time and lease: no other start writes it).
+func (s store) createSettled(ctx context.Context, id string, b []byte) (uint64, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, createWindow)
+		defer cancel()
+	}
+	for try, wait := 1, 100*time.Millisecond; ; try, wait = try+1, min(2*wait, time.Second) {
+		tctx, cancel := context.WithTimeout(ctx, createTryTimeout)
+		rev, err := s.kv.Create(tctx, id, b)
+		cancel()
+		exists := errors.Is(err, jetstream.ErrKeyExists) && !events.IsWriteInProgress(err)
+		if exists && try > 1 {
+			bucket := s.kv.Bucket()
+			if m, gerr := events.LeaderGetLast(ctx, s.nc, "KV_"+bucket, "$KV."+bucket+"."+id); gerr == nil && m != nil && bytes.Equal(m.Data, b) {
+				return m.Sequence, nil
+			}
+		}
+		if err == nil || exists || !events.MayPass(err) || ctx.Err() != nil {
+			return rev, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return 0, err
+		}
+	}
 }
 
 // create stores a new run and returns its revision.

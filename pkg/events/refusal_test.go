@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolfleet/toolfleet/internal/natstest"
@@ -107,5 +108,35 @@ func TestDirectGetWritten(t *testing.T) {
 	none, err := events.DirectGetWritten(ctx, f.NC, stream, "toolfleet.result.run-1.call-2")
 	if none != nil || err != nil {
 		t.Fatalf("an empty subject: %v, %v", none, err)
+	}
+}
+
+// Which failed writes are tried again: what may pass (no answer, no responders, a
+// stream busy or electing, a conflicting write still being stored on a cluster) and not
+// what the server refused for good (the subject holds a message, too large).
+func TestMayPass(t *testing.T) {
+	api := func(code int, errCode jetstream.ErrorCode) error {
+		return fmt.Errorf("publish: %w", &jetstream.APIError{Code: code, ErrorCode: errCode, Description: "x"})
+	}
+	for _, c := range []struct {
+		name  string
+		err   error
+		retry bool
+	}{
+		{"no PubAck in time", fmt.Errorf("publish: %w", jetstream.ErrAsyncPublishTimeout), true},
+		{"no answer before the try's deadline", fmt.Errorf("create: %w", context.DeadlineExceeded), true},
+		{"no responders", fmt.Errorf("publish: %w", jetstream.ErrNoStreamResponse), true},
+		{"another write of the subject in progress (clustered)", api(400, jetstream.JSErrCodeStreamWrongLastSequenceConstant), true},
+		{"duplicate in process", api(409, 10158), true},
+		{"too many requests", api(429, 0), true},
+		{"stream temporarily unavailable", api(503, 10008), true},
+		{"the subject holds a message", api(400, jetstream.JSErrCodeStreamWrongLastSequence), false},
+		{"message too large for the stream", api(400, 10054), false},
+		{"message too large for the server", fmt.Errorf("publish: %w", nats.ErrMaxPayload), false},
+		{"connection closed", fmt.Errorf("publish: %w", nats.ErrConnectionClosed), false},
+	} {
+		if got := events.MayPass(c.err); got != c.retry {
+			t.Errorf("%s (%v): may pass %v, want %v", c.name, c.err, got, c.retry)
+		}
 	}
 }

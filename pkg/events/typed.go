@@ -203,6 +203,27 @@ func IsWriteInProgress(err error) bool {
 		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant || apiErr.ErrorCode == errCodeDuplicateInProcess)
 }
 
+// MayPass reports whether a failed write may succeed if tried again: anything but the
+// server refusing it (a JetStream API error of the 4xx class other than a timeout, a
+// duplicate still in process or too many requests: the subject holds a message already,
+// a message too large) or a message or connection that can never be sent. No answer,
+// no responders (a stream electing its leader, a server restarting) and a write a
+// replicated stream cannot decide yet ([IsWriteInProgress]) may pass.
+func MayPass(err error) bool {
+	if errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrMaxPayload) || errors.Is(err, nats.ErrBadSubject) {
+		return false
+	}
+	if IsWriteInProgress(err) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		c := apiErr.Code
+		return c < 400 || c >= 500 || c == 408 || c == 409 || c == 429
+	}
+	return true
+}
+
 // errCodeDuplicateInProcess is JetStream's error code for a message whose Nats-Msg-Id is
 // that of one a replicated stream is still storing.
 const errCodeDuplicateInProcess = 10158

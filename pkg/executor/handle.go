@@ -413,7 +413,7 @@ const (
 // or the executor's grace period ended.
 func (ex *Executor) publishResult(j *job, rm *nats.Msg) error {
 	err := ex.publishOnce(rm)
-	if err == nil || !retryPublish(err) {
+	if err == nil || !events.MayPass(err) {
 		return err
 	}
 	start := time.Now()
@@ -443,7 +443,7 @@ func (ex *Executor) publishResult(j *job, rm *nats.Msg) error {
 			t.Stop()
 			return fmt.Errorf("executor stopped: %w", err)
 		}
-		if err = ex.publishOnce(rm); err == nil || !retryPublish(err) {
+		if err = ex.publishOnce(rm); err == nil || !events.MayPass(err) {
 			if err == nil {
 				ex.o.log.Info().Str("tool", j.def.Name).Str("call_id", j.res.CallID).Int("tries", tries).
 					Dur("after", time.Since(start)).Msg("result stored after retries")
@@ -465,29 +465,6 @@ func (ex *Executor) publishOnce(m *nats.Msg) error {
 		}
 	}
 	return fmt.Errorf("publish %s: %w", m.Subject, err)
-}
-
-// retryPublish reports whether a failed publish may succeed if tried again: anything but
-// the server refusing the message (a JetStream API error of the 4xx class other than a
-// timeout, a duplicate still in process or too many requests: the call answered already,
-// a message too large) or a message or connection that can never be sent.
-//
-// A replicated stream still storing another result of the call (which may yet fail)
-// refuses nothing yet ([events.IsWriteInProgress]): the next try is refused as answered,
-// or stores this one.
-func retryPublish(err error) bool {
-	if errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrMaxPayload) || errors.Is(err, nats.ErrBadSubject) {
-		return false
-	}
-	if events.IsWriteInProgress(err) {
-		return true
-	}
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) {
-		c := apiErr.Code
-		return c < 400 || c >= 500 || c == 408 || c == 409 || c == 429
-	}
-	return true
 }
 
 // handBack returns the call to JetStream for a later delivery, waiting longer the more
