@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolfleet/toolfleet/internal/provider"
@@ -306,10 +307,27 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 func writeError(w http.ResponseWriter, err error) {
 	var apiErr *APIError
-	if !errors.As(err, &apiErr) {
+	switch {
+	case errors.As(err, &apiErr):
+	case unavailable(err):
+		w.Header().Set("Retry-After", "1")
+		apiErr = &APIError{Status: http.StatusServiceUnavailable,
+			Message: "NATS did not answer in time (a server restarting, or a stream electing its leader); try again: " + err.Error()}
+	default:
 		apiErr = &APIError{Status: http.StatusInternalServerError, Message: err.Error()}
 	}
 	writeJSON(w, apiErr.Status, map[string]any{"error": apiErr})
+}
+
+// unavailable reports whether err is NATS not answering, or answering that JetStream is
+// unavailable for now: a failure that passes (503), not a fault of the request or of
+// the planner (500).
+func unavailable(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, jetstream.ErrAsyncPublishTimeout) || errors.Is(err, nats.ErrConnectionReconnecting) ||
+		errors.As(err, &apiErr) && apiErr.Code == http.StatusServiceUnavailable
 }
 
 // RunView is a run as the API shows it: its outcome and metadata, every tool call with its

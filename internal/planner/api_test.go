@@ -1,12 +1,18 @@
 package planner
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 func TestAPIRefusesBadRequests(t *testing.T) {
@@ -107,5 +113,32 @@ func TestAPIRunAndWait(t *testing.T) {
 	_ = json.NewDecoder(got.Body).Decode(&v2)
 	if v2.Answer != "hello there" || v2.Steps != 1 || v2.Tokens == 0 {
 		t.Fatalf("GET run = %+v", v2)
+	}
+}
+
+// A request that failed because NATS did not answer in time (a server restarting, a
+// stream electing its leader) is answered 503 with Retry-After, so a client knows to try
+// again; other failures stay 500, and the API's own errors keep their status.
+func TestUnavailableIs503(t *testing.T) {
+	for _, c := range []struct {
+		err    error
+		status int
+	}{
+		{fmt.Errorf("store run r1: %w", context.DeadlineExceeded), http.StatusServiceUnavailable},
+		{fmt.Errorf("publish: %w", nats.ErrNoResponders), http.StatusServiceUnavailable},
+		{fmt.Errorf("publish: %w", jetstream.ErrAsyncPublishTimeout), http.StatusServiceUnavailable},
+		{fmt.Errorf("publish: %w", &jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}), http.StatusServiceUnavailable},
+		{fmt.Errorf("decode run r1: %w", errors.New("unexpected end of JSON input")), http.StatusInternalServerError},
+		{fmt.Errorf("publish: %w", &jetstream.APIError{Code: 400, ErrorCode: 10054, Description: "message size exceeds maximum allowed"}), http.StatusInternalServerError},
+		{conflictf("run r1 ended canceled"), http.StatusConflict},
+	} {
+		rec := httptest.NewRecorder()
+		writeError(rec, c.err)
+		if rec.Code != c.status {
+			t.Errorf("%v: %d, want %d", c.err, rec.Code, c.status)
+		}
+		if retry := rec.Header().Get("Retry-After"); (retry != "") != (c.status == http.StatusServiceUnavailable) {
+			t.Errorf("%v: Retry-After %q", c.err, retry)
+		}
 	}
 }
