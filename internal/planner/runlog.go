@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -258,32 +257,16 @@ func (l *runLog) writeInput(run string, msgs []provider.Message) (wait func(cont
 	}, nil
 }
 
-// settle publishes msg, a record written once (expected subject sequence 0), until the
-// answer is definite: stored, or refused (the record is there: [events.IsAlreadyAnswered],
-// which is what an earlier try whose answer was lost leaves). Each try waits
-// createTryTimeout for its answer; tries go on while the failure may pass, for the
-// caller's time or createWindow.
+// settle publishes msg, a record written once (expected subject sequence 0), riding
+// out a server that dies and a stream that elects a leader (events.RetryWrite), until
+// the answer is definite: stored, or refused because the record is there
+// ([events.IsAlreadyAnswered]), which is what an earlier try whose answer was lost
+// leaves.
 func (l *runLog) settle(ctx context.Context, msg *nats.Msg) error {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, createWindow)
-		defer cancel()
-	}
-	for wait := 100 * time.Millisecond; ; wait = min(2*wait, time.Second) {
-		tctx, cancel := context.WithTimeout(ctx, createTryTimeout)
-		_, err := events.PublishSettled(tctx, l.js, msg)
-		cancel()
-		if err == nil || !events.MayPass(err) || ctx.Err() != nil {
-			return err
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		}
-	}
+	return events.RetryWrite(ctx, createTryTimeout, func(ctx context.Context) error {
+		_, err := events.PublishSettled(ctx, l.js, msg)
+		return err
+	})
 }
 
 // keepInput remembers the input of run, being written, for its first step taken

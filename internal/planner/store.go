@@ -116,46 +116,31 @@ func (s store) put(ctx context.Context, id string, ctl *Run, rev uint64, create 
 	return rev, nil
 }
 
-// How a run's create rides out a server that dies and a bucket that elects a leader:
-// each try waits createTryTimeout for its answer (one sent to a server that died gets
-// none), and tries go on for the caller's time, or createWindow when it set none.
-const (
-	createTryTimeout = 3 * time.Second
-	createWindow     = 30 * time.Second
-)
+// createTryTimeout bounds one try of a run's create, or of a record written once
+// (runLog.settle): one sent to a server that died gets no answer, and is tried again.
+const createTryTimeout = 3 * time.Second
 
-// createSettled stores value b under the new key id, trying again while the failure may
-// pass (events.MayPass). A try refused because the key exists, after a try whose answer
-// was lost, may be refused by that try's own write: it is, when the stored value is b
-// (a run's value holds its id, creation time and lease: no other start writes it).
-func (s store) createSettled(ctx context.Context, id string, b []byte) (uint64, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, createWindow)
-		defer cancel()
-	}
-	for try, wait := 1, 100*time.Millisecond; ; try, wait = try+1, min(2*wait, time.Second) {
-		tctx, cancel := context.WithTimeout(ctx, createTryTimeout)
-		rev, err := s.kv.Create(tctx, id, b)
-		cancel()
-		exists := errors.Is(err, jetstream.ErrKeyExists) && !events.IsWriteInProgress(err)
-		if exists && try > 1 {
+// createSettled stores value b under the new key id, riding out a server that dies and a
+// bucket that elects a leader (events.RetryWrite). A try refused because the key exists,
+// after a try whose answer was lost, may be refused by that try's own write: it is when
+// the stored value is b (a run's value holds its id, creation time and lease: no other
+// start writes it).
+func (s store) createSettled(ctx context.Context, id string, b []byte) (rev uint64, err error) {
+	tries := 0
+	err = events.RetryWrite(ctx, createTryTimeout, func(ctx context.Context) error {
+		tries++
+		var err error
+		rev, err = s.kv.Create(ctx, id, b)
+		if tries > 1 && errors.Is(err, jetstream.ErrKeyExists) && !events.IsWriteInProgress(err) {
 			bucket := s.kv.Bucket()
 			if m, gerr := events.LeaderGetLast(ctx, s.nc, "KV_"+bucket, "$KV."+bucket+"."+id); gerr == nil && m != nil && bytes.Equal(m.Data, b) {
-				return m.Sequence, nil
+				rev = m.Sequence
+				return nil
 			}
 		}
-		if err == nil || exists || !events.MayPass(err) || ctx.Err() != nil {
-			return rev, err
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return 0, err
-		}
-	}
+		return err
+	})
+	return rev, err
 }
 
 // create stores a new run and returns its revision.

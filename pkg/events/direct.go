@@ -42,11 +42,7 @@ func DirectGetWritten(ctx context.Context, nc *nats.Conn, stream, subject string
 		if m != nil || err != nil || wait > 80*time.Millisecond {
 			return m, err
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if !sleep(ctx, wait) {
 			return nil, ctx.Err()
 		}
 	}

@@ -3,6 +3,7 @@ package events_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"testing"
@@ -139,4 +140,48 @@ func TestMayPass(t *testing.T) {
 			t.Errorf("%s (%v): may pass %v, want %v", c.name, c.err, got, c.retry)
 		}
 	}
+}
+
+// RetryWrite tries a write again while its failure may pass, each try on a clock of its
+// own (a try whose answer never comes ends, and the next starts), and stops at the first
+// success, at a refusal, or when its context ends.
+func TestRetryWrite(t *testing.T) {
+	refused := &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequence, Description: "wrong last sequence: 3"}
+	t.Run("an unanswered try, then stored", func(t *testing.T) {
+		tries := 0
+		err := events.RetryWrite(context.Background(), 50*time.Millisecond, func(ctx context.Context) error {
+			tries++
+			if tries == 1 {
+				<-ctx.Done() // the server died with the request
+				return ctx.Err()
+			}
+			return nil
+		})
+		if err != nil || tries != 2 {
+			t.Fatalf("%d tries, %v", tries, err)
+		}
+	})
+	t.Run("refused", func(t *testing.T) {
+		tries := 0
+		err := events.RetryWrite(context.Background(), time.Second, func(context.Context) error {
+			tries++
+			return fmt.Errorf("create: %w", refused)
+		})
+		if !events.IsAlreadyAnswered(err) || tries != 1 {
+			t.Fatalf("%d tries, %v", tries, err)
+		}
+	})
+	t.Run("the caller's time is up", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		tries := 0
+		start := time.Now()
+		err := events.RetryWrite(ctx, time.Second, func(context.Context) error {
+			tries++
+			return fmt.Errorf("publish: %w", nats.ErrNoResponders)
+		})
+		if !errors.Is(err, nats.ErrNoResponders) || tries < 2 || time.Since(start) > 2*time.Second {
+			t.Fatalf("%d tries in %s, %v", tries, time.Since(start), err)
+		}
+	})
 }

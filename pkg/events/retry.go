@@ -53,14 +53,49 @@ func RetrySetup(ctx context.Context, setup func(context.Context) error, onRetry 
 		if onRetry != nil {
 			onRetry(err, wait)
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleep(ctx, wait) {
 			return ctx.Err()
-		case <-t.C:
 		}
 		wait = min(2*wait, setupMaxWait)
+	}
+}
+
+// sleep waits d, or until ctx ends: false then.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// writeWindow is how long [RetryWrite] goes on when its context has no deadline.
+const writeWindow = 30 * time.Second
+
+// RetryWrite runs write until it succeeds or fails in a way no retry changes ([MayPass]
+// is false), or ctx ends (after writeWindow when ctx has no deadline), waiting 100ms,
+// 200ms, … up to 1s between tries. Each try runs under its own context bounded by
+// tryTimeout: a write sent to a server that died is never answered, and is tried again
+// after this instead of using up ctx. So a write rides out a server restarting and a
+// stream electing its leader. It returns the last try's error; a write whose answer was
+// lost may have been stored, so write must tell its own earlier try apart (the same
+// Nats-Msg-Id, a value it recognizes).
+func RetryWrite(ctx context.Context, tryTimeout time.Duration, write func(context.Context) error) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, writeWindow)
+		defer cancel()
+	}
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		tctx, cancel := context.WithTimeout(ctx, tryTimeout)
+		err := write(tctx)
+		cancel()
+		if err == nil || !MayPass(err) || !sleep(ctx, wait) {
+			return err
+		}
 	}
 }
 

@@ -239,11 +239,7 @@ func PublishSettled(ctx context.Context, js jetstream.JetStream, msg *nats.Msg) 
 		if !IsWriteInProgress(err) {
 			return ack, err
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if !sleep(ctx, wait) {
 			return nil, fmt.Errorf("%w (another write conflicting with %s was being stored: %w)", ctx.Err(), msg.Subject, err)
 		}
 	}
