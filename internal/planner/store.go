@@ -162,7 +162,8 @@ func (s store) get(ctx context.Context, id string) (*Run, uint64, error) {
 	if err != nil {
 		return nil, 0, fmt.Errorf("load run %s: %w", id, err)
 	}
-	if m == nil || m.Header.Get("KV-Operation") != "" { // none, or deleted or purged
+	// None, or a delete, purge or expiry marker.
+	if m == nil || m.Header.Get("KV-Operation") != "" || m.Header.Get(jetstream.MarkerReasonHeader) != "" {
 		return nil, 0, errRunNotFound
 	}
 	r, err := decodeRun(id, m.Data)
