@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/toolfleet/toolfleet/internal/tick"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/pick"
 )
@@ -255,10 +256,8 @@ func (s *Service) catalogBucket(ctx context.Context) (jetstream.KeyValue, error)
 			s.o.log.Info().Str("bucket", s.o.bucket).Msg("waiting for the catalog bucket (created by executors)")
 			logged = true
 		}
-		select {
-		case <-ctx.Done():
+		if !tick.Sleep(ctx, wait) {
 			return nil, ctx.Err()
-		case <-time.After(wait):
 		}
 		wait = min(2*wait, 2*time.Second)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolfleet/toolfleet/internal/tick"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
@@ -225,12 +226,8 @@ func (p *Planner) loadCall(ctx context.Context, runID, callID string) (*Run, uin
 		if c != nil || !run.ahead(callID) || wait > 2*time.Second {
 			return run, rev, c, nil
 		}
-		if !p.waitStored(ctx, runID) {
-			select {
-			case <-ctx.Done():
-				return nil, 0, nil, ctx.Err()
-			case <-time.After(wait):
-			}
+		if !p.waitStored(ctx, runID) && !tick.Sleep(ctx, wait) {
+			return nil, 0, nil, ctx.Err()
 		}
 	}
 }

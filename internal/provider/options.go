@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/toolfleet/toolfleet/internal/tick"
 )
 
 // Option configures a client. Options that do not apply to a client (an API key for the
@@ -163,12 +165,8 @@ func WithHeader(key, value string) Option {
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
+	if !tick.Sleep(ctx, d) {
 		return ctx.Err()
 	}
+	return nil
 }

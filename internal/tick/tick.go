@@ -1,7 +1,8 @@
 // Package tick runs periodic work: the sweeps, janitors and refreshes of the fleet's
 // parts share this one loop (Every), and the in-progress acks and lease renewals kept
 // up while one piece of work runs share one timer (Repeat), so each of them stops the
-// same way — only once the work in progress has returned.
+// same way — only once the work in progress has returned. The waits between retries
+// share Sleep.
 package tick
 
 import (
@@ -9,6 +10,19 @@ import (
 	"sync"
 	"time"
 )
+
+// Sleep waits d, or until ctx ends: it reports whether the whole wait passed (false:
+// ctx ended first).
+func Sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
 
 // Every calls f every d until ctx ends, then returns. The first call is d after the
 // start, not at once; a call that takes longer than d delays the next one rather than

@@ -75,3 +75,17 @@ func TestRepeatStops(t *testing.T) {
 		t.Fatalf("%d calls, %d of them after stop returned; want 3, none after", n, n-after)
 	}
 }
+
+// Sleep waits the whole time, or returns false as soon as its context ends.
+func TestSleep(t *testing.T) {
+	start := time.Now()
+	if !Sleep(context.Background(), 20*time.Millisecond) || time.Since(start) < 20*time.Millisecond {
+		t.Fatalf("a 20ms sleep returned after %s", time.Since(start))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	if Sleep(ctx, time.Minute) || time.Since(start) > 10*time.Second {
+		t.Fatalf("a sleep whose context ended returned true, or after %s", time.Since(start))
+	}
+}

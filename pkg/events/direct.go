@@ -8,6 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolfleet/toolfleet/internal/tick"
 )
 
 // DirectGetLast reads the last message stored on subject (a literal subject) of stream
@@ -42,7 +44,7 @@ func DirectGetWritten(ctx context.Context, nc *nats.Conn, stream, subject string
 		if m != nil || err != nil || wait > 80*time.Millisecond {
 			return m, err
 		}
-		if !sleep(ctx, wait) {
+		if !tick.Sleep(ctx, wait) {
 			return nil, ctx.Err()
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolfleet/toolfleet/internal/tick"
 )
 
 // Ensure creates or updates every stream and bucket of cfg. It is idempotent and safe
@@ -82,10 +84,8 @@ func retryRace(ctx context.Context, f func(context.Context) error) error {
 			// Parts that started together would collide again: part them.
 			wait += rand.N(time.Second)
 		}
-		select {
-		case <-ctx.Done():
+		if !tick.Sleep(ctx, wait) {
 			return ctx.Err()
-		case <-time.After(wait):
 		}
 	}
 	return err

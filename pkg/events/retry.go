@@ -8,6 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolfleet/toolfleet/internal/tick"
 )
 
 // Backoff of [RetrySetup]: the first wait, and the longest; and how long one try may
@@ -53,22 +55,10 @@ func RetrySetup(ctx context.Context, setup func(context.Context) error, onRetry 
 		if onRetry != nil {
 			onRetry(err, wait)
 		}
-		if !sleep(ctx, wait) {
+		if !tick.Sleep(ctx, wait) {
 			return ctx.Err()
 		}
 		wait = min(2*wait, setupMaxWait)
-	}
-}
-
-// sleep waits d, or until ctx ends: false then.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
 
@@ -93,7 +83,7 @@ func RetryWrite(ctx context.Context, tryTimeout time.Duration, write func(contex
 		tctx, cancel := context.WithTimeout(ctx, tryTimeout)
 		err := write(tctx)
 		cancel()
-		if err == nil || !MayPass(err) || !sleep(ctx, wait) {
+		if err == nil || !MayPass(err) || !tick.Sleep(ctx, wait) {
 			return err
 		}
 	}

@@ -11,6 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolfleet/toolfleet/internal/tick"
+
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
@@ -239,7 +241,7 @@ func PublishSettled(ctx context.Context, js jetstream.JetStream, msg *nats.Msg) 
 		if !IsWriteInProgress(err) {
 			return ack, err
 		}
-		if !sleep(ctx, wait) {
+		if !tick.Sleep(ctx, wait) {
 			return nil, fmt.Errorf("%w (another write conflicting with %s was being stored: %w)", ctx.Err(), msg.Subject, err)
 		}
 	}

@@ -75,8 +75,7 @@ func (ex *Executor) park(ctx context.Context, j *job) {
 	// A replicated bucket still storing the call's other delivery's record answers
 	// "exists" before it is: wait until it is, or until that write failed and this one
 	// can be stored.
-	for wait := time.Millisecond; events.IsWriteInProgress(err) && ctx.Err() == nil; wait = min(2*wait, 100*time.Millisecond) {
-		time.Sleep(wait)
+	for wait := time.Millisecond; events.IsWriteInProgress(err) && tick.Sleep(ctx, wait); wait = min(2*wait, 100*time.Millisecond) {
 		_, err = ex.approvals.Create(ctx, key, v)
 	}
 	if err != nil && !errors.Is(err, jetstream.ErrKeyExists) {

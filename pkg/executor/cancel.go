@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolfleet/toolfleet/internal/tick"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
@@ -258,14 +259,7 @@ func (ex *Executor) backOff(ctx context.Context, j *job, delay time.Duration) bo
 	defer stop()
 	j.watch.attach(stop)
 	defer j.watch.detach()
-	t := time.NewTimer(delay)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return tick.Sleep(ctx, delay)
 }
 
 // mayBeStored reports whether a cancel of tool may be stored in the events stream: one

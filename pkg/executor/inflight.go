@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/toolfleet/toolfleet/internal/tick"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
@@ -51,10 +52,8 @@ func (ex *Executor) markStarted(ctx context.Context, j *job) (first bool, err er
 		if err == nil || ctx.Err() != nil {
 			return err == nil, err
 		}
-		select {
-		case <-ctx.Done():
+		if !tick.Sleep(ctx, wait) {
 			return false, err
-		case <-time.After(wait):
 		}
 	}
 }
