@@ -84,7 +84,7 @@ func TestConcurrentFollowUpsOnReplicatedStreams(t *testing.T) {
 	}
 	for _, id := range ids {
 		var got []string
-		eventually(t, ctx, "every follow-up in the conversation of "+id, func() bool {
+		waitFor(t, ctx, "every follow-up in the conversation of "+id, func() bool {
 			done, err := planners[0].Wait(ctx, id)
 			if err != nil {
 				t.Fatal(err)
@@ -197,7 +197,7 @@ func TestStartsRideOutLeaderLoss(t *testing.T) {
 	<-n.done
 	n.cmd = nil
 	killed := time.Now()
-	eventually(t, ctx, "a new leader of the runs bucket", func() bool {
+	waitFor(t, ctx, "a new leader of the runs bucket", func() bool {
 		actx, acancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		defer acancel()
 		s, err := js.Stream(actx, "KV_"+events.BucketRuns)
@@ -244,17 +244,6 @@ func TestStartsRideOutLeaderLoss(t *testing.T) {
 		if !given[k] {
 			e, _ := kv.Get(ctx, k)
 			t.Errorf("run %s exists, but no start returned it: %s", k, e.Value())
-		}
-	}
-}
-
-func eventually(t *testing.T, ctx context.Context, what string, cond func() bool) {
-	t.Helper()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v", what, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }

@@ -443,11 +443,13 @@ func waitJetStream(b *testing.B, ctx context.Context, js jetstream.JetStream) {
 	})
 }
 
-func waitFor(b *testing.B, ctx context.Context, what string, cond func() bool) {
+// waitFor polls cond every 50ms until it holds; tb fails when ctx ends first.
+func waitFor(tb testing.TB, ctx context.Context, what string, cond func() bool) {
+	tb.Helper()
 	for !cond() {
 		select {
 		case <-ctx.Done():
-			b.Fatalf("waiting for %s: %v", what, ctx.Err())
+			tb.Fatalf("waiting for %s: %v", what, ctx.Err())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
