@@ -282,9 +282,14 @@ func decodeBody(r *http.Request, v any) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
 		return &APIError{Status: http.StatusUnsupportedMediaType, Message: "send a JSON body with Content-Type: application/json"}
 	}
-	dec := json.NewDecoder(io.LimitReader(r.Body, maxRequestBytes+1))
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxRequestBytes))
 	dec.DisallowUnknownFields()
+	tooLarge := &APIError{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("the request body is larger than %d bytes", maxRequestBytes)}
 	if err := dec.Decode(v); err != nil {
+		var over *http.MaxBytesError
+		if errors.As(err, &over) { // cut off at the limit: not malformed, too large
+			return tooLarge
+		}
 		if errors.Is(err, io.EOF) {
 			return requestErrorf("the request body is empty; send a JSON object")
 		}
@@ -294,7 +299,7 @@ func decodeBody(r *http.Request, v any) error {
 		return requestErrorf("malformed JSON body: trailing data after the object")
 	}
 	if dec.InputOffset() > maxRequestBytes {
-		return &APIError{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("the request body is larger than %d bytes", maxRequestBytes)}
+		return tooLarge
 	}
 	return nil
 }

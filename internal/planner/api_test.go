@@ -30,6 +30,7 @@ func TestAPIRefusesBadRequests(t *testing.T) {
 		{"malformed json", "POST", "/v1/runs", `{"input":`, "tok", 400, "malformed JSON"},
 		{"unknown field", "POST", "/v1/runs", `{"input":"hi","temperature":2}`, "tok", 400, "unknown field"},
 		{"empty body", "POST", "/v1/runs", ``, "tok", 400, "empty"},
+		{"body over the limit", "POST", "/v1/runs", `{"input":"` + strings.Repeat("x", maxRequestBytes) + `"}`, "tok", 413, "larger than"},
 		{"no input", "POST", "/v1/runs", `{}`, "tok", 400, "input or messages"},
 		{"bad role", "POST", "/v1/runs", `{"messages":[{"role":"wizard","text":"x"}]}`, "tok", 400, "role"},
 		{"unknown model", "POST", "/v1/runs", `{"input":"hi","model":"gpt-17"}`, "tok", 400, `unknown model "gpt-17"`},
