@@ -69,7 +69,7 @@ func TestClientUser(t *testing.T) {
 	if _, err := cl.js.PublishMsg(ctx, call); err != nil {
 		t.Errorf("client: publish a call: %v", err)
 	}
-	answer, _ := events.ApprovalAnsweredSubject("", "write_file", "call3")
+	answer, _ := events.ApprovalAnsweredSubject(events.Identity{}, "write_file", "call3")
 	if _, err := cl.js.Publish(ctx, answer, []byte(`{"decision":"approve"}`)); err != nil {
 		t.Errorf("client: answer an approval: %v", err)
 	}

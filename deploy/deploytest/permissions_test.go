@@ -251,7 +251,7 @@ func TestLeastPrivilege(t *testing.T) {
 		t.Fatalf("executor: publish approval request: %v", err)
 	}
 	fetchAck(ctx, t, approvals, "planner: approval request")
-	ansSubj, _ := events.ApprovalAnsweredSubject("", "echo", "call3")
+	ansSubj, _ := events.ApprovalAnsweredSubject(events.Identity{}, "echo", "call3")
 	if _, err := planner.js.Publish(ctx, ansSubj, []byte(`{"decision":"approve"}`)); err != nil {
 		t.Fatalf("planner: publish approval answer: %v", err)
 	}
@@ -471,7 +471,7 @@ func TestLeastPrivilege(t *testing.T) {
 			_, err := cl.js.PublishMsg(ctx, claim)
 			return err
 		})
-		ans, err := events.NewApprovalAnswer("/cli", "acme", "echo", "call5", events.ApprovalAnswer{Decision: events.DecisionApprove})
+		ans, err := events.NewApprovalAnswer("/cli", events.Identity{Tenant: "acme", Role: "admin"}, "echo", "call5", events.ApprovalAnswer{Decision: events.DecisionApprove})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -115,7 +115,7 @@ func testRealParts(t *testing.T, s *authServer, cfg events.Config) {
 		}
 		return false
 	})
-	if err := p.Approve(ctx, pending.ID, events.ApprovalAnswer{Decision: events.DecisionApprove, By: "test"}); err != nil {
+	if err := p.Approve(ctx, pending.ID, events.Identity{}, events.ApprovalAnswer{Decision: events.DecisionApprove, By: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	done, err := p.Wait(ctx, run.ID)

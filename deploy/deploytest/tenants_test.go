@@ -270,15 +270,44 @@ func TestTenantUsers(t *testing.T) {
 	if err != nil || req.CallID != "w1" || req.Caller.Tenant != "acme" {
 		t.Fatalf("acme's approval request: %+v, %v", req, err)
 	}
-	ans, _ := events.ApprovalAnsweredSubject("acme", "wipe", "w1")
+	acmeAdminID := events.Identity{Tenant: "acme", Role: "admin"}
+	ans, _ := events.ApprovalAnsweredSubject(acmeAdminID, "wipe", "w1")
 	globex.denied("answer acme's approval", ans, func(ctx context.Context) error {
-		m, err := events.NewApprovalAnswer("/spoof", "acme", "wipe", "w1", events.ApprovalAnswer{Decision: events.DecisionDeny})
+		m, err := events.NewApprovalAnswer("/spoof", acmeAdminID, "wipe", "w1", events.ApprovalAnswer{Decision: events.DecisionDeny})
 		if err != nil {
 			return err
 		}
 		_, err = globex.js.PublishMsg(ctx, m)
 		return err
 	})
+	// An answer names its answerer's role, and a user answers only as its own role: the
+	// executors hear an answer from a role that may call the tool, and no user can claim
+	// one.
+	acmeUser := events.Identity{Tenant: "acme", Role: "user"}
+	asUser, _ := events.ApprovalAnsweredSubject(acmeUser, "wipe", "w1")
+	acme.denied("answer acme's approval as another role", asUser, func(ctx context.Context) error {
+		m, err := events.NewApprovalAnswer("/spoof", acmeUser, "wipe", "w1", events.ApprovalAnswer{Decision: events.DecisionDeny})
+		if err != nil {
+			return err
+		}
+		_, err = acme.js.PublishMsg(ctx, m)
+		return err
+	})
+	asTenant := "toolfleet.event.approval.answered.wipe.w1.acme"
+	acme.denied("answer acme's approval without a role", asTenant, func(ctx context.Context) error {
+		_, err := acme.js.Publish(ctx, asTenant, []byte(`{"decision":"deny"}`))
+		return err
+	})
+	// Run cancels likewise: as the user's own tenant and role only.
+	ownCancel, _ := events.RunCancelSubject(acmeAdminID, "r1")
+	otherCancel, _ := events.RunCancelSubject(acmeUser, "r1")
+	acme.denied("cancel a run as another role", otherCancel, func(ctx context.Context) error {
+		_, err := acme.nc.RequestWithContext(ctx, otherCancel, nil)
+		return err
+	})
+	if err := acme.nc.Publish(ownCancel, nil); err != nil {
+		t.Errorf("acme publishing a run cancel as itself: %v", err)
+	}
 	// Cancels: each tenant may cancel its own calls only.
 	acmeCancel, _ := events.CancelSubject("acme", "wipe", "w9")
 	globex.denied("cancel acme's call", acmeCancel, func(ctx context.Context) error {

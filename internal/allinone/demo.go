@@ -155,7 +155,7 @@ func agentRun(ctx context.Context, f *Fleet, out io.Writer) (*planner.Run, error
 			if err := awaitingApproval(ctx, f.Planner, run.ID, req.CallID); err != nil {
 				return nil, fmt.Errorf("approve %s: %w", req.CallID, err)
 			}
-			if err := f.Planner.Approve(ctx, req.CallID, events.ApprovalAnswer{Decision: events.DecisionApprove, By: "toolfleet-demo"}); err != nil {
+			if err := f.Planner.Approve(ctx, req.CallID, req.Caller, events.ApprovalAnswer{Decision: events.DecisionApprove, By: "toolfleet-demo"}); err != nil {
 				return nil, fmt.Errorf("approve %s: %w", req.CallID, err)
 			}
 		case w := <-done:

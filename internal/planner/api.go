@@ -184,7 +184,7 @@ func (p *Planner) postApproval(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if err := p.Approve(r.Context(), callID, ans); err != nil {
+	if err := p.Approve(r.Context(), callID, callerOf(r), ans); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -24,6 +24,10 @@ func requestErrorf(format string, args ...any) error {
 	return &APIError{Status: http.StatusBadRequest, Message: fmt.Sprintf(format, args...)}
 }
 
+func forbiddenf(format string, args ...any) error {
+	return &APIError{Status: http.StatusForbidden, Message: fmt.Sprintf(format, args...)}
+}
+
 func notFoundf(format string, args ...any) error {
 	return &APIError{Status: http.StatusNotFound, Message: fmt.Sprintf(format, args...)}
 }

@@ -9,11 +9,11 @@ import (
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
-// publishApproval publishes an approval answer for a call of tool made for tenant, where the executors
-// serving the tool wait for it. dup reports that JetStream dropped it: an answer to the
+// publishApproval publishes answerer's approval answer for a call of tool, where the
+// executors serving the tool wait for it (they check again that answerer may call it). dup reports that JetStream dropped it: an answer to the
 // call (same answer id) was published before.
-func publishApproval(ctx context.Context, js jetstream.JetStream, source, tenant, tool, call string, ans events.ApprovalAnswer) (dup bool, err error) {
-	msg, err := events.NewApprovalAnswer(source, tenant, tool, call, ans)
+func publishApproval(ctx context.Context, js jetstream.JetStream, source string, answerer events.Identity, tool, call string, ans events.ApprovalAnswer) (dup bool, err error) {
+	msg, err := events.NewApprovalAnswer(source, answerer, tool, call, ans)
 	if err != nil {
 		return false, err
 	}

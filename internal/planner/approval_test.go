@@ -74,7 +74,7 @@ func TestApprovals(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := b.awaitApproval(t, run.ID)
-			if err := b.p.Approve(b.ctx, c.ID, tt.answer); err != nil {
+			if err := b.p.Approve(b.ctx, c.ID, events.Identity{}, tt.answer); err != nil {
 				t.Fatal(err)
 			}
 			done := b.wait(t, run.ID)
@@ -255,7 +255,7 @@ func TestApprovalModifiedIsAudited(t *testing.T) {
 	run, c := b.startApproval(t)
 	before := time.Now().Add(-time.Second)
 	modified := json.RawMessage(`{"where":"tmp"}`)
-	if err := b.p.Approve(b.ctx, c.ID, events.ApprovalAnswer{Decision: events.DecisionApprove, By: "ann", Reason: "tmp only", Arguments: modified}); err != nil {
+	if err := b.p.Approve(b.ctx, c.ID, events.Identity{}, events.ApprovalAnswer{Decision: events.DecisionApprove, By: "ann", Reason: "tmp only", Arguments: modified}); err != nil {
 		t.Fatal(err)
 	}
 	done := b.wait(t, run.ID)

@@ -2,9 +2,12 @@ package planner
 
 import (
 	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/toolfleet/toolfleet/internal/apiauth"
 	"github.com/toolfleet/toolfleet/pkg/events"
+	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
 // APIAuth says who may use the planner's API and as whom (see apiauth.Auth): a caller
@@ -20,6 +23,101 @@ var HashToken = apiauth.HashToken
 // callerOf returns the identity the API established for the request.
 func callerOf(r *http.Request) events.Identity { return apiauth.Caller(r.Context()) }
 
+// Who may do what with a run. One rule, the same over HTTP, MCP and NATS:
+//
+//   - A run's owner is the identity that started it (Run.Tenant, Run.Role); its calls
+//     are published with that identity, and executors enforce tools' roles with it.
+//   - Seeing a run (get, messages, events, wait) is for callers of its tenant; for
+//     anyone else the run does not exist (404).
+//   - Acting on a run (follow-up, tools change, cancel, approval answers) is for the
+//     owner's role, and for the planner's operator roles (Config.OperatorRoles), within
+//     the tenant; another role of the tenant is refused (403).
+//   - No action widens what runs beyond what the acting caller may call itself: a tool
+//     is enabled only for a caller who may call it; an approval is answered only by a
+//     caller who may call the tool; and once a caller other than the owner has acted
+//     (a follow-up, a tools change), the run is offered and allowed only the tools that
+//     the owner and every such caller may call (Run.Actors), for the rest of the run and
+//     in its nested runs.
+
 // visibleTo reports whether a caller of identity id may see run: runs of its own tenant
 // (anonymous callers: anonymous runs).
 func (r *Run) visibleTo(id events.Identity) bool { return r.Tenant == id.Tenant }
+
+// mayAct says, as an API error, why caller may not act on run (follow up, change its
+// tools, cancel it, answer its approvals): not found outside the run's tenant, forbidden
+// for a role that is neither the owner's nor an operator role.
+func (p *Planner) mayAct(r *Run, caller events.Identity, what string) error {
+	if !r.visibleTo(caller) {
+		return notFoundf("no run %q", r.ID)
+	}
+	if caller.Role == r.Role || slices.Contains(p.cfg.OperatorRoles, caller.Role) {
+		return nil
+	}
+	return forbiddenf("role %q may not %s run %s: it belongs to role %q (only the owner's role and the planner's operator roles act on a run)",
+		caller.Role, what, r.ID, r.Role)
+}
+
+// acted records on r that caller acted on it: a caller other than the owner joins
+// r.Actors, which narrows the tools the run may call to those every actor may call.
+func (r *Run) acted(caller events.Identity) {
+	// A zero identity on a tenant's run is a record written before records named their
+	// caller: no anonymous caller can reach a tenant's run.
+	if caller == r.caller() || caller.IsZero() || slices.Contains(r.Actors, caller) {
+		return
+	}
+	r.Actors = append(r.Actors, caller)
+}
+
+// allowsTool reports whether the run may call the tool of definition d: its owner and
+// every caller who acted on it may call it.
+func (r *Run) allowsTool(d tools.Definition) bool {
+	if !d.AllowsCaller(r.Tenant, r.Role) {
+		return false
+	}
+	for _, a := range r.Actors {
+		if !d.AllowsCaller(a.Tenant, a.Role) {
+			return false
+		}
+	}
+	return true
+}
+
+// describeIdentity names the identity run acts with, for messages.
+func describeIdentity(r *Run) string {
+	if r.Tenant == "" {
+		return "an anonymous caller"
+	}
+	return "role " + r.Role + " of tenant " + r.Tenant
+}
+
+// refuseTool says, as an API error, why caller may not have a run call the tool of
+// definition d (nil when it may). A tool of other tenants only does not exist for the
+// caller (400 unknown, as if no executor served it: a tenant learns nothing of another's
+// tools); a tool the caller's tenant has but its role may not call is named as such
+// (403), so that a caller learns its role is the reason, not a missing executor.
+func refuseTool(d tools.Definition, caller events.Identity, where string) error {
+	if d.AllowsCaller(caller.Tenant, caller.Role) {
+		return nil
+	}
+	if len(d.Tenants) > 0 && !slices.Contains(d.Tenants, caller.Tenant) {
+		return requestErrorf("unknown tool %q in %s: no executor serves it", d.Name, where)
+	}
+	who := "an anonymous caller"
+	if !caller.IsZero() {
+		who = "role " + caller.Role
+	}
+	return forbiddenf("tool %q in %s may not be called by %s (allowed roles: %s)", d.Name, where, who, strings.Join(d.Roles, ", "))
+}
+
+// checkNamed says, as an API error, why caller may not name the tool name in where (a
+// run's tools, activeTools, toolChoice, a tools change): unknown, or not the caller's.
+func (p *Planner) checkNamed(name string, caller events.Identity, where string) error {
+	if name == AgentToolName {
+		return nil
+	}
+	d, ok := p.cat.get(name)
+	if !ok {
+		return requestErrorf("unknown tool %q in %s: no executor serves it", name, where)
+	}
+	return refuseTool(d, caller, where)
+}

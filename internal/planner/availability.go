@@ -32,8 +32,9 @@ func (c *ToolsChange) empty() bool {
 	return c == nil || len(c.Enable) == 0 && len(c.Disable) == 0
 }
 
-// checkTools says, as an API error, what is wrong with a change of the run's tools.
-func (p *Planner) checkTools(r *Run, c *ToolsChange) error {
+// checkTools says, as an API error, what is wrong with caller's change of the run's
+// tools: enabling a tool needs a caller who may call it, and a run whose owner may.
+func (p *Planner) checkTools(r *Run, caller events.Identity, c *ToolsChange) error {
 	if c == nil {
 		return nil
 	}
@@ -54,9 +55,11 @@ func (p *Planner) checkTools(r *Run, c *ToolsChange) error {
 		if n == AgentToolName && r.allows(n) {
 			continue
 		}
-		d, ok := p.cat.get(n)
-		if !ok || !d.AllowsCaller(r.Tenant, r.Role) {
-			return requestErrorf("unknown tool %q in enable: no executor serves it", n)
+		if err := p.checkNamed(n, caller, "enable"); err != nil {
+			return err
+		}
+		if d, _ := p.cat.get(n); !r.allowsTool(d) {
+			return forbiddenf("cannot enable %q: run %s acts as %s, which may not call it", n, r.ID, describeIdentity(r))
 		}
 	}
 	return nil
@@ -117,14 +120,17 @@ func (p *Planner) ChangeTools(ctx context.Context, id string, caller events.Iden
 	if err != nil {
 		return nil, err
 	}
+	if err := p.mayAct(run, caller, "change the tools of"); err != nil {
+		return nil, err
+	}
 	if err := continuable(run, false); err != nil {
 		return run, err
 	}
-	if err := p.checkTools(run, &c); err != nil {
+	if err := p.checkTools(run, caller, &c); err != nil {
 		return nil, err
 	}
 	if strings.TrimSpace(c.Reminder) != "" {
-		rec := injectRecord{Key: c.ID, Tools: &ToolsChange{Enable: c.Enable, Disable: c.Disable},
+		rec := injectRecord{Key: c.ID, Tools: &ToolsChange{Enable: c.Enable, Disable: c.Disable}, By: caller,
 			Messages: []provider.Message{{Role: provider.RoleUser, Text: c.Reminder}}}
 		run, _, err = p.inject(ctx, id, caller, rec, false)
 		return run, err
@@ -133,10 +139,10 @@ func (p *Planner) ChangeTools(ctx context.Context, id string, caller events.Iden
 		if err := continuable(r, false); err != nil {
 			return false, err
 		}
-		before := slices.Clone(r.Disabled)
-		tools := slices.Clone(r.Tools)
+		before, tools, actors := slices.Clone(r.Disabled), slices.Clone(r.Tools), len(r.Actors)
 		r.applyTools(&c)
-		return !slices.Equal(before, r.Disabled) || !slices.Equal(tools, r.Tools), nil
+		r.acted(caller)
+		return !slices.Equal(before, r.Disabled) || !slices.Equal(tools, r.Tools) || len(r.Actors) != actors, nil
 	})
 }
 

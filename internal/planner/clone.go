@@ -27,6 +27,7 @@ func (r *Run) clone() *Run {
 	c := *r
 	c.Canceled = clonePtr(r.Canceled)
 	c.Disabled = slices.Clone(r.Disabled)
+	c.Actors = slices.Clone(r.Actors)
 	c.Tools = slices.Clone(r.Tools)
 	c.Metadata = maps.Clone(r.Metadata)
 	c.Messages = cloneMessages(r.Messages)

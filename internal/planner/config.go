@@ -55,6 +55,11 @@ type Config struct {
 	// Metrics, when set, receives the planner's Prometheus collectors: runs started and
 	// finished by termination, model turns, model call latency and tokens by model.
 	Metrics prometheus.Registerer
+	// OperatorRoles are the roles that may act on (follow up, change the tools of,
+	// cancel, answer the approvals of) the runs of other roles of their tenant, besides
+	// each run's owner; what they do never widens what the run may call (see auth.go).
+	// Default: none (only a run's owner acts on it).
+	OperatorRoles []string
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }

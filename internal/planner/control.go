@@ -31,6 +31,10 @@ type runControls struct {
 	// call of the last applied step saw (each step record keeps its own Seen).
 	Injected int `json:"injected,omitempty"`
 	Seen     int `json:"seen,omitempty"`
+	// Actors are the callers other than the owner who acted on the run (a follow-up, a
+	// tools change): from then on the run is offered and allowed only the tools that its
+	// owner and every actor may call (auth.go).
+	Actors []events.Identity `json:"actors,omitempty"`
 	// Turn counts continuations (0: the run as started); TurnStart is the step at which
 	// the current one began: MaxSteps counts from it.
 	Turn      int `json:"turn,omitempty"`
@@ -73,8 +77,8 @@ func (p *Planner) Cancel(ctx context.Context, id string, caller events.Identity,
 	canceled := false
 	run, err := p.runs.update(ctx, id, func(r *Run) (bool, error) {
 		canceled = false
-		if !r.visibleTo(caller) {
-			return false, errRunNotFound
+		if err := p.mayAct(r, caller, "cancel"); err != nil {
+			return false, err
 		}
 		if r.Status == StatusDone {
 			return false, nil
@@ -221,9 +225,10 @@ type ControlReply struct {
 
 // serveControl serves the NATS equivalent of the control endpoints as a micro service
 // (queue group: one replica answers each request) until ctx ends: a request on
-// events.RunCancelSubject(tenant, run) with an optional CancelRequest body cancels the run
-// for that tenant (the subject's tenant token is the caller's identity: NATS permissions
-// let a tenant publish on its own subjects only). The reply is a ControlReply.
+// events.RunCancelSubject(caller, run) with an optional CancelRequest body cancels the
+// run for that caller, under the same rule as the API's (the subject's tenant and role
+// tokens are the caller's identity: NATS permissions let a tenant's user publish on its
+// own subjects only). The reply is a ControlReply.
 func (p *Planner) serveControl(ctx context.Context) error {
 	svc, err := micro.AddService(p.nc, micro.Config{Name: "toolfleet-planner", Version: "0.1.0",
 		Description: "controls toolfleet planner runs (cancel)"})
@@ -256,9 +261,9 @@ func (p *Planner) handleCancelRequest(ctx context.Context, req micro.Request) {
 		b, _ := json.Marshal(out)
 		_ = req.Respond(b)
 	}
-	run, tenant, ok := events.ParseRunCancelSubject(req.Subject())
+	run, caller, ok := events.ParseRunCancelSubject(req.Subject())
 	if !ok {
-		reply(nil, requestErrorf("%q is not a run cancel subject", req.Subject()))
+		reply(nil, requestErrorf("%q is not a run cancel subject: use toolfleet.control.cancel.<run>, followed by .<tenant>.<role> for a caller with an identity", req.Subject()))
 		return
 	}
 	var body CancelRequest
@@ -270,12 +275,11 @@ func (p *Planner) handleCancelRequest(ctx context.Context, req micro.Request) {
 	}
 	if body.By == "" {
 		body.By = "nats"
-		if tenant != "" {
-			body.By += ":" + tenant
+		if !caller.IsZero() {
+			body.By += ":" + caller.Tenant + "/" + caller.Role
 		}
 	}
-	// The role plays no part in seeing a run: the tenant does.
-	r, err := p.Cancel(ctx, run, events.Identity{Tenant: tenant}, body)
+	r, err := p.Cancel(ctx, run, caller, body)
 	reply(r, err)
 }
 

@@ -230,7 +230,7 @@ func TestCancelARunOverNATSWithItsChildren(t *testing.T) {
 
 	ask := func(tenant string) ControlReply {
 		t.Helper()
-		subj, err := events.RunCancelSubject(tenant, run.ID)
+		subj, err := events.RunCancelSubject(events.Identity{Tenant: tenant, Role: "user"}, run.ID)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -42,6 +42,9 @@ type injectRecord struct {
 	Messages []provider.Message `json:"messages"`
 	// Tools is a change of the run's tools made with the messages.
 	Tools *ToolsChange `json:"tools,omitempty"`
+	// By is the caller who added the record: applying it makes the caller one of the
+	// run's actors when it is not the owner (auth.go).
+	By events.Identity `json:"by,omitzero"`
 }
 
 // maxInjections bounds the message records of one run.
@@ -92,7 +95,7 @@ func (p *Planner) Continue(ctx context.Context, id string, f FollowUp) (*Run, bo
 	if !f.Tools.empty() {
 		change = &ToolsChange{Enable: f.Tools.Enable, Disable: f.Tools.Disable}
 	}
-	return p.inject(ctx, id, f.Caller, injectRecord{Key: f.ID, Messages: msgs, Tools: change}, true)
+	return p.inject(ctx, id, f.Caller, injectRecord{Key: f.ID, Messages: msgs, Tools: change, By: f.Caller}, true)
 }
 
 // continuable says, as an API error, why run cannot take more messages (cont: and go on).
@@ -123,6 +126,9 @@ func (p *Planner) inject(ctx context.Context, id string, caller events.Identity,
 	if err != nil {
 		return nil, false, err
 	}
+	if err := p.mayAct(run, caller, "send messages to"); err != nil {
+		return nil, false, err
+	}
 	if rec.Key != "" {
 		for k := range run.Injected {
 			got, err := p.rlog.injection(ctx, id, k)
@@ -137,7 +143,7 @@ func (p *Planner) inject(ctx context.Context, id string, caller events.Identity,
 	if err := continuable(run, cont); err != nil {
 		return run, false, err
 	}
-	if err := p.checkTools(run, rec.Tools); err != nil {
+	if err := p.checkTools(run, caller, rec.Tools); err != nil {
 		return nil, false, err
 	}
 	for k := run.Injected; ; k++ {
@@ -158,7 +164,7 @@ func (p *Planner) inject(ctx context.Context, id string, caller events.Identity,
 			}
 		}
 		var closed []*CallRecord
-		run, err = p.applyInjection(ctx, id, k, stored.Tools, cont, &closed)
+		run, err = p.applyInjection(ctx, id, k, stored, cont, &closed)
 		if err != nil {
 			return run, false, err
 		}
@@ -177,10 +183,11 @@ func (p *Planner) inject(ctx context.Context, id string, caller events.Identity,
 	}
 }
 
-// applyInjection makes message record k part of the run: the run counts it and, with
-// cont, a run that ended is reopened. closed receives the calls reopening answered
-// canceled (as they were before, for their cancel events).
-func (p *Planner) applyInjection(ctx context.Context, id string, k int, change *ToolsChange, cont bool, closed *[]*CallRecord) (*Run, error) {
+// applyInjection makes message record k (rec) part of the run: the run counts it, takes
+// its tools change and its caller as an actor and, with cont, a run that ended is
+// reopened. closed receives the calls reopening answered canceled (as they were before,
+// for their cancel events).
+func (p *Planner) applyInjection(ctx context.Context, id string, k int, rec *injectRecord, cont bool, closed *[]*CallRecord) (*Run, error) {
 	for {
 		*closed = nil
 		needAnswer := -1
@@ -195,7 +202,8 @@ func (p *Planner) applyInjection(ctx context.Context, id string, k int, change *
 				return false, nil
 			}
 			r.Injected = k + 1
-			r.applyTools(change)
+			r.applyTools(rec.Tools)
+			r.acted(rec.By)
 			if reopen {
 				*closed = p.reopen(r, p.cfg.Now())
 			}

@@ -409,7 +409,12 @@ func (p *Planner) handleApprovalRequest(ctx context.Context, m jetstream.Msg) {
 // first answer wins: it is recorded on the call by a compare-and-set on the run before it
 // is published, and a later answer is refused (409) with the decision that stood. A call
 // that is not waiting for an approval is refused too (409); an unknown call is 404.
-func (p *Planner) Approve(ctx context.Context, callID string, ans events.ApprovalAnswer) error {
+//
+// caller answers: it must be allowed to act on the run (404 outside its tenant, 403 for
+// a role that is neither the owner's nor an operator role) and to call the tool itself
+// (403), since an approval lets the call run. The answer records who gave it: ans.By,
+// or the caller's identity when it is empty.
+func (p *Planner) Approve(ctx context.Context, callID string, caller events.Identity, ans events.ApprovalAnswer) error {
 	if err := checkDecision(ans); err != nil {
 		return err
 	}
@@ -422,6 +427,9 @@ func (p *Planner) Approve(ctx context.Context, callID string, ans events.Approva
 		return notFoundf("no call %q", callID)
 	}
 	if err != nil {
+		return err
+	}
+	if err := p.mayAct(run, caller, "answer the approvals of"); err != nil {
 		return err
 	}
 	if c == nil {
@@ -439,6 +447,14 @@ func (p *Planner) Approve(ctx context.Context, callID string, ans events.Approva
 	}
 	if err := answerable(c); err != nil {
 		return err
+	}
+	if d, ok := p.cat.get(c.Name); ok {
+		if err := refuseTool(d, caller, "an approval (it lets the call run)"); err != nil {
+			return err
+		}
+	}
+	if ans.By == "" {
+		ans.By = describeCaller(caller)
 	}
 	withArgs, err := p.withArguments(ctx, run, []*CallRecord{c})
 	if err != nil {
@@ -469,7 +485,7 @@ func (p *Planner) Approve(ctx context.Context, callID string, ans events.Approva
 	if err != nil {
 		return err
 	}
-	dup, err := publishApproval(ctx, p.js, p.cfg.Source, run.Tenant, c.Name, callID, ans)
+	dup, err := publishApproval(ctx, p.js, p.cfg.Source, caller, c.Name, callID, ans)
 	if err != nil || dup {
 		// Not published, or an answer over NATS came first (same answer id): take the
 		// record back; the result will carry the decision that stood.

@@ -60,6 +60,8 @@ func (p *Planner) start(ctx context.Context, req StartRequest, id string, parent
 	}
 	if parent != nil {
 		run.ParentID, run.ParentCallID, run.Depth = parent.ID, parentCall, parent.Depth+1
+		// What narrowed the parent narrows its sub-agent (auth.go).
+		run.Actors = slices.Clone(parent.Actors)
 	}
 	run.Sequential = req.Parallel != nil && !*req.Parallel
 	p.startRunSpan(ctx, run, parent)
@@ -166,21 +168,19 @@ func (p *Planner) newRun(req StartRequest, id string) (*Run, error) {
 	if err := req.Caller.Validate(); err != nil {
 		return nil, requestErrorf("%v", err)
 	}
-	// A tool the caller may not call does not exist for it.
-	known := func(n string) bool {
-		d, ok := p.cat.get(n)
-		return ok && d.AllowsCaller(req.Caller.Tenant, req.Caller.Role) || n == AgentToolName
-	}
 	toolSet := req.Tools
 	for _, n := range req.Tools {
-		if !known(n) {
-			return nil, requestErrorf("unknown tool %q in tools: no executor serves it", n)
+		if err := p.checkNamed(n, req.Caller, "tools"); err != nil {
+			return nil, err
 		}
 	}
 	if len(req.ActiveTools) > 0 {
 		for _, n := range req.ActiveTools {
-			if !known(n) || (len(req.Tools) > 0 && !slices.Contains(req.Tools, n)) {
-				return nil, requestErrorf("unknown tool %q in activeTools", n)
+			if err := p.checkNamed(n, req.Caller, "activeTools"); err != nil {
+				return nil, err
+			}
+			if len(req.Tools) > 0 && !slices.Contains(req.Tools, n) {
+				return nil, requestErrorf("unknown tool %q in activeTools: it is not among the run's tools", n)
 			}
 		}
 		toolSet = req.ActiveTools
@@ -195,8 +195,10 @@ func (p *Planner) newRun(req StartRequest, id string) (*Run, error) {
 	if choice.Tool != "" && toolSet != nil && !slices.Contains(toolSet, choice.Tool) {
 		return nil, requestErrorf("toolChoice names %q, which is not in the run's tools", choice.Tool)
 	}
-	if choice.Tool != "" && !known(choice.Tool) {
-		return nil, requestErrorf("toolChoice names unknown tool %q", choice.Tool)
+	if choice.Tool != "" {
+		if err := p.checkNamed(choice.Tool, req.Caller, "toolChoice"); err != nil {
+			return nil, err
+		}
 	}
 	now := p.cfg.Now()
 	pick := req.Pick != nil && *req.Pick
@@ -315,7 +317,7 @@ func (p *Planner) stepTools(ctx context.Context, r *Run, msgs []provider.Message
 			}
 			continue
 		}
-		if d, ok := p.cat.get(n); ok && d.AllowsCaller(r.Tenant, r.Role) {
+		if d, ok := p.cat.get(n); ok && r.allowsTool(d) {
 			defs = append(defs, d)
 			rec.Tools = append(rec.Tools, n)
 		}

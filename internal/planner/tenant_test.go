@@ -137,9 +137,10 @@ func TestAPITenantsAndRoles(t *testing.T) {
 		t.Fatalf("acme reading its run: %d %v", status, body)
 	}
 
-	// Roles: globex's user cannot name admin_only, and a model calling it is refused.
-	if status, body := apiCall(t, srv, "POST", "/v1/runs", globex, map[string]any{"input": "x", "model": "admin", "tools": []string{"admin_only"}}); status != http.StatusBadRequest {
-		t.Fatalf("globex naming admin_only: %d %v; want 400", status, body)
+	// Roles: globex's user cannot name admin_only (its role is why), and a model calling
+	// it is refused.
+	if status, body := apiCall(t, srv, "POST", "/v1/runs", globex, map[string]any{"input": "x", "model": "admin", "tools": []string{"admin_only"}}); status != http.StatusForbidden {
+		t.Fatalf("globex naming admin_only: %d %v; want 403", status, body)
 	}
 	status, body = apiCall(t, srv, "POST", "/v1/runs", globex, map[string]any{"input": "report", "model": "admin", "wait": true})
 	if status != http.StatusOK {

@@ -77,7 +77,7 @@ steps:
 			t.Fatal(err)
 		}
 	}
-	if err := b.p.Approve(b.ctx, c.ID, events.ApprovalAnswer{Decision: events.DecisionApprove, By: "test"}); err != nil {
+	if err := b.p.Approve(b.ctx, c.ID, events.Identity{}, events.ApprovalAnswer{Decision: events.DecisionApprove, By: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	done := b.wait(t, run.ID)

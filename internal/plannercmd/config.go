@@ -29,6 +29,9 @@ type Config struct {
 	// Tokens maps more bearer tokens (by SHA-256) to the tenant and role their holders
 	// act with, from the tokens file (-api-tokens, see planner.LoadTokens).
 	Tokens map[string]events.Identity
+	// OperatorRoles may act on other roles' runs of their tenant (see
+	// planner.Config.OperatorRoles).
+	OperatorRoles []string
 	// Scripts are scripted models by name, "name=path".
 	Scripts []string
 	// StreamReplicas is the replicas of the streams and buckets the planner creates.
@@ -57,6 +60,9 @@ func Parse(args []string, out io.Writer) (Config, error) {
 	c.Token = os.Getenv("TOOLFLEET_API_TOKEN") // never a flag: flags show in process lists
 	tokensFile := fs.String("api-tokens", os.Getenv("TOOLFLEET_API_TOKENS_FILE"),
 		"a JSON file mapping API bearer tokens to the tenant and role their holders act with (env TOOLFLEET_API_TOKENS_FILE)")
+	fs.Func("operator-roles", "comma-separated roles that may follow up, change, cancel and answer the approvals of other roles' runs of their tenant, never beyond what they may call themselves (env TOOLFLEET_OPERATOR_ROLES)",
+		func(s string) error { c.OperatorRoles = splitRoles(s); return nil })
+	c.OperatorRoles = splitRoles(os.Getenv("TOOLFLEET_OPERATOR_ROLES"))
 	pricesFile := fs.String("prices", os.Getenv("TOOLFLEET_PRICES_FILE"),
 		"a YAML or JSON price table: models' prices per million input and output tokens, and tools' prices per call, for runs' costs and limits.costBudget (env TOOLFLEET_PRICES_FILE)")
 	fs.Func("script", "a scripted model, name=path to its YAML or JSON script (repeatable)", func(s string) error {
@@ -86,6 +92,11 @@ func Parse(args []string, out io.Writer) (Config, error) {
 	if *pricesFile != "" {
 		if c.Prices, err = planner.LoadPrices(*pricesFile); err != nil {
 			errs = append(errs, fmt.Errorf("-prices (TOOLFLEET_PRICES_FILE): %w", err))
+		}
+	}
+	for _, r := range c.OperatorRoles {
+		if err := (events.Identity{Tenant: "t", Role: r}).Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("-operator-roles (TOOLFLEET_OPERATOR_ROLES): %w", err))
 		}
 	}
 	if c.Shards < 1 || c.Shards > events.MaxShards {
@@ -137,4 +148,15 @@ func (c Config) Models() (map[string]provider.Model, string, error) {
 		return nil, "", fmt.Errorf("no model: set TOOLFLEET_MODEL (e.g. openai/gpt-4o-mini, anthropic/claude-sonnet-4-5, ollama/llama3.1) or give -script name=path")
 	}
 	return models, def, nil
+}
+
+// splitRoles is a comma-separated list of roles, without blanks.
+func splitRoles(s string) []string {
+	var roles []string
+	for _, r := range strings.Split(s, ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			roles = append(roles, r)
+		}
+	}
+	return roles
 }

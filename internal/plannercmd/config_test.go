@@ -30,14 +30,18 @@ func TestParse(t *testing.T) {
 	t.Setenv("TOOLFLEET_OPS_ADDR", ":9191")
 	t.Setenv("TOOLFLEET_LOG_LEVEL", "warn")
 	t.Setenv("TOOLFLEET_NATS_URL", "nats://nats:4222")
+	t.Setenv("TOOLFLEET_OPERATOR_ROLES", "ops, oncall")
 	c, err = Parse([]string{"-script", "a=a.yaml", "-script", "b=b.yaml", "-picker=false", "-log-level", "debug"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.HTTPAddr != "127.0.0.1:9999" || c.StreamReplicas != 3 || c.Token != "s3cret" || c.UsePicker ||
 		!slices.Equal(c.Scripts, []string{"a=a.yaml", "b=b.yaml"}) || c.Ops.Addr != ":9191" ||
-		c.Ops.LogLevel != zerolog.DebugLevel || c.NATS.URL != "nats://nats:4222" {
+		c.Ops.LogLevel != zerolog.DebugLevel || c.NATS.URL != "nats://nats:4222" || !slices.Equal(c.OperatorRoles, []string{"ops", "oncall"}) {
 		t.Fatalf("config %+v", c)
+	}
+	if c, err = Parse([]string{"-operator-roles", "admin"}, io.Discard); err != nil || !slices.Equal(c.OperatorRoles, []string{"admin"}) {
+		t.Fatalf("-operator-roles admin: %v, %v", c.OperatorRoles, err)
 	}
 }
 
@@ -50,6 +54,7 @@ func TestParseRefuses(t *testing.T) {
 		{Name: "bad ops address", Args: []string{"-ops-addr", "9090"}, Says: `-ops-addr "9090"`},
 		{Name: "bad log level", Env: map[string]string{"TOOLFLEET_LOG_LEVEL": "loud"}, Says: `TOOLFLEET_LOG_LEVEL "loud"`},
 		{Name: "TLS certificate without its key", Args: []string{"-nats-tls-cert", "cert.pem"}, Says: "nats: give both a TLS certificate and its key"},
+		{Name: "operator role with a dot", Args: []string{"-operator-roles", "ops,a.b"}, Says: `-operator-roles (TOOLFLEET_OPERATOR_ROLES): invalid_event: role "a.b" is not allowed`},
 		{Name: "stray argument", Args: []string{"serve"}, Says: "unexpected arguments"},
 		{Name: "an executor's old flag", Args: []string{"-metrics-addr", ":9090"}, Says: "flag provided but not defined: -metrics-addr"},
 	})

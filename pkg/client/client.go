@@ -257,7 +257,7 @@ func (c *Client) Call(ctx context.Context, r Request) (events.Result, error) {
 // answer to a call wins: all answers to a call share one event id, so JetStream drops a
 // later one within its duplicate window ([ErrAnswered]), and executors ignore it after.
 func (c *Client) Answer(ctx context.Context, tool, callID string, a events.ApprovalAnswer) error {
-	msg, err := events.NewApprovalAnswer(c.source, c.caller.Tenant, tool, callID, a)
+	msg, err := events.NewApprovalAnswer(c.source, c.caller, tool, callID, a)
 	if err != nil {
 		return err
 	}

@@ -101,7 +101,7 @@ func TestFollowARealRunAndAnswerItsApproval(t *testing.T) {
 		t.Fatalf("second answer: %v, want ErrAnswered", err)
 	}
 	var apiErr *planner.APIError
-	if err := p.Approve(ctx, req.CallID, events.ApprovalAnswer{Decision: events.DecisionDeny}); !errors.As(err, &apiErr) || apiErr.Status != 409 {
+	if err := p.Approve(ctx, req.CallID, events.Identity{}, events.ApprovalAnswer{Decision: events.DecisionDeny}); !errors.As(err, &apiErr) || apiErr.Status != 409 {
 		t.Fatalf("answer through the planner after one over NATS: %v, want 409", err)
 	}
 	follow, err := c.FollowRun(ctx, run.ID)

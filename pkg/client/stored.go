@@ -77,9 +77,14 @@ func (c *Client) PendingApproval(ctx context.Context, tool, callID string) (e ev
 	if err != nil {
 		return e, req, false, err
 	}
-	ansSubj, err := events.ApprovalAnsweredSubject(c.caller.Tenant, tool, callID)
+	// Any role of the tenant may have answered (each on its own subject): the last
+	// answer of any of them is looked up with a wildcard for the role.
+	ansSubj, err := events.ApprovalAnsweredSubject(events.Identity{}, tool, callID)
 	if err != nil {
 		return e, req, false, err
+	}
+	if c.caller.Tenant != "" {
+		ansSubj += "." + c.caller.Tenant + ".*"
 	}
 	m, err := events.DirectGetLast(ctx, c.nc, events.StreamEvents, reqSubj)
 	if err != nil || m == nil {

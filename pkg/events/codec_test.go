@@ -264,7 +264,7 @@ func TestStatusOf(t *testing.T) {
 
 func TestNewApprovalAnswer(t *testing.T) {
 	t.Parallel()
-	m, err := events.NewApprovalAnswer("/human", "", "write_file", "c1", events.ApprovalAnswer{Decision: events.DecisionDeny, Reason: "no"})
+	m, err := events.NewApprovalAnswer("/human", events.Identity{}, "write_file", "c1", events.ApprovalAnswer{Decision: events.DecisionDeny, Reason: "no"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,11 +279,11 @@ func TestNewApprovalAnswer(t *testing.T) {
 	if m.Subject != "toolfleet.event.approval.answered.write_file.c1" || e.ID == "c1" || a.Decision != events.DecisionDeny || a.Reason != "no" {
 		t.Errorf("answer %s %+v %+v", m.Subject, e, a)
 	}
-	if _, err := events.NewApprovalAnswer("/human", "", "write_file", "c1", events.ApprovalAnswer{Decision: "maybe"}); !errors.Is(err, tools.ErrInvalidEvent) {
+	if _, err := events.NewApprovalAnswer("/human", events.Identity{}, "write_file", "c1", events.ApprovalAnswer{Decision: "maybe"}); !errors.Is(err, tools.ErrInvalidEvent) {
 		t.Errorf("decision maybe: %v", err)
 	}
 	// Every answer to a call has the same deduplication id, so JetStream keeps the first.
-	other, err := events.NewApprovalAnswer("/other", "", "write_file", "c1", events.ApprovalAnswer{Decision: events.DecisionApprove})
+	other, err := events.NewApprovalAnswer("/other", events.Identity{}, "write_file", "c1", events.ApprovalAnswer{Decision: events.DecisionApprove})
 	if err != nil {
 		t.Fatal(err)
 	}

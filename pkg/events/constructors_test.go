@@ -81,7 +81,7 @@ func TestConstructorsRoundTrip(t *testing.T) {
 		t.Errorf("dead letter decoded as %+v, %v", d, err)
 	}
 
-	ans, _ := events.NewApprovalAnswer("/me", "", "write_file", "c1", events.ApprovalAnswer{Decision: events.DecisionApprove})
+	ans, _ := events.NewApprovalAnswer("/me", events.Identity{}, "write_file", "c1", events.ApprovalAnswer{Decision: events.DecisionApprove})
 	if _, a, err := events.DecodeApprovalAnswer(events.CoreMsg(ans), 0); err != nil || a.Decision != events.DecisionApprove {
 		t.Errorf("answer decoded as %+v, %v", a, err)
 	}

@@ -141,13 +141,25 @@ func ApprovalRequestedSubject(tenant, tool, call string) (string, error) {
 	return approvalSubject(approvalReqPrefix, tenant, tool, call)
 }
 
-// ApprovalAnsweredSubject is where the answer to the approval of call of tool must be
-// published: toolfleet.event.approval.answered.<tool>.<IDToken(call)>, followed by
-// .<tenant> for a call of tenant. The tool is part of the subject so that only the
-// executors serving it consume the answer; the tenant, so that NATS permissions let only
-// the call's tenant answer.
-func ApprovalAnsweredSubject(tenant, tool, call string) (string, error) {
-	return approvalSubject(approvalAnsPrefix, tenant, tool, call)
+// ApprovalAnsweredSubject is where answerer publishes its answer to the approval of
+// call of tool: toolfleet.event.approval.answered.<tool>.<IDToken(call)> for an
+// anonymous answerer (the zero [Identity]), followed by .<tenant>.<role> for an answerer
+// with an identity. The tool is part of the subject so that only the executors serving it
+// consume the answer; the tenant and role, so that NATS permissions decide who may answer
+// as whom: executors carry out an answer only from the call's tenant and from a role
+// that may call the tool itself (an approval never lets a caller run what it may not).
+func ApprovalAnsweredSubject(answerer Identity, tool, call string) (string, error) {
+	subj, err := approvalSubject(approvalAnsPrefix, "", tool, call)
+	if err != nil || answerer.IsZero() {
+		return subj, err
+	}
+	if err := answerer.Validate(); err != nil {
+		return "", err
+	}
+	if answerer.Tenant == "" || answerer.Role == "" {
+		return "", tools.Errorf(tools.CodeInvalidEvent, "an approval answerer needs both a tenant and a role, got %q/%q", answerer.Tenant, answerer.Role)
+	}
+	return subj + "." + answerer.Tenant + "." + answerer.Role, nil
 }
 
 func approvalSubject(prefix, tenant, tool, call string) (string, error) {
@@ -184,11 +196,25 @@ func CancelsFilter(tool string) (string, error) {
 	return cancelPrefix + tool + ".>", nil
 }
 
-// ParseApprovalAnswerSubject returns the tool, the call token and the tenant (empty for
-// an anonymous caller) an approval answer's subject names; ok is false unless subject is
-// exactly toolfleet.event.approval.answered.<tool>.<token>[.<tenant>].
-func ParseApprovalAnswerSubject(subject string) (tool, callToken, tenant string, ok bool) {
-	return parseTwo(subject, approvalAnsPrefix, isTool, isToken)
+// ParseApprovalAnswerSubject returns the tool, the call token and the answerer (the zero
+// Identity for an anonymous one) an approval answer's subject names; ok is false unless
+// subject is exactly toolfleet.event.approval.answered.<tool>.<token>[.<tenant>.<role>].
+func ParseApprovalAnswerSubject(subject string) (tool, callToken string, answerer Identity, ok bool) {
+	rest, ok := strings.CutPrefix(subject, approvalAnsPrefix)
+	if !ok {
+		return "", "", Identity{}, false
+	}
+	parts := strings.Split(rest, ".")
+	if len(parts) != 2 && len(parts) != 4 || !isTool(parts[0]) || !isToken(parts[1]) {
+		return "", "", Identity{}, false
+	}
+	if len(parts) == 4 {
+		if !isIdentityToken(parts[2]) || !isIdentityToken(parts[3]) {
+			return "", "", Identity{}, false
+		}
+		answerer = Identity{Tenant: parts[2], Role: parts[3]}
+	}
+	return parts[0], parts[1], answerer, true
 }
 
 // ParseApprovalRequestSubject returns the tool, the call token and the tenant an
@@ -320,7 +346,8 @@ func SubjectTenant(subject string) string {
 	case strings.HasPrefix(subject, approvalReqPrefix):
 		_, _, tenant, _ = ParseApprovalRequestSubject(subject)
 	case strings.HasPrefix(subject, approvalAnsPrefix):
-		_, _, tenant, _ = ParseApprovalAnswerSubject(subject)
+		_, _, answerer, _ := ParseApprovalAnswerSubject(subject)
+		tenant = answerer.Tenant
 	case strings.HasPrefix(subject, runEventPrefix):
 		_, _, tenant, _ = ParseRunEventSubject(subject)
 	case strings.HasPrefix(subject, cancelPrefix):

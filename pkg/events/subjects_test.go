@@ -31,7 +31,7 @@ func TestSubjects(t *testing.T) {
 	if got := events.DeadLetterSubject("a.b"); got != "toolfleet.dlq._unknown" {
 		t.Errorf("DeadLetterSubject of a bad name = %s", got)
 	}
-	if got := must(events.ApprovalAnsweredSubject("", "write_file", "c1")); got != "toolfleet.event.approval.answered.write_file.c1" {
+	if got := must(events.ApprovalAnsweredSubject(events.Identity{}, "write_file", "c1")); got != "toolfleet.event.approval.answered.write_file.c1" {
 		t.Errorf("ApprovalAnsweredSubject = %s", got)
 	}
 	if got := must(events.RunEventSubject("", "r1", "done")); got != "toolfleet.event.run.r1.done" {
@@ -157,9 +157,27 @@ func TestParseSubjects(t *testing.T) {
 		if tool, call, te, ok := events.ParseApprovalRequestSubject(req); !ok || tool != "write_file" || call != "c1" || te != tenant {
 			t.Errorf("ParseApprovalRequestSubject(%s) = %s, %s, %s, %v", req, tool, call, te, ok)
 		}
-		ans, _ := events.ApprovalAnsweredSubject(tenant, "write_file", "c1")
-		if tool, call, te, ok := events.ParseApprovalAnswerSubject(ans); !ok || tool != "write_file" || call != "c1" || te != tenant {
-			t.Errorf("ParseApprovalAnswerSubject(%s) = %s, %s, %s, %v", ans, tool, call, te, ok)
+		answerer := events.Identity{}
+		if tenant != "" {
+			answerer = events.Identity{Tenant: tenant, Role: "reviewer"}
+		}
+		ans, _ := events.ApprovalAnsweredSubject(answerer, "write_file", "c1")
+		if tool, call, who, ok := events.ParseApprovalAnswerSubject(ans); !ok || tool != "write_file" || call != "c1" || who != answerer {
+			t.Errorf("ParseApprovalAnswerSubject(%s) = %s, %s, %v, %v", ans, tool, call, who, ok)
+		}
+		if got := events.SubjectTenant(ans); got != tenant {
+			t.Errorf("SubjectTenant(%s) = %q, want %q", ans, got, tenant)
+		}
+	}
+	// An answer names its answerer's tenant and role, both or neither: a tenant alone
+	// would leave the role, which decides what the answer may let run, unsaid.
+	if s, err := events.ApprovalAnsweredSubject(events.Identity{Tenant: "acme"}, "write_file", "c1"); err == nil {
+		t.Errorf("ApprovalAnsweredSubject with a tenant and no role = %s, want an error", s)
+	}
+	for _, bad := range []string{"toolfleet.event.approval.answered.t.c.acme", "toolfleet.event.approval.answered.t.c.acme.*",
+		"toolfleet.event.approval.answered.t.c.acme.admin.x", "toolfleet.event.approval.answered.t.c.acme.>", "toolfleet.event.approval.answered.t"} {
+		if _, _, _, ok := events.ParseApprovalAnswerSubject(bad); ok {
+			t.Errorf("ParseApprovalAnswerSubject(%q) accepted", bad)
 		}
 	}
 	for _, bad := range []string{"", "toolfleet.result.r", "toolfleet.result.r.c.d.e", "toolfleet.result.r.*", "toolfleet.result.>",
@@ -317,22 +335,25 @@ func TestTypeForTenantRunEvent(t *testing.T) {
 }
 
 func TestRunCancelSubject(t *testing.T) {
-	s, err := events.RunCancelSubject("acme", "r1")
-	if err != nil || s != "toolfleet.control.cancel.r1.acme" {
+	acme := events.Identity{Tenant: "acme", Role: "user"}
+	s, err := events.RunCancelSubject(acme, "r1")
+	if err != nil || s != "toolfleet.control.cancel.r1.acme.user" {
 		t.Fatalf("got %q, %v", s, err)
 	}
-	if run, tenant, ok := events.ParseRunCancelSubject(s); !ok || run != "r1" || tenant != "acme" {
-		t.Fatalf("parsed %q %q %v", run, tenant, ok)
+	if run, who, ok := events.ParseRunCancelSubject(s); !ok || run != "r1" || who != acme {
+		t.Fatalf("parsed %q %v %v", run, who, ok)
 	}
-	if run, tenant, ok := events.ParseRunCancelSubject("toolfleet.control.cancel.r1"); !ok || run != "r1" || tenant != "" {
-		t.Fatalf("anonymous: %q %q %v", run, tenant, ok)
+	if run, who, ok := events.ParseRunCancelSubject("toolfleet.control.cancel.r1"); !ok || run != "r1" || !who.IsZero() {
+		t.Fatalf("anonymous: %q %v %v", run, who, ok)
 	}
-	for _, bad := range []string{"toolfleet.control.cancel.", "toolfleet.control.cancel.r1.a.b", "toolfleet.plan.r1"} {
+	// A tenant without a role names no one who may act: refused, never taken as some role.
+	for _, bad := range []string{"toolfleet.control.cancel.", "toolfleet.control.cancel.r1.acme", "toolfleet.control.cancel.r1.a.b.c",
+		"toolfleet.control.cancel.r1.acme.*", "toolfleet.plan.r1"} {
 		if _, _, ok := events.ParseRunCancelSubject(bad); ok {
 			t.Errorf("%q parsed", bad)
 		}
 	}
-	if _, err := events.RunCancelSubject("", "a.b"); err == nil {
+	if _, err := events.RunCancelSubject(events.Identity{}, "a.b"); err == nil {
 		t.Error("a run id with a dot was accepted")
 	}
 }

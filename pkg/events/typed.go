@@ -269,12 +269,13 @@ func decodeAs[T any](msg Message, maxBytes int) (Event, T, error) {
 	return e, v, err
 }
 
-// NewApprovalAnswer encodes an approver's answer to the approval of callID (a call of
-// tool made by a caller of tenant, empty for an anonymous one) on
-// [ApprovalAnsweredSubject], with event id [ApprovalAnswerID](callID): the first answer to
-// a call wins, later ones within the duplicate window are dropped by JetStream.
-func NewApprovalAnswer(source, tenant, tool, callID string, a ApprovalAnswer) (*nats.Msg, error) {
-	subj, err := ApprovalAnsweredSubject(tenant, tool, callID)
+// NewApprovalAnswer encodes answerer's answer to the approval of callID (a call of tool;
+// answerer is of the call's tenant, or zero for a call of an anonymous caller) on
+// [ApprovalAnsweredSubject], with event id [ApprovalAnswerID](callID, answerer): the
+// first answer of an answerer to a call wins, later ones within the duplicate window are
+// dropped by JetStream, and executors carry out only the first answer they accept.
+func NewApprovalAnswer(source string, answerer Identity, tool, callID string, a ApprovalAnswer) (*nats.Msg, error) {
+	subj, err := ApprovalAnsweredSubject(answerer, tool, callID)
 	if err != nil {
 		return nil, err
 	}
@@ -282,17 +283,24 @@ func NewApprovalAnswer(source, tenant, tool, callID string, a ApprovalAnswer) (*
 		return nil, tools.Errorf(tools.CodeInvalidEvent, "approval answer for call %s: decision %q is neither %q nor %q",
 			callID, a.Decision, DecisionApprove, DecisionDeny)
 	}
-	e := Event{ID: ApprovalAnswerID(callID), Type: TypeApprovalAnswer, Source: source, Time: time.Now()}
+	e := Event{ID: ApprovalAnswerID(callID, answerer), Type: TypeApprovalAnswer, Source: source, Time: time.Now()}
 	if err := e.SetData(a); err != nil {
 		return nil, err
 	}
 	return Encode(subj, e)
 }
 
-// ApprovalAnswerID is the event id (and Nats-Msg-Id) of every answer to the approval of
-// callID: deterministic, so that answers deduplicate, and distinct from the call id that
-// the approval request uses.
-func ApprovalAnswerID(callID string) string { return "approval-" + IDToken(callID) }
+// ApprovalAnswerID is the event id (and Nats-Msg-Id) of every answer of answerer to the
+// approval of callID: approval-<call token>, followed by -<role> for an answerer with an
+// identity. Deterministic, so that one answerer's answers deduplicate; distinct per role,
+// so that an answer from a role the executors refuse cannot keep a role they accept from
+// answering; distinct from the call id that the approval request uses.
+func ApprovalAnswerID(callID string, answerer Identity) string {
+	if answerer.Role == "" {
+		return "approval-" + IDToken(callID)
+	}
+	return "approval-" + IDToken(callID) + "-" + answerer.Role
+}
 
 // DecodeApprovalAnswer decodes an approval answer; an answer whose decision is neither
 // approve nor deny is refused (invalid_event).
@@ -317,7 +325,7 @@ func NewApprovalRequest(source string, r ApprovalRequest, traceParent string) (*
 		return nil, err
 	}
 	if r.AnswerSubject == "" {
-		if r.AnswerSubject, err = ApprovalAnsweredSubject(r.Caller.Tenant, r.Tool, r.CallID); err != nil {
+		if r.AnswerSubject, err = ApprovalAnsweredSubject(r.Caller, r.Tool, r.CallID); err != nil {
 			return nil, err
 		}
 	}

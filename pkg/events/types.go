@@ -164,7 +164,10 @@ type ApprovalRequest struct {
 	Reason    string    `json:"reason"`
 	Validated bool      `json:"validated"`
 	ExpiresAt time.Time `json:"expires_at"`
-	// AnswerSubject is where the answer must be published.
+	// AnswerSubject is where the call's own caller publishes its answer
+	// ([ApprovalAnsweredSubject] with the call's identity); another role of the tenant
+	// answers on the same subject with its own role as the last token, and is heard only
+	// if it may call the tool itself.
 	AnswerSubject string `json:"answer_subject"`
 	// Caller is the identity the call was made with; the request and its answer are on
 	// subjects of its tenant.

@@ -20,10 +20,11 @@ import (
 // call of a tenant), an approval request event is published, and the call message is
 // acked — so no slot and no message is held while a human thinks, and an executor
 // restart loses nothing. The answer arrives on
-// toolfleet.event.approval.answered.<tool>.<call>[.<tenant>], through a durable consumer
-// shared by the replicas serving the tool, so any of them resumes the call. The tenant
-// of the answer's subject is part of the key it looks up, so an answer on another
-// tenant's subject finds nothing to answer. Each replica sweeps the
+// toolfleet.event.approval.answered.<tool>.<call>[.<tenant>.<role>], through a durable
+// consumer shared by the replicas serving the tool, so any of them resumes the call. The
+// tenant of the answer's subject is part of the key it looks up, so an answer on another
+// tenant's subject finds nothing to answer; its role must be one the tool's definition
+// allows (an approval never lets a caller run a tool it may not call itself). Each replica sweeps the
 // bucket and denies calls whose approval expired.
 
 const (
@@ -118,11 +119,21 @@ func (ex *Executor) park(ctx context.Context, j *job) {
 // handleAnswer carries out an approval answer: deny, approve, or approve with new
 // arguments (validated again).
 func (ex *Executor) handleAnswer(runCtx context.Context, w *worker, msg jetstream.Msg) {
-	tool, callID, tenant, ok := events.ParseApprovalAnswerSubject(msg.Subject())
+	tool, callID, answerer, ok := events.ParseApprovalAnswerSubject(msg.Subject())
 	if !ok || tool != w.def.Name { // the consumer's filter makes this impossible; never act on a guess
 		_ = msg.TermWithReason("not an approval answer subject of tool " + w.def.Name)
 		return
 	}
+	// An approval lets the call run: only a role that may call the tool itself may give
+	// it. The answer is refused before it touches the parked call, which keeps waiting
+	// for an answer it may carry out (or its expiry).
+	if err := w.def.Forbidden(answerer.Tenant, answerer.Role); err != nil {
+		ex.o.log.Warn().Str("tool", tool).Str("call_id", callID).Str("tenant", answerer.Tenant).Str("role", answerer.Role).
+			Msg("refused approval answer: its answerer may not call the tool")
+		_ = msg.TermWithReason("the answerer may not call the tool: " + err.Message)
+		return
+	}
+	tenant := answerer.Tenant
 	ae, ans, err := events.DecodeApprovalAnswer(msg, int(ex.cfg.MaxMsgSize))
 	if err != nil {
 		// A malformed answer answers nothing; it stays in the events stream for the record

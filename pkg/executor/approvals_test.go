@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolfleet/toolfleet/internal/natstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/executor"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -50,7 +51,7 @@ func awaitRequest(t testing.TB, sub *nats.Subscription) events.ApprovalRequest {
 
 func (b *testBundle) answer(t testing.TB, req events.ApprovalRequest, ans events.ApprovalAnswer) {
 	t.Helper()
-	m, err := events.NewApprovalAnswer("/human", "", req.Tool, req.CallID, ans)
+	m, err := events.NewApprovalAnswer("/human", events.Identity{}, req.Tool, req.CallID, ans)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +125,7 @@ func TestApprovals(t *testing.T) {
 	b.call(t, "write_file", "twice", "run-a", `{"path":"t","text":"t"}`)
 	twice := awaitRequest(t, requests)
 	b.answer(t, twice, events.ApprovalAnswer{Decision: events.DecisionDeny, By: "bob"})
-	second, err := events.NewApprovalAnswer("/human", "", "write_file", "twice", events.ApprovalAnswer{Decision: events.DecisionApprove, By: "eve"})
+	second, err := events.NewApprovalAnswer("/human", events.Identity{}, "write_file", "twice", events.ApprovalAnswer{Decision: events.DecisionApprove, By: "eve"})
 	must(t, err)
 	ack, err := b.js.PublishMsg(context.Background(), second)
 	if err != nil || !ack.Duplicate {
@@ -154,7 +155,7 @@ func TestApprovals(t *testing.T) {
 
 	// A second answer to an answered call changes nothing, even past JetStream's
 	// duplicate window (played here by an answer with an id of its own).
-	late, err := events.NewApprovalAnswer("/human", "", "write_file", "w0", events.ApprovalAnswer{Decision: events.DecisionDeny})
+	late, err := events.NewApprovalAnswer("/human", events.Identity{}, "write_file", "w0", events.ApprovalAnswer{Decision: events.DecisionDeny})
 	must(t, err)
 	late.Header.Set(events.HeaderID, "late-answer")
 	late.Header.Set(events.HeaderMsgID, "late-answer")
@@ -197,5 +198,58 @@ func TestApprovalSurvivesRestartAndExpires(t *testing.T) {
 	}
 	if _, ran := written.Load("p2"); ran {
 		t.Error("the tool ran without approval")
+	}
+}
+
+// An approval lets a call run, so over NATS too it is heard only from a role that may
+// call the tool: acme's user approving acme's admin's call of an admin-only tool is
+// refused (the call keeps waiting, the tool does not run), and the admin's own answer,
+// published after it, is carried out.
+func TestApprovalFromARoleThatMayNotCallTheToolIsRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var ran sync.Map
+	reg := tools.NewRegistry()
+	must(t, reg.AddFunc(tools.Definition{Name: "admin_wipe", Parameters: json.RawMessage(`{"type":"object"}`), Roles: []string{"admin"}},
+		func(ctx context.Context, _ json.RawMessage) (any, error) {
+			info, _ := tools.CallInfoFrom(ctx)
+			ran.Store(info.CallID, true)
+			return "wiped", nil
+		}))
+	b.start(t, reg, executor.WithApprovalTimeout(time.Minute))
+	requests := subscribe(t, b, "toolfleet.event.approval.requested.admin_wipe.*.*")
+	admin, user := events.Identity{Tenant: "acme", Role: "admin"}, events.Identity{Tenant: "acme", Role: "user"}
+	m, err := events.NewCall(events.CallOptions{Source: "/test", ID: "wipe1", RunID: "r", Caller: admin},
+		events.Call{Tool: "admin_wipe", Arguments: json.RawMessage(`{}`)})
+	must(t, err)
+	b.publish(t, m)
+	req := awaitRequest(t, requests)
+	if want, _ := events.ApprovalAnsweredSubject(admin, "admin_wipe", "wipe1"); req.AnswerSubject != want {
+		t.Fatalf("the request's answer subject %s, want the caller's own %s", req.AnswerSubject, want)
+	}
+
+	answer := func(who events.Identity, d events.Decision) {
+		m, err := events.NewApprovalAnswer("/human", who, "admin_wipe", "wipe1", events.ApprovalAnswer{Decision: d, By: who.Role})
+		must(t, err)
+		b.publish(t, m)
+	}
+	answer(user, events.DecisionApprove)
+	// The refused answer is terminated by the executor: wait until the consumer has
+	// processed it, then check that nothing ran and no result exists.
+	natstest.Eventually(t, 15*time.Second, "the user's answer to be processed", func() bool {
+		info, err := b.js.Consumer(context.Background(), events.StreamEvents, events.ApprovalConsumerName("admin_wipe"))
+		if err != nil {
+			return false
+		}
+		ci, err := info.Info(context.Background())
+		return err == nil && ci.AckFloor.Stream > 0 && ci.NumAckPending == 0 && ci.NumPending == 0
+	})
+	if _, wiped := ran.Load("wipe1"); wiped || b.results.count("wipe1") != 0 {
+		t.Fatalf("the user's approval ran the admin's tool (results: %d)", b.results.count("wipe1"))
+	}
+	answer(admin, events.DecisionApprove)
+	r := b.results.one(t, "wipe1")
+	if r.Status != events.StatusOK || r.Approval == nil || r.Approval.By != "admin" {
+		t.Fatalf("after the admin's approval: %+v (approval %+v)", r, r.Approval)
 	}
 }
