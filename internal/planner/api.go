@@ -167,7 +167,7 @@ func (p *Planner) postApproval(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if err := checkDecision(ans); err != nil {
+	if err := checkDecision(&ans); err != nil {
 		writeError(w, err)
 		return
 	}

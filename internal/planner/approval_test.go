@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -376,5 +377,26 @@ steps:
 	defer srv.Close()
 	if status, _, _ := postAnswer(t, srv.URL, got.ID, `{"decision":"approve"}`); status != http.StatusConflict {
 		t.Fatalf("answer after expiry: %d, want 409", status)
+	}
+}
+
+// A deny may carry "arguments": null (what a form or a typed client sends for none);
+// arguments on a deny are refused, since only an approval replaces them.
+func TestDenyWithNullArguments(t *testing.T) {
+	b := setup(t, map[string]string{"main": approvalScript})
+	api := httptest.NewServer(b.p.Handler(APIAuth{}))
+	defer api.Close()
+	run, c := b.startApproval(t)
+	status, body := apiCall(t, api, "POST", "/v1/approvals/"+c.ID, "", map[string]any{"decision": "deny", "arguments": map[string]any{"where": "x"}})
+	if status != http.StatusBadRequest || !strings.Contains(fmt.Sprint(body), "a deny takes none") {
+		t.Fatalf("deny with arguments: %d %v; want 400", status, body)
+	}
+	status, body = apiCall(t, api, "POST", "/v1/approvals/"+c.ID, "", map[string]any{"decision": "deny", "reason": "no", "arguments": nil})
+	if status != http.StatusAccepted {
+		t.Fatalf("deny with null arguments: %d %v; want 202", status, body)
+	}
+	done := b.wait(t, run.ID)
+	if done.Calls[0].Status != string(events.StatusDenied) || done.Answer != "not allowed" {
+		t.Fatalf("after the deny: call %+v, answer %q", done.Calls[0], done.Answer)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
@@ -155,6 +156,19 @@ func (p *Planner) postTools(w http.ResponseWriter, r *http.Request) {
 	}
 	run, err := p.ChangeTools(r.Context(), r.PathValue("id"), callerOf(r), c)
 	writeControl(w, p.assembled(r.Context(), run), err)
+}
+
+// calledNext dates the next call of the current step of a run whose calls run one after
+// another (parallel: false) from now, when the one before it has its result and it goes
+// out (dispatchNext): its calledAt and duration are its own, not its wait behind the
+// calls before it.
+func (r *Run) calledNext(now time.Time) {
+	for _, c := range r.stepCalls() {
+		if !c.Local && !c.Done() {
+			c.CalledAt = now
+			return
+		}
+	}
 }
 
 // dispatchNext publishes the next call of the current step of a run whose calls run one

@@ -348,4 +348,12 @@ steps:
 			t.Fatalf("call %d started before call %d finished: %+v", s.n, spans[i-1].n, spans)
 		}
 	}
+	// Each call's record is its own: it was called when the one before had finished, so
+	// its duration is not its wait behind the calls before it.
+	for i := 1; i < len(run.Calls); i++ {
+		prev, c := run.Calls[i-1], run.Calls[i]
+		if prev.FinishedAt == nil || c.CalledAt.Before(*prev.FinishedAt) {
+			t.Errorf("call %d calledAt %s, before call %d finished (%v)", i, c.CalledAt, i-1, prev.FinishedAt)
+		}
+	}
 }

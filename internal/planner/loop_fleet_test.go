@@ -3,6 +3,8 @@ package planner
 import (
 	"context"
 	"encoding/json"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -242,5 +244,25 @@ func TestLoopDetectionWarns(t *testing.T) {
 		if c.Status != "ok" || c.Local {
 			t.Fatalf("call %+v: a warned call must still run", c)
 		}
+	}
+	// Each warning is a loop_detected event naming the tool and the call, as the
+	// README's table says.
+	api := httptest.NewServer(b.p.Handler(APIAuth{}))
+	defer api.Close()
+	_, evs := readEvents(t, api.URL, run.ID, "")
+	var warned []string
+	for _, e := range evs {
+		if e.Event != "loop_detected" {
+			continue
+		}
+		d := checkEvent(t, run.ID, e)
+		var detail struct{ Tool, Action string }
+		if err := json.Unmarshal(d.Detail, &detail); err != nil || detail.Tool != "add" || detail.Action != string(LoopWarn) {
+			t.Errorf("loop_detected %s: want tool add and action warn", e.Data)
+		}
+		warned = append(warned, d.CallID)
+	}
+	if want := []string{callID(run.ID, 1, 0), callID(run.ID, 2, 0)}; !slices.Equal(warned, want) {
+		t.Errorf("loop_detected for calls %v, want %v", warned, want)
 	}
 }

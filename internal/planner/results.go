@@ -103,6 +103,9 @@ func (p *Planner) recordResult(ctx context.Context, m jetstream.Msg, res events.
 		}
 		c.FinishedAt = &finished
 		c.DurationMS = finished.Sub(c.CalledAt).Milliseconds()
+		if r.Sequential {
+			r.calledNext(now)
+		}
 		r.matchStop(c)
 		if res.Status != events.StatusOK {
 			r.Errors++
@@ -415,7 +418,7 @@ func (p *Planner) handleApprovalRequest(ctx context.Context, m jetstream.Msg) {
 // (403), since an approval lets the call run. The answer records who gave it: ans.By,
 // or the caller's identity when it is empty.
 func (p *Planner) Approve(ctx context.Context, callID string, caller events.Identity, ans events.ApprovalAnswer) error {
-	if err := checkDecision(ans); err != nil {
+	if err := checkDecision(&ans); err != nil {
 		return err
 	}
 	runID, ok := runOfCall(callID)
@@ -513,9 +516,15 @@ func (p *Planner) Approve(ctx context.Context, callID string, caller events.Iden
 	return nil
 }
 
-func checkDecision(ans events.ApprovalAnswer) error {
+func checkDecision(ans *events.ApprovalAnswer) error {
 	if ans.Decision != events.DecisionApprove && ans.Decision != events.DecisionDeny {
 		return requestErrorf("decision must be %q or %q, got %q", events.DecisionApprove, events.DecisionDeny, ans.Decision)
+	}
+	if strings.TrimSpace(string(ans.Arguments)) == "null" { // as good as none
+		ans.Arguments = nil
+	}
+	if ans.Decision == events.DecisionDeny && len(ans.Arguments) > 0 {
+		return requestErrorf("arguments replace a call's arguments on an approval; a deny takes none")
 	}
 	return nil
 }

@@ -67,12 +67,21 @@ func (p *Planner) modelAnswered(ctx context.Context, state *Run, step int, msg p
 		p.emit(ctx, state, eventToolError, step, c.ID, p.eventCall(c))
 	}
 	if state.Limits.LoopAction == LoopWarn {
-		// A warned loop runs the call: the warning is the step's.
+		// A warned loop runs the call: the warning is the step's, and names the tool
+		// ("<tool> was called N times in a row ...", step.go).
 		for _, w := range warnings {
-			if strings.HasSuffix(w, "times in a row with the same arguments") {
-				p.emit(ctx, state, eventLoopDetected, step, "", map[string]any{"action": LoopWarn, "message": w})
-				break
+			if !strings.HasSuffix(w, "times in a row with the same arguments") {
+				continue
 			}
+			data := map[string]any{"action": LoopWarn, "message": w}
+			callID := ""
+			for _, c := range calls {
+				if strings.HasPrefix(w, c.Name+" was called ") {
+					data["tool"], callID = c.Name, c.ID
+				}
+			}
+			p.emit(ctx, state, eventLoopDetected, step, callID, data)
+			break
 		}
 	}
 }
