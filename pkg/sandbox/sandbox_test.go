@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -169,7 +170,7 @@ func TestWritePathsAndNetwork(t *testing.T) {
 func execBash(script string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	b, err := execCommand(ctx, "bash", "-c", script)
+	b, err := exec.CommandContext(ctx, "bash", "-c", script).CombinedOutput()
 	return string(b), err
 }
 
