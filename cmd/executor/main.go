@@ -11,8 +11,12 @@ import (
 
 	"github.com/toolfleet/toolfleet/internal/executorcmd"
 	"github.com/toolfleet/toolfleet/internal/ops"
+	"github.com/toolfleet/toolfleet/pkg/sandbox"
 )
 
 func main() {
+	// First: in a sandbox launcher (a command tool started in its Landlock sandbox)
+	// this confines the process and execs the tool, and never returns.
+	sandbox.Init()
 	os.Exit(ops.Main("executor", os.Args[1:], executorcmd.Parse, executorcmd.Run))
 }

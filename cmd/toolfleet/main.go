@@ -22,8 +22,12 @@ import (
 
 	"github.com/toolfleet/toolfleet/internal/allinone"
 	"github.com/toolfleet/toolfleet/internal/ops"
+	"github.com/toolfleet/toolfleet/pkg/sandbox"
 )
 
 func main() {
+	// First: in a sandbox launcher (a command tool started in its Landlock sandbox)
+	// this confines the process and execs the tool, and never returns.
+	sandbox.Init()
 	os.Exit(ops.Main("toolfleet", os.Args[1:], allinone.Parse, allinone.Run))
 }

@@ -88,10 +88,7 @@ func (ex *Executor) park(ctx context.Context, j *job) {
 	}
 	// Published again on a redelivery (deduplicated by the call id): the request must
 	// exist once the call is acked.
-	reason := fmt.Sprintf("tool %q is not marked safe", j.def.Name)
-	if !j.def.Validated() && j.def.NoSchemaMode == tools.NoSchemaHumanApproval {
-		reason = fmt.Sprintf("tool %q takes unvalidated arguments (noSchemaMode human-approval)", j.def.Name)
-	}
+	reason := ex.waits[j.def.Name]
 	req := events.ApprovalRequest{Tool: j.def.Name, CallID: j.res.CallID, RunID: j.res.RunID, Arguments: j.ce.Call.Arguments,
 		Metadata: j.ce.Call.Metadata, Reason: reason, Validated: j.def.Validated(), ExpiresAt: exp, Caller: j.ce.Caller}
 	if ref := j.ce.Call.ArgumentsRef; ref != nil { // the approver reads them by reference too
@@ -222,6 +219,11 @@ func (ex *Executor) handleAnswer(runCtx context.Context, w *worker, msg jetstrea
 	}
 	ex.runAndAnswer(runCtx, j, hc)
 }
+
+// needsApproval reports whether the calls of tool wait for an approval: it is not safe,
+// takes unvalidated arguments under human-approval, or declares itself read-only where
+// its runner cannot confine it (tools.Registry.ApprovalReason).
+func (ex *Executor) needsApproval(tool string) bool { return ex.waits[tool] != "" }
 
 // approvalRecord is the audit record of answer ans (event e) to call c, carried in the
 // call's result: original arguments that went by reference are recorded by it.

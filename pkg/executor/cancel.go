@@ -99,7 +99,7 @@ func (ex *Executor) listenCancels(ctx context.Context, defs []tools.Definition) 
 		heard: map[cancelKey]events.Cancel{}, stored: map[string]bool{}, parkable: map[string]tools.Definition{},
 		subs: map[string]*nats.Subscription{}, reconnects: ex.nc.Stats().Reconnects}
 	for _, def := range defs { // filled before any subscription can call hear
-		if def.NeedsApproval() {
+		if ex.needsApproval(def.Name) {
 			c.parkable[def.Name] = def
 		}
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/executor"
+	"github.com/toolfleet/toolfleet/pkg/sandbox"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
@@ -37,6 +38,7 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	sandbox.Init() // tests run tools-file command tools; a sandboxed one needs the launcher
 	if url := os.Getenv(childURLEnv); url != "" {
 		os.Exit(runChildExecutor(url, os.Getenv(childLogEnv), os.Getenv(childIDEnv)))
 	}

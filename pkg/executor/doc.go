@@ -77,8 +77,11 @@
 //
 // # Approvals
 //
-// A call of an unsafe tool (Safe: false, or no schema with noSchemaMode human-approval)
-// is parked: stored in the toolfleet-approvals bucket, announced with an approval request
+// A call of a tool that needs an approval is parked: an unsafe tool (Safe: false), one
+// without a schema under noSchemaMode human-approval, or one that declares itself
+// read-only where its runner cannot confine it to reads (a POST HTTP tool, an MCP tool
+// without readOnlyHint: see [tools.Registry.ApprovalReason], whose reason the request
+// carries). It is stored in the toolfleet-approvals bucket, announced with an approval request
 // event on toolfleet.event.approval.requested.<tool>.<call>, and the call message is
 // acked. No slot is held while a human thinks, and nothing is lost when executors
 // restart. An answer published on the request's AnswerSubject — approve, deny, or

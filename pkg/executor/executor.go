@@ -44,6 +44,9 @@ type Executor struct {
 	workers   map[string]*worker
 	// secrets are each tool's resolved secrets, by tool name; see [tools.Secret].
 	secrets map[string]tools.Secrets
+	// waits says, by tool name, why its calls wait for an approval (absent: they run);
+	// set once in Run before any call is taken.
+	waits map[string]string
 
 	// runDone is closed when calls in flight are cancelled (the grace period is over):
 	// results still being retried then give up and their calls are handed back.
@@ -136,6 +139,12 @@ func (ex *Executor) Run(ctx context.Context) (err error) {
 	defer func() { stopBackground(); background.Wait() }()
 
 	defs := ex.reg.Definitions()
+	ex.waits = make(map[string]string)
+	for _, def := range defs {
+		if why := ex.reg.ApprovalReason(def.Name); why != "" {
+			ex.waits[def.Name] = why
+		}
+	}
 	// Cancels are heard before any call is taken.
 	if ex.cancels, err = ex.listenCancels(ctx, defs); err != nil {
 		return err
@@ -181,7 +190,7 @@ func (ex *Executor) Run(ctx context.Context) (err error) {
 	}
 	if startErr == nil {
 		for _, w := range ex.workers {
-			if w.def.NeedsApproval() {
+			if ex.needsApproval(w.def.Name) {
 				background.Go(func() { ex.sweepApprovals(bgCtx, w) })
 			}
 		}

@@ -97,7 +97,7 @@ func (ex *Executor) handleCall(ctx context.Context, w *worker, msg jetstream.Msg
 		ex.fail(j, tools.AsError(err, tools.CodeInvalidInput))
 		return
 	}
-	if w.def.NeedsApproval() {
+	if ex.needsApproval(w.def.Name) {
 		ex.park(ctx, j)
 		return
 	}
@@ -140,7 +140,7 @@ func (ex *Executor) answered(ctx context.Context, j *job) bool {
 // duplicate window: such a call runs again (tools run at least once), its second
 // result is refused (see [events.NewResult]): the call keeps one stored result.
 func (ex *Executor) mayBeAnswered(j *job) bool {
-	return j.deliveries > 1 || !j.def.IsIdempotent() || j.def.NeedsApproval() || ex.cfg.Sharded()
+	return j.deliveries > 1 || !j.def.IsIdempotent() || ex.needsApproval(j.def.Name) || ex.cfg.Sharded()
 }
 
 // runAndAnswer runs a hydrated call under ctx with its retries and publishes the result,

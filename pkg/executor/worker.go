@@ -56,7 +56,7 @@ func (ex *Executor) startWorker(ctx, runCtx context.Context, def tools.Definitio
 		}
 		w.consumers = append(w.consumers, consume)
 	}
-	if def.NeedsApproval() {
+	if ex.needsApproval(def.Name) {
 		ac, err := ex.cfg.ApprovalConsumer(def.Name)
 		if err != nil {
 			w.stop()

@@ -22,7 +22,11 @@
 // before it reaches the server. The outputSchema is not enforced.
 //
 // The server's annotations (readOnlyHint and the like) are hints from code toolfleet does
-// not control, so they decide nothing. What a tool may do is set in [Policy]: an imported
+// not control, so they grant nothing: they do not make a tool safe, nor read-only. One
+// of them restricts: a tool the [Policy] declares read-only (capabilities: read-only)
+// runs without an approval only when the server also declares readOnlyHint for it;
+// without the hint each call waits for an approval saying so (see
+// tools.Registry.ApprovalReason). What a tool may do is set in [Policy]: an imported
 // tool is unsafe (calls wait for an approval) and not idempotent (never run twice for
 // one call id) unless its [Override] or the server's default says otherwise; roles,
 // timeout, retry, tags and capabilities are set the same way. Every imported tool is

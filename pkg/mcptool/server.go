@@ -166,7 +166,7 @@ func Start(ctx context.Context, reg *tools.Registry, cfg Config) (*Server, error
 	}
 	if len(errs) == 0 {
 		for _, d := range defs {
-			if err := reg.AddFunc(d.def, s.runner(d.mcpName)); err != nil {
+			if err := reg.AddFunc(d.def, s.runner(d.mcpName), tools.WithConfinement(d.conf)); err != nil {
 				errs = append(errs, fmt.Errorf("mcptool: server %s: tool %s: %w", cfg.Name, d.mcpName, err))
 				continue
 			}
@@ -419,7 +419,7 @@ func (s *Server) apply(defs []candidate, refused map[string]string, ttl time.Dur
 			keep[d.def.Name] = true
 			continue
 		}
-		if err := s.reg.AddFunc(d.def, s.runner(d.mcpName)); err != nil {
+		if err := s.reg.AddFunc(d.def, s.runner(d.mcpName), tools.WithConfinement(d.conf)); err != nil {
 			refused[d.def.Name] = fmt.Sprintf("tool %s: %v", d.mcpName, err)
 			continue
 		}
@@ -475,7 +475,17 @@ func list(ctx context.Context, sess *mcp.ClientSession) ([]*mcp.Tool, time.Durat
 type candidate struct {
 	mcpName string
 	def     tools.Definition
-	key     []byte // the definition as JSON, to tell a change
+	conf    tools.Confinement // from the server's readOnlyHint
+	key     []byte            // the definition and the hint as JSON, to tell a change
+}
+
+// confinement is what keeps an imported tool that declares itself read-only (by the
+// tools file's capabilities) to reads: the server's own readOnlyHint for it, or nothing.
+func confinement(t *mcp.Tool) tools.Confinement {
+	if t.Annotations != nil && t.Annotations.ReadOnlyHint {
+		return tools.Confinement{Confined: true, Why: "the MCP server declares readOnlyHint for " + t.Name}
+	}
+	return tools.Confinement{Why: "the MCP server does not declare readOnlyHint for " + t.Name}
 }
 
 // definitions turns the listed tools into definitions, and says why each of the others
@@ -522,8 +532,12 @@ func (s *Server) definitions(listed []*mcp.Tool) ([]candidate, map[string]string
 			refused[name] = fmt.Sprintf("tool %s is refused: %v", t.Name, err)
 			continue
 		}
-		key, _ := json.Marshal(d)
-		out = append(out, candidate{mcpName: t.Name, def: d, key: key})
+		conf := confinement(t)
+		key, _ := json.Marshal(struct {
+			Def      tools.Definition
+			Confined bool
+		}{d, conf.Confined})
+		out = append(out, candidate{mcpName: t.Name, def: d, conf: conf, key: key})
 	}
 	return out, refused
 }

@@ -157,7 +157,9 @@ func (d Definition) NoSchema() NoSchemaMode {
 	return d.NoSchemaMode
 }
 
-// NeedsApproval reports whether a call must be approved before it runs.
+// NeedsApproval reports whether the definition alone makes a call wait for an approval
+// (not Safe, or unvalidated under human-approval). Where the tool runs, a read-only tool
+// its runner cannot confine waits too: see [Registry.ApprovalReason].
 func (d Definition) NeedsApproval() bool {
 	return !d.Safe || (!d.Validated() && d.NoSchemaMode == NoSchemaHumanApproval)
 }

@@ -72,13 +72,25 @@
 //   - [NoSchemaReadOnly] runs it, and is allowed only for a tool that declares it has no
 //     side effects with [CapabilityReadOnly] among its Capabilities; without it,
 //     registration fails with invalid_definition, saying what to add. The
-//     declaration is the author's word: toolfleet checks that it is made, not that
-//     it is true.
+//     declaration is then enforced where the tool runs (see "Read-only is enforced").
 //   - [NoSchemaHumanApproval] parks every call until a human approves it.
 //   - [NoSchemaFull] runs it with no further gate.
 //
 // Safe still applies on top: a read-only or full tool that is not Safe waits for
 // approval too.
+//
+// # Read-only is enforced
+//
+// A tool that declares [CapabilityReadOnly] (which noSchemaMode read-only requires) runs
+// only where something keeps it to reads; otherwise each call waits for an approval
+// ("side effects prohibited unless explicitly approved"). The runner says which, when it
+// registers the tool with [WithConfinement]: the tools-file adapters (package
+// toolsfile) run a command in a Landlock sandbox with no writes and no TCP (package
+// sandbox), count only GET and HEAD HTTP tools as reads, and an MCP tool only when its
+// server declares readOnlyHint for it. A Go tool registered without WithConfinement
+// keeps its author's word: its declaration is a promise the author makes.
+// [Registry.ApprovalReason] gives the executor's decision and the reason an approval
+// request carries.
 //
 // Names follow [NamePattern]. Schemas compile once, at registration, with draft 2020-12
 // unless they name draft-07 or 2019-09 in $schema; a $ref must point inside the schema ($defs,

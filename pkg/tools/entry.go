@@ -17,7 +17,10 @@ type entry struct {
 	response  *jsonschema.Schema // nil without a ResponseSchema
 	fastResp  *fastSchema
 	callbacks Callbacks // from WithCallbacks; typed hooks are consulted per call
-	impl      impl
+	// confinement is how the runner keeps a read-only tool to reads (WithConfinement);
+	// nil for a Go tool, whose declaration is its author's promise.
+	confinement *Confinement
+	impl        impl
 }
 
 // impl is what kind of tool an entry is: a typed struct, a function or a composite.
@@ -45,7 +48,8 @@ func newEntry(def Definition, im impl, opts []Option) (*entry, error) {
 	// slice does. The copy is byte for byte.
 	def.Parameters = bytes.Clone(def.Parameters)
 	def.ResponseSchema = bytes.Clone(def.ResponseSchema)
-	e := &entry{def: def, impl: im, callbacks: collectOptions(opts).callbacks}
+	o := collectOptions(opts)
+	e := &entry{def: def, impl: im, callbacks: o.callbacks, confinement: o.confinement}
 	if len(def.Parameters) > 0 {
 		sch, err := compileSchema(def.Name, "parameters", def.Parameters)
 		if err != nil {

@@ -52,7 +52,8 @@ func NewRegistry(opts ...RegistryOption) *Registry {
 type Option func(*toolOptions)
 
 type toolOptions struct {
-	callbacks Callbacks
+	callbacks   Callbacks
+	confinement *Confinement // from WithConfinement
 }
 
 // WithCallbacks attaches callbacks to a tool; see [Callbacks] for their order and rules.

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/toolfleet/toolfleet/pkg/sandbox"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
@@ -48,6 +49,7 @@ func (s *Spec) check(base string) []string {
 		p = append(p, "both command and http: a tool has one runner")
 	case s.Command != nil:
 		p = append(p, s.Command.check(base)...)
+		p = append(p, s.Command.checkSandbox(base, d.ReadOnly())...)
 	default:
 		p = append(p, s.HTTP.check()...)
 	}
@@ -146,10 +148,10 @@ func (h *HTTP) check() []string {
 		p = append(p, fmt.Sprintf("http: url %q must be an absolute http or https URL", h.URL))
 	}
 	switch strings.ToUpper(h.Method) {
-	case "", http.MethodPost, http.MethodPut, http.MethodPatch:
+	case "", http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodGet, http.MethodHead:
 		h.Method = strings.ToUpper(h.Method)
 	default:
-		p = append(p, fmt.Sprintf("http: method %q: the arguments travel in the body, so use POST, PUT or PATCH", h.Method))
+		p = append(p, fmt.Sprintf("http: method %q: use POST, PUT or PATCH (the arguments as the body) or GET or HEAD (as query parameters)", h.Method))
 	}
 	for _, n := range h.PassEnv {
 		if !envName.MatchString(n) {
@@ -169,5 +171,47 @@ func (h *HTTP) check() []string {
 	if h.Timeout < 0 || h.MaxResponseBytes < 0 {
 		p = append(p, "http: timeout and maxResponseBytes cannot be negative")
 	}
+	return p
+}
+
+// checkSandbox checks the sandbox option and sets the policy the process runs under:
+// the option's, or for a read-only tool the read-only one (with the option's read
+// paths). Paths are resolved against base, cleaned, and must exist: Landlock grants
+// access to existing files and directories only.
+func (c *Command) checkSandbox(base string, readOnly bool) []string {
+	if c.Sandbox == nil && !readOnly {
+		return nil
+	}
+	var p []string
+	var pol sandbox.Policy
+	if c.Sandbox != nil {
+		pol = *c.Sandbox
+	}
+	for _, list := range []struct {
+		what  string
+		paths []string
+	}{{"read", pol.Read}, {"write", pol.Write}} {
+		for i, path := range list.paths {
+			if path == "" {
+				p = append(p, fmt.Sprintf("command: sandbox: %s path %d is empty", list.what, i+1))
+				continue
+			}
+			if !filepath.IsAbs(path) {
+				path = filepath.Join(base, path)
+			}
+			path = filepath.Clean(path)
+			if _, err := os.Stat(path); err != nil {
+				p = append(p, fmt.Sprintf("command: sandbox: %s path %s does not exist (or cannot be reached): Landlock grants only existing paths", list.what, list.paths[i]))
+			}
+			list.paths[i] = path
+		}
+	}
+	if readOnly && len(pol.Write) > 0 {
+		p = append(p, `command: sandbox: a tool that declares itself read-only ("capabilities": ["read-only"]) cannot be granted write paths`)
+	}
+	if readOnly && pol.Network {
+		p = append(p, `command: sandbox: a tool that declares itself read-only ("capabilities": ["read-only"]) cannot be granted the network`)
+	}
+	c.policy = &pol
 	return p
 }

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/toolfleet/toolfleet/pkg/sandbox"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
@@ -56,7 +57,9 @@ func (c *Command) run(ctx context.Context, tool string, secrets []tools.Secret, 
 	// "text file busy": the program was being written when another process forked (its
 	// copy of the write descriptor lives until that child execs). It passes in a moment.
 	for try := range 4 {
-		cmd = exec.CommandContext(runCtx, c.Argv[0], c.Argv[1:]...)
+		if cmd, err = c.command(runCtx); err != nil {
+			return nil, tools.Wrap(tools.CodeToolFailedPermanent, err, fmt.Sprintf("tool %s: cannot start %s: %v", tool, c.Argv[0], err))
+		}
 		cmd.Dir = c.Dir
 		cmd.Env = env
 		cmd.Stdin = bytes.NewReader(args)
@@ -110,6 +113,15 @@ func (c *Command) run(ctx context.Context, tool string, secrets []tools.Secret, 
 		return nil, tools.Errorf(tools.CodeToolFailedPermanent, "tool %s: command wrote more than %d bytes to stdout", tool, stdout.max)
 	}
 	return outputValue(stdout.buf.Bytes()), nil
+}
+
+// command is the process that runs the tool: its program directly, or through the
+// sandbox launcher when the tool runs sandboxed.
+func (c *Command) command(ctx context.Context) (*exec.Cmd, error) {
+	if c.policy == nil {
+		return exec.CommandContext(ctx, c.Argv[0], c.Argv[1:]...), nil
+	}
+	return sandbox.Command(ctx, *c.policy, c.Argv[0], c.Argv[1:]...)
 }
 
 // environ is the process's whole environment: the passed-through variables, the fixed

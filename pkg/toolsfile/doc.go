@@ -21,6 +21,10 @@
 //	      passEnv: [PATH, LANG]          # all the process sees of the executor's environment
 //	      env: {MODE: strict}            # plus these
 //	      timeout: 5s                    # then the process group is killed
+//	      sandbox:                       # optional: a Landlock sandbox (see below)
+//	        read: [/srv/dictionaries]    # read besides the system paths, the program, dir
+//	        write: [./scratch]           # write only here (and /dev/null)
+//	        network: false               # no TCP connect or bind (the default)
 //	  - name: weather
 //	    parameters: {type: object, properties: {city: {type: string}}, required: [city]}
 //	    secrets:
@@ -35,9 +39,39 @@
 // a duplicate name, a missing schema without allowNoSchema and a noSchemaMode,
 // noSchemaMode read-only on a tool without "capabilities": ["read-only"], a program
 // that does not exist or cannot be executed, a header that references a variable not in
-// passEnv or a secret the tool does not declare, a malformed or duplicate secret.
-// [Register] then adds the tools to a registry, whose rules also apply (the
-// schema compiles, no remote $ref).
+// passEnv or a secret the tool does not declare, a malformed or duplicate secret, a
+// sandbox path that does not exist, a read-only tool granted sandbox writes or the
+// network. [Register] then adds the tools to a registry, whose rules also apply (the
+// schema compiles, no remote $ref), and refuses a sandboxed tool (read-only, or with
+// the sandbox option) on a kernel whose Landlock cannot enforce its sandbox, or in a
+// program that did not call sandbox.Init.
+//
+// # Read-only tools and the sandbox
+//
+// A tool that declares itself read-only ("capabilities": ["read-only"], which
+// noSchemaMode read-only requires) runs only where it is kept to reads; otherwise each
+// call waits for an approval whose reason says why (see tools.Registry.ApprovalReason):
+//   - a command runs in the read-only Landlock sandbox (package sandbox): it may read
+//     the system's paths (/bin, /sbin, /usr, /lib*, /etc, /opt, /proc, /dev), its
+//     program, its working directory and its sandbox read paths; it may write nothing
+//     but /dev/null, and may neither connect nor bind a TCP socket. A write or a connect
+//     fails inside the program (permission denied). It needs Landlock ABI 4 (Linux ≥
+//     6.7); with less, Register refuses the tool and the executor does not start: it is
+//     never run unconfined;
+//   - an HTTP tool counts as reads with method GET or HEAD only; a read-only POST, PUT
+//     or PATCH tool waits for an approval for every call;
+//   - an MCP tool counts as reads only when its server declares readOnlyHint for it.
+//
+// Any command tool may ask for a sandbox of its own with sandbox: read and write list
+// files or directories (everything beneath), relative to the tools file's directory;
+// each must exist when the file is loaded (Landlock grants existing paths only).
+// network: true allows TCP; without it TCP connect and bind are denied (ABI 4), with
+// it ABI 3 (Linux ≥ 6.2) is enough. UDP is confined only from Landlock ABI 10. A
+// sandboxed command is started through the executor's own binary, re-executed as a
+// launcher that confines itself and then execs the program (about 15 ms more per call
+// on a 2-core machine); the process group, timeout, kill and output limits are as for
+// any command. The launcher exits with code 125 (sandbox.ExitSetup) and says why on
+// stderr when it cannot confine itself or start the program.
 //
 // # The command contract
 //
@@ -83,8 +117,11 @@
 // # The HTTP contract
 //
 // The arguments are POSTed (or PUT, PATCH) as application/json with the headers
-// Toolfleet-Tool, Toolfleet-Call-Id, Toolfleet-Run-Id and Toolfleet-Attempt. The answer
-// maps to:
+// Toolfleet-Tool, Toolfleet-Call-Id, Toolfleet-Run-Id and Toolfleet-Attempt. With method
+// GET or HEAD there is no body: each member of the arguments object becomes a query
+// parameter added to the URL's own (a string as it is, a number or boolean as its JSON
+// text, an array as one parameter per element, an object as its JSON text, null not at
+// all). The answer maps to:
 //
 //	2xx                  the body is the output, by the same rule as a command's stdout
 //	408, 429, 5xx        tool_error: retried by the tool's policy
@@ -125,7 +162,8 @@
 //
 // An override (under defaults or tools) sets safe, idempotent, final, roles, timeout,
 // retry, tags, capabilities and, per tool, name. The server's own annotations
-// (readOnlyHint, ...) decide nothing.
+// (readOnlyHint, ...) grant nothing; readOnlyHint only lets a tool declared read-only
+// here run without an approval (see "Read-only tools and the sandbox").
 //
 // [LoadFile] checks a server as it checks a tool (its program, URL, variables and the
 // secrets its headers use) without connecting; [Load] refuses a file with mcpServers,

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"regexp"
 	"strconv"
@@ -49,7 +50,7 @@ func (h *HTTP) httpClient() *http.Client {
 	return h.client
 }
 
-// run POSTs the arguments and maps the answer:
+// run sends the arguments (POST by default) and maps the answer:
 //
 //	2xx                      the body is the output (the same rule as a command's stdout)
 //	408, 429, 5xx            tool_error: retried by the default policy
@@ -59,15 +60,10 @@ func (h *HTTP) httpClient() *http.Client {
 func (h *HTTP) run(ctx context.Context, tool string, args json.RawMessage) (any, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeoutOr(h.Timeout))
 	defer cancel()
-	method := h.Method
-	if method == "" {
-		method = http.MethodPost
-	}
-	req, err := http.NewRequestWithContext(ctx, method, h.URL, bytes.NewReader(args))
+	req, err := h.request(ctx, args)
 	if err != nil {
-		return nil, tools.Wrap(tools.CodeInvalidDefinition, err, fmt.Sprintf("tool %s: %v", tool, err))
+		return nil, tools.Wrap(tools.CodeInvalidInput, err, fmt.Sprintf("tool %s: %v", tool, err))
 	}
-	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	for k, v := range h.Headers {
 		v, err := expandHeader(ctx, v)
@@ -113,6 +109,67 @@ func (h *HTTP) run(ctx context.Context, tool string, args json.RawMessage) (any,
 	default:
 		return nil, &tools.Error{Code: tools.CodeToolFailedPermanent, Message: msg, Err: se}
 	}
+}
+
+func (h *HTTP) method() string {
+	if h.Method == "" {
+		return http.MethodPost
+	}
+	return h.Method
+}
+
+// request is the request that carries args: as the JSON body, or for GET and HEAD as
+// query parameters added to the URL's own (see queryOf).
+func (h *HTTP) request(ctx context.Context, args json.RawMessage) (*http.Request, error) {
+	method := h.method()
+	if method != http.MethodGet && method != http.MethodHead {
+		req, err := http.NewRequestWithContext(ctx, method, h.URL, bytes.NewReader(args))
+		if err == nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		return req, err
+	}
+	u, err := url.Parse(h.URL)
+	if err != nil {
+		return nil, err
+	}
+	q := u.Query()
+	if err := queryOf(args, q); err != nil {
+		return nil, err
+	}
+	u.RawQuery = q.Encode()
+	return http.NewRequestWithContext(ctx, method, u.String(), nil)
+}
+
+// queryOf adds the members of the arguments object to q: a string as it is, a number or
+// a boolean as its JSON text, an array as one parameter per element (by the same rule),
+// an object as its JSON text; null adds nothing.
+func queryOf(args json.RawMessage, q url.Values) error {
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(args, &members); err != nil {
+		return fmt.Errorf("a GET or HEAD tool takes a JSON object of query parameters: %w", err)
+	}
+	add := func(k string, v json.RawMessage) {
+		var s string
+		switch {
+		case string(v) == "null":
+		case json.Unmarshal(v, &s) == nil:
+			q.Add(k, s)
+		default:
+			q.Add(k, string(bytes.TrimSpace(v)))
+		}
+	}
+	for k, v := range members {
+		var list []json.RawMessage
+		if json.Unmarshal(v, &list) == nil {
+			for _, e := range list {
+				add(k, e)
+			}
+			continue
+		}
+		add(k, v)
+	}
+	return nil
 }
 
 // expandHeader replaces each ${NAME} in a header value with the executor's variable and

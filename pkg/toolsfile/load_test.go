@@ -148,7 +148,12 @@ func TestLoadRefusesBadFiles(t *testing.T) {
 		{"bad env name", "t.yaml", "tools:\n  - {name: x, " + schema + ", command: {argv: [./ok.sh], passEnv: ['A-B']}}", []string{`passEnv "A-B"`}},
 		{"bad duration", "t.yaml", "tools:\n  - {name: x, " + schema + ", command: {argv: [./ok.sh], timeout: soon}}", []string{`duration "soon"`}},
 		{"http URL not absolute", "t.yaml", "tools:\n  - {name: x, " + schema + ", http: {url: /relative}}", []string{"absolute http or https URL"}},
-		{"http GET", "t.yaml", "tools:\n  - {name: x, " + schema + ", http: {url: 'http://a', method: GET}}", []string{`method "GET"`}},
+		{"http DELETE", "t.yaml", "tools:\n  - {name: x, " + schema + ", http: {url: 'http://a', method: DELETE}}", []string{`method "DELETE"`, "GET or HEAD"}},
+		{"sandbox path missing", "t.yaml", "tools:\n  - {name: x, " + schema + ", command: {argv: [./ok.sh], sandbox: {read: [nowhere], write: [/no/such/dir]}}}",
+			[]string{"sandbox: read path nowhere does not exist", "sandbox: write path /no/such/dir does not exist"}},
+		{"sandbox unknown field", "t.yaml", "tools:\n  - {name: x, " + schema + ", command: {argv: [./ok.sh], sandbox: {net: true}}}", []string{`unknown field "net"`}},
+		{"read-only tool granted writes", "t.yaml", "tools:\n  - {name: x, allowNoSchema: true, noSchemaMode: read-only, capabilities: [read-only], command: {argv: [./ok.sh], sandbox: {write: [.], network: true}}}",
+			[]string{"read-only", "cannot be granted write paths", "cannot be granted the network"}},
 		{"header env not allowed", "t.yaml", "tools:\n  - {name: x, " + schema + ", http: {url: 'http://a', headers: {Authorization: 'Bearer ${TOKEN}'}}}", []string{"references ${TOKEN}, which is not in passEnv"}},
 		{"a tool that is not an object", "t.yaml", "tools:\n  - just a string", []string{"a tool is an object"}},
 	}

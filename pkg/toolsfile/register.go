@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 
 	"github.com/rs/zerolog"
 
 	"github.com/toolfleet/toolfleet/pkg/mcptool"
+	"github.com/toolfleet/toolfleet/pkg/sandbox"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
@@ -26,6 +28,9 @@ func Register(reg *tools.Registry, specs []Spec) error {
 		if (s.Command == nil) == (s.HTTP == nil) {
 			errs = append(errs, fmt.Errorf("%w %s: a tool needs exactly one runner, command or http", ErrInvalidFile, s.Source))
 		}
+		if err := s.checkSandboxSupport(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", s.Source, err))
+		}
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
@@ -33,7 +38,7 @@ func Register(reg *tools.Registry, specs []Spec) error {
 	var added []string
 	for i := range specs {
 		s := &specs[i]
-		if err := reg.AddFunc(s.Definition, s.Run); err != nil {
+		if err := reg.AddFunc(s.Definition, s.Run, tools.WithConfinement(s.confinement())); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", s.Source, err))
 			continue
 		}
@@ -63,4 +68,45 @@ func (f *File) Start(ctx context.Context, reg *tools.Registry, log zerolog.Logge
 		return nil, err
 	}
 	return servers, nil
+}
+
+// landlockABI is the kernel's Landlock ABI, as the checks at registration see it (a
+// test pretends a kernel without it).
+var landlockABI = sandbox.ABI
+
+// checkSandboxSupport refuses a tool that runs sandboxed where the sandbox cannot be
+// had: the kernel's Landlock is missing or too old for the policy, or the program did
+// not call sandbox.Init. Such a tool is never run unconfined.
+func (s *Spec) checkSandboxSupport() error {
+	if s.Command == nil || s.Command.policy == nil {
+		return nil
+	}
+	what := "its sandbox option"
+	if s.Definition.ReadOnly() {
+		what = "it declares itself read-only, so it runs in the read-only sandbox, and"
+	}
+	abi, _ := landlockABI()
+	if err := s.Command.policy.CheckABI(abi); err != nil {
+		return fmt.Errorf("tool %q cannot be served: %s %w", s.Definition.Name, what, err)
+	}
+	if !sandbox.Initialized() {
+		return fmt.Errorf("tool %q cannot be served: %s %w", s.Definition.Name, what, sandbox.ErrNoInit)
+	}
+	return nil
+}
+
+// confinement says how the runner keeps a tool that declares itself read-only to
+// reads: a command by the read-only sandbox, an HTTP endpoint by GET or HEAD.
+func (s *Spec) confinement() tools.Confinement {
+	switch {
+	case s.Command != nil && s.Command.policy != nil && len(s.Command.policy.Write) == 0 && !s.Command.policy.Network:
+		return tools.Confinement{Confined: true, Why: "a command in the read-only Landlock sandbox (no writes, no TCP)"}
+	case s.Command != nil:
+		return tools.Confinement{Why: "a command outside the read-only sandbox"}
+	case s.HTTP != nil && (s.HTTP.Method == http.MethodGet || s.HTTP.Method == http.MethodHead):
+		return tools.Confinement{Confined: true, Why: "an HTTP tool sending " + s.HTTP.Method}
+	case s.HTTP != nil:
+		return tools.Confinement{Why: fmt.Sprintf("an HTTP tool sending %s, which may change what it reaches (only GET and HEAD count as reads)", s.HTTP.method())}
+	}
+	return tools.Confinement{}
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/toolfleet/toolfleet/pkg/sandbox"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
@@ -49,6 +50,17 @@ type Command struct {
 	Timeout tools.Duration `json:"timeout,omitempty"`
 	// MaxOutputBytes is the largest stdout accepted. Zero: 1 MiB.
 	MaxOutputBytes int64 `json:"maxOutputBytes,omitempty"`
+	// Sandbox, when set, runs the process in a Landlock sandbox (package sandbox): it
+	// may read the system's paths, its program, its working directory and Sandbox.Read,
+	// write only Sandbox.Write (and /dev/null), and use TCP only with network: true.
+	// Paths are relative to the tools file's directory and must exist. A tool that
+	// declares itself read-only always runs sandboxed, with no write path and no
+	// network; Sandbox may then add read paths only.
+	Sandbox *sandbox.Policy `json:"sandbox,omitempty"`
+
+	// policy is the sandbox the process runs in, nil for none: Sandbox, or the read-only
+	// one (set by check).
+	policy *sandbox.Policy
 }
 
 // HTTP runs a tool as an HTTP endpoint: the JSON arguments are the request body, the
@@ -56,7 +68,9 @@ type Command struct {
 type HTTP struct {
 	// URL is the endpoint, http or https.
 	URL string `json:"url"`
-	// Method is POST (the default), PUT or PATCH.
+	// Method is POST (the default), PUT or PATCH, which send the arguments as the body,
+	// or GET or HEAD, which send them as query parameters (see the package doc). Only
+	// GET and HEAD count as reads for a tool that declares itself read-only.
 	Method string `json:"method,omitempty"`
 	// Headers are sent with every request; a value may reference ${NAME} for a variable
 	// listed in PassEnv, read from the executor's environment per call, and

@@ -66,7 +66,7 @@ type (
 
 // NewServer returns the test server and its counts. Its tools:
 //
-//	add {a, b}   structured output {sum}
+//	add {a, b}   structured output {sum}; annotated readOnlyHint
 //	echo {text}  the text, as one text content item
 //	fail {}      isError, with the text "boom"
 //	picture {}   a text and an image content item
@@ -78,7 +78,7 @@ type (
 func NewServer(onCrash func()) (*mcp.Server, *Counts) {
 	counts := &Counts{m: map[string]int{}}
 	s := mcp.NewServer(&mcp.Implementation{Name: "toolfleet-test", Version: "1"}, nil)
-	mcp.AddTool(s, &mcp.Tool{Name: "add", Description: "Add two integers."},
+	mcp.AddTool(s, &mcp.Tool{Name: "add", Description: "Add two integers.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(_ context.Context, _ *mcp.CallToolRequest, in AddIn) (*mcp.CallToolResult, AddOut, error) {
 			counts.add("add")
 			return nil, AddOut{Sum: in.A + in.B}, nil
