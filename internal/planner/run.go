@@ -63,6 +63,11 @@ const (
 // message, the calls it made and how the previous step's calls ended; tool outputs stay
 // in the results stream where the executors stored them, referenced by call id.
 // [Planner.Get] and [Planner.Wait] return the run assembled from those parts.
+//
+// Usage, Cost and its steps are what the run used itself; Nested what its nested runs
+// used (theirs included). [Run.Own] and [Run.Tree] sum them; GET /v1/runs/{id} shows
+// both (usage, tokens, cost, steps; treeUsage, treeTokens, treeCost, treeSteps), and a
+// run's budgets hold for its tree (see the package doc).
 type Run struct {
 	ID string `json:"id"`
 	// ParentID and ParentCallID are set on a nested run: its answer becomes the result of
