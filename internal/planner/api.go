@@ -366,6 +366,13 @@ type RunView struct {
 	// Cost is what the run has cost so far (see PriceTable); CostBudget its budget.
 	Cost       float64 `json:"cost"`
 	CostBudget float64 `json:"costBudget,omitempty"`
+	// The run's tree totals: what it and its nested runs (theirs included) used so far,
+	// which its budgets are checked against; for a run without nested runs, its own
+	// (steps, tokens, usage, cost).
+	TreeSteps  int            `json:"treeSteps"`
+	TreeTokens int            `json:"treeTokens"`
+	TreeUsage  provider.Usage `json:"treeUsage"`
+	TreeCost   float64        `json:"treeCost"`
 	// Run control: who canceled it and why; its tool set (absent: the catalog) and the
 	// tools disabled for its next steps; how many times it was continued.
 	Canceled *RunCancel `json:"canceled,omitempty"`
@@ -380,6 +387,8 @@ func view(r *Run) RunView {
 		Tokens: r.Usage.Total(), Usage: r.Usage, Warnings: r.Warnings, Metadata: r.Metadata, Tenant: r.Tenant, Role: r.Role,
 		CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt, Offered: r.Offered, Cost: r.Cost, CostBudget: r.Limits.CostBudget,
 		Canceled: r.Canceled, Tools: r.Tools, Disabled: r.Disabled, Turn: r.Turn}
+	tree := r.Tree()
+	v.TreeSteps, v.TreeTokens, v.TreeUsage, v.TreeCost = tree.Steps, tree.Usage.Total(), tree.Usage, tree.Cost
 	if v.Calls == nil {
 		v.Calls = []*CallRecord{}
 	}

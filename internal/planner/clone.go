@@ -77,6 +77,7 @@ func (c *CallRecord) clone() *CallRecord {
 	cc.ArgumentsOriginal = cloneRaw(c.ArgumentsOriginal)
 	cc.ArgumentsRef = clonePtr(c.ArgumentsRef)
 	cc.FinishedAt = clonePtr(c.FinishedAt)
+	cc.Nested = clonePtr(c.Nested)
 	return &cc
 }
 

@@ -92,24 +92,24 @@ func (p *Planner) priced(model string) bool {
 }
 
 // chargeStep counts the cost of the step's calls about to go to the fleet. Under a cost
-// budget that they would exceed (the model's answer is counted already), none of them
+// budget that they would exceed with the run's tree's cost (its own and its nested
+// runs'; the model's answer is counted already), none of them
 // is sent: each is answered with cost_budget and the run ends with that termination. It
 // reports whether the run ended. It runs before the step is stored, so the step's calls
 // are never dispatched.
 func (p *Planner) chargeStep(r *Run, now time.Time) bool {
-	var calls float64
-	for _, c := range r.stepCalls() {
-		if !c.Local && !c.Done() {
-			calls += p.cfg.Prices.Tools[c.Name]
-		}
-	}
+	calls := p.callsPrice(r)
 	budget := r.Limits.CostBudget
-	if budget <= 0 || r.Cost+calls <= budget+costEpsilon {
+	if budget <= 0 || r.treeCost()+calls <= budget+costEpsilon {
 		r.Cost += calls
 		return false
 	}
-	detail := fmt.Sprintf("the run has cost %.6g of its budget of %.6g; its step %d (the model's answer, and %.6g for its calls) would take it over",
-		r.Cost, budget, r.Step, calls)
+	spent := fmt.Sprintf("the run has cost %.6g", r.Cost)
+	if r.hasNested() {
+		spent = fmt.Sprintf("the run and its nested runs have cost %.6g", r.treeCost())
+	}
+	detail := fmt.Sprintf("%s of its budget of %.6g; its step %d (the model's answer, and %.6g for its calls) would take it over",
+		spent, budget, r.Step, calls)
 	for _, c := range r.stepCalls() {
 		if !c.Local && !c.Done() {
 			c.answerLocal(string(events.StatusError), tools.Errorf(codeCostBudget,
@@ -122,11 +122,3 @@ func (p *Planner) chargeStep(r *Run, now time.Time) bool {
 
 // costEpsilon absorbs floating-point error in budget comparisons.
 const costEpsilon = 1e-12
-
-// overCostBudget says why the run may not ask the model again, or "".
-func (r *Run) overCostBudget() string {
-	if b := r.Limits.CostBudget; b > 0 && r.Cost >= b-costEpsilon {
-		return fmt.Sprintf("the run has cost %.6g of its budget of %.6g", r.Cost, b)
-	}
-	return ""
-}

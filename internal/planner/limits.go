@@ -26,16 +26,19 @@ const (
 // Limits bound one run. Zero fields take the defaults below; out-of-range values are
 // refused by Validate so that a bad request gets a 400, not a run that never ends.
 type Limits struct {
-	// MaxSteps bounds the model calls of a run. Default 10, at most 100.
+	// MaxSteps bounds the model calls of a run's turn, its nested runs' included.
+	// Default 10, at most 1000.
 	MaxSteps int `json:"maxSteps,omitempty"`
-	// Timeout bounds the run's wall-clock time. Default 5m, at most 24h.
+	// Timeout bounds the run's wall-clock time. Default 5m, at most 24h. A nested run
+	// ends by its parent's deadline at the latest.
 	Timeout tools.Duration `json:"timeout,omitempty"`
-	// TokenBudget bounds input+output tokens over all steps. 0 means none.
+	// TokenBudget bounds input+output tokens over all steps of the run and its nested
+	// runs. 0 means none.
 	TokenBudget int `json:"tokenBudget,omitempty"`
-	// CostBudget bounds the run's cost (Run.Cost, in the planner's price table's
-	// currency). It is checked before each model call and before a step's calls are
-	// sent: a step whose calls would exceed it is not dispatched. 0 means none; a
-	// budget needs a price for the run's model.
+	// CostBudget bounds the cost of the run and its nested runs (Run.Tree, in the
+	// planner's price table's currency). It is checked before each model call and
+	// before a step's calls are sent: a step whose calls would exceed it is not
+	// dispatched. 0 means none; a budget needs a price for the run's model.
 	CostBudget float64 `json:"costBudget,omitempty"`
 	// ErrorThreshold ends the run when this many tool calls have failed. Default 5. The
 	// first invalid call of each tool is a free repair and does not count.
@@ -46,6 +49,7 @@ type Limits struct {
 	// LoopAction is what to do on a loop. Default inject.
 	LoopAction LoopAction `json:"loopAction,omitempty"`
 	// MaxDepth bounds nested runs (a run started by a tool of another run). Default 3.
+	// A nested run's budgets are what its parent has left when it starts (budget.go).
 	MaxDepth int `json:"maxDepth,omitempty"`
 	// ContextBudget bounds, in bytes, each tool output as the model sees it. An output
 	// over it is replaced, in the model's context only, by a JSON object holding its

@@ -49,7 +49,8 @@ var agentRegistry = func() *tools.Registry {
 	return r
 }()
 
-// checkAgentCall validates a run_agent call: its arguments, the depth limit, and that the
+// checkAgentCall validates a run_agent call: its arguments, the depth limit, that the
+// run's tree has some of each budget left for the child to draw from, and that the
 // child's tools are within the parent's.
 func (p *Planner) checkAgentCall(r *Run, c *CallRecord) *tools.Error {
 	call, err := agentRegistry.Hydrate(AgentToolName, c.Arguments)
@@ -59,6 +60,9 @@ func (p *Planner) checkAgentCall(r *Run, c *CallRecord) *tools.Error {
 	c.Arguments = call.Arguments()
 	if r.Depth+1 > r.Limits.MaxDepth {
 		return tools.Errorf(tools.CodeDenied, "nested runs are limited to a depth of %d; this run is at depth %d", r.Limits.MaxDepth, r.Depth)
+	}
+	if err := r.noBudgetForChild(); err != nil {
+		return err
 	}
 	var a agentArgs
 	if err := json.Unmarshal(c.Arguments, &a); err != nil {
@@ -100,7 +104,8 @@ func (p *Planner) startChild(ctx context.Context, parent *Run, c *CallRecord) er
 	}
 	req := StartRequest{
 		Messages: []provider.Message{{Role: provider.RoleUser, Text: a.Task}},
-		Model:    model, Tools: scoped, Limits: parent.Limits, Metadata: parent.Metadata,
+		// The child draws from what the parent has left (budget.go).
+		Model: model, Tools: scoped, Limits: parent.childLimits(p.cfg.Now()), Metadata: parent.Metadata,
 		Caller: parent.caller(), // a nested run acts for the same caller
 	}
 	if parent.Sequential {

@@ -352,6 +352,10 @@ func (p *Planner) afterDone(ctx context.Context, run *Run) error {
 	if run.ParentID == "" {
 		return nil
 	}
+	// Its last charge reaches its ancestors before its answer lets its parent go on.
+	if _, err := p.rollUp(ctx, run, 0); err != nil {
+		return err
+	}
 	return p.answerParent(ctx, run)
 }
 

@@ -63,6 +63,11 @@ const (
 // message, the calls it made and how the previous step's calls ended; tool outputs stay
 // in the results stream where the executors stored them, referenced by call id.
 // [Planner.Get] and [Planner.Wait] return the run assembled from those parts.
+//
+// Usage, Cost and its steps are what the run used itself; Nested what its nested runs
+// used (theirs included). [Run.Own] and [Run.Tree] sum them; GET /v1/runs/{id} shows
+// both (usage, tokens, cost, steps; treeUsage, treeTokens, treeCost, treeSteps), and a
+// run's budgets hold for its tree (see the package doc).
 type Run struct {
 	ID string `json:"id"`
 	// ParentID and ParentCallID are set on a nested run: its answer becomes the result of
@@ -114,6 +119,15 @@ type Run struct {
 	Cost float64 `json:"cost,omitempty"`
 	// StepUsage is the last model answer's usage.
 	StepUsage provider.Usage `json:"stepUsage,omitzero"`
+	// Nested is what the run's nested runs used, their own nested runs included, as
+	// charged to this run while they run (budget.go): the run's tree totals (GET
+	// /v1/runs/{id}'s treeUsage, treeCost, treeSteps) are its own plus Nested, and its
+	// budgets are checked against them. TreeSeq counts the changes of its tree totals,
+	// so that its parent keeps the latest of its charges; NestedTurn is Nested's steps
+	// when the current turn began, for MaxSteps.
+	Nested     Totals     `json:"nested,omitzero"`
+	TreeSeq    int        `json:"treeSeq,omitempty"`
+	NestedTurn nestedTurn `json:"nestedTurn,omitzero"`
 	// StopWhen and StopHook are the run's custom stop conditions (stop.go); StopMatch
 	// is the condition a call of the current step matched, until the step completes.
 	StopWhen  []StopCondition `json:"stopWhen,omitempty"`
@@ -245,6 +259,10 @@ type CallRecord struct {
 	// ArgumentsRef is set when the arguments were larger than the claim-check size: they
 	// are stored once as a payload, and the call went to the fleet by this reference.
 	ArgumentsRef *events.PayloadRef `json:"argumentsRef,omitempty"`
+
+	// Nested, on a run_agent call, is the tree totals of the nested run it started (what
+	// that run and its own nested runs used) as last charged to this run.
+	Nested *NestedCharge `json:"nested,omitempty"`
 
 	// Local marks a call answered by the planner itself (invalid input, unknown tool,
 	// loop warning, nested run), never published to the fleet.

@@ -62,6 +62,9 @@ func (p *Planner) start(ctx context.Context, req StartRequest, id string, parent
 		run.ParentID, run.ParentCallID, run.Depth = parent.ID, parentCall, parent.Depth+1
 		// What narrowed the parent narrows its sub-agent (auth.go).
 		run.Actors = slices.Clone(parent.Actors)
+		if !parent.Deadline.IsZero() && (run.Deadline.IsZero() || run.Deadline.After(parent.Deadline)) {
+			run.Deadline = parent.Deadline // a nested run ends by its parent's time
+		}
 	}
 	run.Sequential = req.Parallel != nil && !*req.Parallel
 	p.startRunSpan(ctx, run, parent)

@@ -110,10 +110,20 @@ func (p *Planner) stepFrom(ctx context.Context, cl claim, b stepBase, step int) 
 	if t, detail := p.stopBeforeModel(run); t != "" {
 		return p.end(ctx, b, step, t, detail)
 	}
+	if run.ParentID != "" {
+		t, detail, err := p.ancestorsStop(ctx, run)
+		if err != nil {
+			return err
+		}
+		if t != "" {
+			return p.end(ctx, b, step, t, detail)
+		}
+	}
 	stored, err := p.recorded(ctx, cl, run, step)
 	if err != nil {
 		return err
 	}
+	var charged *Run // the state whose totals reserveStep charged to the run's ancestors
 	if stored == nil {
 		if t, detail := p.askStopHook(ctx, cl, run); t != "" {
 			return p.end(ctx, b, step, t, detail)
@@ -149,6 +159,13 @@ func (p *Planner) stepFrom(ctx context.Context, cl claim, b stepBase, step int) 
 		// leaves, in the step's record, written once; the compare-and-set then makes the
 		// recorded step (this replica's, or another's that recorded it first) part of the run.
 		rec := p.newStepRecord(run, resp, offered, now)
+		if run.ParentID != "" {
+			// Charged to the runs it is nested in before its calls go out (budget.go).
+			if err := p.reserveStep(ctx, rec, now); err != nil {
+				return err
+			}
+			charged = rec.State
+		}
 		stored, err = p.rlog.writeStep(ctx, runID, rec)
 		if err != nil {
 			if isPermanent(err) {
@@ -188,6 +205,7 @@ func (p *Planner) stepFrom(ctx context.Context, cl claim, b stepBase, step int) 
 			return err
 		}
 	}
+	base := run.TreeSeq // the run's tree totals as the step found them
 	run, err = b.update(ctx, p, step, func(r *Run) (bool, error) {
 		if r.canceledAt(step) {
 			return r.keepCanceledStep(&state), nil // its calls went out: they are the run's
@@ -195,9 +213,10 @@ func (p *Planner) stepFrom(ctx context.Context, cl claim, b stepBase, step int) 
 		if r.Status == StatusDone || r.Step != step || len(r.stepCalls()) > 0 || r.Recorded > step {
 			return false, nil // another replica took the step meanwhile
 		}
-		ctl, deadline := r.runControls, r.Deadline
+		ctl, deadline, tree := r.runControls, r.Deadline, r.treeState()
 		*r = state
 		r.keepControls(ctl, deadline) // what callers changed while the model answered
+		r.keepNested(base, tree)      // and nested runs' charges
 		r.Calls = slices.Clone(state.Calls)
 		return true, nil
 	})
@@ -212,6 +231,13 @@ func (p *Planner) stepFrom(ctx context.Context, cl claim, b stepBase, step int) 
 	}
 	if sent != nil && run.Termination == TerminationCanceled {
 		p.cancelCalls(ctx, run, state.stepCalls()) // canceled while its calls went out
+	}
+	if run.ParentID != "" && run.Status == StatusRunning &&
+		(charged == nil || charged.TreeSeq != run.TreeSeq || charged.Tree() != run.Tree()) {
+		// Another replica's record of the step was stored, or charges came meanwhile.
+		if _, err := p.rollUp(ctx, run, 0); err != nil {
+			return err
+		}
 	}
 	if run.Status == StatusDone || len(run.stepCalls()) == 0 {
 		return p.afterChange(ctx, run)
@@ -317,10 +343,10 @@ func (p *Planner) stopBeforeModel(r *Run) (Termination, string) {
 	switch {
 	case !r.Deadline.IsZero() && !now.Before(r.Deadline):
 		return TerminationTimeout, fmt.Sprintf("the run's time limit of %s is up", r.Limits.Timeout.D())
-	case r.Step-r.TurnStart >= r.Limits.MaxSteps: // steps count per continuation
-		return TerminationMaxSteps, fmt.Sprintf("the run used its %d steps", r.Limits.MaxSteps)
-	case r.Limits.TokenBudget > 0 && r.Usage.Total() >= r.Limits.TokenBudget:
-		return TerminationTokenBudget, fmt.Sprintf("the run used %d tokens of its budget of %d", r.Usage.Total(), r.Limits.TokenBudget)
+	case r.stepsStop() != "": // steps count per continuation, its nested runs' too
+		return TerminationMaxSteps, r.stepsStop()
+	case r.tokensStop() != "": // the tree's tokens: its own and its nested runs'
+		return TerminationTokenBudget, r.tokensStop()
 	case r.Errors >= r.Limits.ErrorThreshold:
 		return TerminationErrorThreshold, fmt.Sprintf("%d tool calls failed (threshold %d)", r.Errors, r.Limits.ErrorThreshold)
 	case r.overCostBudget() != "":
@@ -375,6 +401,9 @@ func (p *Planner) applyModelResponse(r *Run, resp *provider.Response, now time.T
 	r.Usage = r.Usage.Add(resp.Usage)
 	r.StepUsage = resp.Usage
 	r.Cost += p.modelCost(r.Model, resp.Usage)
+	if r.ParentID != "" {
+		r.TreeSeq++ // its next charge to the runs it is nested in (budget.go)
+	}
 	msg := resp.Message
 	if len(msg.ToolCalls) == 0 && r.ToolChoice.Mode == provider.ChoiceRequired {
 		if slices.Contains(r.RetriedSteps, r.Step-1) {
@@ -449,7 +478,9 @@ func (p *Planner) checkCall(r *Run, c *CallRecord, now time.Time) {
 	if c.Name == AgentToolName {
 		if err := p.checkAgentCall(r, c); err != nil {
 			c.answerLocal(string(events.StatusError), err, now)
-			r.Errors++
+			if !budgetCode(err.Code) { // the run ends by that budget at its next step
+				r.Errors++
+			}
 		}
 		return
 	}

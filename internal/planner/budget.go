@@ -1,0 +1,313 @@
+package planner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/toolfleet/toolfleet/internal/provider"
+	"github.com/toolfleet/toolfleet/pkg/events"
+	"github.com/toolfleet/toolfleet/pkg/tools"
+)
+
+// Budgets over a tree of runs: a nested run (run_agent) draws from what its ancestors
+// have left, and its usage counts against each of them as it happens.
+//
+// Each run keeps its own usage (Usage, Cost, its steps) and Nested, what its nested
+// runs used; its tree totals are the sum. A nested run's tree totals are charged to its
+// parent's control state by compare-and-set, on the parent's run_agent call that started
+// it (CallRecord.Nested, with the charge's sequence number TreeSeq), and the parent's
+// Nested changes by the difference; the parent's own tree totals then go to its parent
+// the same way, up to the root (at most Limits.MaxDepth, ≤ 10, writes). A charge carries
+// the totals, not an increment: repeating one (a step taken again after a crash) changes
+// nothing, a later one replaces an earlier one whatever order they arrive in, and a
+// charge that was lost is made good by the next. A run's value stays the same size: the
+// parent keeps one charge per call of its current step.
+
+// Totals is what a run used: its model's tokens, its cost (model and tool calls, see
+// PriceTable), and the model's steps.
+type Totals struct {
+	Usage provider.Usage `json:"usage"`
+	Cost  float64        `json:"cost,omitempty"`
+	Steps int            `json:"steps,omitempty"`
+}
+
+func (t Totals) plus(o Totals) Totals {
+	return Totals{Usage: t.Usage.Add(o.Usage), Cost: t.Cost + o.Cost, Steps: t.Steps + o.Steps}
+}
+
+func (t Totals) minus(o Totals) Totals {
+	return Totals{Usage: provider.Usage{InputTokens: t.Usage.InputTokens - o.Usage.InputTokens,
+		OutputTokens: t.Usage.OutputTokens - o.Usage.OutputTokens}, Cost: t.Cost - o.Cost, Steps: t.Steps - o.Steps}
+}
+
+// NestedCharge is a nested run's tree totals as charged to its parent; Seq is the
+// nested run's TreeSeq when they were, so that the parent keeps the latest.
+type NestedCharge struct {
+	Seq int `json:"seq"`
+	Totals
+}
+
+// nestedTurn is the steps of a run's Nested when its turn Turn began (MaxSteps counts
+// per turn).
+type nestedTurn struct {
+	Turn  int `json:"turn,omitempty"`
+	Steps int `json:"steps,omitempty"`
+}
+
+// Own returns what the run itself used.
+func (r *Run) Own() Totals { return Totals{Usage: r.Usage, Cost: r.Cost, Steps: r.stepsTaken()} }
+
+// Tree returns what the run and its nested runs used: its own totals plus Nested. For a
+// run without nested runs it is its own.
+func (r *Run) Tree() Totals { return r.Own().plus(r.Nested) }
+
+// treeTokens and treeCost are the parts of Tree the budgets check, without counting
+// steps.
+func (r *Run) treeTokens() int   { return r.Usage.Total() + r.Nested.Usage.Total() }
+func (r *Run) treeCost() float64 { return r.Cost + r.Nested.Cost }
+func (r *Run) nestedSteps() int  { return r.Nested.Steps - r.nestedTurnBase() }
+func (r *Run) hasNested() bool   { return r.Nested != Totals{} }
+func (r *Run) nestedTurnBase() int {
+	if r.NestedTurn.Turn == r.Turn {
+		return r.NestedTurn.Steps
+	}
+	return r.Nested.Steps // charged in an earlier turn: none in this one yet
+}
+
+// stepsUsed is how many model steps the run's tree took in its current turn: its own
+// (the current one included once the model answered it) and its nested runs'.
+func (r *Run) stepsUsed() int {
+	n := r.Step - r.TurnStart
+	if r.Status == StatusRunning && len(r.stepCalls()) > 0 {
+		n++
+	}
+	return n + r.nestedSteps()
+}
+
+// stepsStop, tokensStop and costStop say why the run's tree may not ask a model again,
+// or "": its steps (this turn's), tokens or cost reached its limits.
+func (r *Run) stepsStop() string {
+	if n := r.stepsUsed(); n >= r.Limits.MaxSteps {
+		if r.nestedSteps() > 0 {
+			return fmt.Sprintf("the run and its nested runs used its %d steps", r.Limits.MaxSteps)
+		}
+		return fmt.Sprintf("the run used its %d steps", r.Limits.MaxSteps)
+	}
+	return ""
+}
+
+func (r *Run) tokensStop() string {
+	if b := r.Limits.TokenBudget; b > 0 && r.treeTokens() >= b {
+		if r.hasNested() {
+			return fmt.Sprintf("the run and its nested runs used %d tokens of its budget of %d (%d its own)", r.treeTokens(), b, r.Usage.Total())
+		}
+		return fmt.Sprintf("the run used %d tokens of its budget of %d", r.Usage.Total(), b)
+	}
+	return ""
+}
+
+// overCostBudget says why the run may not ask the model again, or "".
+func (r *Run) overCostBudget() string {
+	if b := r.Limits.CostBudget; b > 0 && r.treeCost() >= b-costEpsilon {
+		if r.hasNested() {
+			return fmt.Sprintf("the run and its nested runs have cost %.6g of its budget of %.6g (%.6g its own)", r.treeCost(), b, r.Cost)
+		}
+		return fmt.Sprintf("the run has cost %.6g of its budget of %.6g", r.Cost, b)
+	}
+	return ""
+}
+
+// childLimits are the limits of a nested run r starts now: r's, with each budget cut to
+// what r's tree has left of it, and its time limit to r's. Nothing left of a budget is
+// refused before (noBudgetForChild); the floors here only keep a limit valid should the
+// tree have spent it meanwhile, and every ancestor's own check stops the run then.
+func (r *Run) childLimits(now time.Time) Limits {
+	l := r.Limits
+	l.MaxSteps = max(l.MaxSteps-r.stepsUsed(), 1)
+	if l.TokenBudget > 0 {
+		l.TokenBudget = max(l.TokenBudget-r.treeTokens(), 1)
+	}
+	if l.CostBudget > 0 {
+		l.CostBudget = max(l.CostBudget-r.treeCost(), 2*costEpsilon)
+	}
+	if !r.Deadline.IsZero() {
+		if left := r.Deadline.Sub(now); left < l.Timeout.D() {
+			l.Timeout = tools.Duration(max(left, time.Millisecond)) // the deadline itself is capped at start
+		}
+	}
+	return l
+}
+
+// noBudgetForChild refuses a run_agent call of r when r's tree has nothing left of a
+// budget for the nested run to draw from; nil when it has.
+func (r *Run) noBudgetForChild() *tools.Error {
+	const why = "no sub-agent was started: "
+	switch {
+	case r.stepsUsed() >= r.Limits.MaxSteps:
+		return tools.Errorf(codeMaxSteps, why+"this run and its nested runs used its %d steps", r.Limits.MaxSteps)
+	case r.Limits.TokenBudget > 0 && r.treeTokens() >= r.Limits.TokenBudget:
+		return tools.Errorf(codeTokenBudget, why+"this run and its nested runs used %d tokens of its budget of %d", r.treeTokens(), r.Limits.TokenBudget)
+	case r.Limits.CostBudget > 0 && r.treeCost() >= r.Limits.CostBudget-costEpsilon:
+		return tools.Errorf(codeCostBudget, why+"this run and its nested runs have cost %.6g of its budget of %.6g", r.treeCost(), r.Limits.CostBudget)
+	}
+	return nil
+}
+
+// Error codes of a call refused for a budget of the run's tree.
+const (
+	codeTokenBudget tools.Code = "token_budget"
+	codeMaxSteps    tools.Code = "max_steps"
+)
+
+// budgetCode reports whether code refuses a call for a budget of the run's tree.
+func budgetCode(code tools.Code) bool {
+	return code == codeTokenBudget || code == codeMaxSteps || code == codeCostBudget
+}
+
+// ancestorsStop checks, before a nested run asks its model, the budgets of every run it
+// is nested in against their trees' totals, read fresh: the termination and why when one
+// of them has none left, or "". (The run's own limits were cut to what its parent had
+// left when it started, but siblings running beside it draw from the same budgets.)
+func (p *Planner) ancestorsStop(ctx context.Context, r *Run) (Termination, string, error) {
+	for id := r.ParentID; id != ""; {
+		a, _, err := p.runs.get(ctx, id)
+		if errors.Is(err, errRunNotFound) {
+			return "", "", nil
+		}
+		if err != nil {
+			return "", "", err
+		}
+		t, why := Termination(""), ""
+		switch {
+		case a.stepsStop() != "":
+			t, why = TerminationMaxSteps, a.stepsStop()
+		case a.tokensStop() != "":
+			t, why = TerminationTokenBudget, a.tokensStop()
+		case a.overCostBudget() != "":
+			t, why = TerminationCostBudget, a.overCostBudget()
+		}
+		if t != "" {
+			return t, fmt.Sprintf("run %s, which this run is nested in, has nothing left: %s", a.ID, why), nil
+		}
+		id = a.ParentID
+	}
+	return "", "", nil
+}
+
+// rollUp charges run's tree totals to its ancestors, its parent first: the parent keeps
+// them on the run_agent call that started run, its Nested changes by the difference, and
+// its own tree totals go on to its parent. reserve is the price of the calls run is
+// about to send, included in its totals: an ancestor whose cost budget the charge would
+// take over refuses it (changing nothing), and rollUp returns that ancestor. The charges
+// it made below that ancestor stay until run's next charge (see reserveStep) replaces
+// them; until then they count, so a sibling may be refused for them, never let through.
+func (p *Planner) rollUp(ctx context.Context, run *Run, reserve float64) (refusedBy *Run, err error) {
+	from, charge := run, NestedCharge{Seq: run.TreeSeq, Totals: run.Tree()}
+	for from.ParentID != "" {
+		refused := false
+		parent, err := p.runs.update(ctx, from.ParentID, func(r *Run) (bool, error) {
+			refused = false
+			c := r.call(from.ParentCallID)
+			if c == nil || c.Name != AgentToolName {
+				return false, nil // the parent moved on: it had the run's answer, after its last charge
+			}
+			var old Totals
+			if c.Nested != nil {
+				if c.Nested.Seq > charge.Seq || c.Nested.Seq == charge.Seq && c.Nested.Totals == charge.Totals {
+					return false, nil // this charge, or a later one, is in
+				}
+				old = c.Nested.Totals
+			}
+			nested := r.Nested.plus(charge.minus(old))
+			if b := r.Limits.CostBudget; reserve > 0 && b > 0 && r.Cost+nested.Cost > b+costEpsilon {
+				refused = true
+				return false, nil
+			}
+			if r.NestedTurn.Turn != r.Turn {
+				r.NestedTurn = nestedTurn{Turn: r.Turn, Steps: r.Nested.Steps}
+			}
+			r.Nested = nested
+			c.Nested = &NestedCharge{Seq: charge.Seq, Totals: charge.Totals}
+			r.TreeSeq++
+			return true, nil
+		})
+		if errors.Is(err, errRunNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("charge run %s to run %s: %w", run.ID, from.ParentID, err)
+		}
+		if refused {
+			return parent, nil
+		}
+		from, charge = parent, NestedCharge{Seq: parent.TreeSeq, Totals: parent.Tree()}
+	}
+	return nil, nil
+}
+
+// reserveStep charges a nested run's step to its ancestors before the step is stored and
+// its calls sent: rec.State has the model's answer and the price of the step's calls in
+// its totals. An ancestor whose cost budget the calls would take over refuses them: none
+// is sent (each is answered cost_budget, in the record too), the run ends with
+// cost_budget, and its totals without them are charged instead.
+func (p *Planner) reserveStep(ctx context.Context, rec *stepRecord, now time.Time) error {
+	st := rec.State
+	reserve := p.callsPrice(st)
+	by, err := p.rollUp(ctx, st, reserve)
+	if err != nil || by == nil {
+		return err
+	}
+	budget := by.Limits.CostBudget
+	refuse := func(c *CallRecord) {
+		if !c.Local && !c.Done() && c.Step == st.Step {
+			c.answerLocal(string(events.StatusError), tools.Errorf(codeCostBudget,
+				"%s was not run: the cost budget of %.6g of run %s, which this run is nested in, would be exceeded", c.Name, budget, by.ID), now)
+		}
+	}
+	for _, c := range rec.Calls {
+		refuse(c)
+	}
+	for _, c := range st.Calls {
+		refuse(c)
+	}
+	st.Cost -= reserve
+	st.TreeSeq++
+	st.finish(TerminationCostBudget, fmt.Sprintf(
+		"run %s, which this run is nested in, has cost %.6g of its budget of %.6g with its nested runs; this run's step %d (%.6g for its calls) would take it over",
+		by.ID, by.treeCost(), budget, st.Step, reserve), now)
+	_, err = p.rollUp(ctx, st, 0)
+	return err
+}
+
+// callsPrice is the price of the current step's calls that go to the fleet.
+func (p *Planner) callsPrice(r *Run) float64 {
+	var sum float64
+	for _, c := range r.stepCalls() {
+		if !c.Local && !c.Done() {
+			sum += p.cfg.Prices.Tools[c.Name]
+		}
+	}
+	return sum
+}
+
+// treeState is the part of a run's control state its nested runs' charges change.
+type treeState struct {
+	seq    int
+	nested Totals
+	turn   nestedTurn
+}
+
+func (r *Run) treeState() treeState { return treeState{r.TreeSeq, r.Nested, r.NestedTurn} }
+
+// keepNested keeps, in a step's state built from the run as it was loaded (base: its
+// TreeSeq then), the charges of nested runs that reached the stored run meanwhile
+// (stored: the stored run's treeState).
+func (r *Run) keepNested(base int, stored treeState) {
+	if stored.seq == base {
+		return
+	}
+	r.Nested, r.NestedTurn = stored.nested, stored.turn
+	r.TreeSeq = max(stored.seq, r.TreeSeq) + 1
+}
