@@ -34,6 +34,7 @@ func (r *Run) clone() *Run {
 	c.StopWhen = slices.Clone(r.StopWhen)
 	c.StopHook = clonePtr(r.StopHook)
 	c.StopMatch = clonePtr(r.StopMatch)
+	c.PolicyHook = clonePtr(r.PolicyHook)
 	c.Repaired = slices.Clone(r.Repaired)
 	c.Warnings = slices.Clone(r.Warnings)
 	c.Offered = cloneOffered(r.Offered)
@@ -74,6 +75,7 @@ func (c *CallRecord) clone() *CallRecord {
 	cc.Error = cloneToolError(c.Error)
 	cc.Approval = cloneApproval(c.Approval)
 	cc.ArgumentsOriginal = cloneRaw(c.ArgumentsOriginal)
+	cc.Policy = clonePolicy(c.Policy)
 	cc.ArgumentsRef = clonePtr(c.ArgumentsRef)
 	cc.FinishedAt = clonePtr(c.FinishedAt)
 	return &cc
