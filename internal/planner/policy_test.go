@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
+	"github.com/toolfleet/toolfleet/pkg/executor"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
@@ -62,9 +63,15 @@ func setupPolicy(t *testing.T, scripts map[string]string) *policyBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := pb.nc.Flush(); err != nil { // the hook listens before anyone asks
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
 	silent, err := pb.nc.Subscribe("hooks.silent", func(*nats.Msg) {})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pb.nc.Flush(); err != nil { // the hook listens before anyone asks
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = silent.Unsubscribe() })
@@ -214,5 +221,66 @@ steps:
 	if child.PolicyHook == nil || child.PolicyHook.Subject != "hooks.policy" || len(child.Calls) != 1 ||
 		child.Calls[0].Status != string(events.StatusDenied) || len(pb.runs()) != 0 {
 		t.Fatalf("child run hook %+v, calls %+v, tool ran %v", child.PolicyHook, child.Calls, pb.runs())
+	}
+}
+
+// A call the run's policy hook modified asks for its approval with the hook's
+// arguments, and an approval (without new arguments) keeps them: the call record shows
+// what ran and the model's beside it.
+func TestRunPolicyHookThenApproval(t *testing.T) {
+	b := setup(t, map[string]string{"main": approvalScript})
+	sub, err := b.nc.Subscribe("hooks.deletes", func(m *nats.Msg) {
+		_ = m.Respond([]byte(`{"decision":"modify","reason":"dry runs only","arguments":{"where":"staging-copy"}}`))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.nc.Flush(); err != nil { // the hook listens before anyone asks
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	run, err := b.p.Start(b.ctx, StartRequest{Input: "clean up", Tools: []string{"delete_all"}, PolicyHook: &PolicyHook{Subject: "hooks.deletes"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := b.awaitApproval(t, run.ID)
+	if err := b.p.Approve(b.ctx, c.ID, events.ApprovalAnswer{Decision: events.DecisionApprove, By: "ann"}); err != nil {
+		t.Fatal(err)
+	}
+	got := b.wait(t, run.ID).Calls[0]
+	if got.Status != "ok" || !strings.Contains(string(got.Output), "staging-copy") ||
+		string(got.Arguments) != `{"where":"staging-copy"}` || string(got.ArgumentsOriginal) != `{"where":"staging"}` ||
+		got.Approval == nil || got.Approval.By != "ann" || len(got.Policy) != 1 {
+		t.Fatalf("call %s output %s arguments %s (original %s), approval %+v, policy %+v",
+			got.Status, got.Output, got.Arguments, got.ArgumentsOriginal, got.Approval, got.Policy)
+	}
+}
+
+// A tool's own policy hook (asked by its executor) is recorded on the run's call from the
+// result: its decision, and the arguments that ran beside the model's.
+func TestToolPolicyHookInARun(t *testing.T) {
+	b := setup(t, map[string]string{"main": `
+steps:
+  - calls: [{name: greet, arguments: {name: world}}]
+  - text: done
+`})
+	sub, err := b.nc.Subscribe("hooks.greet", func(m *nats.Msg) {
+		_ = m.Respond([]byte(`{"decision":"modify","arguments":{"name":"everyone"}}`))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.nc.Flush(); err != nil { // the hook listens before anyone asks
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	startExecutor(t, b, tools.Definition{Name: "greet", Description: "Greets.", Safe: true,
+		Parameters: json.RawMessage(`{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}`)},
+		func(_ context.Context, args json.RawMessage) (any, error) { return args, nil },
+		executor.WithPolicyHook("greet", events.Hook{Subject: "hooks.greet"}))
+	c := b.run(t, StartRequest{Input: "hi", Tools: []string{"greet"}}).Calls[0]
+	if c.Status != "ok" || string(c.Arguments) != `{"name":"everyone"}` || string(c.ArgumentsOriginal) != `{"name":"world"}` ||
+		len(c.Policy) != 1 || c.Policy[0].Level != events.PolicyLevelTool || c.Policy[0].Decision != events.PolicyModify {
+		t.Fatalf("call %s arguments %s (original %s), policy %+v", c.Status, c.Arguments, c.ArgumentsOriginal, c.Policy)
 	}
 }

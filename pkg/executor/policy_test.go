@@ -29,6 +29,7 @@ func TestPolicyHookBeforeApproval(t *testing.T) {
 		_ = m.Respond([]byte(answer))
 	})
 	must(t, err)
+	must(t, b.nc.Flush()) // the hook listens before anyone asks
 	defer sub.Unsubscribe()
 	var written sync.Map
 	b.start(t, writeRegistry(t, &written), executor.WithApprovalTimeout(time.Minute),

@@ -80,9 +80,15 @@ func TestToolsFilePolicyHook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := fx.NC.Flush(); err != nil { // the hook listens before anyone asks
+		t.Fatal(err)
+	}
 	defer sub.Unsubscribe()
 	silent, err := fx.NC.Subscribe("hooks.silent", func(*nats.Msg) {})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fx.NC.Flush(); err != nil { // the hook listens before anyone asks
 		t.Fatal(err)
 	}
 	defer silent.Unsubscribe()
