@@ -48,6 +48,9 @@ type Config struct {
 	HTTPAllowlist []string
 	// ToolsFile is a tools file to serve beside the built-ins; empty for none.
 	ToolsFile string
+	// PolicyHooks are the policy hooks of the tools file's tools, by tool: [Config.Tools]
+	// returns them, and [New] makes the executor ask them.
+	PolicyHooks map[string]events.Hook
 	// Ops is the ops server's address and the log level, as in every program.
 	Ops ops.Config
 	// GracePeriod is how long in-flight calls may finish after SIGTERM.
@@ -162,7 +165,8 @@ func (c Config) BuiltinConfig() builtin.Config {
 
 // Registry builds the registry the executor serves: the built-ins, then the tools file's
 // tools. A tools file tool may not take a built-in's name. A tools file that declares
-// mcpServers is refused here (their tools exist only once connected): use [Config.Tools].
+// mcpServers (their tools exist only once connected) or policy hooks (a registry does
+// not carry them) is refused here: use [Config.Tools].
 func (c Config) Registry() (*tools.Registry, error) {
 	reg, err := c.builtins()
 	if err != nil {
@@ -173,6 +177,10 @@ func (c Config) Registry() (*tools.Registry, error) {
 		if err != nil {
 			return nil, err
 		}
+		if len(toolsfile.PolicyHooks(specs)) > 0 {
+			// Served without them, the tools would run unasked: refused, not ignored.
+			return nil, fmt.Errorf("%w %s: its tools declare policy hooks, which only Config.Tools returns for the executor to ask", toolsfile.ErrInvalidFile, c.ToolsFile)
+		}
 		if err := toolsfile.Register(reg, specs); err != nil {
 			return nil, err
 		}
@@ -180,34 +188,37 @@ func (c Config) Registry() (*tools.Registry, error) {
 	return nonEmpty(reg)
 }
 
-// Tools builds the registry the executor serves, as [Config.Registry] does, and starts
-// the tools file's MCP servers: it connects to each (retrying up to its connectTimeout)
+// Tools builds the registry the executor serves, as [Config.Registry] does, with the
+// policy hooks of the tools file's tools (set them as the Config's PolicyHooks before
+// [New]), and starts the tools file's MCP servers: it connects to each (retrying up to its connectTimeout)
 // and registers its tools, or fails saying which server and why; ctx bounds the start.
 // The servers run, and keep their tools fresh in the registry, until they are closed:
 // close them once the executor has stopped (its calls in flight may need them).
 // onChange (nil: none) hears of each later change of a server's tools; the registry has
 // it already, but a running executor serves only the tools it started with (see [Run]).
-func (c Config) Tools(ctx context.Context, log zerolog.Logger, onChange func(server string, c mcptool.Change)) (*tools.Registry, toolsfile.MCPServers, error) {
+func (c Config) Tools(ctx context.Context, log zerolog.Logger, onChange func(server string, c mcptool.Change)) (*tools.Registry, map[string]events.Hook, toolsfile.MCPServers, error) {
 	reg, err := c.builtins()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	var servers toolsfile.MCPServers
+	var hooks map[string]events.Hook
 	if c.ToolsFile != "" {
 		file, err := toolsfile.LoadFile(c.ToolsFile)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		servers, err = file.Start(ctx, reg, log, onChange)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
+		hooks = toolsfile.PolicyHooks(file.Tools)
 	}
 	if _, err := nonEmpty(reg); err != nil {
 		servers.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return reg, servers, nil
+	return reg, hooks, servers, nil
 }
 
 func (c Config) builtins() (*tools.Registry, error) {

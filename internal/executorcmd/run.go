@@ -35,7 +35,7 @@ import (
 func Run(ctx context.Context, c Config) error {
 	log := c.Ops.Logger("executor")
 	changed := make(chan struct{}, 1)
-	reg, servers, err := c.Tools(ctx, log, func(server string, ch mcptool.Change) {
+	reg, hooks, servers, err := c.Tools(ctx, log, func(server string, ch mcptool.Change) {
 		if len(ch.Added)+len(ch.Updated)+len(ch.Removed) == 0 {
 			return
 		}
@@ -50,6 +50,7 @@ func Run(ctx context.Context, c Config) error {
 		return err
 	}
 	defer servers.Close()
+	c.PolicyHooks = hooks
 	part, err := ops.StartPart(c.Ops.Addr, c.NATS, log)
 	if err != nil {
 		return err
@@ -193,6 +194,9 @@ func New(nc *nats.Conn, reg *tools.Registry, c Config, metrics *prometheus.Regis
 	}
 	if metrics != nil {
 		opts = append(opts, executor.WithMetrics(metrics))
+	}
+	for tool, h := range c.PolicyHooks {
+		opts = append(opts, executor.WithPolicyHook(tool, h))
 	}
 	return executor.New(nc, reg, opts...)
 }

@@ -94,6 +94,17 @@
 // own limits); onError "stop" ends the run instead, for a hook that must see every
 // step. A hook's subject is a literal subject outside toolfleet.>, $> and _INBOX.>.
 //
+// A run may also bring a policy hook, StartRequest.PolicyHook ([PolicyHook], an
+// [events.Hook] like the stop hook): asked about each call of the run, and of its nested
+// runs, after the call is hydrated and the run's own refusals, before approvals and
+// before it is published, with an [events.PolicyRequest] (level "run"). It answers
+// allow, deny (the planner answers the call itself, status denied, with the reason) or
+// modify (the new arguments are hydrated again: invalid ones refuse the call with the
+// validator's messages, valid ones go out and CallRecord.ArgumentsOriginal keeps the
+// model's). The decisions are stored with the step's record, in CallRecord.Policy
+// (where a tool's own hook, asked by its executor, adds its decision from the result).
+// No usable answer in time is its onError: deny (the default) or allow.
+//
 // # Durability
 //
 // A run's state is in three places, none of which grows per write with the run's

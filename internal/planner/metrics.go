@@ -16,6 +16,7 @@ type metrics struct {
 	steps    prometheus.Counter
 	model    *prometheus.HistogramVec
 	tokens   *prometheus.CounterVec
+	policy   *prometheus.CounterVec
 }
 
 func newMetrics(r prometheus.Registerer) (*metrics, error) {
@@ -34,8 +35,11 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.01, 2.5, 10)}, []string{"model", "outcome"}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "toolfleet", Subsystem: "planner",
 			Name: "tokens_total", Help: "Tokens used, by model and kind (input or output)."}, []string{"model", "kind"}),
+		policy: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "toolfleet", Subsystem: "planner",
+			Name: "policy_decisions_total", Help: "Calls a run's policy hook decided on, by decision (allow, deny, modify, invalid: a modification the schema refused) and by whom (hook, or onError when the hook gave no usable answer)."},
+			[]string{"decision", "by"}),
 	}
-	for _, c := range []prometheus.Collector{m.started, m.finished, m.steps, m.model, m.tokens} {
+	for _, c := range []prometheus.Collector{m.started, m.finished, m.steps, m.model, m.tokens, m.policy} {
 		if err := r.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {
@@ -71,4 +75,10 @@ func (m *metrics) modelCall(model string, d time.Duration, u provider.Usage, err
 	m.model.WithLabelValues(model, outcome).Observe(d.Seconds())
 	m.tokens.WithLabelValues(model, "input").Add(float64(u.InputTokens))
 	m.tokens.WithLabelValues(model, "output").Add(float64(u.OutputTokens))
+}
+
+func (m *metrics) policyDecision(decision, by string) {
+	if m != nil {
+		m.policy.WithLabelValues(decision, by).Inc()
+	}
 }

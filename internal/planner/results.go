@@ -94,6 +94,7 @@ func (p *Planner) recordResult(ctx context.Context, m jetstream.Msg, res events.
 		c.NoSchemaMode = res.NoSchemaMode
 		// The executor's record is what was carried out (an answer over NATS, an expiry);
 		// the planner's own record of the same decision is kept.
+		c.addToolPolicy(res.Policy) // before the approval: the tool's hook was asked first
 		if a := res.Approval; a != nil && (c.Approval == nil || c.Approval.Decision != a.Decision) {
 			c.setApproval(a)
 		}
@@ -502,9 +503,7 @@ func (p *Planner) Approve(ctx context.Context, callID string, caller events.Iden
 				return false, nil
 			}
 			c.Approval = nil
-			if c.ArgumentsOriginal != nil {
-				c.Arguments, c.ArgumentsOriginal = c.ArgumentsOriginal, nil
-			}
+			c.undoApprovalArguments()
 			return true, nil
 		}); uerr != nil {
 			p.log.Warn().Err(uerr).Str("run_id", runID).Str("call_id", callID).Msg("taking back an approval that was not published")
@@ -552,15 +551,16 @@ func answerable(c *CallRecord) error {
 // setApproval records the decision on the call; when the approval modified the
 // arguments, Arguments become what runs and ArgumentsOriginal keeps what the model asked.
 func (c *CallRecord) setApproval(a *events.Approval) {
-	if c.ArgumentsOriginal != nil { // replacing a record that modified them
-		c.Arguments, c.ArgumentsOriginal = c.ArgumentsOriginal, nil
-	}
+	c.undoApprovalArguments() // replacing a record that modified them
 	c.Approval = a
 	if len(a.ArgumentsApproved) > 0 {
-		orig := c.Arguments
-		if orig == nil { // the control state keeps a call's arguments in its step's record
-			orig = a.ArgumentsOriginal
+		if c.ArgumentsOriginal == nil { // else a policy hook modified them: the model's are kept
+			orig := c.Arguments
+			if orig == nil { // the control state keeps a call's arguments in its step's record
+				orig = a.ArgumentsOriginal
+			}
+			c.ArgumentsOriginal = orig
 		}
-		c.ArgumentsOriginal, c.Arguments = orig, a.ArgumentsApproved
+		c.Arguments = a.ArgumentsApproved
 	}
 }

@@ -133,6 +133,8 @@ type Run struct {
 	StopWhen  []StopCondition `json:"stopWhen,omitempty"`
 	StopHook  *StopHook       `json:"stopHook,omitempty"`
 	StopMatch *stopMatch      `json:"stopMatch,omitempty"`
+	// PolicyHook is asked before each call of the run is published (policy.go).
+	PolicyHook *PolicyHook `json:"policyHook,omitempty"`
 	// Repaired lists tools whose one free repair (an invalid call answered with the
 	// validator's messages, not counted as an error) is used.
 	Repaired []string `json:"repaired,omitempty"`
@@ -255,6 +257,11 @@ type CallRecord struct {
 	// ArgumentsOriginal keeps the model's.
 	Approval          *events.Approval `json:"approval,omitempty"`
 	ArgumentsOriginal json.RawMessage  `json:"argumentsOriginal,omitempty"`
+	// Policy records the decisions of the policy hooks asked about the call, in order:
+	// the run's (by the planner), then its tool's (by the executor, from the result). A
+	// hook that modified the arguments replaced Arguments too; ArgumentsOriginal keeps
+	// the model's.
+	Policy []events.PolicyRecord `json:"policy,omitempty"`
 
 	// ArgumentsRef is set when the arguments were larger than the claim-check size: they
 	// are stored once as a payload, and the call went to the fleet by this reference.

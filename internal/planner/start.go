@@ -39,6 +39,10 @@ type StartRequest struct {
 	// NATS service asked after each step whether the run goes on (see stop.go).
 	StopWhen []StopCondition `json:"stopWhen,omitempty"`
 	StopHook *StopHook       `json:"stopHook,omitempty"`
+	// PolicyHook is a NATS service asked before each call of the run goes to the fleet
+	// whether it may: allow, deny, or modify its arguments (see policy.go). Nested runs
+	// inherit it.
+	PolicyHook *PolicyHook `json:"policyHook,omitempty"`
 	// Parallel false runs a step's calls one after another, in the model's order (each
 	// is published when the one before has its result); absent or true: all at once.
 	Parallel *bool `json:"parallel,omitempty"`
@@ -65,6 +69,7 @@ func (p *Planner) start(ctx context.Context, req StartRequest, id string, parent
 		if !parent.Deadline.IsZero() && (run.Deadline.IsZero() || run.Deadline.After(parent.Deadline)) {
 			run.Deadline = parent.Deadline // a nested run ends by its parent's time
 		}
+		run.PolicyHook = clonePtr(parent.PolicyHook) // a nested run is held to its parent's policy
 	}
 	run.Sequential = req.Parallel != nil && !*req.Parallel
 	p.startRunSpan(ctx, run, parent)
@@ -167,6 +172,9 @@ func (p *Planner) newRun(req StartRequest, id string) (*Run, error) {
 	if err := validateStop(req.StopWhen, req.StopHook); err != nil {
 		return nil, requestErrorf("%v", err)
 	}
+	if err := validatePolicy(req.PolicyHook); err != nil {
+		return nil, requestErrorf("%v", err)
+	}
 
 	if err := req.Caller.Validate(); err != nil {
 		return nil, requestErrorf("%v", err)
@@ -208,7 +216,7 @@ func (p *Planner) newRun(req StartRequest, id string) (*Run, error) {
 	return &Run{ID: id, Status: StatusRunning, Model: model, System: req.System, Tools: toolSet,
 		ToolChoice: choice, Limits: limits, Pick: pick, Metadata: req.Metadata, Messages: msgs,
 		Tenant: req.Caller.Tenant, Role: req.Caller.Role, StopWhen: req.StopWhen, StopHook: req.StopHook,
-		CreatedAt: now, Deadline: now.Add(limits.Timeout.D())}, nil
+		PolicyHook: req.PolicyHook, CreatedAt: now, Deadline: now.Add(limits.Timeout.D())}, nil
 }
 
 func (p *Planner) modelNames() []string {

@@ -158,7 +158,7 @@ func (p *Planner) stepFrom(ctx context.Context, cl claim, b stepBase, step int) 
 		// The answer is applied to a copy of the control state and recorded, with the state it
 		// leaves, in the step's record, written once; the compare-and-set then makes the
 		// recorded step (this replica's, or another's that recorded it first) part of the run.
-		rec := p.newStepRecord(run, resp, offered, now)
+		rec := p.newStepRecord(ctx, cl, run, resp, offered, now)
 		if run.ParentID != "" {
 			// Charged to the runs it is nested in before its calls go out (budget.go).
 			if err := p.reserveStep(ctx, rec, now); err != nil {
@@ -262,7 +262,7 @@ func (p *Planner) answered(ctx context.Context, b stepBase, step int, resp *prov
 		}
 		r.Seen = injected
 		r.Offered = []StepTools{offered}
-		p.applyModelResponse(r, resp, now)
+		p.applyModelResponse(ctx, nil, r, resp, now) // no tool calls: nothing to ask a policy hook
 		return true, nil
 	})
 	if err != nil {
@@ -302,7 +302,7 @@ func (r *Run) nests() bool {
 // newStepRecord applies the model's answer at the run's step to a copy of its control
 // state and returns the step's record: the answer, the calls it made, how the previous
 // step's calls ended, and the state it leaves.
-func (p *Planner) newStepRecord(run *Run, resp *provider.Response, offered StepTools, now time.Time) *stepRecord {
+func (p *Planner) newStepRecord(ctx context.Context, cl claim, run *Run, resp *provider.Response, offered StepTools, now time.Time) *stepRecord {
 	next := run.control().clone() // a deep copy: the record keeps what it is given
 	step := next.Step
 	rec := &stepRecord{Step: step, Closed: next.Calls, Offered: &offered, Seen: run.Injected}
@@ -312,7 +312,7 @@ func (p *Planner) newStepRecord(run *Run, resp *provider.Response, offered StepT
 	msg := resp.Message
 	msg.Role = provider.RoleAssistant
 	rec.Message = msg
-	p.applyModelResponse(next, resp, now)
+	p.applyModelResponse(ctx, cl, next, resp, now)
 	next.Recorded = step + 1
 	rec.Calls = next.Calls
 	rec.Warnings = next.Warnings
@@ -396,8 +396,9 @@ func keepAlive(m jetstream.Msg, period time.Duration) (stop func()) {
 
 // applyModelResponse records the model's answer in the run's control state: usage, and a
 // call record for every tool call (the assistant message is the step record's), answering at once those the planner can answer
-// itself (unknown tool, invalid arguments, a loop warning, the depth limit).
-func (p *Planner) applyModelResponse(r *Run, resp *provider.Response, now time.Time) {
+// itself (unknown tool, invalid arguments, a loop warning, the depth limit), and those
+// the run's policy hook denies (policy.go; cl is the step's claim, kept meanwhile).
+func (p *Planner) applyModelResponse(ctx context.Context, cl claim, r *Run, resp *provider.Response, now time.Time) {
 	r.Usage = r.Usage.Add(resp.Usage)
 	r.StepUsage = resp.Usage
 	r.Cost += p.modelCost(r.Model, resp.Usage)
@@ -447,6 +448,7 @@ func (p *Planner) applyModelResponse(r *Run, resp *provider.Response, now time.T
 		}
 		p.checkCall(r, c, now)
 	}
+	p.askPolicy(ctx, cl, r)
 	if p.chargeStep(r, now) {
 		return
 	}

@@ -43,12 +43,9 @@ type StopCondition struct {
 // Timeout. When it does not answer in time, or answers something unreadable, OnError
 // decides: "continue" (the default: a hook is a policy that may end runs early, and its
 // outage should not end every run in flight, which still have their limits) or "stop"
-// (for a hook that must supervise every step).
-type StopHook struct {
-	Subject string         `json:"subject"`
-	Timeout tools.Duration `json:"timeout,omitempty"`
-	OnError string         `json:"onError,omitempty"`
-}
+// (for a hook that must supervise every step). Subject and timeout follow the rules
+// every hook shares ([events.Hook]).
+type StopHook = events.Hook
 
 // StopSummary is what a stop hook is asked with: the step that just ended.
 type StopSummary struct {
@@ -87,8 +84,6 @@ const (
 	maxStopPattern    = 512
 	// stopMatchBytes is how much of an output the conditions look at.
 	stopMatchBytes      = 64 << 10
-	defaultHookTimeout  = 2 * time.Second
-	maxHookTimeout      = 10 * time.Second
 	hookOnErrorContinue = "continue"
 	hookOnErrorStop     = "stop"
 )
@@ -123,36 +118,7 @@ func validateStop(conds []StopCondition, hook *StopHook) error {
 	if hook == nil {
 		return nil
 	}
-	if err := validHookSubject(hook.Subject); err != nil {
-		return fmt.Errorf("stopHook.subject: %v", err)
-	}
-	if hook.Timeout < 0 || hook.Timeout.D() > maxHookTimeout {
-		return fmt.Errorf("stopHook.timeout must be between 1ms and %s, got %s", maxHookTimeout, hook.Timeout.D())
-	}
-	switch hook.OnError {
-	case "", hookOnErrorContinue, hookOnErrorStop:
-	default:
-		return fmt.Errorf("stopHook.onError must be continue or stop, got %q", hook.OnError)
-	}
-	return nil
-}
-
-// validHookSubject refuses what is not one literal NATS subject, and toolfleet's own
-// and the server's subjects: a run must not make the planner publish into the fleet's
-// streams.
-func validHookSubject(s string) error {
-	if s == "" || len(s) > 256 {
-		return fmt.Errorf("give a NATS subject of at most 256 bytes, got %q", s)
-	}
-	for tok := range strings.SplitSeq(s, ".") {
-		if tok == "" || tok == "*" || tok == ">" || strings.ContainsAny(tok, " \t\r\n*>") {
-			return fmt.Errorf("%q is not a literal NATS subject", s)
-		}
-	}
-	if strings.HasPrefix(s, "toolfleet.") || strings.HasPrefix(s, "$") || strings.HasPrefix(s, "_INBOX.") {
-		return fmt.Errorf("%q is reserved (toolfleet.*, $*, _INBOX.*)", s)
-	}
-	return nil
+	return hook.Check("stopHook", hookOnErrorContinue, hookOnErrorStop)
 }
 
 // regexps caches compiled stop patterns.
@@ -246,15 +212,11 @@ func (p *Planner) askStopHook(ctx context.Context, cl claim, r *Run) (Terminatio
 			sum.Calls = append(sum.Calls, StopCall{CallID: c.ID, Tool: c.Name, Status: c.Status, Error: c.Error})
 		}
 	}
-	timeout := h.Timeout.D()
-	if timeout <= 0 {
-		timeout = defaultHookTimeout
-	}
-	hctx, cancel := r.within(ctx, timeout)
+	hctx, cancel := r.within(ctx, h.Wait())
 	defer cancel()
 	stop := cl.hold()
 	defer stop()
-	dec, err := p.requestStopHook(hctx, h.Subject, sum)
+	dec, err := p.requestStopHook(hctx, *h, sum)
 	switch {
 	case err != nil && h.OnError == hookOnErrorStop:
 		return TerminationStopHook, fmt.Sprintf("the stop hook %s could not be asked after step %d (%v), and its onError is stop", h.Subject, sum.Step, err)
@@ -271,18 +233,10 @@ func (p *Planner) askStopHook(ctx context.Context, cl claim, r *Run) (Terminatio
 	return "", ""
 }
 
-func (p *Planner) requestStopHook(ctx context.Context, subject string, sum StopSummary) (StopDecision, error) {
+func (p *Planner) requestStopHook(ctx context.Context, h StopHook, sum StopSummary) (StopDecision, error) {
 	var dec StopDecision
-	b, err := json.Marshal(sum)
-	if err != nil {
+	if err := events.AskHook(ctx, p.nc, h, nil, sum, &dec); err != nil {
 		return dec, err
-	}
-	reply, err := p.nc.RequestWithContext(ctx, subject, b)
-	if err != nil {
-		return dec, err
-	}
-	if err := json.Unmarshal(reply.Data, &dec); err != nil {
-		return dec, fmt.Errorf("unreadable answer %.200q: %v", reply.Data, err)
 	}
 	if dec.Action != "continue" && dec.Action != "stop" {
 		return dec, fmt.Errorf(`answer's action must be "continue" or "stop", got %q`, dec.Action)

@@ -97,6 +97,12 @@ func appendResult(b []byte, r *Result) ([]byte, error) {
 			return nil, err
 		}
 	}
+	if r.Policy != nil { // rare too
+		b = append(b, `,"policy":`...)
+		if b, err = appendMarshaled(b, r.Policy); err != nil {
+			return nil, err
+		}
+	}
 	return append(b, '}'), nil
 }
 

@@ -129,6 +129,9 @@ type Result struct {
 	// Approval records the decision on a call that waited for approval; nil for a call
 	// that never did.
 	Approval *Approval `json:"approval,omitempty"`
+	// Policy records the decision of the tool's policy hook on the call (see
+	// [PolicyRequest]), when its tools-file entry names one; nil otherwise.
+	Policy *PolicyRecord `json:"policy,omitempty"`
 }
 
 // Approval is the record of the decision on a call that waited for approval: who

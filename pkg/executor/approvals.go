@@ -43,6 +43,9 @@ type parked struct {
 	// AnswerSeq is the stream sequence of the answer being carried out, so a second
 	// answer to the same call is ignored while a redelivery of the first proceeds.
 	AnswerSeq uint64 `json:"answer_seq,omitempty"`
+	// Policy is the decision of the tool's policy hook, taken before the call was
+	// parked: its arguments, when it modified them, are the ones to approve and run.
+	Policy *events.PolicyRecord `json:"policy,omitempty"`
 }
 
 // call returns the parked call message.
@@ -69,7 +72,7 @@ func (ex *Executor) park(ctx context.Context, j *job) {
 		exp = j.ce.Deadline
 	}
 	p := parked{Subject: j.msg.Subject(), Headers: j.msg.Headers(), Data: j.msg.Data(), ParkedAt: now,
-		ExpiresAt: exp, State: statePending}
+		ExpiresAt: exp, State: statePending, Policy: j.res.Policy}
 	v, _ := json.Marshal(p)
 	key := approvalKey(j.def.Name, events.IDToken(j.ce.ID), j.ce.Caller.Tenant)
 	_, err := ex.approvals.Create(ctx, key, v)
@@ -178,6 +181,7 @@ func (ex *Executor) handleAnswer(runCtx context.Context, w *worker, msg jetstrea
 	call := p.call()
 	ce, _ := events.DecodeCall(call, 0) // it decoded when it was parked
 	j := ex.newJob(msg, &w.def, ce, p.ParkedAt)
+	applyParkedPolicy(j, p.Policy)
 	j.afterStore = func() {
 		if err := ex.approvals.Delete(context.WithoutCancel(ctx), key, jetstream.LastRevision(rev)); err != nil {
 			ex.o.log.Debug().Err(err).Str("key", key).Msg("remove answered approval")
@@ -192,7 +196,7 @@ func (ex *Executor) handleAnswer(runCtx context.Context, w *worker, msg jetstrea
 		return
 	}
 	defer j.watch.release()
-	j.res.Approval = approvalRecord(ae, ans, ce.Call)
+	j.res.Approval = approvalRecord(ae, ans, j.ce.Call) // the policy hook's arguments, if it modified them
 	runCtx = ex.startSpan(runCtx, j)
 	ex.o.log.Info().Str("tool", tool).Str("call_id", j.res.CallID).Str("decision", string(ans.Decision)).Str("by", ans.By).
 		Bool("modified", len(ans.Arguments) > 0).Msg("approval answered")
@@ -278,6 +282,7 @@ func (ex *Executor) expireIfDue(ctx context.Context, w *worker, key string) {
 	}
 	ce, _ := events.DecodeCall(p.call(), 0)
 	j := ex.newJob(nil, &w.def, ce, p.ParkedAt)
+	applyParkedPolicy(j, p.Policy)
 	j.afterStore = func() { _ = ex.approvals.Delete(ctx, key, jetstream.LastRevision(rev)) }
 	j.res.Approval = &events.Approval{Decision: events.DecisionExpired, At: p.ExpiresAt.UTC(),
 		Reason: "no approval arrived before " + p.ExpiresAt.UTC().Format(time.RFC3339)}

@@ -98,6 +98,18 @@
 // time, and the original and approved arguments when an approval replaced them; an
 // expired approval is recorded as [events.DecisionExpired].
 //
+// # Policy hooks
+//
+// [WithPolicyHook] (a tools file's policyHook) names a service the executor asks about
+// each call of a tool, whoever published it, after the call is validated and before it
+// is parked for approval or run: an [events.PolicyRequest] (level "tool") answered allow,
+// deny or modify within the hook's timeout. A deny is the call's one result (status
+// denied, the hook's reason); modified arguments are validated again (invalid: the call
+// is refused with the validator's messages) and are what the approver sees and what
+// runs. No usable answer in time is the hook's onError, deny (the default) or allow. The
+// decision is recorded in [events.Result].Policy and kept with a parked call; the call is
+// kept in progress while the hook thinks.
+//
 // # Cancels
 //
 // A cancel of a call ([events.NewCancel], [events.CancelSubject]:

@@ -75,6 +75,11 @@ func New(nc *nats.Conn, reg *tools.Registry, opts ...Option) (*Executor, error) 
 			return nil, err
 		}
 	}
+	for tool := range o.policy {
+		if _, ok := reg.Lookup(tool); !ok {
+			return nil, invalid("policy hook of %s: this executor does not serve that tool", tool)
+		}
+	}
 	cfg := o.stream.WithDefaults()
 	if o.maxAckPending > 0 {
 		cfg.MaxAckPending = o.maxAckPending

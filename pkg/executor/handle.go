@@ -97,6 +97,9 @@ func (ex *Executor) handleCall(ctx context.Context, w *worker, msg jetstream.Msg
 		ex.fail(j, tools.AsError(err, tools.CodeInvalidInput))
 		return
 	}
+	if call = ex.askPolicy(ctx, j, call); call == nil { // answered: denied or refused (policy.go)
+		return
+	}
 	if ex.needsApproval(w.def.Name) {
 		ex.park(ctx, j)
 		return

@@ -21,6 +21,7 @@ type metrics struct {
 	deadLetters  *prometheus.CounterVec
 	parked       *prometheus.CounterVec
 	answered     *prometheus.CounterVec
+	policy       *prometheus.CounterVec
 }
 
 func newMetrics(r prometheus.Registerer) (*metrics, error) {
@@ -45,6 +46,9 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 			Name: "approvals_requested_total", Help: "Calls parked to wait for an approval, by tool."}, []string{"tool"}),
 		answered: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "toolfleet", Subsystem: "executor",
 			Name: "already_answered_total", Help: "Calls found answered already (a stored result), so not run or answered again, by tool."}, []string{"tool"}),
+		policy: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "toolfleet", Subsystem: "executor",
+			Name: "policy_decisions_total", Help: "Calls a tool's policy hook decided on, by tool, decision (allow, deny, modify, invalid: a modification the schema refused) and by whom (hook, or onError when the hook gave no usable answer)."},
+			[]string{"tool", "decision", "by"}),
 	}
 	var err error
 	m.calls = register(r, m.calls, &err)
@@ -55,6 +59,7 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 	m.deadLetters = register(r, m.deadLetters, &err)
 	m.parked = register(r, m.parked, &err)
 	m.answered = register(r, m.answered, &err)
+	m.policy = register(r, m.policy, &err)
 	if err != nil {
 		return nil, fmt.Errorf("%w: register metrics: %v", ErrInvalidOption, err)
 	}
@@ -123,5 +128,11 @@ func (m *metrics) parkedCall(tool string) {
 func (m *metrics) alreadyAnswered(tool string) {
 	if m != nil {
 		m.answered.WithLabelValues(tool).Inc()
+	}
+}
+
+func (m *metrics) policyDecision(tool, decision, by string) {
+	if m != nil {
+		m.policy.WithLabelValues(tool, decision, by).Inc()
 	}
 }

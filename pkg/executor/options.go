@@ -31,7 +31,8 @@ type options struct {
 	startedAfter      time.Duration
 	stream            events.Config
 	metrics           prometheus.Registerer
-	limitLease        time.Duration // see WithLimitLease; 0 is the default
+	limitLease        time.Duration          // see WithLimitLease; 0 is the default
+	policy            map[string]events.Hook // by tool; see WithPolicyHook
 }
 
 func defaultOptions() options {

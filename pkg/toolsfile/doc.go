@@ -73,6 +73,17 @@
 // any command. The launcher exits with code 125 (sandbox.ExitSetup) and says why on
 // stderr when it cannot confine itself or start the program.
 //
+// A tool may name a policyHook beside its runner, a service the executor asks before
+// each call of the tool runs: allow, deny or modify its arguments (see
+// [events.PolicyRequest]):
+//
+//	policyHook: {subject: hooks.files, timeout: 2s, onError: deny}
+//
+// Its subject must be one literal NATS subject outside toolfleet.>, $> and _INBOX.>, its
+// timeout at most 10s (default 2s), its onError deny (the default) or allow. The hooks
+// are not part of the tool's definition (nor of the catalog): [PolicyHooks] returns them
+// for the executor (executor.WithPolicyHook), which must be given them.
+//
 // # The command contract
 //
 // The process gets the validated arguments, one JSON object, on stdin, and prints its

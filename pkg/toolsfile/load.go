@@ -14,6 +14,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
@@ -161,7 +162,7 @@ func parseSpec(raw json.RawMessage, base string) (Spec, []string) {
 	}
 	var problems []string
 	for _, k := range slices.Sorted(maps.Keys(fields)) {
-		if !definitionFields[k] && k != "command" && k != "http" {
+		if !definitionFields[k] && k != "command" && k != "http" && k != "policyHook" {
 			problems = append(problems, fmt.Sprintf("unknown field %q", k))
 		}
 	}
@@ -178,6 +179,14 @@ func parseSpec(raw json.RawMessage, base string) (Spec, []string) {
 		s.HTTP = new(HTTP)
 		if err := strictDecode(v, s.HTTP); err != nil {
 			problems = append(problems, "http: "+err.Error())
+		}
+	}
+	if v, ok := fields["policyHook"]; ok {
+		s.PolicyHook = new(events.Hook)
+		if err := strictDecode(v, s.PolicyHook); err != nil {
+			problems = append(problems, "policyHook: "+err.Error())
+		} else if err := events.CheckPolicyHook("policyHook", *s.PolicyHook); err != nil {
+			problems = append(problems, err.Error())
 		}
 	}
 	if len(problems) > 0 {
@@ -244,4 +253,20 @@ func jsonable(v any) (any, error) {
 		return x, nil
 	}
 	return v, nil
+}
+
+// PolicyHooks returns the policy hooks the specs declare, by tool name (nil when none
+// does): the executor serving the tools must ask them (executor.WithPolicyHook).
+func PolicyHooks(specs []Spec) map[string]events.Hook {
+	var out map[string]events.Hook
+	for _, s := range specs {
+		if s.PolicyHook == nil {
+			continue
+		}
+		if out == nil {
+			out = map[string]events.Hook{}
+		}
+		out[s.Definition.Name] = *s.PolicyHook
+	}
+	return out
 }

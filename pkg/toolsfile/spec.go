@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/sandbox"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
@@ -25,6 +26,11 @@ type Spec struct {
 	Definition tools.Definition
 	Command    *Command
 	HTTP       *HTTP
+	// PolicyHook, when set, is a service the executor asks before each call of the tool
+	// runs (or is parked for approval): allow, deny, or modify its arguments (see
+	// [events.PolicyRequest]; the executor's WithPolicyHook). Its onError is deny (the
+	// default) or allow.
+	PolicyHook *events.Hook
 	// Source says where the spec was declared ("tools.yaml: tool 3"), for messages.
 	Source string
 }
