@@ -312,6 +312,14 @@ func TestLeastPrivilege(t *testing.T) {
 		t.Fatalf("admin: picker ping answered %q", ping.Data)
 	}
 
+	// Stop and policy hooks are services of the user's own under hooks.*: the planner
+	// (a run's hooks) and the executor (a tool's policy hook) may ask them.
+	for _, c := range []*client{planner, executor} {
+		if err := c.nc.Publish("hooks.policy", []byte(`{}`)); err != nil {
+			t.Fatalf("%s: ask a hook: %v", c.user, err)
+		}
+	}
+
 	for _, c := range []*client{executor, picker, admin} {
 		c.noViolations()
 	}
