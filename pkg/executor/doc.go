@@ -40,13 +40,16 @@
 //
 // A replica holds only the calls it keeps in progress, whether they run or wait: a call
 // held by a live executor is never delivered again, however long it runs or waits. Each
-// consumer of a tool is pulled with Fetch for the tool's free places on this replica
-// only (its share of them when calls are sharded), one pull at a time, and every call a
-// pull brings is taken at once: it runs, or — rarely — waits for a place with
-// in-progress acks from its delivery on. A consumer that finds no free place keeps one
-// call in hand beyond them (so the approval answers and every shard are served even
-// with fewer places than consumers, and a busy tool has its next call ready), and a call
-// waiting for a fleet-wide limit lends its place meanwhile; nothing else waits.
+// consumer of a tool is pulled with Fetch, one pull at a time, for the tool's free
+// places on this replica plus a short reserve (its share of them when calls are
+// sharded), and every call a pull brings is taken at once: it runs, or waits for a place
+// with in-progress acks from its delivery on. The reserve is as many calls as finish in
+// about 10ms at the recent rate (at most the concurrency): short calls find the next one
+// ready when a place frees, as they did with nats.go's buffer, and a slow tool's calls
+// do not wait on a busy replica while another could start them. A consumer that may ask
+// for nothing keeps one call in hand (so the approval answers and every shard are served
+// even with fewer places than consumers), and a call waiting for a fleet-wide limit
+// lends its place meanwhile.
 //
 // nats.go's Consume was used before: it buffers up to its PullMaxMessages in the client
 // and calls its callback one message at a time, so calls buffered behind a callback

@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -24,24 +25,27 @@ import (
 // first delivery still ran. A callback that never blocks shows every call at once but
 // makes Consume pull without end, and Consume cannot be told to pull less.
 //
-// So each tool's consumers are pulled with Fetch, for the free slots only, one pull at a
-// time per consumer: a pull asks for the places that are neither running a call, nor
-// promised to a call that waits, nor asked for by another pull (at most its share, its
-// "most"), and its calls are read as they arrive, each taken at once: it runs in a free
-// place, or waits for one with in-progress acks from its delivery on. Waiting is rare:
-// a consumer that found no free place keeps one call in hand (one pull of one), so that
-// a tool with more consumers than slots (approval answers, call shards) is served on
-// all of them without waiting for another consumer's pull to expire, and a busy tool has
-// its next call ready when a slot frees; and a call waiting for a fleet-wide limit lends
-// its place meanwhile (limits.go). A consumer thus holds at most its free places plus
-// one, every one of them kept in progress.
+// So each tool's consumers are pulled with Fetch, one pull at a time per consumer, and
+// every call a pull brings is taken at once: it runs in a free place, or waits for one
+// with in-progress acks from its delivery on. A pull asks for the free places (neither
+// running a call, nor promised to a call that waits, nor asked for by another pull) plus
+// a reserve, at most the consumer's share (most); a consumer that may ask for nothing
+// and has no call waiting keeps one call in hand anyway, so that a tool with more
+// consumers than places (approval answers, call shards) is served on all of them
+// without waiting for another consumer's pull to expire. A call waiting for a
+// fleet-wide limit lends its place meanwhile (limits.go). Every call held is kept in
+// progress, however long it waits or runs.
 //
-// Why not keep Consume and send in-progress acks for what it buffers: the buffer is not
-// reachable. Why one pull at a time rather than nats.go's threshold: a pull asks for
-// every place freed while the one before was answered, so under load pulls grow with
-// the rate (a pull per call only when calls end slower than a pull's round trip, where
-// a pull costs nothing that matters), and a freed place never waits for half the slots
-// to free. BenchmarkFleet measures it against the raw pattern.
+// The reserve is what keeps throughput: measured with BenchmarkFleetConcurrency (256
+// calls in flight, -concurrency 4, one replica, 2 cores), pulling for free places only
+// made the fleet 0.22x the raw pattern where Consume had made it 0.35x — each freed
+// place idled for a pull's round trip. The reserve is as many calls as finish in
+// holdFor at the recent rate (at most the concurrency), so that the calls waiting here
+// wait about holdFor: short calls keep the places busy as Consume's buffer did (0.34x),
+// while a slow tool's calls are not held back from a replica that could start them (a
+// tool finishing fewer than 100 calls a second pulls for its free places and one in
+// hand). Pulls ask once at least half the reserve is free, so they come in batches that
+// grow with the rate (a pull per call only where calls end slower than pulls could).
 //
 // Pulls expire after pullExpiry and are not cut short at shutdown (a cancelled Fetch
 // drops the calls arriving at that moment, which would then wait out their ack wait):
@@ -57,6 +61,13 @@ type slots struct {
 	asked   int // calls asked for by pulls outstanding, not delivered yet
 	waiting int // calls delivered (or taking their place back) that wait for a place
 	pullers []*puller
+
+	// done counts the calls finished; rate is how many finish per second lately, as of
+	// rateAt, when done was rateDone (under mu).
+	done     atomic.Int64
+	rate     float64
+	rateAt   time.Time
+	rateDone int64
 }
 
 // puller pulls one consumer of a tool: a calls stream's (shard's), or the approval
@@ -88,26 +99,54 @@ func (s *slots) add(cons jetstream.Consumer, name string, most int, handle func(
 // s.mu held.
 func (s *slots) free() int { return cap(s.run) - len(s.run) - s.waiting - s.asked }
 
-// ask reserves the places p's next pull asks for: the free ones, at most p.most; or,
-// when it gets none and p holds no call waiting, one call in hand beyond the places
-// (extra: not counted as asked, so other consumers are not held back by it). 0: wait
-// for a place to free.
+// ask reserves the places p's next pull asks for: the free ones plus the reserve, at
+// most p.most, once they are at least half the reserve (so pulls come in batches while
+// the reserve keeps the places busy); or, when p may ask for none and holds no call
+// waiting, one call in hand beyond the places (extra: not counted as asked, so other
+// consumers are not held back by it). 0: wait for a place to free.
 func (s *slots) ask(p *puller) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := min(p.most, s.free())
+	r := s.reserve(time.Now())
+	n := min(p.most, s.free()+r)
 	p.extra = n <= 0
-	if p.extra {
+	switch {
+	case p.extra:
 		if p.waiting > 0 {
 			return 0
 		}
 		n = 1
-	} else {
+	case n < (r+1)/2:
+		return 0
+	default:
 		s.asked += n
 	}
 	p.asked = n
 	return n
 }
+
+// reserve is how many calls may wait for a place here: as many as finish in holdFor at
+// the rate calls finished lately, at most the concurrency; s.mu held. A call waits in
+// hand about holdFor at most, a pull's round trip with room to spare: enough that the
+// places never wait for a pull when calls are short, and so short that a call is not
+// kept from another replica that could start it (a slow tool's calls do not wait here
+// at all, but for the one in hand).
+func (s *slots) reserve(now time.Time) int {
+	if el := now.Sub(s.rateAt); el >= rateEvery {
+		done := s.done.Load()
+		r := float64(done-s.rateDone) / el.Seconds()
+		if el < 10*rateEvery {
+			r = (s.rate + r) / 2
+		}
+		s.rate, s.rateAt, s.rateDone = r, now, done
+	}
+	return min(cap(s.run), int(s.rate*holdFor.Seconds()))
+}
+
+const (
+	holdFor   = 10 * time.Millisecond
+	rateEvery = 100 * time.Millisecond
+)
 
 // unask gives back the places of p's pull whose calls did not come.
 func (s *slots) unask(p *puller) {
@@ -167,6 +206,12 @@ func (s *slots) unwait(p *puller) {
 	s.waiting--
 	s.mu.Unlock()
 	s.wakeAll()
+}
+
+// finish gives the place of a call that finished back.
+func (s *slots) finish() {
+	s.done.Add(1)
+	s.release()
 }
 
 // release gives a running call's place back.
@@ -263,7 +308,7 @@ func (ex *Executor) take(ctx context.Context, w *worker, p *puller, msg jetstrea
 				return
 			}
 		}
-		defer w.slots.release()
+		defer w.slots.finish()
 		p.handle(ctx, w, msg)
 	})
 }
