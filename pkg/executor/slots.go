@@ -116,7 +116,7 @@ func (s *slots) ask(p *puller) int {
 			return 0
 		}
 		n = 1
-	case n < (r+1)/2:
+	case n < min((r+1)/2, p.most): // (a consumer's share may be under half the reserve)
 		return 0
 	default:
 		s.asked += n
