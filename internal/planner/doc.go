@@ -226,7 +226,7 @@
 //	| `tool_call_started` | planner | the model's stream delivered a tool call | `tool`, `modelCallId`, `index` |
 //	| `model_answered` | planner | the model's answer is recorded | `toolCalls` (`callId`, `modelCallId`, `tool`), `usage` (the step's), `runUsage`, `tokens`, `cost`, `text` |
 //	| `tool_called` | planner | a call is published to the fleet | `tool`, `arguments` |
-//	| `tool_started` | executor | the executor starts running the call | the executor's |
+//	| `tool_started` | executor | the call has run for 20 ms, or reported progress before (a quicker call is not announced: its result's `started_at` says when it started) | the executor's |
 //	| `tool_progress` | executor | the tool reports progress | the executor's |
 //	| `tool_result` | planner | a call succeeded | the call record (status, output, timeline, attempts, executor) |
 //	| `tool_error` | planner | a call failed, or the planner answered it itself (invalid input, no_such_tool, not_allowed, loop_detected, depth limit, cost_budget) | the call record with its `error` |

@@ -152,19 +152,27 @@ const (
 // would otherwise report twice a second. Report them at warn: they are why a tool takes
 // no calls.
 func ConsumeOptions(maxMessages int, onErr func(err error, repeats int)) []jetstream.PullConsumeOpt {
-	r := &errLimiter{every: consumeErrEvery, seen: map[string]*errSeen{}}
+	report := PullErrors(onErr)
 	return []jetstream.PullConsumeOpt{
 		jetstream.PullMaxMessages(maxMessages),
 		jetstream.PullExpiry(PullExpiry),
 		jetstream.PullHeartbeat(PullHeartbeat),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			if err == nil || onErr == nil {
-				return
-			}
-			if report, repeats := r.allow(err.Error(), time.Now()); report {
-				onErr(err, repeats)
-			}
-		}),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) { report(err) }),
+	}
+}
+
+// PullErrors returns a reporter of a consumer's pull errors that tells onErr of each as
+// [ConsumeOptions] does (identical ones at most every 10s, with the count of repeats),
+// for a consumer pulled with Fetch rather than Consume.
+func PullErrors(onErr func(err error, repeats int)) func(error) {
+	r := &errLimiter{every: consumeErrEvery, seen: map[string]*errSeen{}}
+	return func(err error) {
+		if err == nil || onErr == nil {
+			return
+		}
+		if report, repeats := r.allow(err.Error(), time.Now()); report {
+			onErr(err, repeats)
+		}
 	}
 }
 

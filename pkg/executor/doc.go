@@ -36,6 +36,28 @@
 // toolfleet.result.<run>.<call>. While it runs, in-progress acks keep JetStream from
 // handing it to another replica.
 //
+// # Pulling: no call held here is redelivered
+//
+// A replica holds only the calls it keeps in progress, whether they run or wait: a call
+// held by a live executor is never delivered again, however long it runs or waits. Each
+// consumer of a tool is pulled with Fetch, one pull at a time, for the tool's free
+// places on this replica plus a short reserve (its share of them when calls are
+// sharded), and every call a pull brings is taken at once: it runs, or waits for a place
+// with in-progress acks from its delivery on. The reserve is as many calls as finish in
+// about 10ms at the recent rate (at most the concurrency): short calls find the next one
+// ready when a place frees, as they did with nats.go's buffer, and a slow tool's calls
+// do not wait on a busy replica while another could start them. A consumer that may ask
+// for nothing keeps one call in hand (so the approval answers and every shard are served
+// even with fewer places than consumers), and a call waiting for a fleet-wide limit
+// lends its place meanwhile.
+//
+// nats.go's Consume was used before: it buffers up to its PullMaxMessages in the client
+// and calls its callback one message at a time, so calls buffered behind a callback
+// waiting for a slot had no in-progress ack and were delivered again after the ack wait
+// while they waited or ran here (an idempotent call ran twice, a non-idempotent one was
+// answered interrupted). See slots.go for the choice and what it costs; BenchmarkFleet
+// measures it against the raw pattern.
+//
 // # Acknowledgement and once-only answers
 //
 // The result is published asynchronously and the call is acked when the result's PubAck
@@ -152,15 +174,16 @@
 // setup has its own timeout), logging each retry, instead of failing; executors started
 // together on a fresh cluster all come up.
 //
-// Every consumer (calls, approval answers) pulls with [events.ConsumeOptions]: pull
-// requests expire after 5s ([events.PullExpiry]) and the server sends a heartbeat on a
-// waiting pull every 500ms ([events.PullHeartbeat]). When the node leading a tool's
-// consumer dies, the pull waiting there dies silently with it; two missed heartbeats
-// (1s) make the executor pull again, and a pull that finds no leader yet is tried again
-// on the same beat, so a tool takes calls again about a second after its consumer's new
-// leader is elected (nats.go's defaults, a 30s expiry and 15s heartbeat, left it without
-// calls for 30s). Consume errors (no heartbeat, no responders, leadership change) are
-// logged at warn, identical ones at most every 10s with a count of the repeats. Measured
+// Every consumer (calls, approval answers) is pulled with requests that expire after 1s
+// (see Pulling; a stopping executor waits for its last ones) and a heartbeat from the
+// server on a waiting pull every 500ms ([events.PullHeartbeat]). When the node leading
+// a tool's consumer dies, the pull waiting there dies silently with it; two missed
+// heartbeats (1s) make the executor pull again, and a pull that finds no leader yet is
+// tried again on the same beat, so a tool takes calls again about a second after its
+// consumer's new leader is elected (nats.go's defaults, a 30s expiry and 15s heartbeat,
+// left it without calls for 30s). Pull errors (no heartbeat, no responders, leadership
+// change) are logged at warn, identical ones at most every 10s with a count of the
+// repeats ([events.PullErrors]). Measured
 // on a 3-node cluster under load (internal/clustertest): after a SIGKILL of the calls
 // stream's leader, every tool was served again within the election time.
 //
@@ -197,9 +220,11 @@
 //
 // # Shutdown
 //
-// When Run's context ends, the executor stops taking calls and hands back the ones
-// buffered; calls in flight may finish within [WithGracePeriod]; then they are cancelled
-// and handed back (Nak) for another replica. Run waits for results being published and
+// When Run's context ends, the executor stops pulling and hands back (Nak) at once the
+// calls it holds that have not started — those waiting for a place, and those its last
+// pulls still bring (each ends within 1s) — so another replica runs them without
+// waiting out their ack wait; calls in flight may finish within [WithGracePeriod]; then
+// they are cancelled and handed back (Nak) for another replica. Run waits for results being published and
 // returns nil.
 //
 // # Metrics

@@ -57,6 +57,7 @@ type Executor struct {
 
 	mu       sync.Mutex // guards stopping and wg.Add
 	stopping bool
+	quit     chan struct{} // closed once stopping: calls waiting for a place are handed back
 	wg       sync.WaitGroup
 }
 
@@ -97,7 +98,7 @@ func New(nc *nats.Conn, reg *tools.Registry, opts ...Option) (*Executor, error) 
 		return nil, err
 	}
 	return &Executor{nc: nc, js: js, reg: reg, o: o, cfg: cfg, m: m, secrets: secrets, payloads: events.NewPayloads(js, cfg),
-		handlers: newHandlers(), source: "/toolfleet/executor/" + o.id, ready: make(chan struct{})}, nil
+		handlers: newHandlers(), source: "/toolfleet/executor/" + o.id, ready: make(chan struct{}), quit: make(chan struct{})}, nil
 }
 
 // Ready is closed once Run serves every tool: the streams exist, the tools are in the
@@ -168,30 +169,33 @@ func (ex *Executor) Run(ctx context.Context) (err error) {
 		ex.catalog.Refresh(bgCtx, defs, func(err error) { ex.o.log.Warn().Err(err).Msg("refresh catalog") })
 	})
 	ex.workers = make(map[string]*worker, len(defs))
-	var consumers []jetstream.ConsumeContext
+	// The pulls end with ctx, or at a failed start; each consumer's last pull still ends
+	// on its own (within pullExpiry), its calls handed back (slots.go).
+	pullCtx, stopPulling := context.WithCancel(ctx)
+	defer stopPulling()
 	stopConsumers := func() {
-		for _, cc := range consumers {
-			cc.Drain()
-		}
-		// Closed never fires on a connection that is already closed; do not hang on it.
-		deadline := time.After(5 * time.Second)
-		for _, cc := range consumers {
-			select {
-			case <-cc.Closed():
-			case <-deadline:
-				return
+		stopPulling()
+		done := make(chan struct{})
+		go func() {
+			for _, w := range ex.workers {
+				w.pulling.Wait()
 			}
+			close(done)
+		}()
+		// A pull on a connection that is closed ends too; do not hang on one anyway.
+		select {
+		case <-done:
+		case <-time.After(pullExpiry + 5*time.Second):
 		}
 	}
 	var startErr error
 	for _, def := range defs {
-		w, err := ex.startWorker(ctx, runCtx, def)
+		w, err := ex.startWorker(pullCtx, runCtx, def)
 		if err != nil {
 			startErr = err
 			break
 		}
 		ex.workers[def.Name] = w
-		consumers = append(consumers, w.consumers...)
 	}
 	if startErr == nil {
 		for _, w := range ex.workers {
@@ -209,6 +213,7 @@ func (ex *Executor) Run(ctx context.Context) (err error) {
 	ex.o.log.Info().Str("executor", ex.o.id).Msg("executor stopping")
 	ex.mu.Lock()
 	ex.stopping = true
+	close(ex.quit)
 	ex.mu.Unlock()
 	stopConsumers()
 	stopBackground()

@@ -26,9 +26,8 @@ import (
 //   - Rate: the key r.<tool> holds the fleet's next free start time (the generic cell
 //     rate algorithm's "theoretical arrival time"). A call reserves its start by
 //     compare-and-set: start = max(now, TAT' - burst/rate) with TAT' = max(TAT, now) +
-//     1/rate, and waits until then without holding its concurrency slot (calls buffered
-//     behind it in the client would otherwise wait with nothing keeping them alive, and
-//     be redelivered), kept alive with in-progress acks. A start further away than the
+//     1/rate, and waits until then without holding its concurrency slot (so the tool's
+//     other calls run meanwhile), kept alive with in-progress acks. A start further away than the
 //     tool's LimitWait is not reserved: the call is answered rate_limited with
 //     retry_after_ms = how far the start was. So at most burst + rate x LimitWait calls
 //     wait fleet-wide, and the consumer's max ack pending bounds them too.
@@ -81,9 +80,9 @@ type limiter struct {
 
 type toolLimits struct {
 	def tools.Definition
-	// sem is the tool's worker semaphore on this replica (set before its consumer
-	// starts); a call waiting for a tenant slot gives its place back meanwhile.
-	sem        chan struct{}
+	// slots are the tool's places on this replica (set before its consumers are
+	// pulled); a call waiting for a limit lends its place meanwhile.
+	slots      *slots
 	maxWaiting int32
 	waiting    atomic.Int32
 
@@ -117,15 +116,15 @@ func (ex *Executor) setUpLimits(ctx context.Context) error {
 	return nil
 }
 
-// bindLimits gives the limits of a tool its worker's semaphore; nothing for a tool
-// without limits.
-func (ex *Executor) bindLimits(def tools.Definition, sem chan struct{}) {
+// bindLimits gives the limits of a tool its worker's places; nothing for a tool without
+// limits.
+func (ex *Executor) bindLimits(def tools.Definition, s *slots) {
 	if ex.limits == nil {
 		return
 	}
 	if tl := ex.limits.tools[def.Name]; tl != nil {
-		tl.sem = sem
-		tl.maxWaiting = int32(maxWaitingPerTool(cap(sem)))
+		tl.slots = s
+		tl.maxWaiting = int32(maxWaitingPerTool(cap(s.run)))
 	}
 }
 
@@ -227,7 +226,7 @@ func (ex *Executor) stoppingNow() bool {
 }
 
 // takeTenantSlot adds the call's lease to its tenant's key once fewer than n are live,
-// waiting until until. While it waits it gives back its place in the tool's semaphore,
+// waiting until until. While it waits it lends its place among the tool's slots,
 // so that other tenants' calls run, and takes it again before returning.
 func (ex *Executor) takeTenantSlot(ctx context.Context, tl *toolLimits, j *job, n int, until time.Time) (*limitHold, *tools.Error, error) {
 	key := "t." + j.def.Name
@@ -272,10 +271,9 @@ func (ex *Executor) takeTenantSlot(ctx context.Context, tl *toolLimits, j *job, 
 }
 
 // waitTenantSlot tries again whenever this replica frees a slot of key and at least
-// every 100-300ms (slots freed elsewhere), without holding a place in tl's semaphore.
+// every 100-300ms (slots freed elsewhere), without holding a place among tl's slots.
 func (ex *Executor) waitTenantSlot(tl *toolLimits, key string, until time.Time, try func() (bool, error)) (taken bool, err error) {
-	<-tl.sem
-	defer func() { tl.sem <- struct{}{} }()
+	defer tl.slots.lend()()
 	for {
 		wake := tl.wakeChan(key)
 		left := time.Until(until)
@@ -445,10 +443,8 @@ func (ex *Executor) reserveStart(ctx context.Context, tl *toolLimits, r tools.Ra
 	if time.Until(time.Unix(0, start)) <= 0 {
 		return nil, nil
 	}
-	// Wait without a place in the semaphore: calls taken while this one waits would
-	// otherwise sit in the client's buffer, where nothing keeps them alive.
-	<-tl.sem
-	defer func() { tl.sem <- struct{}{} }()
+	// Wait without a place among the slots, so that the tool's other calls run meanwhile.
+	defer tl.slots.lend()()
 	for {
 		left := time.Until(time.Unix(0, start))
 		if left <= 0 {

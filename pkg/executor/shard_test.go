@@ -119,5 +119,6 @@ func TestShardsAreInvisibleToCallers(t *testing.T) {
 func TestSuitesOnShards(t *testing.T) {
 	natstest.RerunOnShards(t, 3, "^(TestEveryCallIsAnswered|TestWildcardSubjectsLeaveOtherCallsAlone|TestAnsweredCallIsNotRunAgain|"+
 		"TestNonIdempotentNotRunTwice|TestIdentityFromTheSubject|TestApprovals|TestMaxDeliverDeadLetters|TestNoSuchTool|"+
-		"TestResultPublishOutlastsUnavailableStream|TestCancelParkedCall|TestLargeOutputs)$")
+		"TestResultPublishOutlastsUnavailableStream|TestCancelParkedCall|TestLargeOutputs|"+
+		"TestCallsWaitingForASlotAreNotRedelivered|TestStoppedReplicaHandsBackWaitingCalls)$")
 }
