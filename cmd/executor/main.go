@@ -9,7 +9,7 @@ package main
 import (
 	"os"
 
-	"github.com/toolfleet/toolfleet/internal/executorcmd"
+	"github.com/toolfleet/toolfleet/cmd/executor/executorcli"
 	"github.com/toolfleet/toolfleet/internal/ops"
 	"github.com/toolfleet/toolfleet/pkg/sandbox"
 )
@@ -18,5 +18,5 @@ func main() {
 	// First: in a sandbox launcher (a command tool started in its Landlock sandbox)
 	// this confines the process and execs the tool, and never returns.
 	sandbox.Init()
-	os.Exit(ops.Main("executor", os.Args[1:], executorcmd.Parse, executorcmd.Run))
+	os.Exit(ops.Main("executor", os.Args[1:], executorcli.Parse, executorcli.Run))
 }

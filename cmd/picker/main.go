@@ -12,17 +12,17 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/toolfleet/toolfleet/cmd/picker/pickercli"
 	"github.com/toolfleet/toolfleet/internal/ops"
-	"github.com/toolfleet/toolfleet/internal/pickercmd"
 )
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "eval" {
-		if err := pickercmd.Eval(context.Background(), os.Args[2:], os.Stdout); err != nil {
+		if err := pickercli.Eval(context.Background(), os.Args[2:], os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "picker eval:", err)
 			os.Exit(1)
 		}
 		return
 	}
-	os.Exit(ops.Main("toolfleet-picker", os.Args[1:], pickercmd.Parse, pickercmd.Run))
+	os.Exit(ops.Main("toolfleet-picker", os.Args[1:], pickercli.Parse, pickercli.Run))
 }

@@ -8,10 +8,10 @@ package main
 import (
 	"os"
 
+	"github.com/toolfleet/toolfleet/cmd/planner/plannercli"
 	"github.com/toolfleet/toolfleet/internal/ops"
-	"github.com/toolfleet/toolfleet/internal/plannercmd"
 )
 
 func main() {
-	os.Exit(ops.Main("planner", os.Args[1:], plannercmd.Parse, plannercmd.Run))
+	os.Exit(ops.Main("planner", os.Args[1:], plannercli.Parse, plannercli.Run))
 }

@@ -20,7 +20,7 @@ package main
 import (
 	"os"
 
-	"github.com/toolfleet/toolfleet/internal/allinone"
+	"github.com/toolfleet/toolfleet/cmd/toolfleet/toolfleetcli"
 	"github.com/toolfleet/toolfleet/internal/ops"
 	"github.com/toolfleet/toolfleet/pkg/sandbox"
 )
@@ -29,5 +29,5 @@ func main() {
 	// First: in a sandbox launcher (a command tool started in its Landlock sandbox)
 	// this confines the process and execs the tool, and never returns.
 	sandbox.Init()
-	os.Exit(ops.Main("toolfleet", os.Args[1:], allinone.Parse, allinone.Run))
+	os.Exit(ops.Main("toolfleet", os.Args[1:], toolfleetcli.Parse, toolfleetcli.Run))
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/toolfleet/toolfleet/internal/picker"
+	"github.com/toolfleet/toolfleet/internal/pickerservice"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
@@ -23,7 +23,7 @@ const (
 	consumerResults  = events.PlannerResultsConsumer
 	consumerPlan     = events.PlannerStepsConsumer
 	consumerApproval = events.PlannerApprovalsConsumer
-	pickSubject      = picker.PickSubject
+	pickSubject      = pickerservice.PickSubject
 )
 
 var echoDef = tools.Definition{Type: "function", Name: "echo", Description: "Echoes its input.",

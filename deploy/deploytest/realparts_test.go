@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/toolfleet/toolfleet/internal/picker"
+	"github.com/toolfleet/toolfleet/internal/pickerservice"
 	"github.com/toolfleet/toolfleet/internal/planner"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/builtin"
@@ -65,7 +65,7 @@ func testRealParts(t *testing.T, s *authServer, cfg events.Config) {
 	runPart(t, ex.Run)
 
 	pick := s.connect(t, "picker")
-	svc, err := picker.New(pick.nc, picker.WithLogger(zerolog.Nop()))
+	svc, err := pickerservice.New(pick.nc, pickerservice.WithLogger(zerolog.Nop()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/toolfleet/toolfleet/internal/apiauth"
 	"github.com/toolfleet/toolfleet/internal/mcpedge"
-	"github.com/toolfleet/toolfleet/internal/natstest"
+	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/executor"
 	"github.com/toolfleet/toolfleet/pkg/tools"

@@ -5,7 +5,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/toolfleet/toolfleet/internal/testfill"
+	"github.com/toolfleet/toolfleet/internal/testsupport/testfill"
 	"github.com/toolfleet/toolfleet/pkg/pick"
 )
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/toolfleet/toolfleet/internal/picker"
+	"github.com/toolfleet/toolfleet/internal/pickerservice"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/pick"
 )
@@ -42,7 +42,7 @@ func NewPickerClient(nc *nats.Conn, timeout time.Duration) *PickerClient {
 func (c *PickerClient) Pick(ctx context.Context, q PickQuery) ([]pick.Result, error) {
 	input, _ := json.Marshal(q.Input)
 	minScore := 0.0 // the model decides among the candidates; never return none for a weak match
-	req, err := json.Marshal(picker.Request{Input: input, Options: picker.RequestOptions{Options: pick.Options{
+	req, err := json.Marshal(pickerservice.Request{Input: input, Options: pickerservice.RequestOptions{Options: pick.Options{
 		MaxCandidates: q.Max, MinScore: &minScore, AllowUnsafe: q.AllowUnsafe, Tools: q.Tools, Role: q.Role}}})
 	if err != nil {
 		return nil, err
@@ -56,7 +56,7 @@ func (c *PickerClient) Pick(ctx context.Context, q PickQuery) ([]pick.Result, er
 	if code := msg.Header.Get("Nats-Service-Error-Code"); code != "" {
 		return nil, fmt.Errorf("picker: %s %s", code, msg.Header.Get("Nats-Service-Error"))
 	}
-	var resp picker.Response
+	var resp pickerservice.Response
 	if err := json.Unmarshal(msg.Data, &resp); err != nil {
 		return nil, fmt.Errorf("picker: bad response: %w", err)
 	}

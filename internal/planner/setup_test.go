@@ -12,9 +12,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/toolfleet/toolfleet/internal/natstest"
-	"github.com/toolfleet/toolfleet/internal/picker"
+	"github.com/toolfleet/toolfleet/internal/pickerservice"
 	"github.com/toolfleet/toolfleet/internal/provider"
+	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/executor"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -167,7 +167,7 @@ func (b *testBundle) swapPlanner(t testing.TB, cfg Config) *Planner {
 // startPicker runs the picker service on the bundle's server until the test ends.
 func startPicker(t testing.TB, b *testBundle) {
 	t.Helper()
-	svc, err := picker.New(b.srv.Connect(), picker.WithLogger(zerolog.Nop()))
+	svc, err := pickerservice.New(b.srv.Connect(), pickerservice.WithLogger(zerolog.Nop()))
 	if err != nil {
 		t.Fatal(err)
 	}

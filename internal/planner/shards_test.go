@@ -3,7 +3,7 @@ package planner
 import (
 	"testing"
 
-	"github.com/toolfleet/toolfleet/internal/natstest"
+	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
 )
 
 // Runs do not notice shards: nested runs (whose answer the planner publishes as a

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/toolfleet/toolfleet/internal/provider"
-	"github.com/toolfleet/toolfleet/internal/provider/providertest"
+	"github.com/toolfleet/toolfleet/internal/testsupport/providertest"
 )
 
 // OpenAI's streaming wire format (chat.completion.chunk events), as the provider tests'

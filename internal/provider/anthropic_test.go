@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/toolfleet/toolfleet/internal/provider"
-	"github.com/toolfleet/toolfleet/internal/provider/providertest"
+	"github.com/toolfleet/toolfleet/internal/testsupport/providertest"
 )
 
 // Fixtures written from the Anthropic Messages API reference: a "message" object with

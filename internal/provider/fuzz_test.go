@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/toolfleet/toolfleet/internal/provider"
-	"github.com/toolfleet/toolfleet/internal/provider/providertest"
+	"github.com/toolfleet/toolfleet/internal/testsupport/providertest"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 

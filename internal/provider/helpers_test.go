@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/toolfleet/toolfleet/internal/provider"
-	"github.com/toolfleet/toolfleet/internal/provider/providertest"
+	"github.com/toolfleet/toolfleet/internal/testsupport/providertest"
 )
 
 // jsonObject decodes b into a generic value, failing the test when it is not JSON.

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/toolfleet/toolfleet/internal/provider"
-	"github.com/toolfleet/toolfleet/internal/provider/providertest"
+	"github.com/toolfleet/toolfleet/internal/testsupport/providertest"
 )
 
 // Fixtures written from Ollama's API reference (docs/api.md, "Generate a chat

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/toolfleet/toolfleet/internal/provider"
-	"github.com/toolfleet/toolfleet/internal/provider/providertest"
+	"github.com/toolfleet/toolfleet/internal/testsupport/providertest"
 )
 
 // Fixtures written from the OpenAI Chat Completions API reference: a chat.completion

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolfleet/toolfleet/internal/testsupport/eventstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
-	"github.com/toolfleet/toolfleet/pkg/events/eventstest"
 )
 
 func benchEvent() (string, events.Event) {

@@ -13,8 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolfleet/toolfleet/internal/testsupport/eventstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
-	"github.com/toolfleet/toolfleet/pkg/events/eventstest"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 

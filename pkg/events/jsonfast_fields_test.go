@@ -5,7 +5,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/toolfleet/toolfleet/internal/testfill"
+	"github.com/toolfleet/toolfleet/internal/testsupport/testfill"
 )
 
 // TestFastPathsKnowEveryField fills every field of a result, a run event and a call (recursively:

@@ -8,7 +8,7 @@ import "runtime"
 // A replica must hold enough calls to cover a call's round trip (look-up, run, result
 // stored, ack), or it idles while JetStream could deliver more: with 4, one replica on
 // 16 cores took 9.9k calls/s where the server took 25k. Against nats-server processes
-// (internal/clustertest BenchmarkShards: two replicas, a window of 1,024 calls) the
+// (internal/testsupport/clustertest BenchmarkShards: two replicas, a window of 1,024 calls) the
 // round trip is longer than against an embedded server, and the floor of 64 it had left
 // the fleet about a fifth slower and about a sixth dearer in CPU per call than 256 on 2
 // cores (fewer calls in hand means fewer messages per read and write, on both sides of

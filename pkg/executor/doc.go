@@ -184,7 +184,7 @@
 // left it without calls for 30s). Pull errors (no heartbeat, no responders, leadership
 // change) are logged at warn, identical ones at most every 10s with a count of the
 // repeats ([events.PullErrors]). Measured
-// on a 3-node cluster under load (internal/clustertest): after a SIGKILL of the calls
+// on a 3-node cluster under load (internal/testsupport/clustertest): after a SIGKILL of the calls
 // stream's leader, every tool was served again within the election time.
 //
 // # Limits

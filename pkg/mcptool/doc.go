@@ -64,7 +64,7 @@
 //
 // An executor (package executor) builds its consumers and catalog entries once, at
 // start: a tool added later is in the registry but served only by an executor started
-// after it. The executor program (internal/executorcmd) starts a new executor beside
+// after it. The executor program (cmd/executor/executorcli) starts a new executor beside
 // the running one on [Config.OnChange] and stops the old one once the new one serves.
 //
 // # Reconnecting

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/toolfleet/toolfleet/internal/testsupport/mcptooltest"
 	"github.com/toolfleet/toolfleet/pkg/mcptool"
-	"github.com/toolfleet/toolfleet/pkg/mcptool/mcptooltest"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 

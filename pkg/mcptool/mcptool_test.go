@@ -15,9 +15,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolfleet/toolfleet/internal/natstest"
+	"github.com/toolfleet/toolfleet/internal/testsupport/mcptooltest"
+	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
 	"github.com/toolfleet/toolfleet/pkg/mcptool"
-	"github.com/toolfleet/toolfleet/pkg/mcptool/mcptooltest"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 

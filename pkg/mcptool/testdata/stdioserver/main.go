@@ -11,7 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolfleet/toolfleet/pkg/mcptool/mcptooltest"
+	"github.com/toolfleet/toolfleet/internal/testsupport/mcptooltest"
 )
 
 func main() {

@@ -1,0 +1,250 @@
+package executorcli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/toolfleet/toolfleet/internal/envflag"
+	"github.com/toolfleet/toolfleet/internal/natsconn"
+	"github.com/toolfleet/toolfleet/internal/ops"
+	"github.com/toolfleet/toolfleet/pkg/builtin"
+	"github.com/toolfleet/toolfleet/pkg/events"
+	"github.com/toolfleet/toolfleet/pkg/executor"
+	"github.com/toolfleet/toolfleet/pkg/mcptool"
+	"github.com/toolfleet/toolfleet/pkg/tools"
+	"github.com/toolfleet/toolfleet/pkg/toolsfile"
+)
+
+// Defaults of the executor's settings.
+const (
+	DefaultGracePeriod = 30 * time.Second
+)
+
+// DefaultConcurrency is -concurrency's default: [executor.DefaultConcurrency], 16 calls
+// per core (GOMAXPROCS) and at least 256, enough for a replica to fill its share of a
+// stream (see there).
+var DefaultConcurrency = executor.DefaultConcurrency()
+
+// Config is the executor binary's configuration.
+type Config struct {
+	NATS natsconn.Config
+	// Concurrency bounds the calls of one tool running at once on this replica.
+	Concurrency int
+	// Builtins names the built-in tools to serve; nil means every configured one, an
+	// empty non-nil slice none.
+	Builtins []string
+	// SandboxRoot is the directory the file tools are confined to; empty leaves them out.
+	SandboxRoot string
+	// HTTPAllowlist are the host patterns of http_get; empty leaves it out.
+	HTTPAllowlist []string
+	// ToolsFile is a tools file to serve beside the built-ins; empty for none.
+	ToolsFile string
+	// PolicyHooks are the policy hooks of the tools file's tools, by tool: [Config.Tools]
+	// returns them, and [New] makes the executor ask them.
+	PolicyHooks map[string]events.Hook
+	// Ops is the ops server's address and the log level, as in every program.
+	Ops ops.Config
+	// GracePeriod is how long in-flight calls may finish after SIGTERM.
+	GracePeriod time.Duration
+	// ExecutorID names this replica in results and logs; defaults to the host name (the
+	// pod name in Kubernetes).
+	ExecutorID string
+	// StreamReplicas is the replica count of the streams and buckets this executor
+	// creates if they do not exist yet: 1 on one server, 3 in a cluster.
+	StreamReplicas int
+	// Shards is how many streams calls and results are each split over (every part of
+	// a fleet must agree; see events.Config.Shards).
+	Shards int
+}
+
+// Parse reads the configuration from args (without the program name) and the
+// environment, and validates it. With -h it returns flag.ErrHelp after writing the usage
+// to out.
+func Parse(args []string, out io.Writer) (Config, error) {
+	var c Config
+	var errs []error
+	var env envflag.Env
+	fs := flag.NewFlagSet("executor", flag.ContinueOnError)
+	fs.SetOutput(out)
+	c.NATS.Register(fs)
+	c.NATS.Name = "toolfleet-executor"
+
+	concurrency := env.Int("TOOLFLEET_CONCURRENCY", DefaultConcurrency)
+	grace := env.Duration("TOOLFLEET_GRACE_PERIOD", DefaultGracePeriod)
+	replicas := env.Int("TOOLFLEET_STREAM_REPLICAS", 1)
+	host, _ := os.Hostname()
+	fs.IntVar(&c.Concurrency, "concurrency", concurrency, "calls of one tool run at once by this replica (env TOOLFLEET_CONCURRENCY)")
+	builtins := fs.String("builtins", envflag.String("TOOLFLEET_BUILTINS", "all"), `built-in tools to serve, comma-separated, or "all" or "none" (env TOOLFLEET_BUILTINS)`)
+	fs.StringVar(&c.SandboxRoot, "sandbox-root", os.Getenv("TOOLFLEET_SANDBOX_ROOT"), "directory read_file, list_dir and write_file are confined to; empty leaves them out (env TOOLFLEET_SANDBOX_ROOT)")
+	allow := fs.String("http-allowlist", os.Getenv("TOOLFLEET_HTTP_ALLOWLIST"), "hosts http_get may reach, comma-separated (example.com, *.example.com, host:port); empty leaves http_get out (env TOOLFLEET_HTTP_ALLOWLIST)")
+	fs.StringVar(&c.ToolsFile, "tools-file", os.Getenv("TOOLFLEET_TOOLS_FILE"), "YAML or JSON file of command and HTTP tools and MCP servers (env TOOLFLEET_TOOLS_FILE)")
+	opsFlags := ops.Register(fs, ops.ExecutorAlias)
+	fs.DurationVar(&c.GracePeriod, "grace-period", grace, "how long in-flight calls may finish on SIGTERM (env TOOLFLEET_GRACE_PERIOD)")
+	fs.StringVar(&c.ExecutorID, "executor-id", envflag.String("TOOLFLEET_EXECUTOR_ID", host), "name of this replica in results and logs (env TOOLFLEET_EXECUTOR_ID; default the host name)")
+	fs.IntVar(&c.StreamReplicas, "stream-replicas", replicas, "replicas of streams and buckets created by this executor: 1 on one server, 3 in a cluster (env TOOLFLEET_STREAM_REPLICAS)")
+	fs.IntVar(&c.Shards, "shards", env.Int("TOOLFLEET_SHARDS", 1), "streams the calls and the results are each split over; the NATS server must map calls to them (see events.Config.MappingsConf; env TOOLFLEET_SHARDS)")
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	if err := env.Err(); err != nil {
+		errs = append(errs, err)
+	}
+	var err error
+	if c.Ops, err = opsFlags.Config(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return Config{}, errors.Join(errs...)
+	}
+
+	switch b := strings.TrimSpace(*builtins); b {
+	case "all", "":
+	case "none":
+		c.Builtins = []string{}
+	default:
+		c.Builtins = splitList(b)
+	}
+	c.HTTPAllowlist = splitList(*allow)
+	return c, c.Validate()
+}
+
+// Validate checks every setting and reports all problems at once.
+func (c Config) Validate() error {
+	var errs []error
+	if err := c.NATS.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Concurrency < 1 {
+		errs = append(errs, fmt.Errorf("-concurrency (TOOLFLEET_CONCURRENCY): must be at least 1, got %d", c.Concurrency))
+	}
+	if c.GracePeriod < 0 {
+		errs = append(errs, fmt.Errorf("-grace-period (TOOLFLEET_GRACE_PERIOD): cannot be negative, got %s", c.GracePeriod))
+	}
+	if c.StreamReplicas < 1 || c.StreamReplicas > 5 {
+		errs = append(errs, fmt.Errorf("-stream-replicas (TOOLFLEET_STREAM_REPLICAS): must be 1 to 5, got %d", c.StreamReplicas))
+	}
+	if c.Shards < 1 || c.Shards > events.MaxShards {
+		errs = append(errs, fmt.Errorf("-shards (TOOLFLEET_SHARDS): must be 1 to %d, got %d", events.MaxShards, c.Shards))
+	}
+	if c.ExecutorID == "" {
+		errs = append(errs, errors.New("executor id is empty (set -executor-id or TOOLFLEET_EXECUTOR_ID)"))
+	}
+	if c.Builtins == nil || len(c.Builtins) > 0 {
+		if err := c.BuiltinConfig().Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.ToolsFile != "" {
+		switch ext := strings.ToLower(filepath.Ext(c.ToolsFile)); ext {
+		case ".yaml", ".yml", ".json":
+			if st, err := os.Stat(c.ToolsFile); err != nil {
+				errs = append(errs, fmt.Errorf("tools file: %w", err))
+			} else if st.IsDir() {
+				errs = append(errs, fmt.Errorf("tools file %s is a directory", c.ToolsFile))
+			}
+		default:
+			errs = append(errs, fmt.Errorf("tools file %s: extension %q is neither .yaml, .yml nor .json", c.ToolsFile, ext))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// BuiltinConfig is the configuration of the built-in tools.
+func (c Config) BuiltinConfig() builtin.Config {
+	return builtin.Config{Enable: c.Builtins, SandboxRoot: c.SandboxRoot, HTTPAllowlist: c.HTTPAllowlist}
+}
+
+// Registry builds the registry the executor serves: the built-ins, then the tools file's
+// tools. A tools file tool may not take a built-in's name. A tools file that declares
+// mcpServers (their tools exist only once connected) or policy hooks (a registry does
+// not carry them) is refused here: use [Config.Tools].
+func (c Config) Registry() (*tools.Registry, error) {
+	reg, err := c.builtins()
+	if err != nil {
+		return nil, err
+	}
+	if c.ToolsFile != "" {
+		specs, err := toolsfile.Load(c.ToolsFile)
+		if err != nil {
+			return nil, err
+		}
+		if len(toolsfile.PolicyHooks(specs)) > 0 {
+			// Served without them, the tools would run unasked: refused, not ignored.
+			return nil, fmt.Errorf("%w %s: its tools declare policy hooks, which only Config.Tools returns for the executor to ask", toolsfile.ErrInvalidFile, c.ToolsFile)
+		}
+		if err := toolsfile.Register(reg, specs); err != nil {
+			return nil, err
+		}
+	}
+	return nonEmpty(reg)
+}
+
+// Tools builds the registry the executor serves, as [Config.Registry] does, with the
+// policy hooks of the tools file's tools (set them as the Config's PolicyHooks before
+// [New]), and starts the tools file's MCP servers: it connects to each (retrying up to its connectTimeout)
+// and registers its tools, or fails saying which server and why; ctx bounds the start.
+// The servers run, and keep their tools fresh in the registry, until they are closed:
+// close them once the executor has stopped (its calls in flight may need them).
+// onChange (nil: none) hears of each later change of a server's tools; the registry has
+// it already, but a running executor serves only the tools it started with (see [Run]).
+func (c Config) Tools(ctx context.Context, log zerolog.Logger, onChange func(server string, c mcptool.Change)) (*tools.Registry, map[string]events.Hook, toolsfile.MCPServers, error) {
+	reg, err := c.builtins()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var servers toolsfile.MCPServers
+	var hooks map[string]events.Hook
+	if c.ToolsFile != "" {
+		file, err := toolsfile.LoadFile(c.ToolsFile)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		servers, err = file.Start(ctx, reg, log, onChange)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		hooks = toolsfile.PolicyHooks(file.Tools)
+	}
+	if _, err := nonEmpty(reg); err != nil {
+		servers.Close()
+		return nil, nil, nil, err
+	}
+	return reg, hooks, servers, nil
+}
+
+func (c Config) builtins() (*tools.Registry, error) {
+	reg := tools.NewRegistry()
+	if c.Builtins == nil || len(c.Builtins) > 0 {
+		if err := builtin.Register(reg, c.BuiltinConfig()); err != nil {
+			return nil, err
+		}
+	}
+	return reg, nil
+}
+
+func nonEmpty(reg *tools.Registry) (*tools.Registry, error) {
+	if reg.Len() == 0 {
+		return nil, errors.New("no tool to serve: enable built-ins or give a tools file")
+	}
+	return reg, nil
+}
+
+// splitList splits a comma-separated setting, dropping blanks.
+func splitList(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}

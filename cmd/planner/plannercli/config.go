@@ -1,0 +1,162 @@
+package plannercli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/toolfleet/toolfleet/internal/envflag"
+	"github.com/toolfleet/toolfleet/internal/natsconn"
+	"github.com/toolfleet/toolfleet/internal/ops"
+	"github.com/toolfleet/toolfleet/internal/planner"
+	"github.com/toolfleet/toolfleet/internal/provider"
+	"github.com/toolfleet/toolfleet/pkg/events"
+)
+
+// DefaultHTTPAddr is the API's default listen address.
+const DefaultHTTPAddr = ":8080"
+
+// Config is the planner program's configuration.
+type Config struct {
+	NATS natsconn.Config
+	// HTTPAddr is the API's listen address.
+	HTTPAddr string
+	// Token, when set, protects the API with a bearer token; its holder is anonymous.
+	Token string
+	// Tokens maps more bearer tokens (by SHA-256) to the tenant and role their holders
+	// act with, from the tokens file (-api-tokens, see planner.LoadTokens).
+	Tokens map[string]events.Identity
+	// OperatorRoles may act on other roles' runs of their tenant (see
+	// planner.Config.OperatorRoles).
+	OperatorRoles []string
+	// Scripts are scripted models by name, "name=path".
+	Scripts []string
+	// StreamReplicas is the replicas of the streams and buckets the planner creates.
+	StreamReplicas int
+	// Shards is how many streams calls and results are each split over (every part of
+	// a fleet must agree; see events.Config.Shards).
+	Shards int
+	// UsePicker asks the toolfleet-picker service for candidates on large tool sets.
+	UsePicker bool
+	// Prices is the price table of models and tools (-prices, see planner.LoadPrices).
+	Prices planner.PriceTable
+	// Ops is the ops server's address and the log level, as in every program.
+	Ops ops.Config
+}
+
+// Parse reads the configuration from args (without the program name) and the
+// environment. With -h it returns flag.ErrHelp after writing the usage to out.
+func Parse(args []string, out io.Writer) (Config, error) {
+	var c Config
+	var env envflag.Env
+	fs := flag.NewFlagSet("planner", flag.ContinueOnError)
+	fs.SetOutput(out)
+	c.NATS.Register(fs)
+	c.NATS.Name = "toolfleet-planner"
+	fs.StringVar(&c.HTTPAddr, "http-addr", envflag.String("TOOLFLEET_HTTP_ADDR", DefaultHTTPAddr), "HTTP API listen address (env TOOLFLEET_HTTP_ADDR)")
+	c.Token = os.Getenv("TOOLFLEET_API_TOKEN") // never a flag: flags show in process lists
+	tokensFile := fs.String("api-tokens", os.Getenv("TOOLFLEET_API_TOKENS_FILE"),
+		"a JSON file mapping API bearer tokens to the tenant and role their holders act with (env TOOLFLEET_API_TOKENS_FILE)")
+	fs.Func("operator-roles", "comma-separated roles that may follow up, change, cancel and answer the approvals of other roles' runs of their tenant, never beyond what they may call themselves (env TOOLFLEET_OPERATOR_ROLES)",
+		func(s string) error { c.OperatorRoles = splitRoles(s); return nil })
+	c.OperatorRoles = splitRoles(os.Getenv("TOOLFLEET_OPERATOR_ROLES"))
+	pricesFile := fs.String("prices", os.Getenv("TOOLFLEET_PRICES_FILE"),
+		"a YAML or JSON price table: models' prices per million input and output tokens, and tools' prices per call, for runs' costs and limits.costBudget (env TOOLFLEET_PRICES_FILE)")
+	fs.Func("script", "a scripted model, name=path to its YAML or JSON script (repeatable)", func(s string) error {
+		if !strings.Contains(s, "=") {
+			return fmt.Errorf("want name=path, got %q", s)
+		}
+		c.Scripts = append(c.Scripts, s)
+		return nil
+	})
+	fs.IntVar(&c.StreamReplicas, "stream-replicas", env.Int("TOOLFLEET_STREAM_REPLICAS", 1), "replicas of streams and buckets: 1 on one server, 3 in a cluster (env TOOLFLEET_STREAM_REPLICAS)")
+	fs.IntVar(&c.Shards, "shards", env.Int("TOOLFLEET_SHARDS", 1), "streams the calls and the results are each split over; the NATS server must map calls to them (see events.Config.MappingsConf; env TOOLFLEET_SHARDS)")
+	fs.BoolVar(&c.UsePicker, "picker", true, "ask the toolfleet-picker service for candidates when a run has many tools")
+	opsFlags := ops.Register(fs)
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	errs := []error{env.Err()}
+	var err error
+	if c.Ops, err = opsFlags.Config(); err != nil {
+		errs = append(errs, err)
+	}
+	if *tokensFile != "" {
+		if c.Tokens, err = planner.LoadTokens(*tokensFile); err != nil {
+			errs = append(errs, fmt.Errorf("-api-tokens (TOOLFLEET_API_TOKENS_FILE): %w", err))
+		}
+	}
+	if *pricesFile != "" {
+		if c.Prices, err = planner.LoadPrices(*pricesFile); err != nil {
+			errs = append(errs, fmt.Errorf("-prices (TOOLFLEET_PRICES_FILE): %w", err))
+		}
+	}
+	for _, r := range c.OperatorRoles {
+		if err := (events.Identity{Tenant: "t", Role: r}).Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("-operator-roles (TOOLFLEET_OPERATOR_ROLES): %w", err))
+		}
+	}
+	if c.Shards < 1 || c.Shards > events.MaxShards {
+		errs = append(errs, fmt.Errorf("-shards (TOOLFLEET_SHARDS): must be 1 to %d, got %d", events.MaxShards, c.Shards))
+	}
+	if c.StreamReplicas < 1 || c.StreamReplicas > 5 {
+		errs = append(errs, fmt.Errorf("-stream-replicas (TOOLFLEET_STREAM_REPLICAS): must be 1 to 5, got %d", c.StreamReplicas))
+	}
+	if c.HTTPAddr == "" {
+		errs = append(errs, errors.New("-http-addr (TOOLFLEET_HTTP_ADDR) is empty: the API needs an address"))
+	}
+	errs = append(errs, c.NATS.Validate())
+	if err := errors.Join(errs...); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// Events is the JetStream settings the planner creates streams with.
+func (c Config) Events() events.Config {
+	return events.Config{Replicas: c.StreamReplicas, Shards: c.Shards}
+}
+
+// Models builds the models a planner serves: the one TOOLFLEET_MODEL names (with its
+// keys from the environment), and every scripted model. It is an error to have none.
+func (c Config) Models() (map[string]provider.Model, string, error) {
+	models := map[string]provider.Model{}
+	def := ""
+	m, err := provider.FromEnv()
+	switch {
+	case err == nil:
+		models[m.Name()] = m
+		def = m.Name()
+	case !errors.Is(err, provider.ErrNoModel):
+		return nil, "", err
+	}
+	for _, s := range c.Scripts {
+		name, path, _ := strings.Cut(s, "=")
+		sm, err := provider.LoadScripted(path)
+		if err != nil {
+			return nil, "", fmt.Errorf("-script %s: %w", s, err)
+		}
+		models[name] = sm
+		if def == "" {
+			def = name
+		}
+	}
+	if len(models) == 0 {
+		return nil, "", fmt.Errorf("no model: set TOOLFLEET_MODEL (e.g. openai/gpt-4o-mini, anthropic/claude-sonnet-4-5, ollama/llama3.1) or give -script name=path")
+	}
+	return models, def, nil
+}
+
+// splitRoles is a comma-separated list of roles, without blanks.
+func splitRoles(s string) []string {
+	var roles []string
+	for _, r := range strings.Split(s, ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			roles = append(roles, r)
+		}
+	}
+	return roles
+}

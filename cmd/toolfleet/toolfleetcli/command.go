@@ -1,0 +1,110 @@
+package toolfleetcli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/rs/zerolog"
+
+	"github.com/toolfleet/toolfleet/internal/envflag"
+	"github.com/toolfleet/toolfleet/internal/ops"
+	"github.com/toolfleet/toolfleet/internal/planner"
+)
+
+// usage is the toolfleet command's synopsis.
+const usage = `usage: toolfleet demo [-calls N] [-data DIR] [-http-allow HOSTS] [-v]
+       toolfleet dev [-host ADDR] [-http ADDR] [-nats-port N] [-ops-addr ADDR] [-log-level LEVEL] [-data DIR] [-http-allow HOSTS]
+       toolfleet mcp [-nats-url URL] [-tenant T -role R] [-log-level LEVEL]
+       toolfleet health [-ops-addr ADDR]`
+
+// Command is a parsed toolfleet command line: which subcommand, with its options.
+type Command struct {
+	// Name is "demo", "dev" or "mcp".
+	Name string
+	Demo DemoOptions
+	Dev  DevOptions
+	MCP  MCPOptions
+}
+
+// Parse reads a toolfleet command line (without the program name) and the environment.
+// With -h it returns flag.ErrHelp after writing the usage to out.
+func Parse(args []string, out io.Writer) (Command, error) {
+	if len(args) == 0 || (args[0] != "demo" && args[0] != "dev" && args[0] != "mcp") {
+		fmt.Fprintln(out, usage)
+		return Command{}, errors.New("want a subcommand: demo, dev, mcp or health")
+	}
+	if args[0] == "mcp" {
+		o, err := parseMCP(args[1:], out)
+		return Command{Name: "mcp", MCP: o}, err
+	}
+	c := Command{Name: args[0]}
+	fs := flag.NewFlagSet("toolfleet "+c.Name, flag.ContinueOnError)
+	fs.SetOutput(out)
+	data := fs.String("data", "", "directory for JetStream's files (default: a temporary one, removed at exit)")
+	httpAllow := fs.String("http-allow", "", "comma-separated hosts http_get may reach (default: none, and no http_get)")
+	verbose := fs.Bool("v", false, "demo: log the parts' warnings and errors to stderr")
+	calls := fs.Int("calls", 3000, "demo: tool calls in the load")
+	var opsFlags *ops.Flags
+	if c.Name == "dev" {
+		fs.StringVar(&c.Dev.Host, "host", envflag.String("TOOLFLEET_DEV_HOST", "127.0.0.1"), "the address NATS, the planner API and the ops server bind; 0.0.0.0 inside a container (env TOOLFLEET_DEV_HOST)")
+		fs.StringVar(&c.Dev.HTTPAddr, "http", ":8080", "the planner API's listen address; without a host, on -host")
+		fs.IntVar(&c.Dev.Fleet.NATSPort, "nats-port", 4222, "the embedded NATS server's port on -host")
+		opsFlags = ops.Register(fs)
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		return Command{}, err
+	}
+	if fs.NArg() > 0 {
+		return Command{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	fleet := Options{DataDir: *data, Log: zerolog.Nop()}
+	if *httpAllow != "" {
+		fleet.HTTPAllowlist = strings.Split(*httpAllow, ",")
+	}
+	switch c.Name {
+	case "demo":
+		if *verbose {
+			fleet.Log = ops.NewLogger(os.Stderr, "toolfleet", zerolog.WarnLevel)
+		}
+		st, _ := os.Stderr.Stat()
+		c.Demo = DemoOptions{Fleet: fleet, Calls: *calls, Out: os.Stdout,
+			Progress: os.Stderr, ProgressTTY: st != nil && st.Mode()&os.ModeCharDevice != 0}
+	case "dev":
+		cfg, err := opsFlags.Config()
+		if err != nil {
+			return Command{}, err
+		}
+		if c.Dev.Host == "" {
+			return Command{}, errors.New("-host (TOOLFLEET_DEV_HOST) is empty: give an address such as 127.0.0.1 or 0.0.0.0")
+		}
+		fleet.NATSPort = c.Dev.Fleet.NATSPort
+		fleet.Log = cfg.Logger("toolfleet")
+		c.Dev.Fleet = fleet
+		c.Dev.OpsAddr = cfg.Addr
+		c.Dev.Token = os.Getenv("TOOLFLEET_API_TOKEN")
+		if f := os.Getenv("TOOLFLEET_API_TOKENS_FILE"); f != "" {
+			if c.Dev.Tokens, err = planner.LoadTokens(f); err != nil {
+				return Command{}, err
+			}
+		}
+		c.Dev.Out = os.Stdout
+	}
+	return c, nil
+}
+
+// Run runs a parsed command until it is done (demo), its client leaves (mcp) or ctx
+// ends (dev).
+func Run(ctx context.Context, c Command) error {
+	switch c.Name {
+	case "demo":
+		return Demo(ctx, c.Demo)
+	case "mcp":
+		return MCP(ctx, c.MCP)
+	}
+	return Dev(ctx, c.Dev)
+}

@@ -1,0 +1,148 @@
+package toolfleetcli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+
+	"github.com/toolfleet/toolfleet/cmd/planner/plannercli"
+	"github.com/toolfleet/toolfleet/internal/mcpedge"
+	"github.com/toolfleet/toolfleet/internal/ops"
+	"github.com/toolfleet/toolfleet/internal/planner"
+	"github.com/toolfleet/toolfleet/pkg/events"
+)
+
+// DevOptions configure `toolfleet dev`.
+type DevOptions struct {
+	Fleet Options
+	// Host is the address NATS, the planner API and the ops server bind: 127.0.0.1 by
+	// default, 0.0.0.0 to be reached from outside a container.
+	Host string
+	// HTTPAddr is the planner API's listen address; one without a host binds Host.
+	// Default Host:8080.
+	HTTPAddr string
+	// OpsAddr is the ops server's listen address (/metrics, /healthz, /readyz); one
+	// without a host binds Host. Empty: no ops server.
+	OpsAddr string
+	// Token, when set, protects the API with a bearer token (its holder is anonymous);
+	// Tokens map more tokens to the tenant and role their holders act with (see
+	// planner.APIAuth).
+	Token  string
+	Tokens map[string]events.Identity
+	Out    io.Writer
+	// Ready, when set, is called with the addresses once everything serves.
+	Ready func(DevAddrs)
+}
+
+// DevAddrs are where a dev fleet serves.
+type DevAddrs struct {
+	API  string // the planner API's URL, http://host:port
+	NATS string // the embedded server's client URL
+	Ops  string // the ops server's host:port; empty when off
+	MCP  string // the MCP edge's URL, the API's /mcp
+}
+
+// printDevHelp shows how to start a run with curl. The scripted model follows the demo's
+// script whatever the input, so its example is the demo's request, which stops at an
+// approval the user gives; a real model gets a question of its own.
+func printDevHelp(out io.Writer, api string, token, tokensFile bool, model string) {
+	auth := ""
+	switch {
+	case token:
+		auth = ` -H "Authorization: Bearer $TOOLFLEET_API_TOKEN"`
+	case tokensFile:
+		auth = ` -H "Authorization: Bearer $TOKEN"`
+		fmt.Fprintln(out, "API tokens: set TOKEN to one of the tokens of TOOLFLEET_API_TOKENS_FILE (its tenant and role are the run's)")
+	}
+	body, _ := json.Marshal(map[string]any{"input": "What is 6*7?", "tools": []string{"calculator"}, "wait": true})
+	if isScripted(model) {
+		fmt.Fprintln(out, "model: scripted model — no LLM; it follows the demo's script whatever the input (set TOOLFLEET_MODEL for a real one)")
+		body, _ = json.Marshal(map[string]any{"input": demoInput, "tools": demoTools, "wait": true, "waitTimeout": "5s"})
+	} else {
+		fmt.Fprintf(out, "model: %s\n", model)
+	}
+	fmt.Fprintf(out, "start a run:\n  curl -s%s %s/v1/runs -H 'Content-Type: application/json' -d '%s'\n", auth, api, body)
+	if isScripted(model) {
+		fmt.Fprintln(out, "  (it waits at write_file, which is unsafe: its call shows \"status\":\"awaiting_approval\")")
+	}
+	fmt.Fprintf(out, "approve a call:\n  curl -s%s %s/v1/approvals/<callId> -H 'Content-Type: application/json' -d '{\"decision\":\"approve\"}'\n", auth, api)
+	fmt.Fprintf(out, "see a run:    curl -s%s %s/v1/runs/<id>\nfollow a run: curl -sN%s %s/v1/runs/<id>/events\nstop with Ctrl-C\n", auth, api, auth, api)
+}
+
+// Dev runs the fleet with the planner's HTTP API and the ops server until ctx ends,
+// then stops gracefully.
+func Dev(ctx context.Context, o DevOptions) error {
+	if o.Host == "" {
+		o.Host = "127.0.0.1"
+	}
+	if o.HTTPAddr == "" {
+		o.HTTPAddr = ":8080"
+	}
+	if o.Fleet.NATSPort == 0 {
+		o.Fleet.NATSPort = 4222
+	}
+	o.Fleet.NATSHost = o.Host
+	if o.Fleet.Metrics == nil {
+		o.Fleet.Metrics = ops.NewRegistry()
+	}
+	srv, err := ops.Start(onHost(o.OpsAddr, o.Host), o.Fleet.Metrics, o.Fleet.Log)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	f, err := Start(ctx, o.Fleet)
+	if err != nil {
+		return err
+	}
+	defer f.Stop()
+	srv.SetReady(f.Ready)
+	ln, err := net.Listen("tcp", onHost(o.HTTPAddr, o.Host))
+	if err != nil {
+		return fmt.Errorf("planner API: listen %s: %w", onHost(o.HTTPAddr, o.Host), err)
+	}
+	auth := planner.APIAuth{Token: o.Token, Tokens: o.Tokens}
+	edge, err := mcpedge.Start(ctx, f.NC, mcpedge.Config{Auth: auth, Log: o.Fleet.Log})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer edge.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	serveErr := make(chan error, 1)
+	go func() {
+		serveErr <- plannercli.ServeAPI(ctx, ln, mcpedge.Mount(f.Planner.Handler(auth), edge.Handler()))
+	}()
+	addrs := DevAddrs{API: "http://" + ln.Addr().String(), NATS: f.Server.ClientURL(), Ops: srv.Addr()}
+	addrs.MCP = addrs.API + mcpedge.Path
+	fmt.Fprintf(o.Out, "toolfleet dev: NATS %s (connect any NATS client, e.g. nats --server %s sub 'toolfleet.>'), planner API %s, sandbox %s\n",
+		addrs.NATS, addrs.NATS, addrs.API, f.Sandbox)
+	if addrs.Ops != "" {
+		fmt.Fprintf(o.Out, "ops: http://%s/metrics, /healthz, /readyz\n", addrs.Ops)
+	}
+	printDevHelp(o.Out, addrs.API, o.Token != "", len(o.Tokens) > 0, f.Model)
+	fmt.Fprintf(o.Out, "MCP edge (streamable HTTP, the same tokens): %s\n  e.g. npx @modelcontextprotocol/inspector@0 --cli %s --transport http --method tools/list\n", addrs.MCP, addrs.MCP)
+	if o.Ready != nil {
+		o.Ready(addrs)
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		return err
+	case err := <-f.Err():
+		return err
+	}
+	return <-serveErr // the API's graceful shutdown
+}
+
+// onHost puts host into a listen address that has none (":8080"); an empty address
+// stays empty.
+func onHost(addr, host string) string {
+	h, port, err := net.SplitHostPort(addr)
+	if err != nil || h != "" {
+		return addr
+	}
+	return net.JoinHostPort(host, port)
+}
