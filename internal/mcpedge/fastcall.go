@@ -246,6 +246,7 @@ func fastMeta(meta mcp.Meta) bool {
 	// The SDK's clientCapabilitiesV2: ClientCapabilities with roots of their own.
 	var v2 struct {
 		mcp.ClientCapabilities
+		//lint:ignore SA1019 roots are deprecated but still sent by clients during the deprecation window: the fast path must read them as the SDK does
 		Roots *mcp.RootCapabilities `json:"roots,omitempty"`
 	}
 	if remarshal(caps, &v2) != nil {

@@ -162,7 +162,8 @@ type derived struct {
 	Labels  map[string]string `json:"labels,omitempty"`
 	Nested  struct{ On bool } `json:"nested,omitempty"`
 	Skipped string            `json:"-"`
-	private int               // unexported: derivation must leave it out of the schema
+	//lint:ignore U1000 never read: it is here so that derivation is seen to leave it out of the schema
+	private int
 }
 
 func (derived) Definition() tools.Definition        { return tools.Definition{Name: "derived"} }
