@@ -8,8 +8,15 @@ import (
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
-// APIError is an error the HTTP API answers with its status and a JSON body
-// {"error":{"status","message","violations","approval"}} that says what is wrong.
+// APIError is an error of the planner's API, which its methods return: the HTTP API
+// (package plannerapi) answers it with its status and a JSON body
+// {"error":{"status","message","violations","approval"}} that says what is wrong, and
+// the NATS control service with the same status and error in a [ControlReply].
+//
+// The planner decides the kind of failure (400 a bad request, 403 a caller's role, 404
+// a run the caller does not see, 409 a run's state, 413 what cannot be stored) and says
+// it as the HTTP status both answers use, rather than as a kind each maps: one
+// vocabulary, kept in one place.
 type APIError struct {
 	Status     int               `json:"status"`
 	Message    string            `json:"message"`

@@ -1,27 +1,14 @@
 package planner
 
 import (
-	"net/http"
+	"context"
+	"errors"
 	"slices"
 	"strings"
 
-	"github.com/toolfleet/toolfleet/internal/apiauth"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
-
-// APIAuth says who may use the planner's API and as whom (see apiauth.Auth): a caller
-// sees only its tenant's runs.
-type APIAuth = apiauth.Auth
-
-// LoadTokens reads a tokens file (see apiauth.LoadTokens).
-var LoadTokens = apiauth.LoadTokens
-
-// HashToken is the key of a token in APIAuth.Tokens.
-var HashToken = apiauth.HashToken
-
-// callerOf returns the identity the API established for the request.
-func callerOf(r *http.Request) events.Identity { return apiauth.Caller(r.Context()) }
 
 // Who may do what with a run. One rule, the same over HTTP, MCP and NATS:
 //
@@ -42,6 +29,34 @@ func callerOf(r *http.Request) events.Identity { return apiauth.Caller(r.Context
 // visibleTo reports whether a caller of identity id may see run: runs of its own tenant
 // (anonymous callers: anonymous runs).
 func (r *Run) visibleTo(id events.Identity) bool { return r.Tenant == id.Tenant }
+
+// GetFor is [Planner.Get] for caller: a run it may not see is not found (404), as if it
+// did not exist.
+func (p *Planner) GetFor(ctx context.Context, id string, caller events.Identity) (*Run, error) {
+	run, err := p.Get(ctx, id)
+	if err == nil && !run.visibleTo(caller) {
+		return nil, notFoundf("no run %q", id)
+	}
+	return run, err
+}
+
+// CallVisible says, as a 404, that caller sees no call callID: the id names no run, or a
+// run caller may not see (nil when it sees the run; whether the call is one of the run's
+// is [Planner.Approve]'s to say). Other errors (NATS not answering) are returned as they
+// are.
+func (p *Planner) CallVisible(ctx context.Context, callID string, caller events.Identity) error {
+	runID, ok := runOfCall(callID)
+	if !ok {
+		return notFoundf("no call %q", callID)
+	}
+	if _, err := p.GetFor(ctx, runID, caller); err != nil {
+		if errors.As(err, new(*APIError)) {
+			err = notFoundf("no call %q", callID)
+		}
+		return err
+	}
+	return nil
+}
 
 // mayAct says, as an API error, why caller may not act on run (follow up, change its
 // tools, cancel it, answer its approvals): not found outside the run's tenant, forbidden

@@ -3,7 +3,6 @@ package planner
 import (
 	"context"
 	"errors"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -145,17 +144,6 @@ func (p *Planner) ChangeTools(ctx context.Context, id string, caller events.Iden
 		r.acted(caller)
 		return !slices.Equal(before, r.Disabled) || !slices.Equal(tools, r.Tools) || len(r.Actors) != actors, nil
 	})
-}
-
-// postTools is POST /v1/runs/{id}/tools: 200 with the run.
-func (p *Planner) postTools(w http.ResponseWriter, r *http.Request) {
-	var c ToolsChange
-	if err := decodeBody(r, &c); err != nil {
-		writeError(w, err)
-		return
-	}
-	run, err := p.ChangeTools(r.Context(), r.PathValue("id"), callerOf(r), c)
-	writeControl(w, p.assembled(r.Context(), run), err)
 }
 
 // calledNext dates the next call of the current step of a run whose calls run one after

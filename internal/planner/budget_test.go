@@ -2,8 +2,6 @@ package planner
 
 import (
 	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -105,8 +103,8 @@ func TestCostBudgetHoldsForTheTree(t *testing.T) {
 	if total.Cost > 0.035+costEpsilon {
 		t.Fatalf("the tree spent %g of the root's budget of 0.035 (%v)", total.Cost, terminations(runs))
 	}
-	if !near(total.Cost, 0.03) || !near(root.Tree().Cost, total.Cost) || !near(view(root).TreeCost, total.Cost) {
-		t.Fatalf("the tree spent %g, the root counts %g (view %g), want 0.03", total.Cost, root.Tree().Cost, view(root).TreeCost)
+	if !near(total.Cost, 0.03) || !near(root.Tree().Cost, total.Cost) || !near(root.View().TreeCost, total.Cost) {
+		t.Fatalf("the tree spent %g, the root counts %g (view %g), want 0.03", total.Cost, root.Tree().Cost, root.View().TreeCost)
 	}
 	var stopped []*Run
 	for _, r := range runs {
@@ -208,7 +206,7 @@ steps:
 	if child.Limits.MaxSteps != 2 || child.Termination != TerminationMaxSteps || child.stepsTaken() != 2 {
 		t.Fatalf("the child (maxSteps %d) ended %s after %d steps", child.Limits.MaxSteps, child.Termination, child.stepsTaken())
 	}
-	if root.Termination != TerminationMaxSteps || root.Tree().Steps != 3 || view(root).TreeSteps != 3 || view(root).Steps != 1 {
+	if root.Termination != TerminationMaxSteps || root.Tree().Steps != 3 || root.View().TreeSteps != 3 || root.View().Steps != 1 {
 		t.Fatalf("the root ended %s (%s) with %d steps in its tree", root.Termination, root.Detail, root.Tree().Steps)
 	}
 }
@@ -238,15 +236,13 @@ steps:
 	}
 }
 
-// GET /v1/runs/{id} shows each run's own totals and its tree's: the root's tree totals
-// are the sum of every run's own, a leaf's are its own.
+// A run's view (what GET /v1/runs/{id} answers) shows each run's own totals and its
+// tree's: the root's tree totals are the sum of every run's own, a leaf's are its own.
 func TestRunViewShowsTreeTotals(t *testing.T) {
 	b := treePlanner(t, treeScripts, 1, 0.01) // 1 per million tokens: every answer costs
 	root := b.run(t, StartRequest{Input: "split the work", Tools: []string{"add", "run_agent"}})
 	runs := b.tree(t, root)
-	srv := httptest.NewServer(b.p.Handler(APIAuth{}))
-	defer srv.Close()
-	// What a user reads of GET /v1/runs/{id}.
+	// What a user reads of GET /v1/runs/{id}: the run's view, as JSON.
 	type totals struct {
 		Steps      int            `json:"steps"`
 		Tokens     int            `json:"tokens"`
@@ -258,14 +254,14 @@ func TestRunViewShowsTreeTotals(t *testing.T) {
 		TreeCost   float64        `json:"treeCost"`
 	}
 	get := func(id string) totals {
-		resp, err := http.Get(srv.URL + "/v1/runs/" + id)
+		run, err := b.p.Get(b.ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer func() { _ = resp.Body.Close() }()
+		body, err := json.Marshal(run.View())
 		var v totals
-		if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&v) != nil {
-			t.Fatalf("GET run %s: %s", id, resp.Status)
+		if err != nil || json.Unmarshal(body, &v) != nil {
+			t.Fatalf("the view of run %s: %v: %s", id, err, body)
 		}
 		return v
 	}

@@ -123,3 +123,7 @@ func (v *catalogView) names() []string {
 	sort.Strings(out)
 	return out
 }
+
+// Tool returns the definition of the catalog's tool name as the planner knows it now
+// (what a run may name and call); false when no executor serves it.
+func (p *Planner) Tool(name string) (tools.Definition, bool) { return p.cat.get(name) }

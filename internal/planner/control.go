@@ -159,27 +159,9 @@ func isAPIStatus(err error, statuses ...int) bool {
 	return false
 }
 
-// postCancel is POST /v1/runs/{id}/cancel: 200 with the canceled run; 409 with
-// {"error", "run"} for a run that has ended; 404 for another tenant's run.
-func (p *Planner) postCancel(w http.ResponseWriter, r *http.Request) {
-	var req CancelRequest
-	if r.ContentLength != 0 {
-		if err := decodeBody(r, &req); err != nil {
-			writeError(w, err)
-			return
-		}
-	}
-	caller := callerOf(r)
-	if req.By == "" {
-		req.By = describeCaller(caller)
-	}
-	run, err := p.Cancel(r.Context(), r.PathValue("id"), caller, req)
-	writeControl(w, p.assembled(r.Context(), run), err)
-}
-
-// assembled returns the run with its conversation and calls (see [Planner.Get]), or as
+// Assembled returns the run with its conversation and calls (see [Planner.Get]), or as
 // it is when they cannot be read now.
-func (p *Planner) assembled(ctx context.Context, run *Run) *Run {
+func (p *Planner) Assembled(ctx context.Context, run *Run) *Run {
 	if run == nil {
 		return nil
 	}
@@ -189,8 +171,8 @@ func (p *Planner) assembled(ctx context.Context, run *Run) *Run {
 	return run
 }
 
-// describeCaller names an API caller for the record.
-func describeCaller(id events.Identity) string {
+// DescribeCaller names an API caller for the record (a cancel's or an approval's By).
+func DescribeCaller(id events.Identity) string {
 	switch {
 	case id.Tenant == "":
 		return "api"
@@ -198,21 +180,6 @@ func describeCaller(id events.Identity) string {
 		return "api:" + id.Tenant
 	}
 	return "api:" + id.Tenant + "/" + id.Role
-}
-
-// writeControl answers a control request: 200 with the run, or the error with the run
-// as it stands beside it when there is one (a 409).
-func writeControl(w http.ResponseWriter, run *Run, err error) {
-	if err == nil {
-		writeJSON(w, http.StatusOK, view(run))
-		return
-	}
-	var apiErr *APIError
-	if !errors.As(err, &apiErr) || run == nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, apiErr.Status, map[string]any{"error": apiErr, "run": view(run)})
 }
 
 // ControlReply is the answer of the planner's NATS control endpoint: the HTTP status the
@@ -248,7 +215,7 @@ func (p *Planner) handleCancelRequest(ctx context.Context, req micro.Request) {
 	reply := func(run *Run, err error) {
 		out := ControlReply{Status: http.StatusOK}
 		if run != nil {
-			v := view(run)
+			v := run.View()
 			out.Run = &v
 		}
 		if err != nil {

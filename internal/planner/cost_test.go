@@ -35,7 +35,7 @@ func TestCostBudget(t *testing.T) {
 
 	// No budget: three turns and two calls.
 	run := b.run(t, StartRequest{Input: "add", Tools: []string{"add"}})
-	if run.Termination != TerminationCompleted || !near(run.Cost, 3*0.002+2*0.001) || !near(view(run).Cost, run.Cost) {
+	if run.Termination != TerminationCompleted || !near(run.Cost, 3*0.002+2*0.001) || !near(run.View().Cost, run.Cost) {
 		t.Fatalf("run ended %s, cost %g, want completed at 0.008", run.Termination, run.Cost)
 	}
 
@@ -51,7 +51,7 @@ func TestCostBudget(t *testing.T) {
 	if c := run.Calls[1]; !c.Local || c.Executor != "" || c.Error == nil || c.Error.Code != codeCostBudget {
 		t.Fatalf("the call over budget: %+v", c)
 	}
-	v := view(run)
+	v := run.View()
 	if !near(v.Cost, 0.005) || v.CostBudget != 0.005 {
 		t.Fatalf("view shows cost %g of %g", v.Cost, v.CostBudget)
 	}

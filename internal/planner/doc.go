@@ -201,7 +201,10 @@
 //
 // # Inspection
 //
-// [Planner.Handler] serves the HTTP API: POST /v1/runs, GET /v1/runs/{id} (status,
+// Package plannerapi (internal/planner/plannerapi) serves the HTTP API over the
+// planner's methods ([Planner.Start], [Planner.GetFor], [Planner.Wait],
+// [Planner.FollowEvents], [Planner.Approve], [Planner.Cancel], [Planner.Continue],
+// [Planner.ChangeTools]): POST /v1/runs, GET /v1/runs/{id} (status,
 // answer, every call with its timeline, tokens, steps, termination), GET
 // /v1/runs/{id}/messages (the conversation, in order), GET
 // /v1/runs/{id}/events (the run's lifecycle as Server-Sent Events, replayed from its
@@ -209,7 +212,10 @@
 // with Last-Event-ID resumes after it, or gets 204 once it saw done), POST
 // /v1/approvals/{callId}, POST /v1/runs/{id}/cancel, POST /v1/runs/{id}/messages, POST
 // /v1/runs/{id}/tools, /healthz and /readyz. The same lifecycle is published on
-// toolfleet.event.run.<run>.<what> for any NATS subscriber.
+// toolfleet.event.run.<run>.<what> for any NATS subscriber. The planner's methods
+// fail with an [APIError], which carries the status the API answers (the NATS control
+// service answers the same, in [ControlReply]); who may see and act on a run is the
+// planner's rule (auth.go), whichever way the caller came.
 //
 // # Run events
 //

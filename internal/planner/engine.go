@@ -150,6 +150,10 @@ func (p *Planner) createConsumers(ctx context.Context) error {
 	return nil
 }
 
+// Connected reports whether the planner's NATS connection is up: whether it can serve
+// (the API's readiness).
+func (p *Planner) Connected() bool { return p.nc.IsConnected() }
+
 // Run serves until ctx ends: it follows the tool catalog, takes run steps and results from
 // their durable consumers, relays approval requests and ends runs whose time is up. On
 // return, messages being handled were either finished or left for redelivery, and

@@ -3,7 +3,6 @@ package planner
 import (
 	"context"
 	"errors"
-	"net/http/httptest"
 	"runtime"
 	"slices"
 	"strings"
@@ -85,18 +84,16 @@ func TestFirstStepTakenWhileTheRunIsStored(t *testing.T) {
 		})
 		return err
 	}
-	api := httptest.NewServer(p.Handler(APIAuth{}))
-	defer api.Close()
 	run := b.run(t, StartRequest{Input: "1+2", Tools: []string{"add"}})
 	if run.Termination != TerminationCompleted || run.Answer != "three" || len(run.Calls) != 1 || run.Calls[0].Status != "ok" {
 		t.Fatalf("run ended %s (%s), answer %q, calls %+v", run.Termination, run.Detail, run.Answer, run.Calls)
 	}
-	_, evs := readEvents(t, api.URL, run.ID, "")
+	evs := followEvents(t, p, run.ID)
 	var order []string
 	for _, e := range evs {
 		checkEvent(t, run.ID, e)
-		if e.Event != "tool_started" { // the executor's: it comes when it comes
-			order = append(order, e.Event)
+		if e.What != "tool_started" { // the executor's: it comes when it comes
+			order = append(order, e.What)
 		}
 	}
 	want := []string{"started", "step_started", "tool_call_started", "model_answered", "tool_called", "tool_result",
@@ -192,14 +189,12 @@ func TestFirstStepStoppedWhileWaitingForTheCreate(t *testing.T) {
 	if run.Termination != TerminationCompleted || run.Answer != "three" || len(run.Calls) != 1 || run.Calls[0].Status != "ok" || run.Calls[0].Attempts != 1 {
 		t.Fatalf("run ended %s (%s), answer %q, calls %+v", run.Termination, run.Detail, run.Answer, run.Calls)
 	}
-	api := httptest.NewServer(second.Handler(APIAuth{}))
-	defer api.Close()
-	_, evs := readEvents(t, api.URL, id, "")
+	evs := followEvents(t, second, id)
 	var order []string
 	for _, e := range evs {
 		checkEvent(t, id, e)
-		if e.Event != "tool_started" {
-			order = append(order, e.Event)
+		if e.What != "tool_started" {
+			order = append(order, e.What)
 		}
 	}
 	want := []string{"started", "step_started", "tool_call_started", "model_answered", "tool_called", "tool_result",

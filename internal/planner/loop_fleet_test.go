@@ -3,7 +3,6 @@ package planner
 import (
 	"context"
 	"encoding/json"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -247,12 +246,10 @@ func TestLoopDetectionWarns(t *testing.T) {
 	}
 	// Each warning is a loop_detected event naming the tool and the call, as the
 	// README's table says.
-	api := httptest.NewServer(b.p.Handler(APIAuth{}))
-	defer api.Close()
-	_, evs := readEvents(t, api.URL, run.ID, "")
+	evs := followEvents(t, b.p, run.ID)
 	var warned []string
 	for _, e := range evs {
-		if e.Event != "loop_detected" {
+		if e.What != "loop_detected" {
 			continue
 		}
 		d := checkEvent(t, run.ID, e)

@@ -299,48 +299,6 @@ func (p *Planner) publishAdvanceTurn(ctx context.Context, run string, step, turn
 	return nil
 }
 
-// postMessages is POST /v1/runs/{id}/messages: 202 with the run (continued, or running
-// with the messages queued for its next step); 200 with the run when the follow-up's id
-// was taken already; 409 with {"error","run"} for a run that cannot be continued.
-func (p *Planner) postMessages(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		FollowUp
-		Wait        bool   `json:"wait,omitempty"`
-		WaitTimeout string `json:"waitTimeout,omitempty"`
-	}
-	if err := decodeBody(r, &req); err != nil {
-		writeError(w, err)
-		return
-	}
-	wait, err := waitFor(req.WaitTimeout)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	req.Caller = callerOf(r)
-	run, added, err := p.Continue(r.Context(), r.PathValue("id"), req.FollowUp)
-	if err != nil {
-		writeControl(w, p.assembled(r.Context(), run), err)
-		return
-	}
-	status := http.StatusAccepted
-	if !added {
-		status = http.StatusOK
-	}
-	if req.Wait && added {
-		ctx, cancel := context.WithTimeout(r.Context(), wait)
-		defer cancel()
-		if done, err := p.Wait(ctx, run.ID); err == nil {
-			run, status = done, http.StatusOK
-		} else if done != nil {
-			run = done
-		}
-	} else {
-		run = p.assembled(r.Context(), run)
-	}
-	writeJSON(w, status, view(run))
-}
-
 // injection returns message record k of run (see [injectRecord]).
 func (l *runLog) injection(ctx context.Context, run string, k int) (*injectRecord, error) {
 	c := l.cache(run)

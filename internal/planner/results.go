@@ -423,7 +423,7 @@ func (p *Planner) handleApprovalRequest(ctx context.Context, m jetstream.Msg) {
 // (403), since an approval lets the call run. The answer records who gave it: ans.By,
 // or the caller's identity when it is empty.
 func (p *Planner) Approve(ctx context.Context, callID string, caller events.Identity, ans events.ApprovalAnswer) error {
-	if err := checkDecision(&ans); err != nil {
+	if err := CheckDecision(&ans); err != nil {
 		return err
 	}
 	runID, ok := runOfCall(callID)
@@ -462,7 +462,7 @@ func (p *Planner) Approve(ctx context.Context, callID string, caller events.Iden
 		}
 	}
 	if ans.By == "" {
-		ans.By = describeCaller(caller)
+		ans.By = DescribeCaller(caller)
 	}
 	withArgs, err := p.withArguments(ctx, run, []*CallRecord{c})
 	if err != nil {
@@ -519,7 +519,9 @@ func (p *Planner) Approve(ctx context.Context, callID string, caller events.Iden
 	return nil
 }
 
-func checkDecision(ans *events.ApprovalAnswer) error {
+// CheckDecision says, as a 400, what is wrong with an approval answer: a decision other
+// than approve or deny, or arguments on a deny ("arguments": null counts as none).
+func CheckDecision(ans *events.ApprovalAnswer) error {
 	if ans.Decision != events.DecisionApprove && ans.Decision != events.DecisionDeny {
 		return requestErrorf("decision must be %q or %q, got %q", events.DecisionApprove, events.DecisionDeny, ans.Decision)
 	}

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -232,54 +230,6 @@ steps:
 	}
 	if d := time.Since(begin); d > 10*time.Second {
 		t.Errorf("the run took %s to end", d)
-	}
-}
-
-// GET /v1/runs/{id}/messages answers the conversation in order; GET /v1/runs/{id} the
-// same view as before, assembled from the parts.
-func TestAPIMessages(t *testing.T) {
-	b := setup(t, map[string]string{"main": `
-name: one-call
-steps:
-  - calls: [{name: add, arguments: {a: 2, b: 3}}]
-  - text: five
-`})
-	run := b.run(t, StartRequest{Input: "2+3?", Tools: []string{"add"}})
-	h := b.p.Handler(APIAuth{})
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/runs/"+run.ID+"/messages", nil))
-	if rec.Code != http.StatusOK {
-		t.Fatalf("status %d: %s", rec.Code, rec.Body)
-	}
-	var msgs []provider.Message
-	if err := json.Unmarshal(rec.Body.Bytes(), &msgs); err != nil {
-		t.Fatal(err)
-	}
-	var roles []provider.Role
-	for _, m := range msgs {
-		roles = append(roles, m.Role)
-	}
-	want := []provider.Role{provider.RoleUser, provider.RoleAssistant, provider.RoleTool, provider.RoleAssistant}
-	if fmt.Sprint(roles) != fmt.Sprint(want) || msgs[0].Text != "2+3?" || msgs[3].Text != "five" ||
-		string(msgs[2].ToolResults[0].Content) != `{"sum":5}` || msgs[1].ToolCalls[0].ID != msgs[2].ToolResults[0].CallID {
-		t.Fatalf("messages %+v; want the input, the call, its result and the answer", msgs)
-	}
-
-	rec = httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/runs/"+run.ID, nil))
-	var view RunView
-	if err := json.Unmarshal(rec.Body.Bytes(), &view); err != nil {
-		t.Fatal(err)
-	}
-	if view.Answer != "five" || len(view.Calls) != 1 || string(view.Calls[0].Output) != `{"sum":5}` ||
-		string(view.Calls[0].Arguments) != `{"a":2,"b":3}` || view.Calls[0].FinishedAt == nil || len(view.Offered) != 2 {
-		t.Fatalf("view %+v; want the answer, the call with its arguments, output and timeline, the tools per step", view)
-	}
-
-	rec = httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/runs/rnope/messages", nil))
-	if rec.Code != http.StatusNotFound {
-		t.Fatalf("messages of an unknown run: status %d", rec.Code)
 	}
 }
 

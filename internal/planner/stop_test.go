@@ -2,8 +2,6 @@ package planner
 
 import (
 	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -11,17 +9,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/toolfleet/toolfleet/internal/provider"
+	"github.com/toolfleet/toolfleet/internal/testsupport/plannertest"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
-const stopScript = `
-steps:
-  - calls: [{name: add, arguments: {a: 1, b: 1}}]
-  - calls: [{name: echo, arguments: {text: the treasure is here}}, {name: add, arguments: {a: 2, b: 3}}]
-  - calls: [{name: add, arguments: {a: 3, b: 3}}]
-  - text: the end
-`
+const stopScript = plannertest.StopScript
 
 // Declarative stop conditions end the run once the matching call's step has its results,
 // with that call's output as the answer.
@@ -79,7 +71,7 @@ func jsonEqual(a, b any) bool {
 }
 
 // Steps is how many steps the run took.
-func (r *Run) Steps() int { return view(r).Steps }
+func (r *Run) Steps() int { return r.View().Steps }
 
 // A stop hook is any NATS service: here a plain nats.go subscription. It is asked after
 // each step with the step's summary, and its stop ends the run with its reason.
@@ -139,32 +131,5 @@ func TestStopHook(t *testing.T) {
 		if run.Termination != tt.want {
 			t.Errorf("hook %+v: run ended %s (%s), want %s", tt.hook, run.Termination, run.Detail, tt.want)
 		}
-	}
-}
-
-// The API takes stopWhen, stopHook and limits.costBudget in the run request, and shows
-// the run's cost.
-func TestStopAndCostOverTheAPI(t *testing.T) {
-	b := setup(t, nil)
-	b.swapPlanner(t, Config{Models: map[string]provider.Model{"main": scriptedModel(t, stopScript)}, Prices: costPrices})
-	api := httptest.NewServer(b.p.Handler(APIAuth{}))
-	defer api.Close()
-	post := func(body string) (int, RunView) {
-		t.Helper()
-		resp, err := http.Post(api.URL+"/v1/runs", "application/json", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var v RunView
-		_ = json.NewDecoder(resp.Body).Decode(&v)
-		return resp.StatusCode, v
-	}
-	status, v := post(`{"input":"go","tools":["add","echo"],"stopWhen":[{"tool":"echo"}],"stopHook":{"subject":"hooks.none","timeout":"50ms"},"limits":{"costBudget":1},"wait":true}`)
-	if status != http.StatusOK || v.Termination != TerminationStopCondition || v.Cost <= 0 || v.CostBudget != 1 {
-		t.Fatalf("status %d, run %+v", status, v)
-	}
-	if status, _ := post(`{"input":"go","stopWhen":[{"outputMatches":"("}]}`); status != http.StatusBadRequest {
-		t.Fatalf("a bad stopWhen: status %d", status)
 	}
 }

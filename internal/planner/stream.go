@@ -2,7 +2,6 @@ package planner
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -115,40 +114,4 @@ func (p *Planner) emitID(ctx context.Context, run *Run, what, id string, step in
 	msg, err := events.NewRunEventID(p.cfg.Source, what, id,
 		events.RunEvent{RunID: run.ID, Tenant: run.Tenant, Step: step, CallID: call, Detail: jsonText(detail)}, p.cfg.Now())
 	p.sendRunEvent(ctx, run, what, msg, err)
-}
-
-// lastEventID reads the Last-Event-ID header (or the lastEventId query parameter, for
-// clients that cannot set headers) of an SSE reconnection: the stream sequence of the
-// last event the client saw. ok is false when there is none.
-func lastEventID(h string, query string) (seq uint64, ok bool, err error) {
-	v := strings.TrimSpace(h)
-	if v == "" {
-		v = strings.TrimSpace(query)
-	}
-	if v == "" {
-		return 0, false, nil
-	}
-	seq, err = strconv.ParseUint(v, 10, 64)
-	if err != nil {
-		return 0, false, fmt.Errorf("Last-Event-ID must be the id of an event of this stream (a number), got %q", v)
-	}
-	return seq, true, nil
-}
-
-// sawDone reports whether a client whose last event is the stream sequence seq has seen
-// the done event of run: the stream ends with it, so there is nothing more to send.
-func (p *Planner) sawDone(ctx context.Context, run *Run, seq uint64) bool {
-	if run.Status != StatusDone {
-		return false
-	}
-	subj, err := events.RunEventSubject(run.Tenant, run.ID, "done")
-	if err != nil {
-		return false
-	}
-	stream, err := p.js.Stream(ctx, events.StreamEvents)
-	if err != nil {
-		return false
-	}
-	m, err := stream.GetLastMsgForSubject(ctx, subj)
-	return err == nil && m.Sequence <= seq
 }

@@ -1,12 +1,13 @@
 package planner
 
 import (
-	"net/http/httptest"
+	"context"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/toolfleet/toolfleet/internal/testsupport/plannertest"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
@@ -31,16 +32,42 @@ var eventTable = map[string]bool{
 
 // checkEvent asserts what every run event carries: its run, its step, a call id where
 // the table says so, and when it happened.
-func checkEvent(t *testing.T, run string, e sseEvent) eventData {
+func checkEvent(t *testing.T, run string, e FollowedEvent) plannertest.EventData {
 	t.Helper()
-	d := decodeEventData(t, e)
+	d := plannertest.DecodeEventData(t, e.What, e.Data)
 	if d.RunID != run || d.Step == nil || d.At.IsZero() {
-		t.Fatalf("event %s lacks its run, step or time: %s", e.Event, e.Data)
+		t.Fatalf("event %s lacks its run, step or time: %s", e.What, e.Data)
 	}
-	if eventTable[e.Event] && d.CallID == "" {
-		t.Fatalf("event %s lacks its call id: %s", e.Event, e.Data)
+	if eventTable[e.What] && d.CallID == "" {
+		t.Fatalf("event %s lacks its call id: %s", e.What, e.Data)
 	}
 	return d
+}
+
+// followEvents reads the events of run, which has ended, to its done.
+func followEvents(t *testing.T, p *Planner, run string) []FollowedEvent {
+	t.Helper()
+	r, err := p.Get(t.Context(), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	evs, err := p.FollowEvents(ctx, r, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []FollowedEvent
+	for e, err := range evs {
+		if err != nil {
+			t.Fatalf("after %d events of run %s: %v", len(out), run, err)
+		}
+		out = append(out, e)
+		if e.What == "done" {
+			break
+		}
+	}
+	return out
 }
 
 // A run that does a bit of everything shows every event of the table, each with its run,
@@ -60,8 +87,6 @@ steps:
       - {name: echo, arguments: {text: again}}
   - text: all done
 `})
-	api := httptest.NewServer(b.p.Handler(APIAuth{}))
-	defer api.Close()
 	run, err := b.p.Start(b.ctx, StartRequest{Input: "go", Tools: []string{"delete_all", "add", "fail", "echo"}})
 	if err != nil {
 		t.Fatal(err)
@@ -84,13 +109,13 @@ steps:
 	if done.Termination != TerminationCompleted {
 		t.Fatalf("run ended %s (%s)", done.Termination, done.Detail)
 	}
-	_, evs := readEvents(t, api.URL, run.ID, "")
+	evs := followEvents(t, b.p, run.ID)
 	seen := map[string]int{}
 	errs := map[string]bool{}
 	for _, e := range evs {
 		d := checkEvent(t, run.ID, e)
-		seen[e.Event]++
-		if e.Event == "tool_error" {
+		seen[e.What]++
+		if e.What == "tool_error" {
 			errs[d.CallID] = true
 		}
 	}
@@ -119,18 +144,16 @@ steps:
   - calls: [{name: nope1}, {name: nope2}, {name: nope3}, {name: nope4}, {name: nope5}]
   - text: never
 `})
-	api := httptest.NewServer(b.p.Handler(APIAuth{}))
-	defer api.Close()
 	run := b.run(t, StartRequest{Input: "go"})
 	if run.Termination != TerminationErrorThreshold {
 		t.Fatalf("run ended %s (%s)", run.Termination, run.Detail)
 	}
-	_, evs := readEvents(t, api.URL, run.ID, "")
+	evs := followEvents(t, b.p, run.ID)
 	var ids, kinds []string
 	for _, e := range evs {
 		d := checkEvent(t, run.ID, e)
-		kinds = append(kinds, e.Event)
-		if e.Event == "tool_error" {
+		kinds = append(kinds, e.What)
+		if e.What == "tool_error" {
 			ids = append(ids, d.CallID)
 			if !strings.Contains(string(d.Detail), "no_such_tool") {
 				t.Errorf("tool_error %s: %s", d.CallID, d.Detail)

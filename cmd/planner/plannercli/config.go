@@ -12,6 +12,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/natsconn"
 	"github.com/toolfleet/toolfleet/internal/ops"
 	"github.com/toolfleet/toolfleet/internal/planner"
+	"github.com/toolfleet/toolfleet/internal/planner/plannerapi"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
@@ -27,7 +28,7 @@ type Config struct {
 	// Token, when set, protects the API with a bearer token; its holder is anonymous.
 	Token string
 	// Tokens maps more bearer tokens (by SHA-256) to the tenant and role their holders
-	// act with, from the tokens file (-api-tokens, see planner.LoadTokens).
+	// act with, from the tokens file (-api-tokens, see plannerapi.LoadTokens).
 	Tokens map[string]events.Identity
 	// OperatorRoles may act on other roles' runs of their tenant (see
 	// planner.Config.OperatorRoles).
@@ -85,7 +86,7 @@ func Parse(args []string, out io.Writer) (Config, error) {
 		errs = append(errs, err)
 	}
 	if *tokensFile != "" {
-		if c.Tokens, err = planner.LoadTokens(*tokensFile); err != nil {
+		if c.Tokens, err = plannerapi.LoadTokens(*tokensFile); err != nil {
 			errs = append(errs, fmt.Errorf("-api-tokens (TOOLFLEET_API_TOKENS_FILE): %w", err))
 		}
 	}

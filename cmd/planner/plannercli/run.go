@@ -16,6 +16,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/mcpedge"
 	"github.com/toolfleet/toolfleet/internal/ops"
 	"github.com/toolfleet/toolfleet/internal/planner"
+	"github.com/toolfleet/toolfleet/internal/planner/plannerapi"
 	"github.com/toolfleet/toolfleet/internal/provider"
 )
 
@@ -37,7 +38,7 @@ func Run(ctx context.Context, c Config) error {
 	if err != nil {
 		return err
 	}
-	auth := planner.APIAuth{Token: c.Token, Tokens: c.Tokens}
+	auth := plannerapi.Auth{Token: c.Token, Tokens: c.Tokens}
 	edge, err := mcpedge.Start(ctx, nc, mcpedge.Config{Events: c.Events(), Auth: auth, Log: log})
 	if err != nil {
 		return err
@@ -52,7 +53,7 @@ func Run(ctx context.Context, c Config) error {
 	log.Info().Str("addr", ln.Addr().String()).Str("mcp", mcpedge.Path).Str("default_model", def).Bool("picker", c.UsePicker).Msg("planner API listening")
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return p.Run(gctx) })
-	g.Go(func() error { return ServeAPI(gctx, ln, mcpedge.Mount(p.Handler(auth), edge.Handler())) })
+	g.Go(func() error { return ServeAPI(gctx, ln, mcpedge.Mount(plannerapi.Handler(p, auth), edge.Handler())) })
 	err = g.Wait()
 	if dErr := nc.Drain(); dErr != nil && err == nil {
 		err = dErr

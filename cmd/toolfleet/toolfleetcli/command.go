@@ -13,7 +13,7 @@ import (
 
 	"github.com/toolfleet/toolfleet/internal/envflag"
 	"github.com/toolfleet/toolfleet/internal/ops"
-	"github.com/toolfleet/toolfleet/internal/planner"
+	"github.com/toolfleet/toolfleet/internal/planner/plannerapi"
 )
 
 // usage is the toolfleet command's synopsis.
@@ -88,7 +88,7 @@ func Parse(args []string, out io.Writer) (Command, error) {
 		c.Dev.OpsAddr = cfg.Addr
 		c.Dev.Token = os.Getenv("TOOLFLEET_API_TOKEN")
 		if f := os.Getenv("TOOLFLEET_API_TOKENS_FILE"); f != "" {
-			if c.Dev.Tokens, err = planner.LoadTokens(f); err != nil {
+			if c.Dev.Tokens, err = plannerapi.LoadTokens(f); err != nil {
 				return Command{}, err
 			}
 		}

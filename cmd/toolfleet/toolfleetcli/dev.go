@@ -10,7 +10,7 @@ import (
 	"github.com/toolfleet/toolfleet/cmd/planner/plannercli"
 	"github.com/toolfleet/toolfleet/internal/mcpedge"
 	"github.com/toolfleet/toolfleet/internal/ops"
-	"github.com/toolfleet/toolfleet/internal/planner"
+	"github.com/toolfleet/toolfleet/internal/planner/plannerapi"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
@@ -28,7 +28,7 @@ type DevOptions struct {
 	OpsAddr string
 	// Token, when set, protects the API with a bearer token (its holder is anonymous);
 	// Tokens map more tokens to the tenant and role their holders act with (see
-	// planner.APIAuth).
+	// plannerapi.Auth).
 	Token  string
 	Tokens map[string]events.Identity
 	Out    io.Writer
@@ -102,7 +102,7 @@ func Dev(ctx context.Context, o DevOptions) error {
 	if err != nil {
 		return fmt.Errorf("planner API: listen %s: %w", onHost(o.HTTPAddr, o.Host), err)
 	}
-	auth := planner.APIAuth{Token: o.Token, Tokens: o.Tokens}
+	auth := plannerapi.Auth{Token: o.Token, Tokens: o.Tokens}
 	edge, err := mcpedge.Start(ctx, f.NC, mcpedge.Config{Auth: auth, Log: o.Fleet.Log})
 	if err != nil {
 		ln.Close()
@@ -113,7 +113,7 @@ func Dev(ctx context.Context, o DevOptions) error {
 	defer cancel()
 	serveErr := make(chan error, 1)
 	go func() {
-		serveErr <- plannercli.ServeAPI(ctx, ln, mcpedge.Mount(f.Planner.Handler(auth), edge.Handler()))
+		serveErr <- plannercli.ServeAPI(ctx, ln, mcpedge.Mount(plannerapi.Handler(f.Planner, auth), edge.Handler()))
 	}()
 	addrs := DevAddrs{API: "http://" + ln.Addr().String(), NATS: f.Server.ClientURL(), Ops: srv.Addr()}
 	addrs.MCP = addrs.API + mcpedge.Path

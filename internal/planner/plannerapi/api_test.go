@@ -1,4 +1,4 @@
-package planner
+package plannerapi
 
 import (
 	"context"
@@ -13,11 +13,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/toolfleet/toolfleet/internal/planner"
 )
 
 func TestAPIRefusesBadRequests(t *testing.T) {
 	b := setup(t, map[string]string{"main": answerScript})
-	srv := httptest.NewServer(b.p.Handler(APIAuth{Token: "tok"}))
+	srv := httptest.NewServer(Handler(b.p, Auth{Token: "tok"}))
 	defer srv.Close()
 
 	tests := []struct {
@@ -73,7 +74,7 @@ func TestAPIRefusesBadRequests(t *testing.T) {
 				return
 			}
 			var e struct {
-				Error APIError `json:"error"`
+				Error planner.APIError `json:"error"`
 			}
 			if err := json.Unmarshal(body, &e); err != nil {
 				t.Fatalf("body is not a JSON error: %s", body)
@@ -88,18 +89,18 @@ func TestAPIRefusesBadRequests(t *testing.T) {
 // A run whose model answers at once completes, and the API shows its answer.
 func TestAPIRunAndWait(t *testing.T) {
 	b := setup(t, map[string]string{"main": answerScript})
-	srv := httptest.NewServer(b.p.Handler(APIAuth{}))
+	srv := httptest.NewServer(Handler(b.p, Auth{}))
 	defer srv.Close()
 	resp, err := http.Post(srv.URL+"/v1/runs", "application/json", strings.NewReader(`{"input":"say hello","wait":true}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var v RunView
+	var v planner.RunView
 	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
 		t.Fatal(err)
 	}
-	if resp.StatusCode != 200 || v.Status != StatusDone || v.Termination != TerminationCompleted || v.Answer != "hello there" {
+	if resp.StatusCode != 200 || v.Status != planner.StatusDone || v.Termination != planner.TerminationCompleted || v.Answer != "hello there" {
 		t.Fatalf("status %d, run %+v", resp.StatusCode, v)
 	}
 	if resp.Header.Get("Location") != "/v1/runs/"+v.ID {
@@ -110,7 +111,7 @@ func TestAPIRunAndWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer got.Body.Close()
-	var v2 RunView
+	var v2 planner.RunView
 	_ = json.NewDecoder(got.Body).Decode(&v2)
 	if v2.Answer != "hello there" || v2.Steps != 1 || v2.Tokens == 0 {
 		t.Fatalf("GET run = %+v", v2)
@@ -131,7 +132,7 @@ func TestUnavailableIs503(t *testing.T) {
 		{fmt.Errorf("publish: %w", &jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}), http.StatusServiceUnavailable},
 		{fmt.Errorf("decode run r1: %w", errors.New("unexpected end of JSON input")), http.StatusInternalServerError},
 		{fmt.Errorf("publish: %w", &jetstream.APIError{Code: 400, ErrorCode: 10054, Description: "message size exceeds maximum allowed"}), http.StatusInternalServerError},
-		{conflictf("run r1 ended canceled"), http.StatusConflict},
+		{&planner.APIError{Status: http.StatusConflict, Message: "run r1 ended canceled"}, http.StatusConflict},
 	} {
 		rec := httptest.NewRecorder()
 		writeError(rec, c.err)

@@ -1,4 +1,4 @@
-package planner
+package plannerapi
 
 import (
 	"context"
@@ -11,7 +11,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/toolfleet/toolfleet/internal/planner"
 	"github.com/toolfleet/toolfleet/internal/provider"
+	"github.com/toolfleet/toolfleet/internal/testsupport/plannertest"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
@@ -41,8 +43,8 @@ func newRoleFleet(t *testing.T) *roleFleet {
 	startExecutor(t, b, tools.Definition{Type: "function", Name: "admin_only", Description: "Admins only.", Safe: true,
 		Parameters: json.RawMessage(`{"type":"object"}`), Roles: []string{"admin"}},
 		func(context.Context, json.RawMessage) (any, error) { ran.Add(1); return "secret report", nil })
-	b.swapPlanner(t, Config{Models: map[string]provider.Model{"main": scriptedModel(t, escalationScript),
-		"wipe": scriptedModel(t, "steps:\n  - calls: [{name: admin_wipe, arguments: {}}]\n  - text: wiped\n")},
+	b.swapPlanner(t, planner.Config{Models: map[string]provider.Model{"main": plannertest.Model(t, escalationScript),
+		"wipe": plannertest.Model(t, "steps:\n  - calls: [{name: admin_wipe, arguments: {}}]\n  - text: wiped\n")},
 		DefaultModel: "main", OperatorRoles: []string{"ops"}})
 	file := filepath.Join(t.TempDir(), "tokens.json")
 	if err := os.WriteFile(file, []byte(`[{"token":"acme-admin","tenant":"acme","role":"admin"},
@@ -54,14 +56,14 @@ func newRoleFleet(t *testing.T) *roleFleet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := httptest.NewServer(b.p.Handler(APIAuth{Tokens: tokens}))
+	api := httptest.NewServer(Handler(b.p, Auth{Tokens: tokens}))
 	t.Cleanup(api.Close)
 	return &roleFleet{testBundle: b, api: api, ran: ran}
 }
 
 // startAdminRun starts acme's admin's run of escalationScript with tools and waits until
 // its first call waits for an approval.
-func (f *roleFleet) startAdminRun(t *testing.T, tools ...string) (string, *CallRecord) {
+func (f *roleFleet) startAdminRun(t *testing.T, tools ...string) (string, *planner.CallRecord) {
 	t.Helper()
 	status, body := apiCall(t, f.api, "POST", "/v1/runs", "acme-admin", map[string]any{"input": "report", "tools": tools})
 	if status != http.StatusAccepted {
@@ -111,7 +113,7 @@ func TestLesserRoleCannotWidenAnAdminsRun(t *testing.T) {
 		t.Fatalf("acme's user reading the run: %d %v", status, body)
 	}
 	run, err := f.p.Get(f.ctx, id)
-	if err != nil || len(run.Tools) != 1 || run.Tools[0] != "delete_all" || len(run.Actors) != 0 || run.Status != StatusRunning ||
+	if err != nil || len(run.Tools) != 1 || run.Tools[0] != "delete_all" || len(run.Actors) != 0 || run.Status != planner.StatusRunning ||
 		run.Injected != 0 {
 		t.Fatalf("the run after the refused actions: %+v, %v; want it unchanged", run, err)
 	}
@@ -161,7 +163,7 @@ func TestOperatorFollowUpNarrowsTheRun(t *testing.T) {
 	if n := f.ran.Load(); n != 0 {
 		t.Fatalf("admin_only ran %d times after an operator without it acted on the run", n)
 	}
-	if offered := run.offered(run.Calls[1].Step); offered == nil || strings.Contains(strings.Join(offered.Tools, ","), "admin_only") {
+	if offered := offered(run, run.Calls[1].Step); offered == nil || strings.Contains(strings.Join(offered.Tools, ","), "admin_only") {
 		t.Errorf("step %d offered %+v; want no admin_only", run.Calls[1].Step, offered)
 	}
 }
@@ -197,7 +199,7 @@ func TestApprovalNeedsTheRightToCallTheTool(t *testing.T) {
 func TestNATSCancelByAnotherRoleIsRefused(t *testing.T) {
 	f := newRoleFleet(t)
 	id, _ := f.startAdminRun(t, "delete_all")
-	ask := func(role string) ControlReply {
+	ask := func(role string) planner.ControlReply {
 		t.Helper()
 		subj, err := events.RunCancelSubject(events.Identity{Tenant: "acme", Role: role}, id)
 		if err != nil {
@@ -207,7 +209,7 @@ func TestNATSCancelByAnotherRoleIsRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var reply ControlReply
+		var reply planner.ControlReply
 		if err := json.Unmarshal(msg.Data, &reply); err != nil {
 			t.Fatal(err)
 		}
@@ -216,10 +218,10 @@ func TestNATSCancelByAnotherRoleIsRefused(t *testing.T) {
 	if r := ask("user"); r.Status != http.StatusForbidden || r.Error == nil || !strings.Contains(r.Error.Message, `role "user" may not cancel`) {
 		t.Fatalf("acme's user cancelling the admin's run over NATS: %+v; want 403", r)
 	}
-	if run, err := f.p.Get(f.ctx, id); err != nil || run.Status != StatusRunning {
+	if run, err := f.p.Get(f.ctx, id); err != nil || run.Status != planner.StatusRunning {
 		t.Fatalf("the run after a refused cancel: %+v, %v", run, err)
 	}
-	if r := ask("admin"); r.Status != http.StatusOK || r.Run == nil || r.Run.Termination != TerminationCanceled || !strings.Contains(r.Run.Detail, "acme/admin") {
+	if r := ask("admin"); r.Status != http.StatusOK || r.Run == nil || r.Run.Termination != planner.TerminationCanceled || !strings.Contains(r.Run.Detail, "acme/admin") {
 		t.Fatalf("the admin's cancel over NATS: %+v", r)
 	}
 }

@@ -1,4 +1,4 @@
-package planner
+package plannerapi
 
 import (
 	"bytes"
@@ -77,7 +77,7 @@ func TestAPITenantsAndRoles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(b.p.Handler(APIAuth{Tokens: tokens}))
+	srv := httptest.NewServer(Handler(b.p, Auth{Tokens: tokens}))
 	defer srv.Close()
 	const acme, globex = "acme-admin-token", "globex-user-token"
 

@@ -1,0 +1,244 @@
+package plannerapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolfleet/toolfleet/internal/planner"
+	"github.com/toolfleet/toolfleet/internal/provider"
+	"github.com/toolfleet/toolfleet/pkg/events"
+)
+
+// maxRequestBytes bounds a request body of the API.
+const maxRequestBytes = 4 << 20
+
+// Handler returns the HTTP API of planner p:
+//
+//	POST /v1/runs                 start a run (StartRequest; "wait": true answers when it is done)
+//	GET  /v1/runs/{id}            the run: status, answer, every call with its timeline
+//	GET  /v1/runs/{id}/messages   the run's conversation, in order (provider.Message list)
+//	GET  /v1/runs/{id}/events     the run's lifecycle as Server-Sent Events, from its start
+//	POST /v1/approvals/{callId}   answer an approval: {"decision":"approve"|"deny","by","reason","arguments"};
+//	                              the first answer wins (202), later ones get 409 with the decision that stood
+//	POST /v1/runs/{id}/cancel     cancel the run (optional {"by","reason"}): 200 with the run, ended canceled;
+//	                              409 with {"error","run"} when it had ended already
+//	POST /v1/runs/{id}/messages   add a follow-up ({"input"|"messages","id","wait","waitTimeout"}) and continue the
+//	                              run (202; 200 when "id" was taken already, nothing added); 409 with {"error","run"}
+//	                              for a canceled, storage_error, token_budget or nested run
+//	POST /v1/runs/{id}/tools      enable/disable tools for the next steps, with an optional reminder the model sees
+//	                              at its next step ({"enable","disable","reminder","id"}): 200 with the run
+//	GET  /healthz, /readyz        liveness (the process serves) and readiness (NATS is connected)
+//
+// auth decides who may call it and as whom ([Auth]): a caller sees only its tenant's
+// runs and calls; any other is answered 404, as if it did not exist.
+func Handler(p *planner.Planner, auth Auth) http.Handler {
+	a := &api{p: p}
+	probes := http.NewServeMux()
+	probes.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	probes.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !p.Connected() {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not connected to NATS"})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	})
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/runs", a.postRun)
+	mux.HandleFunc("GET /v1/runs/{id}", a.getRun)
+	mux.HandleFunc("GET /v1/runs/{id}/messages", a.getMessages)
+	mux.HandleFunc("GET /v1/runs/{id}/events", a.runEvents)
+	mux.HandleFunc("POST /v1/approvals/{callId}", a.postApproval)
+	// Run control (control.go).
+	mux.HandleFunc("POST /v1/runs/{id}/cancel", a.postCancel)
+	mux.HandleFunc("POST /v1/runs/{id}/messages", a.postMessages)
+	mux.HandleFunc("POST /v1/runs/{id}/tools", a.postTools)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &planner.APIError{Status: http.StatusNotFound, Message: fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path)})
+	})
+	authed := auth.Middleware(mux, func(w http.ResponseWriter) {
+		writeError(w, &planner.APIError{Status: http.StatusUnauthorized, Message: "missing or wrong bearer token"})
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
+			probes.ServeHTTP(w, r)
+			return
+		}
+		authed.ServeHTTP(w, r)
+	})
+}
+
+// api serves the HTTP API over the planner's methods.
+type api struct {
+	p *planner.Planner
+}
+
+type postRunRequest struct {
+	planner.StartRequest
+	// Wait answers when the run is done (or after WaitTimeout, with the run as it is).
+	Wait        bool   `json:"wait,omitempty"`
+	WaitTimeout string `json:"waitTimeout,omitempty"`
+}
+
+// waitFor is how long a request with "wait" waits: its waitTimeout, 5 minutes by default.
+func waitFor(waitTimeout string) (time.Duration, error) {
+	if waitTimeout == "" {
+		return 5 * time.Minute, nil
+	}
+	d, err := time.ParseDuration(waitTimeout)
+	if err != nil || d <= 0 || d > time.Hour {
+		return 0, requestErrorf("waitTimeout must be a duration between 1ms and 1h, got %q", waitTimeout)
+	}
+	return d, nil
+}
+
+func (a *api) postRun(w http.ResponseWriter, r *http.Request) {
+	var req postRunRequest
+	if err := decodeBody(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	wait, err := waitFor(req.WaitTimeout)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	req.Caller = callerOf(r) // the token's identity, never the body's
+	run, err := a.p.Start(r.Context(), req.StartRequest)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	status := http.StatusAccepted
+	if req.Wait {
+		ctx, cancel := context.WithTimeout(r.Context(), wait)
+		defer cancel()
+		if done, err := a.p.Wait(ctx, run.ID); err == nil {
+			run, status = done, http.StatusOK
+		} else if done != nil {
+			run = done
+		}
+	}
+	w.Header().Set("Location", "/v1/runs/"+run.ID)
+	writeJSON(w, status, run.View())
+}
+
+func (a *api) getRun(w http.ResponseWriter, r *http.Request) {
+	run, err := a.p.GetFor(r.Context(), r.PathValue("id"), callerOf(r))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, run.View())
+}
+
+// getMessages answers the run's conversation as the model saw it: the input, then per
+// step the model's message and its calls' results (outputs over the run's context
+// budget as the model was shown them).
+func (a *api) getMessages(w http.ResponseWriter, r *http.Request) {
+	run, err := a.p.GetFor(r.Context(), r.PathValue("id"), callerOf(r))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	msgs := run.Messages
+	if msgs == nil {
+		msgs = []provider.Message{}
+	}
+	writeJSON(w, http.StatusOK, msgs)
+}
+
+func (a *api) postApproval(w http.ResponseWriter, r *http.Request) {
+	var ans events.ApprovalAnswer
+	if err := decodeBody(r, &ans); err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := planner.CheckDecision(&ans); err != nil {
+		writeError(w, err)
+		return
+	}
+	callID := r.PathValue("callId")
+	if err := a.p.CallVisible(r.Context(), callID, callerOf(r)); err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := a.p.Approve(r.Context(), callID, callerOf(r), ans); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]any{"callId": r.PathValue("callId"), "decision": ans.Decision})
+}
+
+// requestErrorf is a 400: the request is wrong, as the message says.
+func requestErrorf(format string, args ...any) error {
+	return &planner.APIError{Status: http.StatusBadRequest, Message: fmt.Sprintf(format, args...)}
+}
+
+// decodeBody reads a JSON body strictly: unknown fields and trailing data are errors.
+func decodeBody(r *http.Request, v any) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		return &planner.APIError{Status: http.StatusUnsupportedMediaType, Message: "send a JSON body with Content-Type: application/json"}
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxRequestBytes))
+	dec.DisallowUnknownFields()
+	tooLarge := &planner.APIError{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("the request body is larger than %d bytes", maxRequestBytes)}
+	if err := dec.Decode(v); err != nil {
+		var over *http.MaxBytesError
+		if errors.As(err, &over) { // cut off at the limit: not malformed, too large
+			return tooLarge
+		}
+		if errors.Is(err, io.EOF) {
+			return requestErrorf("the request body is empty; send a JSON object")
+		}
+		return requestErrorf("malformed JSON body: %v", err)
+	}
+	if dec.More() {
+		return requestErrorf("malformed JSON body: trailing data after the object")
+	}
+	if dec.InputOffset() > maxRequestBytes {
+		return tooLarge
+	}
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	var apiErr *planner.APIError
+	switch {
+	case errors.As(err, &apiErr):
+	case unavailable(err):
+		w.Header().Set("Retry-After", "1")
+		apiErr = &planner.APIError{Status: http.StatusServiceUnavailable,
+			Message: "NATS did not answer in time (a server restarting, or a stream electing its leader); try again: " + err.Error()}
+	default:
+		apiErr = &planner.APIError{Status: http.StatusInternalServerError, Message: err.Error()}
+	}
+	writeJSON(w, apiErr.Status, map[string]any{"error": apiErr})
+}
+
+// unavailable reports whether err is NATS not answering, or answering that JetStream is
+// unavailable for now: a failure that passes (503), not a fault of the request or of
+// the planner (500).
+func unavailable(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, jetstream.ErrAsyncPublishTimeout) || errors.Is(err, nats.ErrConnectionReconnecting) ||
+		errors.As(err, &apiErr) && apiErr.Code == http.StatusServiceUnavailable
+}
