@@ -93,7 +93,9 @@
 // small per-snapshot table and a posting list is read sequentially.
 //
 // A BM25 pick reads only the posting lists of the query's terms, rarest first, into a
-// pooled dense score array, and keeps the best k in a small heap. Once the terms left
+// pooled dense score array, and keeps the best k in a small heap. It reads at most as
+// many postings as the catalog has tools: the commonest words of a long request past
+// that budget are not scored (they add little to a ranking and most of its cost). Once the terms left
 // cannot lift an unmatched tool into the top k, the long lists of common words only
 // update the tools still in the running; the ranking is exactly that of scoring
 // everything.
