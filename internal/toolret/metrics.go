@@ -23,33 +23,64 @@ type Ranker func(ctx context.Context, query string) ([]string, error)
 
 // Evaluate runs every query through rank and computes the metrics.
 func (b *Benchmark) Evaluate(ctx context.Context, rank Ranker) (Metrics, error) {
-	var m Metrics
-	for _, q := range b.Queries {
+	each, err := b.EvaluateEach(ctx, rank)
+	if err != nil {
+		return Metrics{}, err
+	}
+	return Mean(each, nil), nil
+}
+
+// QueryMetrics are one query's figures, each 0..1.
+type QueryMetrics struct {
+	Recall5, Recall10, NDCG10, Comp10 float64
+}
+
+// EvaluateEach runs every query through rank and returns each query's figures, in the
+// order of b.Queries.
+func (b *Benchmark) EvaluateEach(ctx context.Context, rank Ranker) ([]QueryMetrics, error) {
+	out := make([]QueryMetrics, len(b.Queries))
+	for i, q := range b.Queries {
 		names, err := rank(ctx, q.Query)
 		if err != nil {
-			return m, fmt.Errorf("query %s: %w", q.ID, err)
+			return nil, fmt.Errorf("query %s: %w", q.ID, err)
 		}
 		ids := make([]string, 0, len(names))
 		for _, n := range names {
 			id, ok := b.byName[n]
 			if !ok {
-				return m, fmt.Errorf("query %s: ranked unknown tool %q", q.ID, n)
+				return nil, fmt.Errorf("query %s: ranked unknown tool %q", q.ID, n)
 			}
 			ids = append(ids, id)
 		}
 		r5, r10, n10, c10 := Score(ids, q.Relevant)
-		m.Recall5 += r5
-		m.Recall10 += r10
-		m.NDCG10 += n10
-		m.Comp10 += c10
+		out[i] = QueryMetrics{r5, r10, n10, c10}
 	}
-	n := float64(len(b.Queries))
-	m.Queries = len(b.Queries)
+	return out, nil
+}
+
+// Mean averages the figures of the queries whose index keep accepts (all when keep is
+// nil), ×100, as the README reports them.
+func Mean(each []QueryMetrics, keep func(i int) bool) Metrics {
+	var m Metrics
+	for i, q := range each {
+		if keep != nil && !keep(i) {
+			continue
+		}
+		m.Recall5 += q.Recall5
+		m.Recall10 += q.Recall10
+		m.NDCG10 += q.NDCG10
+		m.Comp10 += q.Comp10
+		m.Queries++
+	}
+	if m.Queries == 0 {
+		return m
+	}
+	n := float64(m.Queries)
 	m.Recall5 *= 100 / n
 	m.Recall10 *= 100 / n
 	m.NDCG10 *= 100 / n
 	m.Comp10 *= 100 / n
-	return m, nil
+	return m
 }
 
 // Score computes one query's Recall@5, Recall@10, nDCG@10 and COMP@10 (each 0..1) from

@@ -223,20 +223,28 @@ func (b *builder) add(def tools.Definition, hash string, seq uint64) {
 	d := &doc{def: def, seq: seq, hash: hash}
 	counts := map[string]*[numFields]uint8{}
 	var order []string
+	count := func(t string, f int) {
+		c := counts[t]
+		if c == nil {
+			c = new([numFields]uint8)
+			counts[t] = c
+			order = append(order, t)
+		}
+		if c[f] < 255 {
+			c[f]++
+		}
+	}
 	texts := fieldTexts(def)
 	for f, list := range texts {
 		for _, text := range list {
+			prev := ""
 			for _, t := range tokens(text) {
-				c := counts[t]
-				if c == nil {
-					c = new([numFields]uint8)
-					counts[t] = c
-					order = append(order, t)
-				}
-				if c[f] < 255 {
-					c[f]++
-				}
+				count(t, f)
 				d.lens[f]++
+				if prev != "" && phraseFields[f] {
+					count(phrase(prev, t), f) // not counted in the length: it repeats two words
+				}
+				prev = t
 			}
 		}
 	}

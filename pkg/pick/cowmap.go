@@ -23,6 +23,15 @@ func (m cowMap[V]) get(k string) (V, bool) {
 	return v, ok
 }
 
+// getBytes is get for a key held in a byte slice, without allocating the string.
+func (m cowMap[V]) getBytes(k []byte) (V, bool) {
+	if e, ok := m.delta[string(k)]; ok {
+		return e.v, !e.deleted
+	}
+	v, ok := m.base[string(k)]
+	return v, ok
+}
+
 // with returns a new map holding m's entries changed by changes (deleted entries are
 // removed). m itself is not modified.
 func (m cowMap[V]) with(changes map[string]entry[V]) cowMap[V] {

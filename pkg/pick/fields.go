@@ -119,3 +119,12 @@ func walkNode(v any, names, text *[]string, depth int) {
 		}
 	}
 }
+
+// phraseFields are the fields whose adjacent word pairs are indexed as phrases: the
+// ones written as running text, where two words in a row say more than the two apart
+// ("dance photography" against a tool that photographs a dance class).
+var phraseFields = [numFields]bool{FieldName: true, FieldDescription: true}
+
+// phrase is the index term of two adjacent terms. The space cannot occur in a word term,
+// so phrases and words never collide.
+func phrase(a, b string) string { return a + " " + b }
