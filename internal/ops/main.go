@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/rs/zerolog"
 
@@ -28,26 +27,17 @@ func Main[C any](service string, args []string, parse func([]string, io.Writer) 
 		return 0
 	}
 	log := NewLogger(os.Stderr, service, zerolog.InfoLevel)
+	if err == nil {
+		// A tracing variable that asks for something unknown is a bad configuration
+		// too; each program sets its tracing up and hands the provider to its parts.
+		err = telemetry.CheckEnv()
+	}
 	if err != nil {
 		log.Error().Err(err).Msg("bad configuration")
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	// Tracing, when the OTEL_* variables ask for it: set up before the part starts,
-	// flushed after it stopped.
-	stopTracing, err := telemetry.Setup(ctx, service)
-	if err != nil {
-		log.Error().Err(err).Msg("bad configuration")
-		return 2
-	}
-	defer func() {
-		flush, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := stopTracing(flush); err != nil {
-			log.Warn().Err(err).Msg("flush traces")
-		}
-	}()
 	if err := run(ctx, cfg); err != nil {
 		log.Error().Err(err).Msg(service + " stopped")
 		return 1

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
@@ -60,6 +61,12 @@ type Config struct {
 	// each run's owner; what they do never widens what the run may call (see auth.go).
 	// Default: none (only a run's owner acts on it).
 	OperatorRoles []string
+	// TracerProvider makes the planner's spans: a run's invoke_agent span and a chat
+	// span per model call, with the GenAI attributes. Default: the global provider
+	// (otel.GetTracerProvider) as it is when New runs, a no-op one unless the program
+	// set another. Traced or not, a run carries the trace context it started under
+	// (Start's context, or its parent run's) to its calls, events and hooks.
+	TracerProvider trace.TracerProvider
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }

@@ -251,6 +251,15 @@
 // the final message, and a step asked again after a crash may stream again (repeated
 // delta ids are dropped by JetStream).
 //
+// # Tracing
+//
+// [Config].TracerProvider makes a run an invoke_agent span and each model call a chat
+// span under it, with the GenAI attributes; a run started with a span in Start's context
+// (or nested in a traced run) joins that trace. Without it the planner uses the global
+// provider as it is when [New] runs; a no-op provider costs nothing. Traced or not, a
+// run stores the trace context it started under and carries it on its calls, run events
+// and hook requests, so the executors' execute_tool spans join the caller's trace.
+//
 // # Why internal
 //
 // The loop is not a public package yet, by decision. Its [Config] takes models as

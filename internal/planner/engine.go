@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
@@ -41,6 +42,8 @@ type Planner struct {
 	leases    map[string]leaseDue  // leased steps by run id, for the lease sweeper
 
 	m *metrics
+	// tracer makes the runs' and model calls' spans (trace.go).
+	tracer trace.Tracer
 	// runSpans holds the invoke_agent spans of the runs this replica started, by run id,
 	// until the run finishes (see trace.go).
 	runSpans sync.Map
@@ -101,7 +104,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Planner, error) {
 	}
 	p := &Planner{nc: nc, js: js, cfg: cfg, log: cfg.Log.With().Str("planner", cfg.ID).Logger(),
 		cat: newCatalogView(catalog, cfg.Log), deadlines: map[string]time.Time{}, leases: map[string]leaseDue{}, m: m,
-		replica: cfg.ID + "-" + nuid.Next()}
+		replica: cfg.ID + "-" + nuid.Next(), tracer: newTracer(cfg)}
 	p.runs = newStore(kv, nc, p.finished)
 	p.rlog = rlog
 	if err := p.cat.load(ctx); err != nil {

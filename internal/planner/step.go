@@ -370,7 +370,7 @@ func (p *Planner) askModel(ctx context.Context, cl claim, run *Run, msgs []provi
 	defer cancel()
 	stop := cl.hold()
 	defer stop()
-	mctx, span := chatSpan(mctx, run, model)
+	mctx, span := p.chatSpan(mctx, run, model)
 	began := time.Now()
 	resp, err := p.generate(mctx, run, model, provider.Request{
 		System: run.System, Messages: msgs, Tools: defs, ToolChoice: run.ToolChoice,

@@ -154,7 +154,9 @@ type Request struct {
 }
 
 // Call publishes r and waits for its result until ctx ends; ctx's deadline, if any,
-// travels with the call. A result whose status is not ok is returned with its error, a
+// travels with the call, and so does the trace context of ctx's span, if it has one
+// (ce-traceparent): the executor's span of the call joins the caller's trace, and the
+// result carries it back. A result whose status is not ok is returned with its error, a
 // *[tools.Error]: both the result (attempts, executor, an error output) and the code are
 // there for the caller. A refused request (bad tool name or id) is an invalid_event
 // *tools.Error, and ctx's end its error. An output stored by reference (over the fleet's
@@ -171,6 +173,7 @@ func (c *Client) Call(ctx context.Context, r Request) (events.Result, error) {
 	}
 	opts := events.CallOptions{Source: c.source, ID: r.ID, RunID: r.RunID, Caller: c.caller}
 	opts.Deadline, _ = ctx.Deadline()
+	opts.TraceParent, opts.TraceState = events.TraceFromContext(ctx) // "" unless ctx has a span
 	call := events.Call{Tool: r.Tool, Arguments: r.Arguments, Metadata: r.Metadata}
 	if len(r.Arguments) > c.claimCheck { // by reference: stored once, under the caller's tenant
 		// Refused now what NewCall would refuse, before anything is stored.

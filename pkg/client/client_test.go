@@ -56,6 +56,28 @@ func TestCallHonoursContext(t *testing.T) {
 	}
 }
 
+// The trace context of the caller's span travels with its call, with no tracer in the
+// client.
+func TestCallCarriesTheCallersTrace(t *testing.T) {
+	t.Parallel()
+	c, js := setup(t)
+	const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	ctx, cancel := context.WithTimeout(events.ContextWithTrace(context.Background(), parent, "vendor=opaque"), 300*time.Millisecond)
+	defer cancel()
+	if _, err := c.Call(ctx, client.Request{Tool: "nobody", ID: "traced"}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("got %v, want the context's deadline", err)
+	}
+	s, _ := js.Stream(context.Background(), events.StreamCalls)
+	raw, err := s.GetLastMsgForSubject(context.Background(), "toolfleet.call.nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ce, err := events.DecodeCall(events.StoredMsg(raw), 0)
+	if err != nil || ce.TraceParent != parent || ce.TraceState != "vendor=opaque" {
+		t.Errorf("stored call carries %q, %q (%v); want the caller's trace context", ce.TraceParent, ce.TraceState, err)
+	}
+}
+
 // A result stored before the call is made (the id was answered already) is found, any
 // id works, and a status other than ok surfaces the result's *tools.Error.
 func TestCallFindsStoredResultAndItsError(t *testing.T) {

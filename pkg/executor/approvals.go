@@ -97,7 +97,7 @@ func (ex *Executor) park(ctx context.Context, j *job) {
 	if ref := j.ce.Call.ArgumentsRef; ref != nil { // the approver reads them by reference too
 		req.Arguments, req.ArgumentsRef = nil, ref
 	}
-	m, err := events.NewApprovalRequest(ex.source, req, j.ce.TraceParent)
+	m, err := events.NewApprovalRequest(ex.source, req, "")
 	if err == nil {
 		j.carryTrace(m)
 		err = ex.publish(m)

@@ -15,7 +15,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/toolfleet/toolfleet/internal/loadgen"
-	"github.com/toolfleet/toolfleet/internal/telemetry"
 	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/executor"
@@ -139,7 +138,7 @@ func benchRaw(b *testing.B, window, workers int) {
 	baseline.Unlock()
 }
 
-func benchFleet(b *testing.B, window, replicas int) {
+func benchFleet(b *testing.B, window, replicas int, opts ...executor.Option) {
 	fx := natstest.StartJetStream(b, events.Config{})
 	srv, nc, js := fx.Srv, fx.NC, fx.JS
 	ctx, cancel := context.WithCancel(context.Background())
@@ -148,8 +147,8 @@ func benchFleet(b *testing.B, window, replicas int) {
 		reg := tools.NewRegistry()
 		must(b, reg.AddFunc(tools.Definition{Name: "noop", Parameters: echoSchema, Safe: true},
 			func(ctx context.Context, args json.RawMessage) (any, error) { return true, nil }))
-		ex, err := executor.New(srv.Connect(), reg, executor.WithConcurrency(max(window/replicas, 16)),
-			executor.WithExecutorID(fmt.Sprintf("bench-%d", i)))
+		ex, err := executor.New(srv.Connect(), reg, append([]executor.Option{executor.WithConcurrency(max(window/replicas, 16)),
+			executor.WithExecutorID(fmt.Sprintf("bench-%d", i))}, opts...)...)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -218,16 +217,17 @@ func rawWorker(b *testing.B, srv *natstest.Server, batch int) {
 	b.Cleanup(func() { cc.Stop(); close(done); acking.Wait() })
 }
 
-// BenchmarkFleetTracing is the fleet at 256 calls in flight with tracing off, on with
-// every span dropped by the sampler, and on with every span recorded (and exported to a
-// discarding exporter through the SDK's batcher), each against the raw pattern measured
-// just before it:
+// BenchmarkFleetTracing is the fleet at 256 calls in flight with tracing off (no
+// provider given, none set globally), on with every span dropped by the sampler, and on
+// with every span recorded (and exported to a discarding exporter through the SDK's
+// batcher), each against the raw pattern measured just before it:
 //
 //	go test -run '^$' -bench FleetTracing -benchtime 5000x ./pkg/executor/
 func BenchmarkFleetTracing(b *testing.B) {
 	for _, mode := range []string{"off", "unsampled", "sampled"} {
 		b.Run(mode+"/raw-1", func(b *testing.B) { benchRaw(b, 256, 1) })
 		b.Run(mode+"/fleet-1", func(b *testing.B) {
+			var opts []executor.Option
 			switch mode {
 			case "unsampled", "sampled":
 				sampler := sdktrace.NeverSample()
@@ -235,10 +235,10 @@ func BenchmarkFleetTracing(b *testing.B) {
 					sampler = sdktrace.AlwaysSample()
 				}
 				tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sampler), sdktrace.WithBatcher(tracetest.NewNoopExporter()))
-				telemetry.Use(tp)
-				b.Cleanup(func() { telemetry.Off(); _ = tp.Shutdown(context.Background()) })
+				b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+				opts = append(opts, executor.WithTracerProvider(tp))
 			}
-			benchFleet(b, 256, 1)
+			benchFleet(b, 256, 1, opts...)
 		})
 	}
 }

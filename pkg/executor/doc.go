@@ -231,4 +231,24 @@
 //
 // [WithMetrics] registers Prometheus collectors: calls by tool and status, duration
 // histogram, calls in flight, retries, redeliveries, dead letters and approvals.
+//
+// # Tracing
+//
+// Hand the executor an OpenTelemetry tracer provider and each call it handles is an
+// execute_tool span with the GenAI attributes, a child of the caller's span:
+//
+//	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter))
+//	defer tp.Shutdown(context.Background())
+//	ex, err := executor.New(nc, reg, executor.WithTracerProvider(tp))
+//
+// Without [WithTracerProvider] the executor uses the global provider
+// (otel.GetTracerProvider) as it is when [New] runs: spans go wherever a program's
+// otel.SetTracerProvider sends them, and nowhere, at almost no cost, when none is set.
+// A no-op provider costs nothing. Arguments and results go into spans only with
+// [WithTraceContent]. Traced or not, the executor carries a call's trace context
+// (ce-traceparent, ce-tracestate) onto its result, its approval request, its run events
+// and its policy hook's request, so a caller always finds its trace on its answer; with
+// a span, the span's context takes the caller's place. Nothing here reads an environment
+// variable or a global switch: the toolfleet programs set their provider up from the
+// OTEL_* variables and pass it in the same way.
 package executor

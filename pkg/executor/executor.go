@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -51,6 +52,9 @@ type Executor struct {
 	// runDone is closed when calls in flight are cancelled (the grace period is over):
 	// results still being retried then give up and their calls are handed back.
 	runDone <-chan struct{}
+
+	// tracer makes the calls' execute_tool spans (trace.go).
+	tracer trace.Tracer
 
 	// handlers run the calls on reused goroutines (handlers.go).
 	handlers *handlers
@@ -98,7 +102,7 @@ func New(nc *nats.Conn, reg *tools.Registry, opts ...Option) (*Executor, error) 
 		return nil, err
 	}
 	return &Executor{nc: nc, js: js, reg: reg, o: o, cfg: cfg, m: m, secrets: secrets, payloads: events.NewPayloads(js, cfg),
-		handlers: newHandlers(), source: "/toolfleet/executor/" + o.id, ready: make(chan struct{}), quit: make(chan struct{})}, nil
+		tracer: newTracer(o), handlers: newHandlers(), source: "/toolfleet/executor/" + o.id, ready: make(chan struct{}), quit: make(chan struct{})}, nil
 }
 
 // Ready is closed once Run serves every tool: the streams exist, the tools are in the

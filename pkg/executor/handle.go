@@ -30,7 +30,7 @@ type job struct {
 	// msg is nil for calls answered without a delivery (the janitor, an approval
 	// expiring); afterStore, if set, runs once the answer is stored, before the ack.
 	afterStore func()
-	// trace is the call's execute_tool span, when tracing is on.
+	// trace is the call's trace context and its execute_tool span while recorded.
 	trace traced
 	// watch lets a cancel of the call reach it while it is handled (cancel.go); attempt
 	// is the attempt running, as the run's followers see it (progress.go).
@@ -44,7 +44,7 @@ func (ex *Executor) newJob(msg jetstream.Msg, def *tools.Definition, ce events.C
 	res := ce.Answer()
 	res.Tool, res.Executor, res.Validated = def.Name, ex.o.id, def.Validated()
 	res.NoSchemaMode = def.NoSchema()
-	return &job{msg: msg, ce: ce, def: def, start: start, res: res}
+	return &job{msg: msg, ce: ce, def: def, start: start, res: res, trace: traced{parent: ce.TraceParent, state: ce.TraceState}}
 }
 
 // handleCall takes one delivered call through decode → answered already? → hydrate →
@@ -503,6 +503,7 @@ func (ex *Executor) publish(m *nats.Msg) error {
 // no Nats-Msg-Id) nobody can be answered, so it is set aside as a dead letter.
 func (ex *Executor) refuse(j *job, nm events.Message, err error) {
 	failure := tools.AsError(err, tools.CodeInvalidEvent)
+	j.untrustedTrace()
 	if j.ce.ID == "" {
 		ex.setAside(j, nm, failure)
 		return

@@ -13,7 +13,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/toolfleet/toolfleet/internal/telemetry"
+	"github.com/toolfleet/toolfleet/internal/semconv"
 	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
 	"github.com/toolfleet/toolfleet/internal/testsupport/opstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
@@ -119,16 +119,15 @@ func TestNoSchemaModes(t *testing.T) {
 }
 
 // The execute_tool span of a call of a tool without a schema carries its noSchemaMode;
-// a validated call's does not. (Not parallel: tracing is global.)
+// a validated call's does not.
 func TestNoSchemaModeInTrace(t *testing.T) {
+	t.Parallel()
 	rec := tracetest.NewSpanRecorder()
-	telemetry.Use(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
-	t.Cleanup(telemetry.Off)
 	b := setup(t)
 	reg := echoRegistry(t)
 	must(t, reg.AddFunc(tools.Definition{Name: "anything", AllowNoSchema: true, NoSchemaMode: tools.NoSchemaFull, Safe: true},
 		func(context.Context, json.RawMessage) (any, error) { return "ok", nil }))
-	b.start(t, reg)
+	b.start(t, reg, executor.WithTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))))
 	b.waitServed(t, "anything")
 	b.call(t, "echo", "t-echo", "r-trace", `{"text":"hi"}`)
 	b.call(t, "anything", "t-full", "r-trace", `{}`)
@@ -140,9 +139,9 @@ func TestNoSchemaModeInTrace(t *testing.T) {
 			var id, mode string
 			for _, a := range s.Attributes() {
 				switch a.Key {
-				case telemetry.KeyToolCallID:
+				case semconv.KeyToolCallID:
 					id = a.Value.AsString()
-				case telemetry.KeyToolNoSchemaMode:
+				case semconv.KeyToolNoSchemaMode:
 					mode = a.Value.AsString()
 				}
 			}

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
@@ -33,6 +34,8 @@ type options struct {
 	metrics           prometheus.Registerer
 	limitLease        time.Duration          // see WithLimitLease; 0 is the default
 	policy            map[string]events.Hook // by tool; see WithPolicyHook
+	tracerProvider    trace.TracerProvider   // see WithTracerProvider; nil is the global one
+	traceContent      bool                   // see WithTraceContent
 }
 
 func defaultOptions() options {

@@ -4,9 +4,7 @@ import (
 	"context"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
 
-	"github.com/toolfleet/toolfleet/internal/telemetry"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
@@ -56,11 +54,7 @@ func (ex *Executor) askPolicy(ctx context.Context, j *job, call *tools.Call) *to
 	if ref := j.ce.Call.ArgumentsRef; ref != nil { // the hook reads them by reference too
 		req.Arguments, req.ArgumentsRef = nil, ref
 	}
-	traceParent, traceState := j.ce.TraceParent, j.ce.TraceState
-	if j.trace.span != nil {
-		traceParent, traceState = telemetry.Carry(j.trace.ctx)
-	}
-	rec := events.AskPolicy(ctx, ex.nc, h, events.TraceHeader(traceParent, traceState), req)
+	rec := events.AskPolicy(ctx, ex.nc, h, events.TraceHeader(j.trace.parent, j.trace.state), req)
 	j.res.Policy = &rec
 	log := ex.o.log.With().Str("tool", j.def.Name).Str("call_id", j.res.CallID).Str("run_id", j.res.RunID).
 		Str("hook", rec.Hook).Str("decision", string(rec.Decision)).Logger()
@@ -69,10 +63,8 @@ func (ex *Executor) askPolicy(ctx context.Context, j *job, call *tools.Call) *to
 		by = "onError"
 		log.Warn().Str("error", rec.Error).Msg("policy hook gave no usable answer; its onError applies")
 	}
-	if j.trace.span != nil {
-		j.trace.span.AddEvent("toolfleet.policy", trace.WithAttributes(attribute.String("toolfleet.policy.hook", rec.Hook),
-			attribute.String("toolfleet.policy.decision", string(rec.Decision)), attribute.Bool("toolfleet.policy.on_error", rec.Error != "")))
-	}
+	j.traceEvent("toolfleet.policy", attribute.String("toolfleet.policy.hook", rec.Hook),
+		attribute.String("toolfleet.policy.decision", string(rec.Decision)), attribute.Bool("toolfleet.policy.on_error", rec.Error != ""))
 	switch rec.Decision {
 	case events.PolicyDeny:
 		ex.m.policyDecision(j.def.Name, string(rec.Decision), by)

@@ -161,6 +161,7 @@ func (a *attempt) publish(what string, detail json.RawMessage, at time.Time) {
 	}
 	m, err := events.NewRunEvent(a.ex.source, what, r, at)
 	if err == nil {
+		j.carryTrace(m)
 		err = a.ex.nc.PublishMsg(m)
 	}
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/envflag"
 	"github.com/toolfleet/toolfleet/internal/natsconn"
 	"github.com/toolfleet/toolfleet/internal/ops"
+	"github.com/toolfleet/toolfleet/internal/telemetry"
 	"github.com/toolfleet/toolfleet/pkg/builtin"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/executor"
@@ -53,6 +54,10 @@ type Config struct {
 	PolicyHooks map[string]events.Hook
 	// Ops is the ops server's address and the log level, as in every program.
 	Ops ops.Config
+	// Tracing is what the executor traces with: [Run] sets it up from the OTEL_*
+	// variables (telemetry.Setup). Nil leaves the executor's default, the global
+	// provider.
+	Tracing *telemetry.Tracing
 	// GracePeriod is how long in-flight calls may finish after SIGTERM.
 	GracePeriod time.Duration
 	// ExecutorID names this replica in results and logs; defaults to the host name (the

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/toolfleet/toolfleet/internal/ops"
+	"github.com/toolfleet/toolfleet/internal/telemetry"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/executor"
 	"github.com/toolfleet/toolfleet/pkg/mcptool"
@@ -51,6 +52,10 @@ func Run(ctx context.Context, c Config) error {
 	}
 	defer servers.Close()
 	c.PolicyHooks = hooks
+	if c.Tracing, err = telemetry.Setup(ctx, "executor"); err != nil {
+		return err
+	}
+	defer c.Tracing.Stop(log) // after the executor stopped: its last spans go out
 	part, err := ops.StartPart(c.Ops.Addr, c.NATS, log)
 	if err != nil {
 		return err
@@ -197,6 +202,9 @@ func New(nc *nats.Conn, reg *tools.Registry, c Config, metrics *prometheus.Regis
 	}
 	for tool, h := range c.PolicyHooks {
 		opts = append(opts, executor.WithPolicyHook(tool, h))
+	}
+	if c.Tracing != nil {
+		opts = append(opts, executor.WithTracerProvider(c.Tracing.Provider), executor.WithTraceContent(c.Tracing.CaptureContent))
 	}
 	return executor.New(nc, reg, opts...)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/planner"
 	"github.com/toolfleet/toolfleet/internal/planner/plannerapi"
 	"github.com/toolfleet/toolfleet/internal/provider"
+	"github.com/toolfleet/toolfleet/internal/telemetry"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
@@ -46,6 +47,10 @@ type Config struct {
 	Prices planner.PriceTable
 	// Ops is the ops server's address and the log level, as in every program.
 	Ops ops.Config
+	// Tracing is what the planner traces with: [Run] sets it up from the OTEL_*
+	// variables (telemetry.Setup). Nil leaves the planner's default, the global
+	// provider.
+	Tracing *telemetry.Tracing
 }
 
 // Parse reads the configuration from args (without the program name) and the

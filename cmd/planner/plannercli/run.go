@@ -18,6 +18,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/planner"
 	"github.com/toolfleet/toolfleet/internal/planner/plannerapi"
 	"github.com/toolfleet/toolfleet/internal/provider"
+	"github.com/toolfleet/toolfleet/internal/telemetry"
 )
 
 // Run runs the planner program until ctx ends: the ops server, NATS, the planner and its
@@ -28,6 +29,10 @@ func Run(ctx context.Context, c Config) error {
 	if err != nil {
 		return err
 	}
+	if c.Tracing, err = telemetry.Setup(ctx, "planner"); err != nil {
+		return err
+	}
+	defer c.Tracing.Stop(log) // after the planner stopped: its last spans go out
 	part, err := ops.StartPart(c.Ops.Addr, c.NATS, log)
 	if err != nil {
 		return err
@@ -70,6 +75,9 @@ func New(ctx context.Context, nc *nats.Conn, c Config, models map[string]provide
 		OperatorRoles: c.OperatorRoles}
 	if metrics != nil { // a nil *Registry in the interface would not read as "none"
 		cfg.Metrics = metrics
+	}
+	if c.Tracing != nil {
+		cfg.TracerProvider = c.Tracing.Provider
 	}
 	if c.UsePicker {
 		cfg.Picker = planner.NewPickerClient(nc, 2*time.Second)

@@ -14,6 +14,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/envflag"
 	"github.com/toolfleet/toolfleet/internal/ops"
 	"github.com/toolfleet/toolfleet/internal/planner/plannerapi"
+	"github.com/toolfleet/toolfleet/internal/telemetry"
 )
 
 // usage is the toolfleet command's synopsis.
@@ -100,11 +101,19 @@ func Parse(args []string, out io.Writer) (Command, error) {
 // Run runs a parsed command until it is done (demo), its client leaves (mcp) or ctx
 // ends (dev).
 func Run(ctx context.Context, c Command) error {
-	switch c.Name {
-	case "demo":
-		return Demo(ctx, c.Demo)
-	case "mcp":
+	if c.Name == "mcp" { // no part of its own that traces: it calls the fleet's
 		return MCP(ctx, c.MCP)
 	}
+	tracing, err := telemetry.Setup(ctx, "toolfleet")
+	if err != nil {
+		return err
+	}
+	if c.Name == "demo" {
+		defer tracing.Stop(c.Demo.Fleet.Log) // after the fleet stopped: its last spans go out
+		c.Demo.Fleet.Tracing = tracing
+		return Demo(ctx, c.Demo)
+	}
+	defer tracing.Stop(c.Dev.Fleet.Log)
+	c.Dev.Fleet.Tracing = tracing
 	return Dev(ctx, c.Dev)
 }

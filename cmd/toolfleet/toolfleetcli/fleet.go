@@ -23,6 +23,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/ops"
 	"github.com/toolfleet/toolfleet/internal/planner"
 	"github.com/toolfleet/toolfleet/internal/provider"
+	"github.com/toolfleet/toolfleet/internal/telemetry"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
@@ -51,6 +52,9 @@ type Options struct {
 	// Metrics receives the executor's and the picker's metrics. Default: none for the
 	// executor, a private registry for the picker.
 	Metrics *prometheus.Registry
+	// Tracing is what the executor and the planner trace with. Default: their own
+	// default, the global provider.
+	Tracing *telemetry.Tracing
 }
 
 // Fleet is an embedded JetStream server with an executor serving the built-in tools, the
@@ -128,7 +132,7 @@ func Start(ctx context.Context, o Options) (f *Fleet, err error) {
 
 	// The parts are the programs' own building blocks, with the fleet's settings.
 	exCfg := executorcli.Config{Concurrency: 64, ExecutorID: "allinone", GracePeriod: executorcli.DefaultGracePeriod,
-		SandboxRoot: f.Sandbox, HTTPAllowlist: o.HTTPAllowlist}
+		SandboxRoot: f.Sandbox, HTTPAllowlist: o.HTTPAllowlist, Tracing: o.Tracing}
 	reg, err := exCfg.Registry()
 	if err != nil {
 		return f, err
@@ -171,7 +175,7 @@ func Start(ctx context.Context, o Options) (f *Fleet, err error) {
 	if err := waitCatalog(ctx, f.NC, exCfg.Events(), reg.Len()); err != nil {
 		return f, err
 	}
-	p, err := plannercli.New(ctx, plNC, plannercli.Config{UsePicker: true}, models, def, o.Metrics, o.Log)
+	p, err := plannercli.New(ctx, plNC, plannercli.Config{UsePicker: true, Tracing: o.Tracing}, models, def, o.Metrics, o.Log)
 	if err != nil {
 		return f, err
 	}

@@ -14,6 +14,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/toolfleet/toolfleet/internal/semconv"
 	"github.com/toolfleet/toolfleet/internal/telemetry"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
@@ -21,12 +22,12 @@ import (
 // The demo's agent run, traced with an in-memory exporter: one trace runs from the run's
 // invoke_agent span through each model call's chat span and, across the JetStream hop,
 // each tool's execute_tool span in the executor, with the GenAI attributes; the planner's
-// metrics count the run, its steps and its tokens. (Not parallel: tracing is global.)
+// metrics count the run, its steps and its tokens. The fleet's parts trace with the
+// provider the fleet hands them; nothing global is set.
 func TestRunIsOneTrace(t *testing.T) {
 	t.Setenv("TOOLFLEET_MODEL", "")
 	rec := tracetest.NewSpanRecorder()
-	telemetry.Use(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
-	t.Cleanup(telemetry.Off)
+	tracing := &telemetry.Tracing{Provider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))}
 	sandbox := t.TempDir()
 	if err := os.WriteFile(filepath.Join(sandbox, "orders.txt"), []byte("order 1: 17 widgets\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -34,7 +35,7 @@ func TestRunIsOneTrace(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	metrics := prometheus.NewRegistry()
-	f, err := Start(ctx, Options{SandboxRoot: sandbox, Metrics: metrics})
+	f, err := Start(ctx, Options{SandboxRoot: sandbox, Metrics: metrics, Tracing: tracing})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +57,7 @@ func TestRunIsOneTrace(t *testing.T) {
 		for _, s := range rec.Ended() {
 			op := attr(s, "gen_ai.operation.name")
 			byName[op] = append(byName[op], s)
-			if op == telemetry.OpInvokeAgent && attr(s, "gen_ai.conversation.id") == run.ID {
+			if op == semconv.OpInvokeAgent && attr(s, "gen_ai.conversation.id") == run.ID {
 				runSpan = s
 			}
 		}
@@ -68,10 +69,10 @@ func TestRunIsOneTrace(t *testing.T) {
 		t.Fatalf("no invoke_agent span for run %s (spans: %d)", run.ID, len(rec.Ended()))
 	}
 	trace, parent := runSpan.SpanContext().TraceID(), runSpan.SpanContext().SpanID()
-	if n := len(byName[telemetry.OpChat]); n != run.Step+1 && n != run.Step {
+	if n := len(byName[semconv.OpChat]); n != run.Step+1 && n != run.Step {
 		t.Errorf("%d chat spans for a run of %d steps", n, run.Step)
 	}
-	for _, s := range byName[telemetry.OpChat] {
+	for _, s := range byName[semconv.OpChat] {
 		if s.SpanContext().TraceID() != trace || s.Parent().SpanID() != parent || !strings.HasPrefix(s.Name(), "chat ") {
 			t.Errorf("chat span %q is not the run span's child", s.Name())
 		}
@@ -82,7 +83,7 @@ func TestRunIsOneTrace(t *testing.T) {
 			executed[c.ID] = true
 		}
 	}
-	for _, s := range byName[telemetry.OpExecuteTool] {
+	for _, s := range byName[semconv.OpExecuteTool] {
 		id := attr(s, "gen_ai.tool.call.id")
 		if s.SpanContext().TraceID() != trace || s.Parent().SpanID() != parent || !s.Parent().IsRemote() {
 			t.Errorf("execute_tool span of %s is not the run span's child across the hop", id)
@@ -95,8 +96,8 @@ func TestRunIsOneTrace(t *testing.T) {
 	if len(executed) > 0 {
 		t.Errorf("calls run by the executor without an execute_tool span: %v", executed)
 	}
-	t.Logf("run %s: %d chat spans, %d execute_tool spans, %d calls", run.ID, len(byName[telemetry.OpChat]), len(byName[telemetry.OpExecuteTool]), len(run.Calls))
-	if len(byName[telemetry.OpExecuteTool]) == 0 {
+	t.Logf("run %s: %d chat spans, %d execute_tool spans, %d calls", run.ID, len(byName[semconv.OpChat]), len(byName[semconv.OpExecuteTool]), len(run.Calls))
+	if len(byName[semconv.OpExecuteTool]) == 0 {
 		t.Error("no execute_tool span")
 	}
 	if got := testutil.ToFloat64(mustCounter(t, metrics, "toolfleet_planner_runs_finished_total")); got != 1 {
