@@ -114,7 +114,10 @@ func (a *api) postRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Caller = callerOf(r) // the token's identity, never the body's
-	run, err := a.p.Start(r.Context(), req.StartRequest)
+	// A caller's W3C trace context (traceparent, tracestate headers) is the run's parent,
+	// whether or not this planner traces: its calls, events and results carry it.
+	ctx := events.ContextWithTrace(r.Context(), r.Header.Get("traceparent"), r.Header.Get("tracestate"))
+	run, err := a.p.Start(ctx, req.StartRequest)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -144,3 +144,31 @@ func TestUnavailableIs503(t *testing.T) {
 		}
 	}
 }
+
+// A caller's W3C trace context on POST /v1/runs is the run's: the run keeps its trace id
+// (and passes it to its calls and events) with tracing off, as here.
+func TestStartTakesTheCallersTraceContext(t *testing.T) {
+	b := setup(t, map[string]string{"main": answerScript})
+	srv := httptest.NewServer(Handler(b.p, Auth{}))
+	defer srv.Close()
+	req, _ := http.NewRequest("POST", srv.URL+"/v1/runs", strings.NewReader(`{"input":"say hello","wait":true}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	req.Header.Set("tracestate", "vendor=x")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var v planner.RunView
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		t.Fatal(err)
+	}
+	run, err := b.p.Get(b.ctx, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(run.TraceParent, "4bf92f3577b34da6a3ce929d0e0e4736") || run.TraceState != "vendor=x" {
+		t.Fatalf("the run's trace context %q / %q; want the caller's trace", run.TraceParent, run.TraceState)
+	}
+}
