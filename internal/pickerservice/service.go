@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/internal/tick"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/pick"
@@ -194,7 +195,7 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	ctx, stopWatch := context.WithCancel(ctx) // the watch ends with Run, however Run ends
 	defer stopWatch()
-	changes, err := events.NewCatalog(kv, events.Config{}).Watch(ctx)
+	changes, err := jsutil.NewCatalog(kv, events.Config{}).Watch(ctx)
 	if err != nil {
 		return fmt.Errorf("picker: watch %s: %w", s.o.bucket, err)
 	}
@@ -236,7 +237,7 @@ func (s *Service) Run(ctx context.Context) error {
 }
 
 // catalogBucket opens the catalog bucket, waiting for it to exist: the parts that own
-// the fleet's streams and buckets create it (events.Ensure); the picker may only read
+// the fleet's streams and buckets create it (jsutil.Ensure); the picker may only read
 // it. A server that is down or restarting is waited for too (each failure logged); it
 // gives up only when ctx ends.
 func (s *Service) catalogBucket(ctx context.Context) (jetstream.KeyValue, error) {

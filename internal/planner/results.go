@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/internal/tick"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -38,7 +39,7 @@ func (p *Planner) handleResult(ctx context.Context, m jetstream.Msg) {
 		return
 	}
 	if err := p.rlog.resolve(ctx, &res); err != nil {
-		if !events.IsPayloadGone(err) {
+		if !jsutil.IsPayloadGone(err) {
 			p.log.Error().Err(err).Str("run_id", res.RunID).Str("call_id", res.CallID).Msg("reading an output stored by reference failed; it will be retried")
 			_ = m.NakWithDelay(time.Second)
 			return

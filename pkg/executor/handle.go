@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
@@ -371,7 +372,7 @@ func (ex *Executor) resultLimit() int {
 // handed back for later.
 func (ex *Executor) publishThenAck(j *job, rm *nats.Msg) {
 	if err := ex.publishResult(j, rm); err != nil {
-		if !events.IsAlreadyAnswered(err) {
+		if !jsutil.IsAlreadyAnswered(err) {
 			ex.o.log.Warn().Err(err).Str("tool", j.def.Name).Str("call_id", j.res.CallID).
 				Msg("result not stored; handing the call back")
 			ex.handBack(j)
@@ -416,7 +417,7 @@ const (
 // or the executor's grace period ended.
 func (ex *Executor) publishResult(j *job, rm *nats.Msg) error {
 	err := ex.publishOnce(rm)
-	if err == nil || !events.MayPass(err) {
+	if err == nil || !jsutil.MayPass(err) {
 		return err
 	}
 	start := time.Now()
@@ -446,7 +447,7 @@ func (ex *Executor) publishResult(j *job, rm *nats.Msg) error {
 			t.Stop()
 			return fmt.Errorf("executor stopped: %w", err)
 		}
-		if err = ex.publishOnce(rm); err == nil || !events.MayPass(err) {
+		if err = ex.publishOnce(rm); err == nil || !jsutil.MayPass(err) {
 			if err == nil {
 				ex.o.log.Info().Str("tool", j.def.Name).Str("call_id", j.res.CallID).Int("tries", tries).
 					Dur("after", time.Since(start)).Msg("result stored after retries")

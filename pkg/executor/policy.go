@@ -6,6 +6,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/internal/telemetry"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -60,7 +61,7 @@ func (ex *Executor) askPolicy(ctx context.Context, j *job, call *tools.Call) *to
 	if j.trace.span != nil {
 		traceParent, traceState = telemetry.Carry(j.trace.ctx)
 	}
-	rec := events.AskPolicy(ctx, ex.nc, h, events.TraceHeader(traceParent, traceState), req)
+	rec := jsutil.AskPolicy(ctx, ex.nc, h, events.TraceHeader(traceParent, traceState), req)
 	j.res.Policy = &rec
 	log := ex.o.log.With().Str("tool", j.def.Name).Str("call_id", j.res.CallID).Str("run_id", j.res.RunID).
 		Str("hook", rec.Hook).Str("decision", string(rec.Decision)).Logger()

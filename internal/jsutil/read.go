@@ -1,4 +1,4 @@
-package events
+package jsutil
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 // permissions can check, so a tenant's user may be allowed its own subjects only. It
 // returns nil, nil when the subject holds no message. The message's headers are the
 // stored ones (plus the server's Nats-Stream, Nats-Sequence, …), so it decodes like a
-// delivered one ([CoreMsg]).
+// delivered one ([events.CoreMsg]).
 func DirectGetLast(ctx context.Context, nc *nats.Conn, stream, subject string) (*nats.Msg, error) {
 	m, err := nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+stream+"."+subject, nil)
 	if err != nil {
