@@ -39,8 +39,10 @@ func DirectGetLast(ctx context.Context, nc *nats.Conn, stream, subject string) (
 // a little later each (about 150ms in all), before it is believed. It needs no more
 // permission than DirectGetLast ([LeaderGetLast] asks for the stream's message get).
 func DirectGetWritten(ctx context.Context, nc *nats.Conn, stream, subject string) (*nats.Msg, error) {
-	for wait := 10 * time.Millisecond; ; wait *= 2 {
+	b := tick.Backoff{First: 10 * time.Millisecond}
+	for {
 		m, err := DirectGetLast(ctx, nc, stream, subject)
+		wait := b.Next()
 		if m != nil || err != nil || wait > 80*time.Millisecond {
 			return m, err
 		}

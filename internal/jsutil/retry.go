@@ -40,7 +40,7 @@ var setupTryTimeout = 10 * time.Second
 // and a cluster not ready yet (no suitable peers for an R3 stream, a membership change in
 // progress, no leader) are retried. ctx's end returns ctx's error.
 func RetrySetup(ctx context.Context, setup func(context.Context) error, onRetry func(err error, wait time.Duration)) error {
-	wait := setupFirstWait
+	b := tick.Backoff{First: setupFirstWait, Max: setupMaxWait}
 	for {
 		tryCtx, cancel := context.WithTimeout(ctx, setupTryTimeout)
 		err := setup(tryCtx)
@@ -51,13 +51,13 @@ func RetrySetup(ctx context.Context, setup func(context.Context) error, onRetry 
 		if err == nil || !retryable(err) {
 			return err
 		}
+		wait := b.Next()
 		if onRetry != nil {
 			onRetry(err, wait)
 		}
 		if !tick.Sleep(ctx, wait) {
 			return ctx.Err()
 		}
-		wait = min(2*wait, setupMaxWait)
 	}
 }
 
@@ -78,11 +78,12 @@ func RetryWrite(ctx context.Context, tryTimeout time.Duration, write func(contex
 		ctx, cancel = context.WithTimeout(ctx, writeWindow)
 		defer cancel()
 	}
-	for wait := 100 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+	b := tick.Backoff{First: 100 * time.Millisecond, Max: time.Second}
+	for {
 		tctx, cancel := context.WithTimeout(ctx, tryTimeout)
 		err := write(tctx)
 		cancel()
-		if err == nil || !MayPass(err) || !tick.Sleep(ctx, wait) {
+		if err == nil || !MayPass(err) || !b.Sleep(ctx) {
 			return err
 		}
 	}

@@ -66,12 +66,13 @@ const errCodeDuplicateInProcess = 10158
 // the answer is the one a single server gives: stored, a duplicate (the PubAck says so),
 // or refused.
 func PublishSettled(ctx context.Context, js jetstream.JetStream, msg *nats.Msg) (*jetstream.PubAck, error) {
-	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+	b := tick.Backoff{First: time.Millisecond, Max: 100 * time.Millisecond}
+	for {
 		ack, err := js.PublishMsg(ctx, msg)
 		if !IsWriteInProgress(err) {
 			return ack, err
 		}
-		if !tick.Sleep(ctx, wait) {
+		if !b.Sleep(ctx) {
 			return nil, fmt.Errorf("%w (another write conflicting with %s was being stored: %w)", ctx.Err(), msg.Subject, err)
 		}
 	}

@@ -241,7 +241,7 @@ func (s *Service) Run(ctx context.Context) error {
 // it. A server that is down or restarting is waited for too (each failure logged); it
 // gives up only when ctx ends.
 func (s *Service) catalogBucket(ctx context.Context) (jetstream.KeyValue, error) {
-	wait := 50 * time.Millisecond
+	b := tick.Backoff{First: 50 * time.Millisecond, Max: 2 * time.Second}
 	logged := false
 	for {
 		kv, err := s.js.KeyValue(ctx, s.o.bucket)
@@ -251,6 +251,7 @@ func (s *Service) catalogBucket(ctx context.Context) (jetstream.KeyValue, error)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		wait := b.Next()
 		if !errors.Is(err, jetstream.ErrBucketNotFound) {
 			s.o.log.Warn().Err(err).Str("bucket", s.o.bucket).Dur("retry_in", wait).Msg("cannot open the catalog bucket yet (is NATS up?); retrying")
 		} else if !logged {
@@ -260,6 +261,5 @@ func (s *Service) catalogBucket(ctx context.Context) (jetstream.KeyValue, error)
 		if !tick.Sleep(ctx, wait) {
 			return nil, ctx.Err()
 		}
-		wait = min(2*wait, 2*time.Second)
 	}
 }

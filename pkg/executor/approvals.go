@@ -80,7 +80,8 @@ func (ex *Executor) park(ctx context.Context, j *job) {
 	// A replicated bucket still storing the call's other delivery's record answers
 	// "exists" before it is: wait until it is, or until that write failed and this one
 	// can be stored.
-	for wait := time.Millisecond; jsutil.IsWriteInProgress(err) && tick.Sleep(ctx, wait); wait = min(2*wait, 100*time.Millisecond) {
+	b := tick.Backoff{First: time.Millisecond, Max: 100 * time.Millisecond}
+	for jsutil.IsWriteInProgress(err) && b.Sleep(ctx) {
 		_, err = ex.approvals.Create(ctx, key, v)
 	}
 	if err != nil && !errors.Is(err, jetstream.ErrKeyExists) {

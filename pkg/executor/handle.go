@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolfleet/toolfleet/internal/jsutil"
+	"github.com/toolfleet/toolfleet/internal/tick"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
@@ -435,8 +436,9 @@ func (ex *Executor) publishResult(j *job, rm *nats.Msg) error {
 	}
 	ex.o.log.Warn().Err(err).Str("tool", j.def.Name).Str("call_id", j.res.CallID).Time("until", until).
 		Msg("result not stored yet; trying again")
-	wait := resultFirstWait
+	b := tick.Backoff{First: resultFirstWait, Max: resultMaxWait}
 	for tries := 2; ; tries++ {
+		wait := b.Next()
 		if time.Now().Add(wait).After(until) {
 			return err
 		}
@@ -454,7 +456,6 @@ func (ex *Executor) publishResult(j *job, rm *nats.Msg) error {
 			}
 			return err
 		}
-		wait = min(2*wait, resultMaxWait)
 	}
 }
 
