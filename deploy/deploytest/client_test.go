@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
@@ -34,8 +35,8 @@ func TestClientUser(t *testing.T) {
 	// What a running fleet has made: the streams and buckets, a result, and the picker.
 	executor := srv.connect(t, "executor")
 	cfg := events.DefaultConfig()
-	if err := events.Ensure(ctx, executor.js, cfg); err != nil {
-		t.Fatalf("executor: events.Ensure: %v", err)
+	if err := jsutil.Ensure(ctx, executor.js, cfg); err != nil {
+		t.Fatalf("executor: jsutil.Ensure: %v", err)
 	}
 	res, err := events.NewResult("/toolfleet/executor", events.Result{Status: events.StatusOK,
 		Output: json.RawMessage(`42`), Attempts: 1, Tool: "calculator", CallID: "call1", RunID: "run1"}, 1)

@@ -26,6 +26,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
@@ -78,7 +79,7 @@ func TestClusterRoutes(t *testing.T) {
 		// Until the nodes elect a meta leader, JetStream requests go unanswered.
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		return events.Ensure(ctx, executor.js, cfg) == nil
+		return jsutil.Ensure(ctx, executor.js, cfg) == nil
 	})
 	if info, err := executor.js.Stream(ctx, events.StreamCalls); err != nil || info.CachedInfo().Config.Replicas != nodes {
 		t.Fatalf("calls stream: %v", err)

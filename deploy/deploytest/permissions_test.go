@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/internal/pickerservice"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -43,8 +44,8 @@ func TestLeastPrivilege(t *testing.T) {
 
 	// The executor starts first: it creates every stream and bucket, its consumers, and
 	// puts its tool in the catalog.
-	if err := events.Ensure(ctx, executor.js, cfg); err != nil {
-		t.Fatalf("executor: events.Ensure: %v", err)
+	if err := jsutil.Ensure(ctx, executor.js, cfg); err != nil {
+		t.Fatalf("executor: jsutil.Ensure: %v", err)
 	}
 	callCfg, err := cfg.CallConsumer("echo")
 	if err != nil {
@@ -62,7 +63,7 @@ func TestLeastPrivilege(t *testing.T) {
 	if err != nil {
 		t.Fatalf("executor: create %s: %v", apprCfg.Durable, err)
 	}
-	catalog, err := events.OpenCatalog(ctx, executor.js, cfg)
+	catalog, err := jsutil.OpenCatalog(ctx, executor.js, cfg)
 	if err != nil {
 		t.Fatalf("executor: open catalog: %v", err)
 	}
@@ -72,12 +73,12 @@ func TestLeastPrivilege(t *testing.T) {
 
 	// A second start of any part runs Ensure again: it must be allowed to find and
 	// update what exists.
-	if err := events.Ensure(ctx, planner.js, cfg); err != nil {
-		t.Fatalf("planner: events.Ensure over existing streams: %v", err)
+	if err := jsutil.Ensure(ctx, planner.js, cfg); err != nil {
+		t.Fatalf("planner: jsutil.Ensure over existing streams: %v", err)
 	}
 
 	// The picker watches the catalog and serves pick.
-	pickerCatalog, err := events.OpenCatalog(ctx, picker.js, cfg)
+	pickerCatalog, err := jsutil.OpenCatalog(ctx, picker.js, cfg)
 	if err != nil {
 		t.Fatalf("picker: open catalog: %v", err)
 	}
@@ -108,11 +109,11 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 
 	// The planner: its own stream and bucket, its durable consumers, a pick, a call.
-	runs, err := events.EnsurePlanner(ctx, planner.js, cfg)
+	runs, err := jsutil.EnsurePlanner(ctx, planner.js, cfg)
 	if err != nil {
 		t.Fatalf("planner: ensure %s and %s: %v", streamPlan, bucketRuns, err)
 	}
-	plannerCatalog, err := events.OpenCatalog(ctx, planner.js, cfg)
+	plannerCatalog, err := jsutil.OpenCatalog(ctx, planner.js, cfg)
 	if err != nil {
 		t.Fatalf("planner: open catalog: %v", err)
 	}
@@ -187,7 +188,7 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 	// Fleet-wide limits: the executor creates the bucket, reads a key and changes it by
 	// compare-and-set, as pkg/executor's limits do.
-	limits, err := events.EnsureLimits(ctx, executor.js, cfg)
+	limits, err := jsutil.EnsureLimits(ctx, executor.js, cfg)
 	if err != nil {
 		t.Fatalf("executor: ensure %s: %v", events.BucketLimits, err)
 	}
@@ -201,7 +202,7 @@ func TestLeastPrivilege(t *testing.T) {
 	if _, err := limits.Get(ctx, "t.echo.acme"); err != nil {
 		t.Fatalf("executor: limits get: %v", err)
 	}
-	if _, err := events.EnsureLimits(ctx, executor.js, cfg); err != nil {
+	if _, err := jsutil.EnsureLimits(ctx, executor.js, cfg); err != nil {
 		t.Fatalf("executor: ensure %s again: %v", events.BucketLimits, err)
 	}
 	parked, err := executor.js.KeyValue(ctx, events.BucketApprovals)
@@ -535,7 +536,7 @@ func fetchAck(ctx context.Context, t *testing.T, cons jetstream.Consumer, what s
 }
 
 // next waits for one catalog change.
-func next(t *testing.T, ch <-chan events.Change) events.Change {
+func next(t *testing.T, ch <-chan jsutil.CatalogChange) jsutil.CatalogChange {
 	t.Helper()
 	select {
 	case c, ok := <-ch:
@@ -546,5 +547,5 @@ func next(t *testing.T, ch <-chan events.Change) events.Change {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no catalog change within 5s")
 	}
-	return events.Change{}
+	return jsutil.CatalogChange{}
 }

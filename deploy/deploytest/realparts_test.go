@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/internal/pickerservice"
 	"github.com/toolfleet/toolfleet/internal/planner"
 	"github.com/toolfleet/toolfleet/internal/provider"
@@ -81,7 +82,7 @@ func testRealParts(t *testing.T, s *authServer, cfg events.Config) {
 		t.Fatal(err)
 	}
 	waitUntil(t, "the executor's tools in the catalog", func() bool {
-		cat, err := events.OpenCatalog(ctx, plan.js, cfg)
+		cat, err := jsutil.OpenCatalog(ctx, plan.js, cfg)
 		if err != nil {
 			return false
 		}

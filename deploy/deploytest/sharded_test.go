@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats-server/v2/conf"
 	"github.com/rs/zerolog"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	tfclient "github.com/toolfleet/toolfleet/pkg/client"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/executor"
@@ -161,7 +162,7 @@ func TestShardedServer(t *testing.T) {
 	defer cancel()
 
 	exec := s.connect(t, "executor")
-	must(t, events.Ensure(ctx, exec.js, cfg))
+	must(t, jsutil.Ensure(ctx, exec.js, cfg))
 	exec.noViolations()
 
 	// Calls before any executor runs: they wait in the shards, where the admin looks.

@@ -12,7 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
 
-	"github.com/toolfleet/toolfleet/pkg/events"
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
@@ -32,7 +32,7 @@ type snapshot struct {
 // view is the edge's copy of the live catalog: loaded once, then fed by the catalog's
 // watch. Readers take the current snapshot without locking.
 type view struct {
-	catalog *events.Catalog
+	catalog *jsutil.Catalog
 	log     zerolog.Logger
 	cur     atomic.Pointer[snapshot]
 
@@ -40,7 +40,7 @@ type view struct {
 	defs map[string]*entry
 }
 
-func newView(c *events.Catalog, log zerolog.Logger) *view {
+func newView(c *jsutil.Catalog, log zerolog.Logger) *view {
 	v := &view{catalog: c, log: log, defs: map[string]*entry{}}
 	v.cur.Store(&snapshot{byName: map[string]*entry{}})
 	return v
@@ -94,7 +94,7 @@ func (v *view) follow(ctx context.Context) {
 	}
 }
 
-func (v *view) apply(ch events.Change) {
+func (v *view) apply(ch jsutil.CatalogChange) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if ch.Removed {

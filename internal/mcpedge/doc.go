@@ -18,7 +18,7 @@
 //
 // # tools/list
 //
-// The tools are the catalog's (events.Catalog, loaded once and then followed with its
+// The tools are the catalog's (jsutil.Catalog, loaded once and then followed with its
 // watch; a tools/call of a tool this copy has not seen yet reads the catalog directly),
 // sorted by name, paged by name (the cursor is the last name of the previous page, so
 // every replica continues any other's page). Each tool shows:

@@ -20,6 +20,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/toolfleet/toolfleet/internal/apiauth"
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/pkg/client"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -86,7 +87,7 @@ func Start(ctx context.Context, nc *nats.Conn, cfg Config) (*Edge, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mcp edge: jetstream: %w", err)
 	}
-	cat, err := events.OpenCatalog(ctx, js, cfg.Events)
+	cat, err := jsutil.OpenCatalog(ctx, js, cfg.Events)
 	if err != nil {
 		return nil, fmt.Errorf("mcp edge: %w", err)
 	}

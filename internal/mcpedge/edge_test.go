@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolfleet/toolfleet/internal/apiauth"
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
 	"github.com/toolfleet/toolfleet/pkg/client"
 	"github.com/toolfleet/toolfleet/pkg/events"
@@ -335,7 +336,7 @@ func TestUnsafeCallWaitsForItsApproval(t *testing.T) {
 func TestListFollowsTheCatalog(t *testing.T) {
 	f := startFleet(t)
 	url, _ := f.edge(t, apiauth.Auth{}, 0)
-	cat, err := events.OpenCatalog(t.Context(), f.js.JS, f.cfg)
+	cat, err := jsutil.OpenCatalog(t.Context(), f.js.JS, f.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/toolfleet/toolfleet/internal/apiauth"
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/internal/mcpedge"
 	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
@@ -141,7 +142,7 @@ func startFleet(t testing.TB) *fleet {
 		}
 	})
 	// Wait for the executor's catalog entries: a client caches a list for its ttlMs.
-	cat, err := events.OpenCatalog(ctx, fx.JS, fx.Cfg)
+	cat, err := jsutil.OpenCatalog(ctx, fx.JS, fx.Cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

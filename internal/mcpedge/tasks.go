@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/pkg/client"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -246,7 +247,7 @@ func (e *Edge) lookup(ctx context.Context, caller events.Identity, id string) (f
 	}
 	// The marker was stored before the task's id was given out, but a follower of a
 	// replicated events stream may not have it yet.
-	m, err := events.DirectGetWritten(ctx, e.nc, events.StreamEvents, subj)
+	m, err := jsutil.DirectGetWritten(ctx, e.nc, events.StreamEvents, subj)
 	if err != nil {
 		return found{}, internalError(err)
 	}
@@ -353,7 +354,7 @@ func (e *Edge) lastProgress(ctx context.Context, tenant, id string) (time.Time, 
 		if err != nil {
 			return time.Time{}, ""
 		}
-		m, err := events.DirectGetLast(ctx, e.nc, events.StreamEvents, subj)
+		m, err := jsutil.DirectGetLast(ctx, e.nc, events.StreamEvents, subj)
 		if err != nil || m == nil {
 			continue
 		}

@@ -98,7 +98,7 @@ func (c Config) Options(log zerolog.Logger) []nats.Option {
 
 // Connect validates c and connects. A server that is down (or restarting) when the part
 // starts is waited for: the connection keeps trying, every failed try logged, and the
-// part's own setup waits for it (see events.RetrySetup). A URL that cannot be parsed
+// part's own setup waits for it (see jsutil.RetrySetup). A URL that cannot be parsed
 // fails at once; after the first connection, it reconnects forever.
 func (c Config) Connect(log zerolog.Logger, extra ...nats.Option) (*nats.Conn, error) {
 	if err := c.Validate(); err != nil {

@@ -30,7 +30,7 @@
 // their definitions again every few seconds to keep them alive; a value seen before is
 // not decoded again. A value that is not a valid definition is logged and withdraws the
 // key's tool; it never stops the watch. The picker never creates the bucket (that is the
-// executors' part, events.Ensure): it waits for it, and [Service.Ready] holds once
+// executors' part, jsutil.Ensure): it waits for it, and [Service.Ready] holds once
 // the catalog has been loaded.
 //
 // # Running

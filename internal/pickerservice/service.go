@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/internal/tick"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/pick"
@@ -194,7 +195,7 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	ctx, stopWatch := context.WithCancel(ctx) // the watch ends with Run, however Run ends
 	defer stopWatch()
-	changes, err := events.NewCatalog(kv, events.Config{}).Watch(ctx)
+	changes, err := jsutil.NewCatalog(kv, events.Config{}).Watch(ctx)
 	if err != nil {
 		return fmt.Errorf("picker: watch %s: %w", s.o.bucket, err)
 	}
@@ -236,11 +237,11 @@ func (s *Service) Run(ctx context.Context) error {
 }
 
 // catalogBucket opens the catalog bucket, waiting for it to exist: the parts that own
-// the fleet's streams and buckets create it (events.Ensure); the picker may only read
+// the fleet's streams and buckets create it (jsutil.Ensure); the picker may only read
 // it. A server that is down or restarting is waited for too (each failure logged); it
 // gives up only when ctx ends.
 func (s *Service) catalogBucket(ctx context.Context) (jetstream.KeyValue, error) {
-	wait := 50 * time.Millisecond
+	b := tick.Backoff{First: 50 * time.Millisecond, Max: 2 * time.Second}
 	logged := false
 	for {
 		kv, err := s.js.KeyValue(ctx, s.o.bucket)
@@ -250,6 +251,7 @@ func (s *Service) catalogBucket(ctx context.Context) (jetstream.KeyValue, error)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		wait := b.Next()
 		if !errors.Is(err, jetstream.ErrBucketNotFound) {
 			s.o.log.Warn().Err(err).Str("bucket", s.o.bucket).Dur("retry_in", wait).Msg("cannot open the catalog bucket yet (is NATS up?); retrying")
 		} else if !logged {
@@ -259,6 +261,5 @@ func (s *Service) catalogBucket(ctx context.Context) (jetstream.KeyValue, error)
 		if !tick.Sleep(ctx, wait) {
 			return nil, ctx.Err()
 		}
-		wait = min(2*wait, 2*time.Second)
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/toolfleet/toolfleet/pkg/events"
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/pkg/pick"
 )
 
@@ -16,7 +16,7 @@ const maxBatch = 10_000
 // watch applies catalog changes until ctx ends. The bucket's initial contents form one
 // batch (the watch marks their end with a Loaded change); after that every change, with
 // whatever else is already pending, forms the next.
-func (s *Service) watch(ctx context.Context, changes <-chan events.Change) error {
+func (s *Service) watch(ctx context.Context, changes <-chan jsutil.CatalogChange) error {
 	warmCh := make(chan struct{}, 1)
 	if s.o.warm != nil {
 		// The warm-up loop stops with the watch, and the watch returns after it.
@@ -62,7 +62,7 @@ func (s *Service) watch(ctx context.Context, changes <-chan events.Change) error
 }
 
 // drain adds the changes already waiting, without blocking.
-func (s *Service) drain(changes <-chan events.Change, batch []pick.Change) []pick.Change {
+func (s *Service) drain(changes <-chan jsutil.CatalogChange, batch []pick.Change) []pick.Change {
 	for len(batch) < maxBatch {
 		select {
 		case ch, ok := <-changes:
@@ -80,7 +80,7 @@ func (s *Service) drain(changes <-chan events.Change, batch []pick.Change) []pic
 // change turns a catalog change into the picker's. An entry that is not a valid
 // definition withdraws its tool (the catalog's one rule, [events.CatalogEntry]); it is
 // logged and counted.
-func (s *Service) change(ch events.Change) pick.Change {
+func (s *Service) change(ch jsutil.CatalogChange) pick.Change {
 	if ch.Err != nil {
 		s.m.badEntries.Inc()
 		s.o.log.Warn().Err(ch.Err).Str("tool", ch.Name).Msg("catalog entry is not a valid definition; tool withdrawn")

@@ -6,6 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
@@ -17,7 +18,7 @@ func publishApproval(ctx context.Context, js jetstream.JetStream, source string,
 	if err != nil {
 		return false, err
 	}
-	ack, err := events.PublishSettled(ctx, js, msg)
+	ack, err := jsutil.PublishSettled(ctx, js, msg)
 	if err != nil {
 		return false, fmt.Errorf("publish approval of call %s: %w", call, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -13,7 +14,7 @@ import (
 
 // Large arguments go by reference. A model's call whose arguments are larger than
 // events.Config.ClaimCheckBytes has them stored once, as a payload of the run's tenant
-// (events.Payloads), when its step is recorded; from then on the reference is what is
+// (jsutil.Payloads), when its step is recorded; from then on the reference is what is
 // written and sent: the step's records on the run log hold it (the call record's
 // argumentsRef, and the args record's modelRef for the model's own arguments), the call
 // event carries it as arguments_ref (the executor reads and validates them), and the
@@ -135,7 +136,7 @@ func (l *runLog) readArguments(ctx context.Context, a argsRecord, tc *provider.T
 
 func (l *runLog) readPayload(ctx context.Context, ref *events.PayloadRef) (json.RawMessage, error) {
 	data, err := l.payloads.Get(ctx, ref, 0)
-	if events.IsPayloadGone(err) {
+	if jsutil.IsPayloadGone(err) {
 		return nil, fmt.Errorf("%w: arguments %s: %v", errNoRecord, ref.ID, err)
 	}
 	return data, err

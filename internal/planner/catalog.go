@@ -9,7 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/toolfleet/toolfleet/pkg/events"
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
@@ -17,7 +17,7 @@ import (
 // serve, compiled into a registry so that the planner validates a model's calls before
 // publishing them. Tools here never run in the planner; they run on the fleet.
 type catalogView struct {
-	catalog *events.Catalog
+	catalog *jsutil.Catalog
 	log     zerolog.Logger
 
 	mu   sync.RWMutex
@@ -25,7 +25,7 @@ type catalogView struct {
 	defs map[string]tools.Definition
 }
 
-func newCatalogView(c *events.Catalog, log zerolog.Logger) *catalogView {
+func newCatalogView(c *jsutil.Catalog, log zerolog.Logger) *catalogView {
 	return &catalogView{catalog: c, log: log, reg: tools.NewRegistry(), defs: map[string]tools.Definition{}}
 }
 

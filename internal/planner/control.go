@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
@@ -138,9 +139,9 @@ func (p *Planner) cancelCalls(ctx context.Context, run *Run, calls []*CallRecord
 		msg, err := events.NewCancel(p.cfg.Source, run.Tenant, c.Name, c.ID,
 			events.Cancel{RunID: run.ID, Reason: why.Reason, By: why.By})
 		if err == nil {
-			_, err = events.PublishSettled(ctx, p.js, msg)
+			_, err = jsutil.PublishSettled(ctx, p.js, msg)
 		}
-		if err != nil && !events.IsAlreadyAnswered(err) {
+		if err != nil && !jsutil.IsAlreadyAnswered(err) {
 			p.log.Warn().Err(err).Str("run_id", run.ID).Str("call_id", c.ID).Msg("publishing the cancel of a call")
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
@@ -72,7 +73,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Planner, error) {
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(publishAckTimeout),
 		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) {
 			// A twin of the event being stored (10158) is stored, or its own publisher says.
-			if strings.HasPrefix(m.Subject, "toolfleet.event.") && !events.IsAlreadyAnswered(err) && !events.IsWriteInProgress(err) {
+			if strings.HasPrefix(m.Subject, "toolfleet.event.") && !jsutil.IsAlreadyAnswered(err) && !jsutil.IsWriteInProgress(err) {
 				cfg.Log.Warn().Err(err).Str("subject", m.Subject).Msg("run event not stored")
 			}
 		}))
@@ -81,16 +82,16 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Planner, error) {
 	}
 	// A planner started while its server is down or restarting waits for it.
 	var kv jetstream.KeyValue
-	var catalog *events.Catalog
+	var catalog *jsutil.Catalog
 	var rlog *runLog
-	err = events.RetrySetup(ctx, func(ctx context.Context) (err error) {
-		if kv, err = events.EnsurePlanner(ctx, js, cfg.Events); err != nil {
+	err = jsutil.RetrySetup(ctx, func(ctx context.Context) (err error) {
+		if kv, err = jsutil.EnsurePlanner(ctx, js, cfg.Events); err != nil {
 			return err
 		}
 		if rlog, err = newRunLog(ctx, js, cfg.Events); err != nil {
 			return err
 		}
-		catalog, err = events.OpenCatalog(ctx, js, cfg.Events)
+		catalog, err = jsutil.OpenCatalog(ctx, js, cfg.Events)
 		return err
 	}, func(err error, wait time.Duration) {
 		cfg.Log.Warn().Err(err).Dur("retry_in", wait).Msg("planner start: cannot ensure streams and buckets yet (is NATS up?); retrying")
@@ -193,10 +194,10 @@ func (p *Planner) Run(ctx context.Context) error {
 	for _, c := range p.consumers {
 		handle, name := c.handle, c.name
 		// Pulls are renewed within a second of a lost consumer leader, and consume errors
-		// are logged at warn (see events.ConsumeOptions).
+		// are logged at warn (see jsutil.ConsumeOptions).
 		cc, err := c.cons.Consume(func(m jetstream.Msg) {
 			handlers.Go(func() { handle(ctx, m) })
-		}, events.ConsumeOptions(64, func(err error, repeats int) {
+		}, jsutil.ConsumeOptions(64, func(err error, repeats int) {
 			p.log.Warn().Err(err).Str("consumer", name).Int("repeats", repeats).Msg("consume: pulling failed; pulling again")
 		})...)
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -293,7 +294,7 @@ func (p *Planner) publishAdvanceTurn(ctx context.Context, run string, step, turn
 	id := msg.Header.Get(jetstream.MsgIDHeader) + "-t" + strconv.Itoa(turn)
 	msg.Header.Set(jetstream.MsgIDHeader, id)
 	msg.Header.Set("ce-id", id) // the event id and the message id must be equal
-	if _, err := events.PublishSettled(ctx, p.js, msg); err != nil {
+	if _, err := jsutil.PublishSettled(ctx, p.js, msg); err != nil {
 		return fmt.Errorf("publish step %d of run %s: %w", step, run, err)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -143,7 +144,7 @@ func (p *Planner) answerParent(ctx context.Context, child *Run) error {
 	}
 	msg.Subject = p.cfg.Events.ResultPublishSubject(msg.Subject)
 	// A result that is already stored (a replayed step) answered the parent already.
-	if _, err := events.PublishSettled(ctx, p.js, msg); err != nil && !events.IsAlreadyAnswered(err) {
+	if _, err := jsutil.PublishSettled(ctx, p.js, msg); err != nil && !jsutil.IsAlreadyAnswered(err) {
 		return fmt.Errorf("answer parent run %s: %w", child.ParentID, err)
 	}
 	return nil

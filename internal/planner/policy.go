@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
@@ -69,7 +70,7 @@ func (p *Planner) askPolicy(ctx context.Context, cl claim, r *Run) {
 	var wg sync.WaitGroup
 	for i, c := range asked {
 		wg.Go(func() {
-			recs[i] = events.AskPolicy(hctx, p.nc, *h, header, events.PolicyRequest{
+			recs[i] = jsutil.AskPolicy(hctx, p.nc, *h, header, events.PolicyRequest{
 				Level: events.PolicyLevelRun, Tool: c.Name, CallID: c.ID, RunID: r.ID, Step: c.Step,
 				Arguments: c.Arguments, Validated: c.Validated, Metadata: r.Metadata, Caller: r.caller()})
 		})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/internal/tick"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -38,7 +39,7 @@ func (p *Planner) handleResult(ctx context.Context, m jetstream.Msg) {
 		return
 	}
 	if err := p.rlog.resolve(ctx, &res); err != nil {
-		if !events.IsPayloadGone(err) {
+		if !jsutil.IsPayloadGone(err) {
 			p.log.Error().Err(err).Str("run_id", res.RunID).Str("call_id", res.CallID).Msg("reading an output stored by reference failed; it will be retried")
 			_ = m.NakWithDelay(time.Second)
 			return
@@ -221,12 +222,14 @@ func (p *Planner) waitStored(ctx context.Context, run string) bool {
 // out while it is being stored), so a call of a step not stored yet is waited for, on
 // this replica's write or, for another replica's, by reading again for a little while.
 func (p *Planner) loadCall(ctx context.Context, runID, callID string) (*Run, uint64, *CallRecord, error) {
-	for wait := 10 * time.Millisecond; ; wait *= 2 {
+	b := tick.Backoff{First: 10 * time.Millisecond}
+	for {
 		run, rev, err := p.runs.get(ctx, runID)
 		if err != nil {
 			return nil, 0, nil, err
 		}
 		c := run.call(callID)
+		wait := b.Next()
 		if c != nil || !run.ahead(callID) || wait > 2*time.Second {
 			return run, rev, c, nil
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
@@ -42,7 +43,7 @@ type runLog struct {
 	shards  events.Config
 	// payloads reads outputs the executors stored by reference, and stores arguments
 	// larger than claimCheck (argsref.go).
-	payloads   *events.Payloads
+	payloads   *jsutil.Payloads
 	claimCheck int
 
 	// wrote, when set, is told the size of every record written (tests).
@@ -115,7 +116,7 @@ const inlineArgsMax = 64 << 10
 const retryNudge = "toolChoice is required: answer by calling one of the offered tools, not in text."
 
 func newRunLog(ctx context.Context, js jetstream.JetStream, cfg events.Config) (*runLog, error) {
-	log, err := js.Stream(ctx, events.StreamRunLog) // made by events.EnsurePlanner
+	log, err := js.Stream(ctx, events.StreamRunLog) // made by jsutil.EnsurePlanner
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: %w", events.StreamRunLog, err)
 	}
@@ -127,7 +128,7 @@ func newRunLog(ctx context.Context, js jetstream.JetStream, cfg events.Config) (
 		}
 		results = append(results, s)
 	}
-	return &runLog{js: js, log: log, results: results, shards: cfg, payloads: events.NewPayloads(js, cfg),
+	return &runLog{js: js, log: log, results: results, shards: cfg, payloads: jsutil.NewPayloads(js, cfg),
 		claimCheck: cfg.WithDefaults().ClaimCheckBytes, runs: map[string]*runCache{}}, nil
 }
 
@@ -147,8 +148,8 @@ func (l *runLog) putOnce(ctx context.Context, subject string, v any) (bool, erro
 	if err != nil {
 		return false, err
 	}
-	if _, err := events.PublishSettled(ctx, l.js, msg); err != nil {
-		if events.IsAlreadyAnswered(err) {
+	if _, err := jsutil.PublishSettled(ctx, l.js, msg); err != nil {
+		if jsutil.IsAlreadyAnswered(err) {
 			return false, nil
 		}
 		return false, fmt.Errorf("write %s (%d bytes): %w", subject, len(msg.Data), err)
@@ -197,7 +198,7 @@ var errNoRecord = errors.New("no such record")
 func (l *runLog) last(ctx context.Context, stream jetstream.Stream, subject string) (*jetstream.RawStreamMsg, error) {
 	m, err := stream.GetLastMsgForSubject(ctx, subject)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return events.LeaderGetLast(ctx, l.js.Conn(), stream.CachedInfo().Config.Name, subject)
+		return jsutil.LeaderGetLast(ctx, l.js.Conn(), stream.CachedInfo().Config.Name, subject)
 	}
 	return m, err
 }
@@ -240,10 +241,10 @@ func (l *runLog) writeInput(run string, msgs []provider.Message) (wait func(cont
 		select {
 		case <-f.Ok():
 		case err := <-f.Err():
-			if events.MayPass(err) { // no answer (a server that died), a stream electing
+			if jsutil.MayPass(err) { // no answer (a server that died), a stream electing
 				err = l.settle(ctx, msg)
 			}
-			if err != nil && !events.IsAlreadyAnswered(err) {
+			if err != nil && !jsutil.IsAlreadyAnswered(err) {
 				return fmt.Errorf("write %s: %w", subject, err)
 			}
 		case <-ctx.Done():
@@ -258,13 +259,13 @@ func (l *runLog) writeInput(run string, msgs []provider.Message) (wait func(cont
 }
 
 // settle publishes msg, a record written once (expected subject sequence 0), riding
-// out a server that dies and a stream that elects a leader (events.RetryWrite), until
+// out a server that dies and a stream that elects a leader (jsutil.RetryWrite), until
 // the answer is definite: stored, or refused because the record is there
-// ([events.IsAlreadyAnswered]), which is what an earlier try whose answer was lost
+// ([jsutil.IsAlreadyAnswered]), which is what an earlier try whose answer was lost
 // leaves.
 func (l *runLog) settle(ctx context.Context, msg *nats.Msg) error {
-	return events.RetryWrite(ctx, createTryTimeout, func(ctx context.Context) error {
-		_, err := events.PublishSettled(ctx, l.js, msg)
+	return jsutil.RetryWrite(ctx, createTryTimeout, func(ctx context.Context) error {
+		_, err := jsutil.PublishSettled(ctx, l.js, msg)
 		return err
 	})
 }

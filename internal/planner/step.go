@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/internal/tick"
 	"github.com/toolfleet/toolfleet/pkg/events"
@@ -24,7 +25,7 @@ func (p *Planner) publishAdvance(ctx context.Context, run string, step int) erro
 	if err != nil {
 		return err
 	}
-	if _, err := events.PublishSettled(ctx, p.js, msg); err != nil {
+	if _, err := jsutil.PublishSettled(ctx, p.js, msg); err != nil {
 		return fmt.Errorf("publish step %d of run %s: %w", step, run, err)
 	}
 	return nil
@@ -622,8 +623,8 @@ func (p *Planner) sendCalls(msgs []*nats.Msg) (wait func(context.Context) error,
 			select {
 			case <-f.Ok():
 			case err := <-f.Err():
-				if events.IsWriteInProgress(err) { // its twin (a step taken twice) is being stored
-					_, err = events.PublishSettled(ctx, p.js, msgs[i])
+				if jsutil.IsWriteInProgress(err) { // its twin (a step taken twice) is being stored
+					_, err = jsutil.PublishSettled(ctx, p.js, msgs[i])
 				}
 				if err != nil {
 					return fmt.Errorf("publish call: %w", err)

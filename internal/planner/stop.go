@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -235,7 +236,7 @@ func (p *Planner) askStopHook(ctx context.Context, cl claim, r *Run) (Terminatio
 
 func (p *Planner) requestStopHook(ctx context.Context, h StopHook, sum StopSummary) (StopDecision, error) {
 	var dec StopDecision
-	if err := events.AskHook(ctx, p.nc, h, nil, sum, &dec); err != nil {
+	if err := jsutil.AskHook(ctx, p.nc, h, nil, sum, &dec); err != nil {
 		return dec, err
 	}
 	if dec.Action != "continue" && dec.Action != "stop" {

@@ -11,8 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/toolfleet/toolfleet/pkg/events"
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 )
 
 // errRunNotFound is returned for a run id the runs bucket does not hold.
@@ -121,19 +120,19 @@ func (s store) put(ctx context.Context, id string, ctl *Run, rev uint64, create 
 const createTryTimeout = 3 * time.Second
 
 // createSettled stores value b under the new key id, riding out a server that dies and a
-// bucket that elects a leader (events.RetryWrite). A try refused because the key exists,
+// bucket that elects a leader (jsutil.RetryWrite). A try refused because the key exists,
 // after a try whose answer was lost, may be refused by that try's own write: it is when
 // the stored value is b (a run's value holds its id, creation time and lease: no other
 // start writes it).
 func (s store) createSettled(ctx context.Context, id string, b []byte) (rev uint64, err error) {
 	tries := 0
-	err = events.RetryWrite(ctx, createTryTimeout, func(ctx context.Context) error {
+	err = jsutil.RetryWrite(ctx, createTryTimeout, func(ctx context.Context) error {
 		tries++
 		var err error
 		rev, err = s.kv.Create(ctx, id, b)
-		if tries > 1 && errors.Is(err, jetstream.ErrKeyExists) && !events.IsWriteInProgress(err) {
+		if tries > 1 && errors.Is(err, jetstream.ErrKeyExists) && !jsutil.IsWriteInProgress(err) {
 			bucket := s.kv.Bucket()
-			if m, gerr := events.LeaderGetLast(ctx, s.nc, "KV_"+bucket, "$KV."+bucket+"."+id); gerr == nil && m != nil && bytes.Equal(m.Data, b) {
+			if m, gerr := jsutil.LeaderGetLast(ctx, s.nc, "KV_"+bucket, "$KV."+bucket+"."+id); gerr == nil && m != nil && bytes.Equal(m.Data, b) {
 				rev = m.Sequence
 				return nil
 			}
@@ -158,7 +157,7 @@ func (s store) create(ctx context.Context, r *Run) (uint64, error) {
 // answered by a follower that has not stored the latest change yet.
 func (s store) get(ctx context.Context, id string) (*Run, uint64, error) {
 	bucket := s.kv.Bucket()
-	m, err := events.LeaderGetLast(ctx, s.nc, "KV_"+bucket, "$KV."+bucket+"."+id)
+	m, err := jsutil.LeaderGetLast(ctx, s.nc, "KV_"+bucket, "$KV."+bucket+"."+id)
 	if err != nil {
 		return nil, 0, fmt.Errorf("load run %s: %w", id, err)
 	}

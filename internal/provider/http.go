@@ -7,11 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/toolfleet/toolfleet/internal/tick"
 )
 
 // transport posts JSON to a provider with the retry rules of Retry. It is shared by the
@@ -29,6 +30,7 @@ type transport struct {
 func (t *transport) post(ctx context.Context, path string, body []byte, stream bool) (*http.Response, error) {
 	r := t.o.retry
 	url := t.baseURL + path
+	b := retryBackoff(r)
 	for attempt := 1; ; attempt++ {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 		if err != nil {
@@ -75,9 +77,9 @@ func (t *transport) post(ctx context.Context, path string, body []byte, stream b
 		if attempt >= r.MaxAttempts {
 			return nil, lastErr
 		}
-		wait := retryAfter
-		if wait <= 0 {
-			wait = backoff(r, attempt)
+		wait := b.Next() // drawn on every retry, so that retry n waits its own backoff
+		if retryAfter > 0 {
+			wait = retryAfter
 		}
 		t.o.logger.Warn().Str("provider", t.provider).Int("attempt", attempt).
 			Dur("wait", wait).Err(lastErr).Msg("model request failed; retrying")
@@ -177,14 +179,10 @@ func parseRetryAfter(h http.Header, now time.Time) time.Duration {
 	return 0
 }
 
-// backoff returns the wait before retry n (1 for the first retry), ±20%.
-func backoff(r Retry, n int) time.Duration {
-	d := r.InitialBackoff
-	for i := 1; i < n && d < r.MaxBackoff; i++ {
-		d *= 2
-	}
-	d = min(d, r.MaxBackoff)
-	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+// retryBackoff returns the waits between the attempts of r: InitialBackoff doubling up to
+// MaxBackoff, each ±20%.
+func retryBackoff(r Retry) tick.Backoff {
+	return tick.Backoff{First: r.InitialBackoff, Max: r.MaxBackoff, Jitter: 0.2}
 }
 
 // readErr turns an error while reading a stream into the error to return.

@@ -35,11 +35,11 @@ func TestParseRetryAfter(t *testing.T) {
 func TestBackoffGrowsAndIsCapped(t *testing.T) {
 	t.Parallel()
 	r := Retry{InitialBackoff: 100 * time.Millisecond, MaxBackoff: time.Second}
-	for n, base := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond,
-		4: 800 * time.Millisecond, 5: time.Second, 30: time.Second} {
-		for range 20 {
-			d := backoff(r, n)
-			if d < base*8/10 || d > base*12/10 {
+	for range 20 {
+		b := retryBackoff(r)
+		for n := 1; n <= 30; n++ {
+			base := min(100*time.Millisecond<<(min(n, 5)-1), time.Second)
+			if d := b.Next(); d < base*8/10 || d > base*12/10 {
 				t.Fatalf("retry %d: wait %v outside %v ±20%%", n, d, base)
 			}
 		}

@@ -2,11 +2,13 @@
 // parts share this one loop (Every), and the in-progress acks and lease renewals kept
 // up while one piece of work runs share one timer (Repeat), so each of them stops the
 // same way — only once the work in progress has returned. The waits between retries
-// share Sleep.
+// share Sleep, and grow by Backoff.
 package tick
 
 import (
 	"context"
+	"math"
+	"math/rand/v2"
 	"sync"
 	"time"
 )
@@ -81,3 +83,40 @@ func (r *repeater) stop() {
 	r.stopped = true
 	r.t.Stop()
 }
+
+// Backoff is the doubling wait between the tries of something that may yet pass: First,
+// then twice the wait before, never more than Max (zero: no cap). Jitter, when set
+// (0.2: ±20%), moves each wait by a uniform random part of itself, so that parts that
+// failed together do not all try again together. The zero Backoff waits 0 each time;
+// a Backoff is not safe for concurrent use.
+type Backoff struct {
+	First, Max time.Duration
+	Jitter     float64
+
+	next time.Duration // the wait Next returns, before the cap and jitter; 0: First
+}
+
+// Next returns the wait before the next try, and doubles the one after it.
+func (b *Backoff) Next() time.Duration {
+	if b.next <= 0 {
+		b.next = b.First
+	}
+	d := b.next
+	if b.Max > 0 {
+		d = min(d, b.Max)
+	}
+	if b.next < math.MaxInt64/2 && (b.Max <= 0 || b.next < b.Max) {
+		b.next *= 2
+	}
+	if b.Jitter > 0 {
+		d = time.Duration(float64(d) * (1 - b.Jitter + 2*b.Jitter*rand.Float64()))
+	}
+	return d
+}
+
+// Sleep waits [Backoff.Next] within ctx ([Sleep]): it reports whether the whole wait
+// passed (false: ctx ended first).
+func (b *Backoff) Sleep(ctx context.Context) bool { return Sleep(ctx, b.Next()) }
+
+// Reset makes the next wait First again (after a success, before the next failure).
+func (b *Backoff) Reset() { b.next = 0 }

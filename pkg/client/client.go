@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
@@ -83,7 +84,7 @@ type Client struct {
 	js       jetstream.JetStream
 	source   string
 	caller   events.Identity
-	payloads *events.Payloads
+	payloads *jsutil.Payloads
 	// shards says which results stream holds a result (events.Config.ResultStream).
 	shards events.Config
 	// claimCheck is the size above which arguments go by reference.
@@ -111,7 +112,7 @@ func New(nc *nats.Conn, opts ...Option) (*Client, error) {
 	if mp := int(nc.MaxPayload()) / 2; mp > 0 && mp < claimCheck { // a server with smaller messages
 		claimCheck = mp
 	}
-	return &Client{nc: nc, js: js, source: o.source, caller: o.caller, payloads: events.NewPayloads(js, cfg),
+	return &Client{nc: nc, js: js, source: o.source, caller: o.caller, payloads: jsutil.NewPayloads(js, cfg),
 		shards: events.Config{Shards: o.shards}, claimCheck: claimCheck}, nil
 }
 
@@ -325,5 +326,5 @@ func (c *Client) awaitResult(ctx context.Context, results <-chan *nats.Msg, subj
 
 // storedResult is the result stored on subj, by a direct get; nil when there is none.
 func (c *Client) storedResult(ctx context.Context, subj string) (*nats.Msg, error) {
-	return events.DirectGetLast(ctx, c.nc, c.shards.ResultStream(subj), subj)
+	return jsutil.DirectGetLast(ctx, c.nc, c.shards.ResultStream(subj), subj)
 }

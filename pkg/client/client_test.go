@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
 	"github.com/toolfleet/toolfleet/pkg/client"
 	"github.com/toolfleet/toolfleet/pkg/events"
@@ -25,7 +26,7 @@ func setup(t *testing.T) (*client.Client, jetstream.JetStream) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := events.Ensure(context.Background(), js, events.Config{Storage: "memory"}); err != nil {
+	if err := jsutil.Ensure(context.Background(), js, events.Config{Storage: "memory"}); err != nil {
 		t.Fatal(err)
 	}
 	c, err := client.New(nc, client.WithSource("/test"))

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/pkg/client"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/executor"
@@ -41,7 +42,7 @@ func fleet() (nc *nats.Conn, stop func()) {
 		panic(err)
 	}
 	js, _ := jetstream.New(nc)
-	if err := events.Ensure(context.Background(), js, events.Config{}); err != nil {
+	if err := jsutil.Ensure(context.Background(), js, events.Config{}); err != nil {
 		panic(err)
 	}
 	reg := tools.NewRegistry()

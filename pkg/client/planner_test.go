@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/internal/planner"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
@@ -32,7 +33,7 @@ func TestFollowARealRunAndAnswerItsApproval(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := events.Config{AckWait: tools.Duration(5 * time.Second)}
-	if err := events.Ensure(ctx, js, cfg); err != nil {
+	if err := jsutil.Ensure(ctx, js, cfg); err != nil {
 		t.Fatal(err)
 	}
 	reg := tools.NewRegistry()

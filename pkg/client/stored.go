@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nuid"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
@@ -86,11 +87,11 @@ func (c *Client) PendingApproval(ctx context.Context, tool, callID string) (e ev
 	if c.caller.Tenant != "" {
 		ansSubj += "." + c.caller.Tenant + ".*"
 	}
-	m, err := events.DirectGetLast(ctx, c.nc, events.StreamEvents, reqSubj)
+	m, err := jsutil.DirectGetLast(ctx, c.nc, events.StreamEvents, reqSubj)
 	if err != nil || m == nil {
 		return e, req, false, ctxErr(ctx, err)
 	}
-	answer, err := events.DirectGetLast(ctx, c.nc, events.StreamEvents, ansSubj)
+	answer, err := jsutil.DirectGetLast(ctx, c.nc, events.StreamEvents, ansSubj)
 	if err != nil || answer != nil {
 		return e, req, false, ctxErr(ctx, err)
 	}

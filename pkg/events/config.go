@@ -15,13 +15,13 @@ const (
 	StreamResults     = "TOOLFLEET_RESULTS"
 	StreamEvents      = "TOOLFLEET_EVENTS"
 	StreamDeadLetters = "TOOLFLEET_DLQ"
-	// StreamPayloads holds payloads stored by reference (see [Payloads]).
+	// StreamPayloads holds payloads stored by reference (see [PayloadRef]).
 	StreamPayloads  = "TOOLFLEET_PAYLOADS"
 	BucketCatalog   = "toolfleet-catalog"
 	BucketInflight  = "toolfleet-inflight"
 	BucketApprovals = "toolfleet-approvals"
 	// StreamPlan and BucketRuns are the planner's: only planners create and use them
-	// (see [EnsurePlanner]).
+	// (see [Config.PlanStream], [Config.RunsBucket]).
 	StreamPlan = "TOOLFLEET_PLAN"
 	BucketRuns = "toolfleet-runs"
 	// BucketEmbeddings is the picker's: tool vectors shared between its replicas (see
@@ -36,8 +36,9 @@ const HeaderAllowance = 16 << 10
 
 // Config is every setting JetStream stores for toolfleet, in one place: what streams,
 // consumers and buckets look like. The zero value of each field takes the default
-// written beside it (see [DefaultConfig]); every part of toolfleet passes the same
-// Config to [Ensure], so whichever part starts first creates the same things.
+// written beside it (see [DefaultConfig]); every part of toolfleet creates the streams
+// and buckets ([Config.Streams], [Config.Buckets]) from the same Config, so whichever
+// part starts first creates the same things.
 //
 // # Durability
 //
@@ -102,7 +103,7 @@ type Config struct {
 	RunsMaxAge tools.Duration `json:"runsMaxAge,omitempty"`
 	// ClaimCheckBytes is the size above which a tool's output, or a call's arguments, go
 	// by reference: stored in chunks on the payloads stream, the result carrying a
-	// [PayloadRef] as output_ref, the call as arguments_ref (see [Payloads]). Default 256
+	// [PayloadRef] as output_ref, the call as arguments_ref. Default 256
 	// KiB (a quarter of MaxMsgSize when that is below 1 MiB); it must stay below
 	// MaxMsgSize.
 	ClaimCheckBytes int `json:"claimCheckBytes,omitempty"`

@@ -1,6 +1,9 @@
 // Package events is toolfleet's event contract on NATS JetStream: the CloudEvents that
 // travel between callers and executors, the subjects they travel on, the streams,
-// consumers and buckets that store them, and the live tool catalog.
+// consumers and buckets that store them, and the live tool catalog. It is what a client
+// of any language, or any Go client, needs to speak to a fleet; how toolfleet's own
+// parts talk to JetStream robustly (creating the streams, riding out a leader election,
+// storing payloads, keeping the catalog) is theirs, and not here.
 //
 // # Events on the wire
 //
@@ -14,7 +17,8 @@
 //
 // The event id is the call id and is also sent as Nats-Msg-Id, so JetStream drops a
 // re-published call or result within [Config].DuplicateWindow; beyond the window, a result
-// is stored only where its call has none ([NewResult], [IsAlreadyAnswered]). Extensions:
+// is stored only where its call has none ([NewResult]: a second one is refused with
+// JetStream error code 10071). Extensions:
 // runid, attempt, deadline (RFC 3339) and traceparent (W3C). A call without runid is its
 // own run.
 //
@@ -80,14 +84,16 @@
 //
 // # Storage
 //
-// [Config] holds every stored setting in one place and [Ensure] creates it idempotently.
+// [Config] holds every stored setting in one place: the streams ([Config.Streams]),
+// buckets ([Config.Buckets]) and consumers ([Config.CallConsumer]) it describes are what
+// every part creates, idempotently, before it serves.
 // Payloads too large for an event (a tool's output or a call's arguments over
-// Config.ClaimCheckBytes) are stored by reference on the payloads stream ([Payloads],
-// [PayloadRef]): a result carries output_ref instead of output, a call arguments_ref
+// Config.ClaimCheckBytes) are stored by reference on the payloads stream ([PayloadRef],
+// [PayloadSubject]): a result carries output_ref instead of output, a call arguments_ref
 // instead of arguments. The two fields of a call are exclusive; a call with both, or
 // with a malformed reference, is refused invalid_event ([DecodeCall]). Anyone may
-// publish arguments_ref after storing the chunks with [Payloads.Put] (pkg/client does
-// it for large arguments): the executor reads the payload only when it is the call's
+// publish arguments_ref after storing the chunks (pkg/client does it for large
+// arguments): the executor reads the payload only when it is the call's
 // tenant's (else forbidden), up to PayloadMaxBytes, checks it against the reference
 // (a payload gone or not matching is invalid, never retried), and validates the
 // arguments like inline ones.
@@ -97,14 +103,14 @@
 // use limits retention. See [Config] for durability (sync_interval vs replicas). The
 // planner's own work queue of run steps ([Config.PlanStream], [PlanSubject]), its
 // consumers ([Config.PlannerConsumer]) and its run-state bucket ([Config.RunsBucket])
-// are defined here too, and created only by planners ([EnsurePlanner]); so is the
-// picker's embeddings bucket ([Config.EmbeddingsBucket]), created only by pickers.
+// are defined here too, and created only by planners; so is the picker's embeddings
+// bucket ([Config.EmbeddingsBucket]), created only by pickers.
 //
 // # Catalog
 //
-// [Catalog] wraps the KV bucket toolfleet-catalog (key = tool name, value = Definition
-// JSON). Executors keep their entries fresh with [Catalog.Keep]; the bucket's TTL removes
-// the entry of a tool nobody refreshes any more, and [Catalog.Watch] reports it. One rule
-// says what an entry must be ([CatalogEntry]); an entry that breaks it withdraws its
-// tool, and the watch reports why.
+// The catalog is the KV bucket toolfleet-catalog ([BucketCatalog]; key = tool name,
+// value = Definition JSON). Executors keep their entries fresh, putting them again every
+// [Config].CatalogTTL/3; the bucket's TTL removes the entry of a tool nobody refreshes
+// any more, and a watcher sees its delete marker. One rule says what an entry must be
+// ([CatalogEntry]); an entry that breaks it withdraws its tool.
 package events

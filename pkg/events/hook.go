@@ -1,8 +1,6 @@
 package events
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -68,27 +66,6 @@ func ValidHookSubject(s string) error {
 	}
 	if strings.HasPrefix(s, "toolfleet.") || strings.HasPrefix(s, "$") || strings.HasPrefix(s, "_INBOX.") {
 		return fmt.Errorf("%q is reserved (toolfleet.*, $*, _INBOX.*)", s)
-	}
-	return nil
-}
-
-// AskHook sends question as JSON to the hook, with header (nil: none; e.g. the trace
-// context), and decodes its answer into answer, waiting at most the hook's timeout within
-// ctx. An error says why there is no usable answer: nobody listens, no answer in time, or
-// an answer that is not the JSON of answer (quoted, cut at 200 bytes).
-func AskHook(ctx context.Context, nc *nats.Conn, h Hook, header nats.Header, question, answer any) error {
-	b, err := json.Marshal(question)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, h.Wait())
-	defer cancel()
-	reply, err := nc.RequestMsgWithContext(ctx, &nats.Msg{Subject: h.Subject, Header: header, Data: b})
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(reply.Data, answer); err != nil {
-		return fmt.Errorf("unreadable answer %.200q: %v", reply.Data, err)
 	}
 	return nil
 }

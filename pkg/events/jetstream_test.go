@@ -3,8 +3,6 @@ package events_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -159,47 +157,6 @@ func TestPlainClientCallDecodes(t *testing.T) {
 	}
 }
 
-// Ensure can run twice, and from many parts starting at once.
-func TestEnsureIdempotentAndConcurrent(t *testing.T) {
-	t.Parallel()
-	srv := natstest.Start(t)
-	cfg := events.Config{}
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for range 8 {
-		wg.Go(func() {
-			js, err := jetstream.New(srv.Connect())
-			if err != nil {
-				errs <- err
-				return
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			errs <- events.Ensure(ctx, js, cfg)
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Errorf("concurrent Ensure: %v", err)
-		}
-	}
-	js, _ := jetstream.New(srv.Connect())
-	if err := events.Ensure(context.Background(), js, cfg); err != nil {
-		t.Fatalf("second Ensure: %v", err)
-	}
-	for _, name := range []string{events.StreamCalls, events.StreamResults, events.StreamEvents, events.StreamDeadLetters} {
-		if _, err := js.Stream(context.Background(), name); err != nil {
-			t.Errorf("stream %s: %v", name, err)
-		}
-	}
-	s, _ := js.Stream(context.Background(), events.StreamCalls)
-	if s.CachedInfo().Config.Retention != jetstream.WorkQueuePolicy {
-		t.Errorf("calls retention %v, want work queue", s.CachedInfo().Config.Retention)
-	}
-}
-
 func TestConfigValidate(t *testing.T) {
 	t.Parallel()
 	bad := []events.Config{
@@ -245,101 +202,5 @@ func TestOneConsumerGroupPerTool(t *testing.T) {
 	cc2, _ := b.cfg.CallConsumer("other_tool")
 	if _, err := b.js.CreateOrUpdateConsumer(ctx, events.StreamCalls, cc2); err != nil {
 		t.Errorf("a consumer for another tool: %v", err)
-	}
-}
-
-func TestCatalogPutWatchExpire(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cat, err := events.OpenCatalog(ctx, b.js, b.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	echo := tools.Definition{Type: "function", Name: "echo", Description: "Echo.", Parameters: json.RawMessage(`{"type":"object"}`), Safe: true}
-	if err := cat.Put(ctx, echo); err != nil {
-		t.Fatal(err)
-	}
-	changes, err := cat.Watch(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	next := func() events.Change {
-		t.Helper()
-		select {
-		case c, ok := <-changes:
-			if !ok {
-				t.Fatal("watch closed")
-			}
-			return c
-		case <-ctx.Done():
-			t.Fatal("no catalog change before the deadline")
-		}
-		return events.Change{}
-	}
-	if c := next(); c.Name != "echo" || c.Removed || string(c.Definition.Parameters) != `{"type":"object"}` {
-		t.Errorf("initial %+v", c)
-	}
-	if c := next(); !c.Loaded || c.Name != "" {
-		t.Errorf("want the end of the initial values, got %+v", c)
-	}
-	// Keep refreshes "sleep" (same definition: no change reported) while "echo" is left
-	// to expire.
-	sleep := tools.Definition{Type: "function", Name: "sleep", Description: "Sleep.", Safe: true, AllowNoSchema: true, NoSchemaMode: tools.NoSchemaReadOnly}
-	keepCtx, stopKeep := context.WithCancel(ctx)
-	kept := make(chan error, 1)
-	go func() {
-		kept <- cat.Keep(keepCtx, []tools.Definition{sleep}, func(err error) { t.Errorf("keep: %v", err) })
-	}()
-	if c := next(); c.Name != "sleep" || c.Removed {
-		t.Errorf("added %+v", c)
-	}
-	if c := next(); c.Name != "echo" || !c.Removed {
-		t.Errorf("want echo expired, got %+v", c)
-	}
-	if _, ok, _ := cat.Get(ctx, "echo"); ok {
-		t.Error("expired entry still readable")
-	}
-	defs, err := cat.List(ctx)
-	if err != nil || len(defs) != 1 || defs[0].Name != "sleep" {
-		t.Errorf("List = %v, %v; want [sleep] (kept alive past the TTL)", defs, err)
-	}
-	stopKeep()
-	if err := <-kept; err != nil { // Keep has returned: nothing refreshes sleep any more
-		t.Fatalf("keep: %v", err)
-	}
-	if c := next(); c.Name != "sleep" || !c.Removed {
-		t.Errorf("want sleep expired once no longer kept, got %+v", c)
-	}
-	if err := cat.Put(ctx, tools.Definition{Name: "bad.name"}); !errors.Is(err, tools.ErrInvalidEvent) {
-		t.Errorf("bad name: %v", err)
-	}
-	// An entry that is not a valid definition for its key withdraws the tool, and says
-	// why: one rule for every watcher.
-	kv, err := b.js.KeyValue(ctx, events.BucketCatalog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cat.Put(ctx, echo); err != nil {
-		t.Fatal(err)
-	}
-	if c := next(); c.Name != "echo" || c.Removed {
-		t.Errorf("echo back: %+v", c)
-	}
-	for _, bad := range []string{`{"name":"other"}`, `not json`} {
-		if _, err := kv.Put(ctx, "echo", []byte(bad)); err != nil {
-			t.Fatal(err)
-		}
-		if c := next(); c.Name != "echo" || !c.Removed || c.Err == nil {
-			t.Errorf("bad entry %s: %+v, want echo withdrawn with an error", bad, c)
-		}
-		if _, _, err := cat.Get(ctx, "echo"); err == nil {
-			t.Errorf("Get of bad entry %s: no error", bad)
-		}
-	}
-	// A first put that fails returns at once, keeping nothing.
-	if err := cat.Keep(ctx, []tools.Definition{{Name: "bad.name"}}, nil); !errors.Is(err, tools.ErrInvalidEvent) {
-		t.Errorf("Keep of a bad name = %v, want invalid_event at once", err)
 	}
 }

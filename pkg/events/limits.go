@@ -1,7 +1,6 @@
 package events
 
 import (
-	"context"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -10,7 +9,7 @@ import (
 // BucketLimits holds the fleet-wide state of the tools that declare limits
 // (tools.Definition.RateLimit, MaxInFlightPerTenant): one key per rate-limited tool and
 // one per tool and tenant with a cap, each changed only by compare-and-set. Only
-// executors serving such a tool create and use it ([EnsureLimits]); a fleet without
+// executors serving such a tool create and use it; a fleet without
 // limits never has it.
 const BucketLimits = "toolfleet-limits"
 
@@ -27,10 +26,4 @@ func (c Config) LimitsBucket() jetstream.KeyValueConfig {
 	return jetstream.KeyValueConfig{Bucket: BucketLimits,
 		Description: "toolfleet fleet-wide tool limits: rate reservations and tenants' calls in flight",
 		History:     1, TTL: limitsMaxAge, MaxValueSize: 1 << 20, Storage: c.storage(), Replicas: c.Replicas}
-}
-
-// EnsureLimits creates or updates [BucketLimits] and returns it. Executors call it only
-// when they serve a tool with a limit.
-func EnsureLimits(ctx context.Context, js jetstream.JetStream, cfg Config) (jetstream.KeyValue, error) {
-	return ensureBucket(ctx, js, cfg.LimitsBucket())
 }

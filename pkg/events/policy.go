@@ -2,12 +2,9 @@ package events
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
@@ -59,7 +56,7 @@ type PolicyRequest struct {
 	Step int `json:"step"`
 	// Arguments are the call's arguments, validated against the tool's schema unless
 	// Validated is false. A call whose arguments went by reference carries ArgumentsRef
-	// instead (level tool): read them with [Payloads.Get].
+	// instead (level tool): read them from the payloads stream ([PayloadRef]).
 	Arguments    json.RawMessage `json:"arguments,omitempty"`
 	ArgumentsRef *PayloadRef     `json:"arguments_ref,omitempty"`
 	Validated    bool            `json:"validated"`
@@ -123,31 +120,6 @@ type PolicyRecord struct {
 	ArgumentsOriginal    json.RawMessage `json:"arguments_original,omitempty"`
 	ArgumentsOriginalRef *PayloadRef     `json:"arguments_original_ref,omitempty"`
 	ArgumentsModified    json.RawMessage `json:"arguments_modified,omitempty"`
-}
-
-// AskPolicy asks the policy hook h about the call req (with header, e.g. the trace
-// context; nil: none) and returns its decision as a record, never failing: a hook
-// that cannot be asked, does not answer in time or answers something unusable gets its
-// onError (deny unless it is allow), with Error saying why.
-func AskPolicy(ctx context.Context, nc *nats.Conn, h Hook, header nats.Header, req PolicyRequest) PolicyRecord {
-	var ans PolicyAnswer
-	err := AskHook(ctx, nc, h, header, req, &ans)
-	if err == nil {
-		err = ans.Check()
-	}
-	rec := PolicyRecord{Level: req.Level, Hook: h.Subject, At: time.Now().UTC()}
-	if err != nil {
-		rec.Decision, rec.Error = PolicyDeny, err.Error()
-		if h.OnError == PolicyOnErrorAllow {
-			rec.Decision = PolicyAllow
-		}
-		return rec
-	}
-	rec.Decision, rec.Reason = ans.Decision, ans.Reason
-	if ans.Decision == PolicyModify {
-		rec.ArgumentsOriginal, rec.ArgumentsOriginalRef, rec.ArgumentsModified = req.Arguments, req.ArgumentsRef, ans.Arguments
-	}
-	return rec
 }
 
 // Denial is the error a call denied by the record's hook is answered with (code

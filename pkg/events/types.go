@@ -78,7 +78,7 @@ type Call struct {
 	// (some providers send arguments as a string).
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 	// ArgumentsRef, instead of Arguments, points at arguments stored by reference (see
-	// [Payloads]): a call whose arguments are larger than the claim-check size carries
+	// [PayloadRef]): a call whose arguments are larger than the claim-check size carries
 	// them so. The two are exclusive, and the payload must be the caller's tenant's; the
 	// executor reads it and validates it like inline arguments.
 	ArgumentsRef *PayloadRef `json:"arguments_ref,omitempty"`
@@ -94,8 +94,8 @@ type Result struct {
 	// the error output the tool's callbacks made of it, if any. An output larger than the
 	// claim-check threshold is not here but stored by reference: OutputRef.
 	Output json.RawMessage `json:"output,omitempty"`
-	// OutputRef points at the output when it was stored by reference (see [Payloads]);
-	// read it with [Payloads.Get]. pkg/client and the planner do so for their callers.
+	// OutputRef points at the output when it was stored by reference (see
+	// [PayloadRef]). pkg/client and the planner do so for their callers.
 	OutputRef *PayloadRef `json:"output_ref,omitempty"`
 	// Error is set whenever Status is not ok.
 	Error *tools.Error `json:"error,omitempty"`
@@ -160,7 +160,7 @@ type ApprovalRequest struct {
 	RunID     string          `json:"run_id"`
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 	// ArgumentsRef is set instead of Arguments when the call's arguments went by
-	// reference: read them with [Payloads.Get].
+	// reference: read them from the payloads stream ([PayloadRef]).
 	ArgumentsRef *PayloadRef       `json:"arguments_ref,omitempty"`
 	Metadata     map[string]string `json:"metadata,omitempty"`
 	// Reason says why approval is needed (unsafe tool, unvalidated arguments).

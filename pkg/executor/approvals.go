@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/internal/tick"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -79,7 +80,8 @@ func (ex *Executor) park(ctx context.Context, j *job) {
 	// A replicated bucket still storing the call's other delivery's record answers
 	// "exists" before it is: wait until it is, or until that write failed and this one
 	// can be stored.
-	for wait := time.Millisecond; events.IsWriteInProgress(err) && tick.Sleep(ctx, wait); wait = min(2*wait, 100*time.Millisecond) {
+	b := tick.Backoff{First: time.Millisecond, Max: 100 * time.Millisecond}
+	for jsutil.IsWriteInProgress(err) && b.Sleep(ctx) {
 		_, err = ex.approvals.Create(ctx, key, v)
 	}
 	if err != nil && !errors.Is(err, jetstream.ErrKeyExists) {

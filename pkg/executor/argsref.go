@@ -4,12 +4,13 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
 // Arguments by reference: a call whose arguments were stored as a payload carries
-// arguments_ref instead of arguments (see events.Payloads). Before a call is hydrated,
+// arguments_ref instead of arguments (see jsutil.Payloads). Before a call is hydrated,
 // resolveArguments reads them, under these rules:
 //   - the payload must be the call's tenant's (the tenant of its subject): a call may not
 //     make an executor read another tenant's payload (forbidden);
@@ -58,7 +59,7 @@ func (ex *Executor) readArguments(ctx context.Context, tool, tenant string, ref 
 	defer cancel()
 	data, err := ex.payloads.Get(rctx, ref, ex.cfg.PayloadMaxBytes)
 	if err != nil {
-		if events.IsPayloadGone(err) {
+		if jsutil.IsPayloadGone(err) {
 			return nil, tools.Errorf(tools.CodeInvalidInput,
 				"the arguments of this call of %q cannot be read: %v (the payload expired, was never stored, or does not match arguments_ref)", tool, err), nil
 		}

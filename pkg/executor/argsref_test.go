@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
 	"github.com/toolfleet/toolfleet/pkg/client"
 	"github.com/toolfleet/toolfleet/pkg/events"
@@ -161,7 +162,7 @@ func TestHostileArgumentRefs(t *testing.T) {
 	b.start(t, reg)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	payloads := events.NewPayloads(b.js, b.cfg)
+	payloads := jsutil.NewPayloads(b.js, b.cfg)
 	args := digestArgs(300 << 10)
 	own, err := payloads.Put(ctx, "acme", args)
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 const payloadTimeout = 30 * time.Second
 
 // claimCheck stores an output larger than the claim-check threshold as a payload of its
-// caller's tenant and puts the reference in the result instead (see events.Payloads). An
+// caller's tenant and puts the reference in the result instead (see jsutil.Payloads). An
 // output over the payload limit becomes output_too_large; one that cannot be stored now
 // is left in the result, where the result's own size limit decides.
 func (ex *Executor) claimCheck(j *job, failure *tools.Error) *tools.Error {

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/goleak"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/executor"
 	"github.com/toolfleet/toolfleet/pkg/sandbox"
@@ -209,7 +210,7 @@ func TestPausedExecutorAnswersOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.cfg.DuplicateWindow = tools.Duration(time.Second)
-	must(t, events.Ensure(context.Background(), b.js, b.cfg))
+	must(t, jsutil.Ensure(context.Background(), b.js, b.cfg))
 	dir := t.TempDir()
 	runLog, workLog := filepath.Join(dir, "charges.log"), filepath.Join(dir, "work.log")
 	env := []string{childWorkLogEnv + "=" + workLog, childNapEnv + "=200ms", childWindowEnv + "=1s"}

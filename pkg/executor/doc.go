@@ -14,8 +14,8 @@
 //	}
 //	return ex.Run(ctx) // blocks; when ctx ends it stops taking calls and finishes the ones in flight
 //
-// Run ensures the streams (see [events.Ensure]), keeps the served definitions in the
-// catalog, and consumes each tool's calls from the tool's durable pull consumer
+// Run ensures the streams and buckets of its [events.Config], keeps the served
+// definitions in the catalog, and consumes each tool's calls from the tool's durable pull consumer
 // ([events.ConsumerName]). Every replica serving a tool shares that consumer, so adding
 // replicas adds throughput with no coordination; [WithConcurrency] bounds a tool's calls
 // on one replica, [WithMaxAckPending] across the fleet.
@@ -170,20 +170,20 @@
 // # Start-up and lost leaders
 //
 // Run waits for a server that is down, restarting or electing a leader when it starts,
-// or a cluster whose nodes are still forming (see [events.RetrySetup]: each try of the
-// setup has its own timeout), logging each retry, instead of failing; executors started
+// or a cluster whose nodes are still forming (each try of the setup has its own
+// timeout), logging each retry, instead of failing; executors started
 // together on a fresh cluster all come up.
 //
 // Every consumer (calls, approval answers) is pulled with requests that expire after 1s
 // (see Pulling; a stopping executor waits for its last ones) and a heartbeat from the
-// server on a waiting pull every 500ms ([events.PullHeartbeat]). When the node leading
+// server on a waiting pull every 500ms. When the node leading
 // a tool's consumer dies, the pull waiting there dies silently with it; two missed
 // heartbeats (1s) make the executor pull again, and a pull that finds no leader yet is
 // tried again on the same beat, so a tool takes calls again about a second after its
 // consumer's new leader is elected (nats.go's defaults, a 30s expiry and 15s heartbeat,
 // left it without calls for 30s). Pull errors (no heartbeat, no responders, leadership
 // change) are logged at warn, identical ones at most every 10s with a count of the
-// repeats ([events.PullErrors]). Measured
+// repeats. Measured
 // on a 3-node cluster under load (internal/testsupport/clustertest): after a SIGKILL of the calls
 // stream's leader, every tool was served again within the election time.
 //

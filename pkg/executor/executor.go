@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
@@ -37,11 +38,11 @@ type Executor struct {
 	// cancels hears and finds the cancels of calls (cancel.go).
 	cancels *cancels
 	// payloads stores outputs too large for a result by reference (claimcheck.go).
-	payloads *events.Payloads
+	payloads *jsutil.Payloads
 
 	ready     chan struct{} // closed once Run serves every tool
 	readyOnce sync.Once
-	catalog   *events.Catalog
+	catalog   *jsutil.Catalog
 	workers   map[string]*worker
 	// secrets are each tool's resolved secrets, by tool name; see [tools.Secret].
 	secrets map[string]tools.Secrets
@@ -101,7 +102,7 @@ func New(nc *nats.Conn, reg *tools.Registry, opts ...Option) (*Executor, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &Executor{nc: nc, js: js, reg: reg, o: o, cfg: cfg, m: m, secrets: secrets, payloads: events.NewPayloads(js, cfg),
+	return &Executor{nc: nc, js: js, reg: reg, o: o, cfg: cfg, m: m, secrets: secrets, payloads: jsutil.NewPayloads(js, cfg),
 		tracer: newTracer(o), handlers: newHandlers(), source: "/toolfleet/executor/" + o.id, ready: make(chan struct{}), quit: make(chan struct{})}, nil
 }
 
@@ -126,7 +127,7 @@ func (ex *Executor) Run(ctx context.Context) (err error) {
 			err = nil
 		}
 	}()
-	if err := events.RetrySetup(ctx, ex.setUp, ex.setupRetry("ensure streams and buckets")); err != nil {
+	if err := jsutil.RetrySetup(ctx, ex.setUp, ex.setupRetry("ensure streams and buckets")); err != nil {
 		return fmt.Errorf("executor: %w", err)
 	}
 
@@ -163,7 +164,7 @@ func (ex *Executor) Run(ctx context.Context) (err error) {
 	lookupsDone.Go(func() { ex.cancels.lookups.run(runCtx) })
 	// The catalog first: the janitors of other replicas must see the tools before any
 	// call of them is old enough to be answered no_such_tool.
-	err = events.RetrySetup(ctx, func(ctx context.Context) error {
+	err = jsutil.RetrySetup(ctx, func(ctx context.Context) error {
 		return ex.catalog.PutAll(ctx, defs)
 	}, ex.setupRetry("publish the catalog"))
 	if err != nil {
@@ -238,7 +239,7 @@ func (ex *Executor) Run(ctx context.Context) (err error) {
 
 // setUp ensures the streams and buckets and opens what the executor uses of them.
 func (ex *Executor) setUp(ctx context.Context) (err error) {
-	if err := events.Ensure(ctx, ex.js, ex.cfg); err != nil {
+	if err := jsutil.Ensure(ctx, ex.js, ex.cfg); err != nil {
 		return err
 	}
 	if ex.inflight, err = ex.js.KeyValue(ctx, events.BucketInflight); err != nil {
@@ -258,7 +259,7 @@ func (ex *Executor) setUp(ctx context.Context) (err error) {
 	if err := ex.setUpLimits(ctx); err != nil {
 		return err
 	}
-	ex.catalog, err = events.OpenCatalog(ctx, ex.js, ex.cfg)
+	ex.catalog, err = jsutil.OpenCatalog(ctx, ex.js, ex.cfg)
 	return err
 }
 

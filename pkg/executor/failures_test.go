@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/executor"
@@ -288,7 +289,7 @@ func TestMaxDeliverDeadLetters(t *testing.T) {
 	b.cfg.AckWait = tools.Duration(time.Second)
 	ctx := context.Background()
 	cc, _ := b.cfg.CallConsumer("echo")
-	if err := events.Ensure(ctx, b.js, b.cfg); err != nil {
+	if err := jsutil.Ensure(ctx, b.js, b.cfg); err != nil {
 		t.Fatal(err)
 	}
 	var conss []jetstream.Consumer // one per calls stream (shard)

@@ -12,6 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
+	"github.com/toolfleet/toolfleet/internal/tick"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
@@ -371,7 +373,7 @@ func (ex *Executor) resultLimit() int {
 // handed back for later.
 func (ex *Executor) publishThenAck(j *job, rm *nats.Msg) {
 	if err := ex.publishResult(j, rm); err != nil {
-		if !events.IsAlreadyAnswered(err) {
+		if !jsutil.IsAlreadyAnswered(err) {
 			ex.o.log.Warn().Err(err).Str("tool", j.def.Name).Str("call_id", j.res.CallID).
 				Msg("result not stored; handing the call back")
 			ex.handBack(j)
@@ -416,7 +418,7 @@ const (
 // or the executor's grace period ended.
 func (ex *Executor) publishResult(j *job, rm *nats.Msg) error {
 	err := ex.publishOnce(rm)
-	if err == nil || !events.MayPass(err) {
+	if err == nil || !jsutil.MayPass(err) {
 		return err
 	}
 	start := time.Now()
@@ -434,8 +436,9 @@ func (ex *Executor) publishResult(j *job, rm *nats.Msg) error {
 	}
 	ex.o.log.Warn().Err(err).Str("tool", j.def.Name).Str("call_id", j.res.CallID).Time("until", until).
 		Msg("result not stored yet; trying again")
-	wait := resultFirstWait
+	b := tick.Backoff{First: resultFirstWait, Max: resultMaxWait}
 	for tries := 2; ; tries++ {
+		wait := b.Next()
 		if time.Now().Add(wait).After(until) {
 			return err
 		}
@@ -446,14 +449,13 @@ func (ex *Executor) publishResult(j *job, rm *nats.Msg) error {
 			t.Stop()
 			return fmt.Errorf("executor stopped: %w", err)
 		}
-		if err = ex.publishOnce(rm); err == nil || !events.MayPass(err) {
+		if err = ex.publishOnce(rm); err == nil || !jsutil.MayPass(err) {
 			if err == nil {
 				ex.o.log.Info().Str("tool", j.def.Name).Str("call_id", j.res.CallID).Int("tries", tries).
 					Dur("after", time.Since(start)).Msg("result stored after retries")
 			}
 			return err
 		}
-		wait = min(2*wait, resultMaxWait)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/executor"
@@ -291,7 +292,7 @@ func TestAnsweredCallIsNotRunAgain(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.cfg.DuplicateWindow = tools.Duration(time.Second)
-	must(t, events.Ensure(context.Background(), b.js, b.cfg))
+	must(t, jsutil.Ensure(context.Background(), b.js, b.cfg))
 	var runs sync.Map
 	reg := tools.NewRegistry()
 	done := func(json.RawMessage) (any, error) { return "done", nil }
@@ -404,7 +405,7 @@ func bundleOn(t *testing.T, url string) *testBundle {
 	js, err := jetstream.New(nc)
 	must(t, err)
 	b := &testBundle{nc: nc, js: js, cfg: testConfig()}
-	must(t, events.Ensure(context.Background(), js, b.cfg))
+	must(t, jsutil.Ensure(context.Background(), js, b.cfg))
 	b.results = collect(t, js, b.cfg)
 	return b
 }

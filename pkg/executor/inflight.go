@@ -36,7 +36,8 @@ func (ex *Executor) markStarted(ctx context.Context, j *job) (first bool, err er
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)
 	defer cancel()
-	for wait := 100 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+	b := tick.Backoff{First: 100 * time.Millisecond, Max: time.Second}
+	for {
 		tctx, tcancel := context.WithTimeout(ctx, 3*time.Second)
 		_, err = ex.inflight.Create(tctx, key, v)
 		if errors.Is(err, jetstream.ErrKeyExists) {
@@ -52,7 +53,7 @@ func (ex *Executor) markStarted(ctx context.Context, j *job) (first bool, err er
 		if err == nil || ctx.Err() != nil {
 			return err == nil, err
 		}
-		if !tick.Sleep(ctx, wait) {
+		if !b.Sleep(ctx) {
 			return false, err
 		}
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
-	"github.com/toolfleet/toolfleet/pkg/events"
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
@@ -101,7 +101,7 @@ func (ex *Executor) setUpLimits(ctx context.Context) error {
 	if len(limited) == 0 {
 		return nil
 	}
-	kv, err := events.EnsureLimits(ctx, ex.js, ex.cfg)
+	kv, err := jsutil.EnsureLimits(ctx, ex.js, ex.cfg)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
@@ -54,7 +55,7 @@ func (ex *Executor) askPolicy(ctx context.Context, j *job, call *tools.Call) *to
 	if ref := j.ce.Call.ArgumentsRef; ref != nil { // the hook reads them by reference too
 		req.Arguments, req.ArgumentsRef = nil, ref
 	}
-	rec := events.AskPolicy(ctx, ex.nc, h, events.TraceHeader(j.trace.parent, j.trace.state), req)
+	rec := jsutil.AskPolicy(ctx, ex.nc, h, events.TraceHeader(j.trace.parent, j.trace.state), req)
 	j.res.Policy = &rec
 	log := ex.o.log.With().Str("tool", j.def.Name).Str("call_id", j.res.CallID).Str("run_id", j.res.RunID).
 		Str("hook", rec.Hook).Str("decision", string(rec.Decision)).Logger()

@@ -8,8 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/internal/tick"
-	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
 // Pulling: a replica holds no call it does not keep in progress.
@@ -249,7 +249,7 @@ func (s *slots) wakeAll() {
 // pull pulls p's calls for w's free places until ctx ends, then lets its last pull end
 // (within pullExpiry) and hands back what it brings. Each call runs under runCtx.
 func (ex *Executor) pull(ctx, runCtx context.Context, w *worker, p *puller) {
-	report := events.PullErrors(ex.consumeErr(p.name))
+	report := jsutil.PullErrors(ex.consumeErr(p.name))
 	for ctx.Err() == nil {
 		n := w.slots.ask(p)
 		if n == 0 {
@@ -259,11 +259,11 @@ func (ex *Executor) pull(ctx, runCtx context.Context, w *worker, p *puller) {
 			}
 			continue
 		}
-		batch, err := p.cons.Fetch(n, jetstream.FetchMaxWait(pullExpiry), jetstream.FetchHeartbeat(events.PullHeartbeat))
+		batch, err := p.cons.Fetch(n, jetstream.FetchMaxWait(pullExpiry), jetstream.FetchHeartbeat(jsutil.PullHeartbeat))
 		if err != nil {
 			w.slots.unask(p)
 			report(err)
-			tick.Sleep(ctx, events.PullHeartbeat)
+			tick.Sleep(ctx, jsutil.PullHeartbeat)
 			continue
 		}
 		got := 0
@@ -277,7 +277,7 @@ func (ex *Executor) pull(ctx, runCtx context.Context, w *worker, p *puller) {
 			// leadership change: pull again, on the heartbeat's beat if nothing came.
 			report(err)
 			if got == 0 {
-				tick.Sleep(ctx, events.PullHeartbeat)
+				tick.Sleep(ctx, jsutil.PullHeartbeat)
 			}
 		}
 	}

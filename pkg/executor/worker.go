@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/internal/tick"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -37,12 +38,12 @@ func (ex *Executor) startWorker(ctx, runCtx context.Context, def tools.Definitio
 	// One consumer on each calls stream (shard), each pulled for its share of the free
 	// places (the server's random mapping fills the shards evenly).
 	// Pulls are renewed within a second of a lost consumer leader (see
-	// events.PullHeartbeat): a tool waits out an election, not nats.go's 30s default.
+	// jsutil.PullHeartbeat): a tool waits out an election, not nats.go's 30s default.
 	streams := ex.cfg.CallStreams()
 	share := (n + len(streams) - 1) / len(streams)
 	for _, stream := range streams {
 		var cons jetstream.Consumer
-		err = events.RetrySetup(ctx, func(ctx context.Context) (err error) {
+		err = jsutil.RetrySetup(ctx, func(ctx context.Context) (err error) {
 			cons, err = ex.js.CreateOrUpdateConsumer(ctx, stream, cc)
 			return err
 		}, ex.setupRetry("create the consumer of "+def.Name+" on "+stream))
@@ -57,7 +58,7 @@ func (ex *Executor) startWorker(ctx, runCtx context.Context, def tools.Definitio
 			return nil, err
 		}
 		var acons jetstream.Consumer
-		err = events.RetrySetup(ctx, func(ctx context.Context) (err error) {
+		err = jsutil.RetrySetup(ctx, func(ctx context.Context) (err error) {
 			acons, err = ex.js.CreateOrUpdateConsumer(ctx, events.StreamEvents, ac)
 			return err
 		}, ex.setupRetry("create the approval consumer of "+def.Name))
@@ -75,7 +76,7 @@ func (ex *Executor) startWorker(ctx, runCtx context.Context, def tools.Definitio
 }
 
 // consumeErr logs the errors of consumer's Consume at warn (identical ones at most every
-// 10s, see events.ConsumeOptions): a lost heartbeat, no responders or a leadership change
+// 10s, see jsutil.ConsumeOptions): a lost heartbeat, no responders or a leadership change
 // is why a tool takes no calls, and an operator must see it.
 func (ex *Executor) consumeErr(consumer string) func(error, int) {
 	return func(err error, repeats int) {

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
 
+	"github.com/toolfleet/toolfleet/internal/tick"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
@@ -135,7 +136,8 @@ func Start(ctx context.Context, reg *tools.Registry, cfg Config) (*Server, error
 		ttl     time.Duration
 		lastErr error
 	)
-	for backoff := minBackoff; ; backoff = min(2*backoff, maxBackoff) {
+	b := tick.Backoff{First: minBackoff, Max: maxBackoff}
+	for {
 		sess, lastErr = s.connect(startCtx)
 		if lastErr == nil {
 			listed, ttl, lastErr = list(startCtx, sess)
@@ -144,14 +146,15 @@ func Start(ctx context.Context, reg *tools.Registry, cfg Config) (*Server, error
 			}
 			_ = sess.Close()
 		}
-		s.log.Warn().Err(lastErr).Dur("retry_in", backoff).Msg("MCP server: cannot connect and list its tools yet; retrying")
+		wait := b.Next()
+		s.log.Warn().Err(lastErr).Dur("retry_in", wait).Msg("MCP server: cannot connect and list its tools yet; retrying")
 		select {
 		case <-startCtx.Done():
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("mcptool: server %s: start canceled before a connection: %w", cfg.Name, lastErr)
 			}
 			return nil, fmt.Errorf("mcptool: server %s: no connection within %s: %w", cfg.Name, cfg.ConnectTimeout, lastErr)
-		case <-time.After(backoff):
+		case <-time.After(wait):
 		}
 	}
 	defs, refused := s.definitions(listed)
@@ -306,7 +309,7 @@ func (s *Server) session(ctx context.Context) (*mcp.ClientSession, error) {
 // connection that lasted a minute, so that a server that dies right after each start
 // is not restarted in a tight loop.
 func (s *Server) supervise(ctx context.Context, sess *mcp.ClientSession) {
-	backoff := minBackoff
+	b := tick.Backoff{First: minBackoff, Max: maxBackoff}
 	for {
 		since := time.Now()
 		ended := make(chan struct{})
@@ -318,22 +321,23 @@ func (s *Server) supervise(ctx context.Context, sess *mcp.ClientSession) {
 			return
 		}
 		if time.Since(since) > time.Minute {
-			backoff = minBackoff
+			b.Reset()
 		}
-		s.log.Warn().Dur("retry_in", backoff).Msg("MCP server: the connection ended; reconnecting")
+		wait := b.Next()
+		s.log.Warn().Dur("retry_in", wait).Msg("MCP server: the connection ended; reconnecting")
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(backoff):
+			case <-time.After(wait):
 			}
-			backoff = min(2*backoff, maxBackoff)
 			next, err := s.connect(ctx)
 			if err == nil {
 				sess = next
 				break
 			}
-			s.log.Warn().Err(err).Dur("retry_in", backoff).Msg("MCP server: cannot reconnect yet")
+			wait = b.Next()
+			s.log.Warn().Err(err).Dur("retry_in", wait).Msg("MCP server: cannot reconnect yet")
 		}
 		s.setSession(sess)
 		s.log.Info().Msg("MCP server: reconnected")

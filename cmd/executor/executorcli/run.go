@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/internal/ops"
 	"github.com/toolfleet/toolfleet/internal/telemetry"
 	"github.com/toolfleet/toolfleet/pkg/events"
@@ -84,8 +85,8 @@ func Run(ctx context.Context, c Config) error {
 		// no_such_tool after the usual wait.
 		js, err := jetstream.New(nc)
 		if err == nil {
-			var cat *events.Catalog
-			if cat, err = events.OpenCatalog(ctx, js, c.Events()); err == nil {
+			var cat *jsutil.Catalog
+			if cat, err = jsutil.OpenCatalog(ctx, js, c.Events()); err == nil {
 				for _, name := range gone {
 					err = errors.Join(err, cat.Delete(ctx, name))
 				}

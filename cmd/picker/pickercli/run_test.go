@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/internal/pickerservice"
 	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
 	"github.com/toolfleet/toolfleet/internal/testsupport/opstest"
@@ -19,7 +20,7 @@ import (
 )
 
 // Run starts the way a fleet does: the picker first, not ready while it waits for the
-// catalog bucket; then an executor's events.Ensure creates it and a tool is put, the
+// catalog bucket; then an executor's jsutil.Ensure creates it and a tool is put, the
 // picker indexes it, is ready and picks it. Run returns nil when its context ends. The
 // re-indexing of each batch stays below the default info level.
 func TestRun(t *testing.T) {
@@ -49,10 +50,10 @@ func TestRun(t *testing.T) {
 
 	ctx := context.Background()
 	js, _ := jetstream.New(nc)
-	if err := events.Ensure(ctx, js, events.DefaultConfig()); err != nil {
+	if err := jsutil.Ensure(ctx, js, events.DefaultConfig()); err != nil {
 		t.Fatal(err)
 	}
-	cat, err := events.OpenCatalog(ctx, js, events.DefaultConfig())
+	cat, err := jsutil.OpenCatalog(ctx, js, events.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/toolfleet/toolfleet/cmd/executor/executorcli"
 	"github.com/toolfleet/toolfleet/cmd/picker/pickercli"
 	"github.com/toolfleet/toolfleet/cmd/planner/plannercli"
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/internal/natsconn"
 	"github.com/toolfleet/toolfleet/internal/ops"
 	"github.com/toolfleet/toolfleet/internal/planner"
@@ -272,10 +273,10 @@ func waitCatalog(ctx context.Context, nc *nats.Conn, cfg events.Config, n int) e
 	if err != nil {
 		return err
 	}
-	var cat *events.Catalog
+	var cat *jsutil.Catalog
 	for {
-		if cat == nil { // the bucket exists once the executor has run events.Ensure
-			cat, _ = events.OpenCatalog(ctx, js, cfg)
+		if cat == nil { // the bucket exists once the executor has run jsutil.Ensure
+			cat, _ = jsutil.OpenCatalog(ctx, js, cfg)
 		}
 		if cat != nil {
 			if defs, err := cat.List(ctx); err == nil && len(defs) >= n {

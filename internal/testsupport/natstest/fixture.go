@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
@@ -26,7 +27,7 @@ type JetStream struct {
 	Cfg events.Config
 }
 
-// StartJetStream starts a server (see [Start]), connects to it and runs [events.Ensure]
+// StartJetStream starts a server (see [Start]), connects to it and runs [jsutil.Ensure]
 // with cfg; with several shards, the server maps calls to them first ([Server.MapCalls]). Everything is closed when the test ends.
 func StartJetStream(tb testing.TB, cfg events.Config) *JetStream {
 	tb.Helper()
@@ -49,7 +50,7 @@ func JetStreamOn(tb testing.TB, srv *Server, cfg events.Config) *JetStream {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := events.Ensure(ctx, js, cfg); err != nil {
+	if err := jsutil.Ensure(ctx, js, cfg); err != nil {
 		tb.Fatalf("natstest: ensure streams and buckets: %v", err)
 	}
 	return &JetStream{Srv: srv, NC: nc, JS: js, Cfg: cfg}

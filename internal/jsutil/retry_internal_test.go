@@ -1,4 +1,4 @@
-package events
+package jsutil
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
 // A setup try whose request is never answered (a node that died holding it, a cluster
@@ -29,7 +30,7 @@ func TestRetrySetupBoundsEachTry(t *testing.T) {
 		}
 		if tries < 3 {
 			<-ctx.Done() // the request is lost: only the try's own deadline ends it
-			return fmt.Errorf("ensure stream %s: %w", StreamCalls, ctx.Err())
+			return fmt.Errorf("ensure stream %s: %w", events.StreamCalls, ctx.Err())
 		}
 		return nil
 	}, func(err error, _ time.Duration) {
@@ -47,14 +48,14 @@ func TestRetrySetupBoundsEachTry(t *testing.T) {
 // wrong, or a closed connection, is final; the caller's context ending ends it.
 func TestRetrySetupRetriesWhatPasses(t *testing.T) {
 	api := func(code, errCode int) error {
-		return fmt.Errorf("ensure stream %s: %w", StreamCalls, &jetstream.APIError{Code: code, ErrorCode: jetstream.ErrorCode(errCode), Description: "x"})
+		return fmt.Errorf("ensure stream %s: %w", events.StreamCalls, &jetstream.APIError{Code: code, ErrorCode: jetstream.ErrorCode(errCode), Description: "x"})
 	}
 	for _, tt := range []struct {
 		name  string
 		err   error
 		retry bool
 	}{
-		{"context deadline exceeded", fmt.Errorf("ensure stream %s: %w", StreamCalls, context.DeadlineExceeded), true},
+		{"context deadline exceeded", fmt.Errorf("ensure stream %s: %w", events.StreamCalls, context.DeadlineExceeded), true},
 		{"no responders", nats.ErrNoResponders, true},
 		{"nats timeout", nats.ErrTimeout, true},
 		{"jetstream not enabled yet", jetstream.ErrJetStreamNotEnabled, true},

@@ -1,4 +1,4 @@
-package events
+package jsutil
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 // permissions can check, so a tenant's user may be allowed its own subjects only. It
 // returns nil, nil when the subject holds no message. The message's headers are the
 // stored ones (plus the server's Nats-Stream, Nats-Sequence, …), so it decodes like a
-// delivered one ([CoreMsg]).
+// delivered one ([events.CoreMsg]).
 func DirectGetLast(ctx context.Context, nc *nats.Conn, stream, subject string) (*nats.Msg, error) {
 	m, err := nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+stream+"."+subject, nil)
 	if err != nil {
@@ -39,8 +39,10 @@ func DirectGetLast(ctx context.Context, nc *nats.Conn, stream, subject string) (
 // a little later each (about 150ms in all), before it is believed. It needs no more
 // permission than DirectGetLast ([LeaderGetLast] asks for the stream's message get).
 func DirectGetWritten(ctx context.Context, nc *nats.Conn, stream, subject string) (*nats.Msg, error) {
-	for wait := 10 * time.Millisecond; ; wait *= 2 {
+	b := tick.Backoff{First: 10 * time.Millisecond}
+	for {
 		m, err := DirectGetLast(ctx, nc, stream, subject)
+		wait := b.Next()
 		if m != nil || err != nil || wait > 80*time.Millisecond {
 			return m, err
 		}

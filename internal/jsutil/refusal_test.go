@@ -1,4 +1,4 @@
-package events_test
+package jsutil_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
@@ -36,10 +37,10 @@ func TestWriteRefusals(t *testing.T) {
 		{"other refusal", &jetstream.APIError{Code: 400, ErrorCode: 10054}, false, false},
 		{"no answer", jetstream.ErrAsyncPublishTimeout, false, false},
 	} {
-		if got := events.IsAlreadyAnswered(c.err); got != c.isAnswered {
+		if got := jsutil.IsAlreadyAnswered(c.err); got != c.isAnswered {
 			t.Errorf("%s: IsAlreadyAnswered %v, want %v", c.name, got, c.isAnswered)
 		}
-		if got := events.IsWriteInProgress(c.err); got != c.isWriting {
+		if got := jsutil.IsWriteInProgress(c.err); got != c.isWriting {
 			t.Errorf("%s: IsWriteInProgress %v, want %v", c.name, got, c.isWriting)
 		}
 	}
@@ -63,11 +64,11 @@ func TestLeaderGetLast(t *testing.T) {
 		}
 	}
 	stream := f.Cfg.ResultStreams()[0]
-	direct, err := events.DirectGetLast(ctx, f.NC, stream, "toolfleet.result.run-1.call-1")
+	direct, err := jsutil.DirectGetLast(ctx, f.NC, stream, "toolfleet.result.run-1.call-1")
 	if err != nil || direct == nil {
 		t.Fatalf("direct get: %v, %v", direct, err)
 	}
-	got, err := events.LeaderGetLast(ctx, f.NC, stream, "toolfleet.result.run-1.call-1")
+	got, err := jsutil.LeaderGetLast(ctx, f.NC, stream, "toolfleet.result.run-1.call-1")
 	if err != nil || got == nil {
 		t.Fatalf("leader get: %v, %v", got, err)
 	}
@@ -78,10 +79,10 @@ func TestLeaderGetLast(t *testing.T) {
 	if seq := direct.Header.Get("Nats-Sequence"); seq != strconv.FormatUint(got.Sequence, 10) {
 		t.Fatalf("leader get sequence %d, direct get %s", got.Sequence, seq)
 	}
-	if none, err := events.LeaderGetLast(ctx, f.NC, stream, "toolfleet.result.run-1.call-9"); none != nil || err != nil {
+	if none, err := jsutil.LeaderGetLast(ctx, f.NC, stream, "toolfleet.result.run-1.call-9"); none != nil || err != nil {
 		t.Fatalf("a subject without messages: %v, %v", none, err)
 	}
-	if _, err := events.LeaderGetLast(ctx, f.NC, "NO_SUCH_STREAM", "x"); err == nil {
+	if _, err := jsutil.LeaderGetLast(ctx, f.NC, "NO_SUCH_STREAM", "x"); err == nil {
 		t.Fatal("a stream that does not exist: no error")
 	}
 }
@@ -102,11 +103,11 @@ func TestDirectGetWritten(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	got, err := events.DirectGetWritten(ctx, f.NC, stream, m.Subject)
+	got, err := jsutil.DirectGetWritten(ctx, f.NC, stream, m.Subject)
 	if err != nil || got == nil || got.Header.Get(events.HeaderID) != "call-1" {
 		t.Fatalf("a message stored while asking: %v, %v", got, err)
 	}
-	none, err := events.DirectGetWritten(ctx, f.NC, stream, "toolfleet.result.run-1.call-2")
+	none, err := jsutil.DirectGetWritten(ctx, f.NC, stream, "toolfleet.result.run-1.call-2")
 	if none != nil || err != nil {
 		t.Fatalf("an empty subject: %v, %v", none, err)
 	}
@@ -136,7 +137,7 @@ func TestMayPass(t *testing.T) {
 		{"message too large for the server", fmt.Errorf("publish: %w", nats.ErrMaxPayload), false},
 		{"connection closed", fmt.Errorf("publish: %w", nats.ErrConnectionClosed), false},
 	} {
-		if got := events.MayPass(c.err); got != c.retry {
+		if got := jsutil.MayPass(c.err); got != c.retry {
 			t.Errorf("%s (%v): may pass %v, want %v", c.name, c.err, got, c.retry)
 		}
 	}
@@ -149,7 +150,7 @@ func TestRetryWrite(t *testing.T) {
 	refused := &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequence, Description: "wrong last sequence: 3"}
 	t.Run("an unanswered try, then stored", func(t *testing.T) {
 		tries := 0
-		err := events.RetryWrite(context.Background(), 50*time.Millisecond, func(ctx context.Context) error {
+		err := jsutil.RetryWrite(context.Background(), 50*time.Millisecond, func(ctx context.Context) error {
 			tries++
 			if tries == 1 {
 				<-ctx.Done() // the server died with the request
@@ -163,11 +164,11 @@ func TestRetryWrite(t *testing.T) {
 	})
 	t.Run("refused", func(t *testing.T) {
 		tries := 0
-		err := events.RetryWrite(context.Background(), time.Second, func(context.Context) error {
+		err := jsutil.RetryWrite(context.Background(), time.Second, func(context.Context) error {
 			tries++
 			return fmt.Errorf("create: %w", refused)
 		})
-		if !events.IsAlreadyAnswered(err) || tries != 1 {
+		if !jsutil.IsAlreadyAnswered(err) || tries != 1 {
 			t.Fatalf("%d tries, %v", tries, err)
 		}
 	})
@@ -176,7 +177,7 @@ func TestRetryWrite(t *testing.T) {
 		defer cancel()
 		tries := 0
 		start := time.Now()
-		err := events.RetryWrite(ctx, time.Second, func(context.Context) error {
+		err := jsutil.RetryWrite(ctx, time.Second, func(context.Context) error {
 			tries++
 			return fmt.Errorf("publish: %w", nats.ErrNoResponders)
 		})

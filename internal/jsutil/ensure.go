@@ -1,4 +1,4 @@
-package events
+package jsutil
 
 import (
 	"context"
@@ -10,12 +10,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolfleet/toolfleet/internal/tick"
+	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
-// Ensure creates or updates every stream and bucket of cfg. It is idempotent and safe
+// Ensure creates or updates every stream and bucket of cfg ([events.Config.Streams],
+// [events.Config.Buckets]). It is idempotent and safe
 // to run from many parts starting at once: a create that loses a race to an identical
 // create is retried as an update.
-func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) error {
+func Ensure(ctx context.Context, js jetstream.JetStream, cfg events.Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -101,7 +103,7 @@ func isRace(err error) bool {
 // EnsurePlanner creates or updates what only planners use, the plan and run log streams
 // and the runs bucket, on top of [Ensure]; it returns the runs bucket. Other parts neither need nor
 // may create them.
-func EnsurePlanner(ctx context.Context, js jetstream.JetStream, cfg Config) (jetstream.KeyValue, error) {
+func EnsurePlanner(ctx context.Context, js jetstream.JetStream, cfg events.Config) (jetstream.KeyValue, error) {
 	if err := Ensure(ctx, js, cfg); err != nil {
 		return nil, err
 	}
@@ -111,4 +113,10 @@ func EnsurePlanner(ctx context.Context, js jetstream.JetStream, cfg Config) (jet
 		}
 	}
 	return ensureBucket(ctx, js, cfg.RunsBucket())
+}
+
+// EnsureLimits creates or updates [events.BucketLimits] and returns it. Executors call it
+// only when they serve a tool with a limit.
+func EnsureLimits(ctx context.Context, js jetstream.JetStream, cfg events.Config) (jetstream.KeyValue, error) {
+	return ensureBucket(ctx, js, cfg.LimitsBucket())
 }
