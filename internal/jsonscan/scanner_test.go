@@ -12,28 +12,19 @@ import (
 	"github.com/toolfleet/toolfleet/internal/jsonscan"
 )
 
-// seeds are the odd cases models and networks produce, and the corners of the grammar.
+// seeds are the corners of the grammar, and the odd cases models and networks produce:
+// arguments as a JSON string, truncated text, huge numbers, lone surrogates, invalid
+// UTF-8, deep nesting, duplicate keys.
 var seeds = []string{
-	`{"query":"go","limit":5}`,
-	`"{\"query\":\"go\"}"`,            // arguments as a JSON string (OpenAI)
-	`"\"{\\\"query\\\":1}\""`,         // a string of a string
-	`{"query":"go"`,                   // truncated
-	`{"query":"go","limit":1e999999}`, // huge number
-	`{"query":"go","limit":12345678901234567890123}`,
-	`{"query":"go","limit":-0.0e-0}`,
-	`{"query":"\ud800","a/b~c":true}`, // lone surrogate
-	"{\"query\":\"\xff\xfe\"}",        // invalid UTF-8
-	strings.Repeat("[", 20000),        // deep nesting
-	strings.Repeat("[", 1000) + strings.Repeat("]", 1000),
-	strings.Repeat("[", 1001) + strings.Repeat("]", 1001),
-	`{"filters":` + strings.Repeat(`[`, 200) + strings.Repeat(`]`, 200) + `}`,
-	`null`, `[]`, `[{"query":"go"}]`, `""`, ` `, `0`, `true`,
-	`{"query":"go","query":"again"}`, // duplicate keys
-	`{"s":"x","i":9223372036854775808,"a":[1,{"b":null}],"CASE":"c"}`,
-	` { "a" : [ 1 , 2 , {"b":null} ] } `, "\t[\n]\r", `{"s":"<&>\u2028"}`,
+	`null`, `[]`, `""`, ` `, ``, `0`, `true`, `[{"query":"go"}]`, ` { "a" : [ 1 , 2 , {"b":null} ] } `, "\t[\n]\r",
+	`"{\"query\":\"go\"}"`, `"\"{\\\"query\\\":1}\""`, `{"query":"go"`, `{"query":"go","query":"again"}`,
+	`{"n":1e999999}`, `{"n":12345678901234567890123}`, `{"n":-0.0e-0}`, `{"i":9223372036854775808,"CASE":"c"}`,
+	`{"query":"\ud800","a/b~c":true}`, "{\"query\":\"\xff\xfe\"}", `{"s":"<&>\u2028"}`,
 	`"\u00e9\uD83D\uDE00\uDE00\u0000"`, `"\b\f\n\r\t\/\\\""`, "\"\xed\xa0\x80\"",
+	strings.Repeat("[", 20000), strings.Repeat("[", 1000) + strings.Repeat("]", 1000),
+	strings.Repeat("[", 1001) + strings.Repeat("]", 1001), `{"f":` + strings.Repeat(`[`, 200) + strings.Repeat(`]`, 200) + `}`,
 	`1.`, `-`, `01`, `1e`, `1e+`, `.5`, `+1`, `"\x"`, `"\u12"`, "\"\t\"", `[1,]`, `{"a" 1}`, `{"a":}`, `{,}`,
-	`tru`, `nul`, `{"a":1}}`, `1 2`, `'x'`, `{1:2}`, `[1 2]`, ``,
+	`tru`, `nul`, `{"a":1}}`, `1 2`, `'x'`, `{1:2}`, `[1 2]`,
 }
 
 // FuzzParse holds Parse to encoding/json: the same texts are accepted and give the same
