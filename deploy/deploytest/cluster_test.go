@@ -27,6 +27,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/toolfleet/toolfleet/internal/jsutil"
+	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
+	"github.com/toolfleet/toolfleet/internal/testsupport/nettest"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
@@ -75,7 +77,7 @@ func TestClusterRoutes(t *testing.T) {
 	defer cancel()
 	executor := connectTo(t, servers[1], "executor")
 	cfg := events.Config{Replicas: nodes}
-	waitUntil(t, "the toolfleet streams with 3 replicas", func() bool {
+	natstest.Eventually(t, 30*time.Second, "the toolfleet streams with 3 replicas", func() bool {
 		// Until the nodes elect a meta leader, JetStream requests go unanswered.
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
@@ -111,7 +113,7 @@ func TestClusterRoutes(t *testing.T) {
 	}
 	anonymous, anonSub := outsider("")
 	wrong, wrongSub := outsider("route:not-the-password@")
-	waitUntil(t, "node 0 refusing both outsiders", func() bool { return refusals.count("authentication error") >= 2 })
+	natstest.Eventually(t, 30*time.Second, "node 0 refusing both outsiders", func() bool { return refusals.count("authentication error") >= 2 })
 
 	client := connectTo(t, servers[2], "client")
 	publishCalls := func(n int) {
@@ -146,8 +148,8 @@ func TestClusterRoutes(t *testing.T) {
 
 	// The control: the same outsider given the route password joins and sees the calls.
 	insider, insiderSub := outsider("route:" + routePassword + "@")
-	waitUntil(t, "the outsider with the route password joining", func() bool { return insider.NumRemotes() > 0 })
-	waitUntil(t, "the calls reaching a server that joined", func() bool {
+	natstest.Eventually(t, 30*time.Second, "the outsider with the route password joining", func() bool { return insider.NumRemotes() > 0 })
+	natstest.Eventually(t, 30*time.Second, "the calls reaching a server that joined", func() bool {
 		publishCalls(1)
 		m, err := insiderSub.NextMsg(100 * time.Millisecond)
 		return err == nil && strings.HasPrefix(m.Subject, "toolfleet.call.")
@@ -175,7 +177,7 @@ func startCluster(t *testing.T, conf string) ([]*server.Server, []int) {
 
 	clusterPorts := make([]int, nodes)
 	for i := range clusterPorts {
-		clusterPorts[i] = freePort(t)
+		clusterPorts[i] = nettest.FreePort(t)
 	}
 	var servers []*server.Server
 	for i := range nodes {
@@ -199,7 +201,7 @@ func startCluster(t *testing.T, conf string) ([]*server.Server, []int) {
 		opts.StoreDir, opts.PidFile = t.TempDir(), ""
 		servers = append(servers, startServer(t, opts))
 	}
-	waitUntil(t, "a full mesh of routes", func() bool {
+	natstest.Eventually(t, 30*time.Second, "a full mesh of routes", func() bool {
 		for _, s := range servers {
 			if s.NumRemotes() != nodes-1 {
 				return false
@@ -213,17 +215,6 @@ func startCluster(t *testing.T, conf string) ([]*server.Server, []int) {
 // connectTo logs in to s as user.
 func connectTo(t *testing.T, s *server.Server, user string) *client {
 	return (&authServer{srv: s}).connect(t, user)
-}
-
-// freePort is a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // The route TLS that deploy/k8s/README.md documents ("Route TLS"): with the tls block of
@@ -260,12 +251,12 @@ func TestClusterRouteTLS(t *testing.T) {
 		return startServer(t, opts)
 	}
 	plain := joiner(false)
-	waitUntil(t, "node 0 refusing a route without TLS", func() bool { return logs.count("tls handshake failure") > 0 })
+	natstest.Eventually(t, 30*time.Second, "node 0 refusing a route without TLS", func() bool { return logs.count("tls handshake failure") > 0 })
 	if plain.NumRemotes() != 0 {
 		t.Errorf("a server without TLS joined the cluster (%d routes)", plain.NumRemotes())
 	}
 	secure := joiner(true)
-	waitUntil(t, "a server with TLS and the route password joining", func() bool { return secure.NumRemotes() > 0 })
+	natstest.Eventually(t, 30*time.Second, "a server with TLS and the route password joining", func() bool { return secure.NumRemotes() > 0 })
 }
 
 // uncommentTLS turns on the commented tls block inside nats.conf's cluster block, with
@@ -415,7 +406,7 @@ func checkKEDALag(ctx context.Context, t *testing.T, servers []*server.Server, e
 		if consumer == events.ConsumerName(waiting) {
 			want = 1
 		}
-		waitUntil(t, "KEDA's view of "+consumer, func() bool {
+		natstest.Eventually(t, 30*time.Second, "KEDA's view of "+consumer, func() bool {
 			for _, s := range servers {
 				var z jsz
 				resp, err := http.Get("http://" + s.MonitorAddr().String() + "/jsz?acc=" + url.QueryEscape(account) + "&consumers=true&config=true")

@@ -19,6 +19,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
+	"github.com/toolfleet/toolfleet/internal/testsupport/nettest"
 	"github.com/toolfleet/toolfleet/internal/testsupport/opstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
@@ -93,10 +95,10 @@ func TestComposeRun(t *testing.T) {
 			}
 			u.Host = natsAddr
 			environ["TOOLFLEET_NATS_URL"] = u.String()
-			ops := "127.0.0.1:" + strconv.Itoa(freePort(t))
+			ops := "127.0.0.1:" + strconv.Itoa(nettest.FreePort(t))
 			environ["TOOLFLEET_OPS_ADDR"] = ops
 			if _, ok := environ["TOOLFLEET_HTTP_ADDR"]; ok {
-				environ["TOOLFLEET_HTTP_ADDR"] = "127.0.0.1:" + strconv.Itoa(freePort(t))
+				environ["TOOLFLEET_HTTP_ADDR"] = "127.0.0.1:" + strconv.Itoa(nettest.FreePort(t))
 			}
 			if environ["TOOLFLEET_SANDBOX_ROOT"] == "/sandbox" {
 				environ["TOOLFLEET_SANDBOX_ROOT"] = t.TempDir()
@@ -128,7 +130,7 @@ func TestComposeRun(t *testing.T) {
 		t.Fatalf("admin: %v", err)
 	}
 	defer admin.Close()
-	waitUntil(t, "the executors' consumer of calculator", func() bool {
+	natstest.Eventually(t, 30*time.Second, "the executors' consumer of calculator", func() bool {
 		_, err := admin.Request("$JS.API.CONSUMER.INFO."+events.StreamCalls+"."+events.ConsumerName("calculator"), nil, time.Second)
 		return err == nil
 	})
@@ -148,7 +150,7 @@ func TestComposeRun(t *testing.T) {
 		t.Fatalf("client: stream info: %v", err)
 	}
 	var result events.Result
-	waitUntil(t, "the result of call1", func() bool {
+	natstest.Eventually(t, 30*time.Second, "the result of call1", func() bool {
 		reply, err := cl.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+events.StreamResults, []byte(`{"last_by_subj":"toolfleet.result.run1.call1"}`))
 		if err != nil {
 			return false
@@ -195,8 +197,8 @@ func TestComposeRun(t *testing.T) {
 
 	// The image run as it is (docker run toolfleet:dev): the all-in-one.
 	t.Run("all-in-one", func(t *testing.T) {
-		ops := strconv.Itoa(freePort(t))
-		natsPort, httpPort := freePort(t), freePort(t)
+		ops := strconv.Itoa(nettest.FreePort(t))
+		natsPort, httpPort := nettest.FreePort(t), nettest.FreePort(t)
 		args := append(append([]string(nil), img.entrypoint...), img.cmd...)
 		args = append(args, "-nats-port", strconv.Itoa(natsPort), "-http", "0.0.0.0:"+strconv.Itoa(httpPort))
 		environ := map[string]string{"TOOLFLEET_OPS_ADDR": ":" + ops, "TMPDIR": t.TempDir()}

@@ -17,6 +17,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/pickerservice"
 	"github.com/toolfleet/toolfleet/internal/planner"
 	"github.com/toolfleet/toolfleet/internal/provider"
+	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
 	"github.com/toolfleet/toolfleet/pkg/builtin"
 	tfclient "github.com/toolfleet/toolfleet/pkg/client"
 	"github.com/toolfleet/toolfleet/pkg/events"
@@ -81,7 +82,7 @@ func testRealParts(t *testing.T, s *authServer, cfg events.Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the executor's tools in the catalog", func() bool {
+	natstest.Eventually(t, 30*time.Second, "the executor's tools in the catalog", func() bool {
 		cat, err := jsutil.OpenCatalog(ctx, plan.js, cfg)
 		if err != nil {
 			return false
@@ -103,7 +104,7 @@ func testRealParts(t *testing.T, s *authServer, cfg events.Config) {
 		t.Fatal(err)
 	}
 	var pending *planner.CallRecord
-	waitUntil(t, "the write_file approval request", func() bool {
+	natstest.Eventually(t, 30*time.Second, "the write_file approval request", func() bool {
 		r, err := p.Get(ctx, run.ID)
 		if err != nil {
 			return false
@@ -231,15 +232,4 @@ func runPart(t *testing.T, run func(context.Context) error) {
 			t.Error("part did not stop within 20s")
 		}
 	})
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

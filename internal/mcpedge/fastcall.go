@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolfleet/toolfleet/internal/apiauth"
+	"github.com/toolfleet/toolfleet/internal/jsonscan"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
@@ -43,8 +44,8 @@ import (
 const fastVersion = "2026-07-28"
 
 // maxDepth is the SDK's bound on a message's nesting (internal/json.defaultMaxDepth),
-// which tools.MaxDepth equals.
-const maxDepth = 1000
+// which jsonscan.MaxDepth equals.
+const maxDepth = jsonscan.MaxDepth
 
 // fastCall is a tools/call the fast path serves: its JSON-RPC id and its request.
 type fastCall struct {
@@ -130,9 +131,9 @@ func parseFast(r *http.Request, body []byte) (fastCall, bool) {
 	if jsonOK, streamOK := accepts(h.Values("Accept")); !jsonOK || !streamOK {
 		return fastCall{}, false
 	}
-	// tools.JSONDepth counts as the SDK's check does for any body that parses; one that
+	// jsonscan.Depth counts as the SDK's check does for any body that parses; one that
 	// does not is refused below, and goes to the SDK either way.
-	if !utf8.Valid(body) || tools.JSONDepth(body) > maxDepth {
+	if !utf8.Valid(body) || jsonscan.Depth(body) > maxDepth {
 		return fastCall{}, false
 	}
 	// The envelope: exactly these four members (a map, not a struct: encoding/json

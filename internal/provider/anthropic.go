@@ -5,8 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -247,122 +248,114 @@ func (c *Anthropic) Stream(ctx context.Context, req Request, onDelta func(Delta)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.t.post(ctx, "/v1/messages", body, true)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
+	return c.t.stream(ctx, "/v1/messages", body, readSSE, &anStream{
+		out: &Response{Provider: "anthropic"}, blocks: map[int]*anStreamBlock{}}, onDelta)
+}
 
-	var (
-		out     = &Response{Provider: "anthropic"}
-		blocks  = map[int]*anStreamBlock{}
-		started bool
-		stopped bool
-	)
-	err = readSSE(resp.Body, func(ev sseEvent) error {
-		var e anEvent
-		if err := json.Unmarshal(ev.Data, &e); err != nil {
-			return malformed("anthropic", "stream event %q: %v: %s", ev.Event, err, snippet(ev.Data))
-		}
-		switch e.Type {
-		case "message_start":
-			if e.Message == nil {
-				return malformed("anthropic", "message_start without a message")
-			}
-			started = true
-			out.Model = e.Message.Model
-			out.Usage = Usage{InputTokens: e.Message.Usage.InputTokens, OutputTokens: e.Message.Usage.OutputTokens}
-		case "content_block_start":
-			var cb struct {
-				Type  string          `json:"type"`
-				ID    string          `json:"id"`
-				Name  string          `json:"name"`
-				Text  string          `json:"text"`
-				Input json.RawMessage `json:"input"`
-			}
-			if err := json.Unmarshal(e.ContentBlock, &cb); err != nil {
-				return malformed("anthropic", "content_block_start: %v", err)
-			}
-			if blocks[e.Index] != nil {
-				return malformed("anthropic", "content_block_start for block %d, which was started before", e.Index)
-			}
-			b := &anStreamBlock{typ: cb.Type, id: cb.ID, name: cb.Name, startInput: cb.Input}
-			b.text.WriteString(cb.Text)
-			blocks[e.Index] = b
-			if cb.Text != "" {
-				onDelta(Delta{Text: cb.Text})
-			}
-		case "content_block_delta":
-			b := blocks[e.Index]
-			if b == nil {
-				return malformed("anthropic", "content_block_delta for block %d, which was never started", e.Index)
-			}
-			if b.stopped {
-				return malformed("anthropic", "content_block_delta for block %d after its content_block_stop", e.Index)
-			}
-			switch e.Delta.Type {
-			case "text_delta":
-				b.text.WriteString(e.Delta.Text)
-				onDelta(Delta{Text: e.Delta.Text})
-			case "input_json_delta":
-				b.input.WriteString(e.Delta.PartialJSON)
-			}
-		case "content_block_stop":
-			b := blocks[e.Index]
-			if b == nil || b.stopped {
-				return nil
-			}
-			b.stopped = true
-			if b.typ != "tool_use" {
-				return nil
-			}
-			tc, err := b.toolCall()
-			if err != nil {
-				return err
-			}
-			onDelta(Delta{ToolCall: &tc})
-		case "message_delta":
-			if e.Delta.StopReason != "" {
-				out.RawStopReason = e.Delta.StopReason
-				out.StopReason = anthropicStop(e.Delta.StopReason)
-			}
-			if e.Usage != nil {
-				// Counts in message_delta are cumulative.
-				out.Usage.OutputTokens = e.Usage.OutputTokens
-				if e.Usage.InputTokens > 0 {
-					out.Usage.InputTokens = e.Usage.InputTokens
-				}
-			}
-		case "message_stop":
-			stopped = true
-		case "error":
-			apiErr := &APIError{Provider: "anthropic", Attempts: 1}
-			apiErr.Type, apiErr.Message = parseErrorBody(ev.Data)
-			if apiErr.Message == "" {
-				apiErr.Message = snippet(ev.Data)
-			}
-			return apiErr
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, readErr(ctx, "anthropic", err)
+// anStream reads a Messages stream.
+type anStream struct {
+	out              *Response
+	blocks           map[int]*anStreamBlock
+	started, stopped bool
+}
+
+func (s *anStream) event(ev sseEvent, onDelta func(Delta)) error {
+	var e anEvent
+	if err := json.Unmarshal(ev.Data, &e); err != nil {
+		return malformed("anthropic", "stream event %q: %v: %s", ev.Event, err, snippet(ev.Data))
 	}
-	if !started || !stopped {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("anthropic: %w", ctx.Err())
+	switch e.Type {
+	case "message_start":
+		if e.Message == nil {
+			return malformed("anthropic", "message_start without a message")
 		}
-		return nil, malformed("anthropic", "stream ended before message_stop")
+		s.started = true
+		s.out.Model = e.Message.Model
+		s.out.Usage = Usage{InputTokens: e.Message.Usage.InputTokens, OutputTokens: e.Message.Usage.OutputTokens}
+	case "content_block_start":
+		var cb struct {
+			Type  string          `json:"type"`
+			ID    string          `json:"id"`
+			Name  string          `json:"name"`
+			Text  string          `json:"text"`
+			Input json.RawMessage `json:"input"`
+		}
+		if err := json.Unmarshal(e.ContentBlock, &cb); err != nil {
+			return malformed("anthropic", "content_block_start: %v", err)
+		}
+		if s.blocks[e.Index] != nil {
+			return malformed("anthropic", "content_block_start for block %d, which was started before", e.Index)
+		}
+		b := &anStreamBlock{typ: cb.Type, id: cb.ID, name: cb.Name, startInput: cb.Input}
+		b.text.WriteString(cb.Text)
+		s.blocks[e.Index] = b
+		if cb.Text != "" {
+			onDelta(Delta{Text: cb.Text})
+		}
+	case "content_block_delta":
+		b := s.blocks[e.Index]
+		if b == nil {
+			return malformed("anthropic", "content_block_delta for block %d, which was never started", e.Index)
+		}
+		if b.stopped {
+			return malformed("anthropic", "content_block_delta for block %d after its content_block_stop", e.Index)
+		}
+		switch e.Delta.Type {
+		case "text_delta":
+			b.text.WriteString(e.Delta.Text)
+			onDelta(Delta{Text: e.Delta.Text})
+		case "input_json_delta":
+			b.input.WriteString(e.Delta.PartialJSON)
+		}
+	case "content_block_stop":
+		b := s.blocks[e.Index]
+		if b == nil || b.stopped {
+			return nil
+		}
+		b.stopped = true
+		if b.typ != "tool_use" {
+			return nil
+		}
+		tc, err := b.toolCall()
+		if err != nil {
+			return err
+		}
+		onDelta(Delta{ToolCall: &tc})
+	case "message_delta":
+		if e.Delta.StopReason != "" {
+			s.out.RawStopReason = e.Delta.StopReason
+			s.out.StopReason = anthropicStop(e.Delta.StopReason)
+		}
+		if e.Usage != nil {
+			// Counts in message_delta are cumulative.
+			s.out.Usage.OutputTokens = e.Usage.OutputTokens
+			if e.Usage.InputTokens > 0 {
+				s.out.Usage.InputTokens = e.Usage.InputTokens
+			}
+		}
+	case "message_stop":
+		s.stopped = true
+	case "error":
+		return streamError("anthropic", ev.Data, ev.Data)
 	}
+	return nil
+}
+
+func (s *anStream) missing() string {
+	if !s.started || !s.stopped {
+		return "message_stop"
+	}
+	return ""
+}
+
+// response joins the text blocks and reads the tool_use blocks, in block order; each
+// call was announced at its content_block_stop.
+func (s *anStream) response(func(Delta)) (*Response, error) {
+	out := s.out
 	out.Message = Message{Role: RoleAssistant}
-	indexes := make([]int, 0, len(blocks))
-	for i := range blocks {
-		indexes = append(indexes, i)
-	}
-	sort.Ints(indexes)
 	var text strings.Builder
-	for _, i := range indexes {
-		b := blocks[i]
+	for _, i := range slices.Sorted(maps.Keys(s.blocks)) {
+		b := s.blocks[i]
 		switch b.typ {
 		case "text":
 			text.WriteString(b.text.String())
@@ -378,7 +371,7 @@ func (c *Anthropic) Stream(ctx context.Context, req Request, onDelta func(Delta)
 		}
 	}
 	out.Message.Text = text.String()
-	return finish(out), nil
+	return out, nil
 }
 
 // anStreamBlock is a content block being received.

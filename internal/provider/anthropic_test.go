@@ -23,9 +23,7 @@ import (
 var anthropicHarness = providertest.Harness{
 	Name: "anthropic",
 	Path: "/v1/messages",
-	New: func(url string, opts ...provider.Option) (provider.Model, error) {
-		return provider.NewAnthropic(providertest.WantModel, append([]provider.Option{provider.WithBaseURL(url)}, opts...)...)
-	},
+	New:  newAt(provider.NewAnthropic, ""),
 	CheckHeaders: func(t *testing.T, h http.Header) {
 		if got := h.Get("X-Api-Key"); got != providertest.APIKey {
 			t.Errorf("x-api-key = %q, want the key", got)

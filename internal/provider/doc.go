@@ -36,7 +36,9 @@
 //
 // [Model.Stream] delivers text as it arrives and each tool call once it is complete,
 // then returns the same Response Generate would: OpenAI and Anthropic stream Server-Sent
-// Events, Ollama newline-delimited JSON.
+// Events, Ollama newline-delimited JSON. One skeleton (stream.go) posts, reads, checks
+// that the stream was complete and turns failures into errors for all three; each
+// provider's file reads only its own events.
 //
 // # Failures
 //

@@ -12,6 +12,15 @@ import (
 	"github.com/toolfleet/toolfleet/internal/testsupport/providertest"
 )
 
+// newAt makes a Harness.New of a client's constructor: the model the suite wants, at
+// the test server's url followed by path.
+func newAt[M provider.Model](newClient func(string, ...provider.Option) (M, error), path string) func(string, ...provider.Option) (provider.Model, error) {
+	return func(url string, opts ...provider.Option) (provider.Model, error) {
+		m, err := newClient(providertest.WantModel, append([]provider.Option{provider.WithBaseURL(url + path)}, opts...)...)
+		return m, err
+	}
+}
+
 // jsonObject decodes b into a generic value, failing the test when it is not JSON.
 func jsonObject(t *testing.T, b []byte) map[string]any {
 	t.Helper()

@@ -1,8 +1,6 @@
 package provider
 
 import (
-	"bufio"
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -222,64 +220,62 @@ func (c *Ollama) Stream(ctx context.Context, req Request, onDelta func(Delta)) (
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.t.post(ctx, "/api/chat", body, true)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
+	return c.t.stream(ctx, "/api/chat", body, readNDJSON, &olStream{
+		out: &Response{Message: Message{Role: RoleAssistant}, Provider: "ollama"}}, onDelta)
+}
 
-	out := &Response{Message: Message{Role: RoleAssistant}, Provider: "ollama"}
-	var text strings.Builder
-	done := false
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
-	for sc.Scan() && !done {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 {
-			continue
+// olStream reads a /api/chat stream of JSON lines.
+type olStream struct {
+	out  *Response
+	text strings.Builder
+	done bool
+}
+
+func (s *olStream) event(ev sseEvent, onDelta func(Delta)) error {
+	var r olResponse
+	if err := json.Unmarshal(ev.Data, &r); err != nil {
+		return malformed("ollama", "stream line: %v: %s", err, snippet(ev.Data))
+	}
+	if r.Error != "" {
+		return &APIError{Provider: "ollama", Message: r.Error, Attempts: 1}
+	}
+	if len(r.Message) > 0 {
+		// Ids are generated per line; number calls across the whole message.
+		msg, err := ollamaMessage(r.Message)
+		if err != nil {
+			return err
 		}
-		var r olResponse
-		if err := json.Unmarshal(line, &r); err != nil {
-			return nil, malformed("ollama", "stream line: %v: %s", err, snippet(line))
+		if msg.Text != "" {
+			s.text.WriteString(msg.Text)
+			onDelta(Delta{Text: msg.Text})
 		}
-		if r.Error != "" {
-			return nil, &APIError{Provider: "ollama", Message: r.Error, Attempts: 1}
-		}
-		if len(r.Message) > 0 {
-			// Ids are generated per line; number calls across the whole message.
-			msg, err := ollamaMessage(r.Message)
-			if err != nil {
-				return nil, err
-			}
-			if msg.Text != "" {
-				text.WriteString(msg.Text)
-				onDelta(Delta{Text: msg.Text})
-			}
-			for _, tc := range msg.ToolCalls {
-				tc.ID = renumberOllamaID(tc.ID, len(out.Message.ToolCalls))
-				out.Message.ToolCalls = append(out.Message.ToolCalls, tc)
-				onDelta(Delta{ToolCall: &tc})
-			}
-		}
-		if r.Done {
-			done = true
-			out.Model = r.Model
-			out.RawStopReason = r.DoneReason
-			out.StopReason = ollamaStop(r.DoneReason)
-			out.Usage = Usage{InputTokens: r.PromptEvalCount, OutputTokens: r.EvalCount}
+		for _, tc := range msg.ToolCalls {
+			tc.ID = renumberOllamaID(tc.ID, len(s.out.Message.ToolCalls))
+			s.out.Message.ToolCalls = append(s.out.Message.ToolCalls, tc)
+			onDelta(Delta{ToolCall: &tc})
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return nil, readErr(ctx, "ollama", err)
+	if !r.Done {
+		return nil
 	}
-	if !done {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("ollama: %w", ctx.Err())
-		}
-		return nil, malformed("ollama", "stream ended before a line with \"done\":true")
+	s.done = true
+	s.out.Model = r.Model
+	s.out.RawStopReason = r.DoneReason
+	s.out.StopReason = ollamaStop(r.DoneReason)
+	s.out.Usage = Usage{InputTokens: r.PromptEvalCount, OutputTokens: r.EvalCount}
+	return errStreamEnd // the lines after done are not read
+}
+
+func (s *olStream) missing() string {
+	if !s.done {
+		return `a line with "done":true`
 	}
-	out.Message.Text = text.String()
-	return finish(out), nil
+	return ""
+}
+
+func (s *olStream) response(func(Delta)) (*Response, error) {
+	s.out.Message.Text = s.text.String()
+	return s.out, nil
 }
 
 // renumberOllamaID gives a generated id ("ollama_<i>_<hash>") the call's position in the

@@ -19,9 +19,7 @@ import (
 var ollamaHarness = providertest.Harness{
 	Name: "ollama",
 	Path: "/api/chat",
-	New: func(url string, opts ...provider.Option) (provider.Model, error) {
-		return provider.NewOllama(providertest.WantModel, append([]provider.Option{provider.WithBaseURL(url)}, opts...)...)
-	},
+	New:  newAt(provider.NewOllama, ""),
 	CheckHeaders: func(t *testing.T, h http.Header) {
 		// Ollama itself needs no key; one given is sent as a bearer token for a proxy.
 		if got := h.Get("Authorization"); got != "Bearer "+providertest.APIKey {

@@ -5,8 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -257,103 +258,96 @@ func (c *OpenAI) Stream(ctx context.Context, req Request, onDelta func(Delta)) (
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.t.post(ctx, "/chat/completions", body, true)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
+	return c.t.stream(ctx, "/chat/completions", body, readSSE, &oaStream{
+		out: &Response{Message: Message{Role: RoleAssistant}, Provider: "openai"}, calls: map[int]*oaPartialCall{}}, onDelta)
+}
 
-	type partial struct {
-		id, name string
-		args     strings.Builder
-	}
-	var (
-		out      = &Response{Message: Message{Role: RoleAssistant}, Provider: "openai"}
-		text     strings.Builder
-		calls    = map[int]*partial{}
-		done     bool
-		finished bool
-	)
-	err = readSSE(resp.Body, func(ev sseEvent) error {
-		if done {
-			return nil
-		}
-		if string(ev.Data) == "[DONE]" {
-			done = true
-			return nil
-		}
-		var ch oaChunk
-		if err := json.Unmarshal(ev.Data, &ch); err != nil {
-			return malformed("openai", "stream chunk: %v: %s", err, snippet(ev.Data))
-		}
-		if len(ch.Error) > 0 {
-			e := &APIError{Provider: "openai", Attempts: 1}
-			e.Type, e.Message = parseErrorBody(append(append([]byte(`{"error":`), ch.Error...), '}'))
-			if e.Message == "" {
-				e.Message = snippet(ch.Error)
-			}
-			return e
-		}
-		if ch.Model != "" {
-			out.Model = ch.Model
-		}
-		if ch.Usage != nil {
-			out.Usage = Usage{InputTokens: ch.Usage.PromptTokens, OutputTokens: ch.Usage.CompletionTokens}
-		}
-		if len(ch.Choices) == 0 {
-			return nil
-		}
-		d := ch.Choices[0].Delta
-		if d.Content != nil && *d.Content != "" {
-			text.WriteString(*d.Content)
-			onDelta(Delta{Text: *d.Content})
-		} else if d.Refusal != nil && *d.Refusal != "" {
-			text.WriteString(*d.Refusal)
-			onDelta(Delta{Text: *d.Refusal})
-		}
-		for _, tc := range d.ToolCalls {
-			p := calls[tc.Index]
-			if p == nil {
-				p = &partial{}
-				calls[tc.Index] = p
-			}
-			if tc.ID != "" {
-				p.id = tc.ID
-			}
-			if tc.Function.Name != "" {
-				p.name = tc.Function.Name
-			}
-			p.args.WriteString(tc.Function.Arguments)
-		}
-		if fr := ch.Choices[0].FinishReason; fr != nil && *fr != "" {
-			finished = true
-			out.RawStopReason = *fr
-			out.StopReason = openAIStop(*fr)
-		}
+// oaStream reads a Chat Completions stream.
+type oaStream struct {
+	out            *Response
+	text           strings.Builder
+	calls          map[int]*oaPartialCall
+	done, finished bool // [DONE] came; a finish_reason came
+}
+
+// oaPartialCall is a tool call being received.
+type oaPartialCall struct {
+	id, name string
+	args     strings.Builder
+}
+
+func (s *oaStream) event(ev sseEvent, onDelta func(Delta)) error {
+	if s.done {
 		return nil
-	})
-	if err != nil {
-		return nil, readErr(ctx, "openai", err)
 	}
-	if !done && !finished {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("openai: %w", ctx.Err())
+	if string(ev.Data) == "[DONE]" {
+		s.done = true
+		return nil
+	}
+	var ch oaChunk
+	if err := json.Unmarshal(ev.Data, &ch); err != nil {
+		return malformed("openai", "stream chunk: %v: %s", err, snippet(ev.Data))
+	}
+	if len(ch.Error) > 0 {
+		return streamError("openai", append(append([]byte(`{"error":`), ch.Error...), '}'), ch.Error)
+	}
+	if ch.Model != "" {
+		s.out.Model = ch.Model
+	}
+	if ch.Usage != nil {
+		s.out.Usage = Usage{InputTokens: ch.Usage.PromptTokens, OutputTokens: ch.Usage.CompletionTokens}
+	}
+	if len(ch.Choices) == 0 {
+		return nil
+	}
+	d := ch.Choices[0].Delta
+	if d.Content != nil && *d.Content != "" {
+		s.text.WriteString(*d.Content)
+		onDelta(Delta{Text: *d.Content})
+	} else if d.Refusal != nil && *d.Refusal != "" {
+		s.text.WriteString(*d.Refusal)
+		onDelta(Delta{Text: *d.Refusal})
+	}
+	for _, tc := range d.ToolCalls {
+		p := s.calls[tc.Index]
+		if p == nil {
+			p = &oaPartialCall{}
+			s.calls[tc.Index] = p
 		}
-		return nil, malformed("openai", "stream ended before a finish_reason or [DONE]")
+		if tc.ID != "" {
+			p.id = tc.ID
+		}
+		if tc.Function.Name != "" {
+			p.name = tc.Function.Name
+		}
+		p.args.WriteString(tc.Function.Arguments)
 	}
-	out.Message.Text = text.String()
-	indexes := make([]int, 0, len(calls))
-	for i := range calls {
-		indexes = append(indexes, i)
+	if fr := ch.Choices[0].FinishReason; fr != nil && *fr != "" {
+		s.finished = true
+		s.out.RawStopReason = *fr
+		s.out.StopReason = openAIStop(*fr)
 	}
-	sort.Ints(indexes)
-	// Reassemble the calls as a Chat Completions message would carry them, and read them
-	// with the same parser, so both paths agree on ids and argument forms.
+	return nil
+}
+
+func (s *oaStream) missing() string {
+	if !s.done && !s.finished {
+		return "a finish_reason or [DONE]"
+	}
+	return ""
+}
+
+// response reassembles the tool calls as a Chat Completions message would carry them,
+// and reads them with the same parser, so both paths agree on ids and argument forms;
+// only now is each call complete, and announced.
+func (s *oaStream) response(onDelta func(Delta)) (*Response, error) {
+	out := s.out
+	out.Message.Text = s.text.String()
 	var msg struct {
 		ToolCalls []oaToolCall `json:"tool_calls"`
 	}
-	for _, i := range indexes {
-		p := calls[i]
+	for _, i := range slices.Sorted(maps.Keys(s.calls)) {
+		p := s.calls[i]
 		msg.ToolCalls = append(msg.ToolCalls, oaToolCall{ID: p.id, Type: "function",
 			Function: oaFunction{Name: p.name, Arguments: p.args.String()}})
 	}
@@ -367,7 +361,7 @@ func (c *OpenAI) Stream(ctx context.Context, req Request, onDelta func(Delta)) (
 		out.Message.ToolCalls = append(out.Message.ToolCalls, tc)
 		onDelta(Delta{ToolCall: &tc})
 	}
-	return finish(out), nil
+	return out, nil
 }
 
 var _ Model = (*OpenAI)(nil)

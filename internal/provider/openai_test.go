@@ -20,9 +20,7 @@ import (
 var openAIHarness = providertest.Harness{
 	Name: "openai",
 	Path: "/v1/chat/completions",
-	New: func(url string, opts ...provider.Option) (provider.Model, error) {
-		return provider.NewOpenAI(providertest.WantModel, append([]provider.Option{provider.WithBaseURL(url + "/v1")}, opts...)...)
-	},
+	New:  newAt(provider.NewOpenAI, "/v1"),
 	CheckHeaders: func(t *testing.T, h http.Header) {
 		if got := h.Get("Authorization"); got != "Bearer "+providertest.APIKey {
 			t.Errorf("Authorization = %q, want a bearer token", got)

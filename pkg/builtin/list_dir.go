@@ -49,24 +49,11 @@ func (ListDir) Definition() tools.Definition {
 
 // Run lists the directory.
 func (l *ListDir) Run(ctx context.Context) (any, error) {
-	root, err := l.sb.open("list_dir")
+	f, st, p, err := l.sb.openEntry("list_dir", l.Path)
 	if err != nil {
 		return nil, err
 	}
-	defer root.Close()
-	p, perr := sandboxPath(l.Path)
-	if perr != nil {
-		return nil, perr
-	}
-	f, err := root.Open(p)
-	if err != nil {
-		return nil, fileError("list_dir", l.Path, err)
-	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fileError("list_dir", l.Path, err)
-	}
 	if !st.IsDir() {
 		return nil, permanent("list_dir: %q is a file; read it with read_file", l.Path)
 	}

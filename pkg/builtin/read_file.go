@@ -42,24 +42,11 @@ func (ReadFile) Definition() tools.Definition {
 
 // Run reads the file.
 func (r *ReadFile) Run(ctx context.Context) (any, error) {
-	root, err := r.sb.open("read_file")
+	f, st, p, err := r.sb.openEntry("read_file", r.Path)
 	if err != nil {
 		return nil, err
 	}
-	defer root.Close()
-	p, perr := sandboxPath(r.Path)
-	if perr != nil {
-		return nil, perr
-	}
-	f, err := root.Open(p)
-	if err != nil {
-		return nil, fileError("read_file", r.Path, err)
-	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fileError("read_file", r.Path, err)
-	}
 	if st.IsDir() {
 		return nil, permanent("read_file: %q is a directory; list it with list_dir", r.Path)
 	}

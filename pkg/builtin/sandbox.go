@@ -41,6 +41,41 @@ func (s *sandbox) open(tool string) (*os.Root, error) {
 	return root, nil
 }
 
+// openPath opens the sandbox for tool and checks path, a path a model sent: it returns
+// the root, which the caller closes, and the path cleaned, relative to the root.
+func (s *sandbox) openPath(tool, path string) (*os.Root, string, error) {
+	root, err := s.open(tool)
+	if err != nil {
+		return nil, "", err
+	}
+	p, perr := sandboxPath(path)
+	if perr != nil {
+		root.Close()
+		return nil, "", perr
+	}
+	return root, p, nil
+}
+
+// openEntry opens path, a path a model sent, in the sandbox for tool and stats it: it
+// returns the file, which the caller closes, its information and its cleaned path.
+func (s *sandbox) openEntry(tool, path string) (*os.File, fs.FileInfo, string, error) {
+	root, p, err := s.openPath(tool, path)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	defer root.Close() // what it opened stays open
+	f, err := root.Open(p)
+	if err != nil {
+		return nil, nil, "", fileError(tool, path, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, "", fileError(tool, path, err)
+	}
+	return f, st, p, nil
+}
+
 func (s *sandbox) readLimit() int64 {
 	if s.maxRead > 0 {
 		return s.maxRead

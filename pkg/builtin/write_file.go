@@ -51,15 +51,11 @@ func (WriteFile) Definition() tools.Definition {
 
 // Run writes the file.
 func (w *WriteFile) Run(ctx context.Context) (any, error) {
-	root, err := w.sb.open("write_file")
+	root, p, err := w.sb.openPath("write_file", w.Path)
 	if err != nil {
 		return nil, err
 	}
 	defer root.Close()
-	p, perr := sandboxPath(w.Path)
-	if perr != nil {
-		return nil, perr
-	}
 	if p == "." {
 		return nil, invalidArg("/path", "path names the sandbox root, not a file")
 	}

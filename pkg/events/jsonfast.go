@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/toolfleet/toolfleet/internal/jsonscan"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
@@ -243,7 +244,8 @@ func appendMarshaled(b []byte, v any) ([]byte, error) {
 // compacted. Most are compact already (what tools.MarshalJSON wrote) and are only
 // checked; others go through json.Compact, which is that (without HTML escaping).
 func appendCompact(b []byte, raw []byte) ([]byte, error) {
-	if s := (jsonScan{b: raw}); s.value(0) && s.i == len(raw) && !s.spaced {
+	s := jsonscan.NewScanner(raw)
+	if _, err := s.Skip(); err == nil && s.Pos() == len(raw) && !s.Spaced() {
 		return append(b, raw...), nil
 	}
 	buf := bytes.NewBuffer(b)
@@ -251,203 +253,6 @@ func appendCompact(b []byte, raw []byte) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
-}
-
-// maxScanDepth bounds the nesting jsonScan reads; deeper values are left to
-// encoding/json (whose own limit is 10,000).
-const maxScanDepth = 1000
-
-// jsonScan checks JSON text from b[i:] one value at a time, as strictly as encoding/json
-// or more: it may refuse what encoding/json accepts (nesting beyond maxScanDepth), never
-// the other way round. spaced records whitespace seen between tokens.
-type jsonScan struct {
-	b      []byte
-	i      int
-	spaced bool
-}
-
-func (s *jsonScan) space() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-			s.spaced = true
-		default:
-			return
-		}
-	}
-}
-
-// value reads one value starting at s.i (no whitespace before it).
-func (s *jsonScan) value(depth int) bool {
-	if s.i >= len(s.b) {
-		return false
-	}
-	switch c := s.b[s.i]; c {
-	case '{':
-		return depth < maxScanDepth && s.object(depth+1)
-	case '[':
-		return depth < maxScanDepth && s.array(depth+1)
-	case '"':
-		return s.str()
-	case 't':
-		return s.literal("true")
-	case 'f':
-		return s.literal("false")
-	case 'n':
-		return s.literal("null")
-	default:
-		return s.number()
-	}
-}
-
-func (s *jsonScan) object(depth int) bool {
-	s.i++
-	s.space()
-	if s.i < len(s.b) && s.b[s.i] == '}' {
-		s.i++
-		return true
-	}
-	for {
-		if s.i >= len(s.b) || s.b[s.i] != '"' || !s.str() || !s.colon() {
-			return false
-		}
-		if !s.value(depth) {
-			return false
-		}
-		if !s.next('}') {
-			return false
-		}
-		if s.b[s.i-1] == '}' {
-			return true
-		}
-	}
-}
-
-func (s *jsonScan) array(depth int) bool {
-	s.i++
-	s.space()
-	if s.i < len(s.b) && s.b[s.i] == ']' {
-		s.i++
-		return true
-	}
-	for {
-		if !s.value(depth) || !s.next(']') {
-			return false
-		}
-		if s.b[s.i-1] == ']' {
-			return true
-		}
-	}
-}
-
-// next reads what follows a member or element: a comma (and the space after it) or
-// the closing byte.
-func (s *jsonScan) next(closing byte) bool {
-	s.space()
-	if s.i >= len(s.b) {
-		return false
-	}
-	switch s.b[s.i] {
-	case ',':
-		s.i++
-		s.space()
-		return true
-	case closing:
-		s.i++
-		return true
-	}
-	return false
-}
-
-// str reads a string; bytes that are not UTF-8 pass, as they do in encoding/json's
-// scanner.
-func (s *jsonScan) str() bool {
-	s.i++
-	for s.i < len(s.b) {
-		c := s.b[s.i]
-		switch {
-		case c == '"':
-			s.i++
-			return true
-		case c < 0x20:
-			return false
-		case c == '\\':
-			if s.i+1 >= len(s.b) {
-				return false
-			}
-			switch s.b[s.i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				s.i += 2
-			case 'u':
-				if s.i+6 > len(s.b) {
-					return false
-				}
-				for _, h := range s.b[s.i+2 : s.i+6] {
-					if !isHex(h) {
-						return false
-					}
-				}
-				s.i += 6
-			default:
-				return false
-			}
-		default:
-			s.i++
-		}
-	}
-	return false
-}
-
-func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
-
-func (s *jsonScan) literal(word string) bool {
-	if !bytes.HasPrefix(s.b[s.i:], []byte(word)) {
-		return false
-	}
-	s.i += len(word)
-	return true
-}
-
-// number reads -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
-func (s *jsonScan) number() bool {
-	if s.i < len(s.b) && s.b[s.i] == '-' {
-		s.i++
-	}
-	switch {
-	case s.i >= len(s.b):
-		return false
-	case s.b[s.i] == '0':
-		s.i++
-	case '1' <= s.b[s.i] && s.b[s.i] <= '9':
-		s.digits()
-	default:
-		return false
-	}
-	if s.i < len(s.b) && s.b[s.i] == '.' {
-		s.i++
-		if s.digits() == 0 {
-			return false
-		}
-	}
-	if s.i < len(s.b) && (s.b[s.i] == 'e' || s.b[s.i] == 'E') {
-		s.i++
-		if s.i < len(s.b) && (s.b[s.i] == '+' || s.b[s.i] == '-') {
-			s.i++
-		}
-		if s.digits() == 0 {
-			return false
-		}
-	}
-	return true
-}
-
-func (s *jsonScan) digits() int {
-	start := s.i
-	for s.i < len(s.b) && '0' <= s.b[s.i] && s.b[s.i] <= '9' {
-		s.i++
-	}
-	return s.i - start
 }
 
 // appendTime appends t as time.Time's MarshalJSON writes it.
@@ -523,20 +328,17 @@ func appendString(b []byte, s string) []byte {
 // in its own words.
 func decodeCallData(data []byte, c *Call) bool {
 	d := *c
-	s := jsonScan{b: data}
-	s.space()
-	if s.i >= len(data) || data[s.i] != '{' {
+	s := jsonscan.NewScanner(data)
+	s.SkipSpace()
+	if !s.Accept('{') {
 		return false
 	}
-	s.i++
-	s.space()
-	if s.i < len(data) && data[s.i] == '}' {
-		s.i++
-	} else if !s.callMembers(&d) {
+	s.SkipSpace()
+	if !s.Accept('}') && !callMembers(&s, &d) {
 		return false
 	}
-	s.space()
-	if s.i != len(data) {
+	s.SkipSpace()
+	if s.Pos() != len(data) {
 		return false
 	}
 	*c = d
@@ -544,18 +346,18 @@ func decodeCallData(data []byte, c *Call) bool {
 }
 
 // callMembers reads the members of a call object up to its closing brace.
-func (s *jsonScan) callMembers(c *Call) bool {
+func callMembers(s *jsonscan.Scanner, c *Call) bool {
 	var seen uint8
 	for {
-		key, ok := s.plainString()
-		if !ok || !s.colon() {
+		key, ok := s.PlainString()
+		if !ok || s.Colon() != nil {
 			return false
 		}
 		var member uint8
 		switch string(key) {
 		case "tool":
 			member = 1
-			v, ok := s.plainString()
+			v, ok := s.PlainString()
 			if !ok {
 				return false
 			}
@@ -564,20 +366,20 @@ func (s *jsonScan) callMembers(c *Call) bool {
 			}
 		case "arguments":
 			member = 2
-			start := s.i
-			if !s.value(0) {
+			v, err := s.Skip()
+			if err != nil {
 				return false
 			}
-			c.Arguments = bytes.Clone(s.b[start:s.i]) // a copy, as json.RawMessage keeps
+			c.Arguments = bytes.Clone(v) // a copy, as json.RawMessage keeps
 		case "arguments_ref":
 			member = 4
-			if !s.literal("null") {
+			if s.Literal("null") != nil {
 				return false
 			}
 			c.ArgumentsRef = nil
 		case "metadata":
 			member = 8
-			if !s.metadata(c) {
+			if !metadata(s, c) {
 				return false
 			}
 		default:
@@ -587,84 +389,39 @@ func (s *jsonScan) callMembers(c *Call) bool {
 			return false
 		}
 		seen |= member
-		if !s.next('}') {
-			return false
-		}
-		if s.b[s.i-1] == '}' {
-			return true
+		if closed, err := s.Next('}'); err != nil || closed {
+			return err == nil
 		}
 	}
 }
 
 // metadata reads null (no metadata) or an object of plain strings (a new map, empty
 // for {}; a repeated key keeps its last value).
-func (s *jsonScan) metadata(c *Call) bool {
-	if s.i < len(s.b) && s.b[s.i] == 'n' {
+func metadata(s *jsonscan.Scanner, c *Call) bool {
+	if s.Peek() == 'n' {
 		c.Metadata = nil
-		return s.literal("null")
+		return s.Literal("null") == nil
 	}
-	if s.i >= len(s.b) || s.b[s.i] != '{' {
+	if !s.Accept('{') {
 		return false
 	}
-	s.i++
-	s.space()
+	s.SkipSpace()
 	c.Metadata = map[string]string{}
-	if s.i < len(s.b) && s.b[s.i] == '}' {
-		s.i++
+	if s.Accept('}') {
 		return true
 	}
 	for {
-		k, ok := s.plainString()
-		if !ok || !s.colon() {
+		k, ok := s.PlainString()
+		if !ok || s.Colon() != nil {
 			return false
 		}
-		v, ok := s.plainString()
+		v, ok := s.PlainString()
 		if !ok {
 			return false
 		}
 		c.Metadata[string(k)] = string(v)
-		if !s.next('}') {
-			return false
-		}
-		if s.b[s.i-1] == '}' {
-			return true
+		if closed, err := s.Next('}'); err != nil || closed {
+			return err == nil
 		}
 	}
-}
-
-// colon reads the colon after a key and the space around it.
-func (s *jsonScan) colon() bool {
-	s.space()
-	if s.i >= len(s.b) || s.b[s.i] != ':' {
-		return false
-	}
-	s.i++
-	s.space()
-	return true
-}
-
-// plainString reads a string that decodes to its own bytes (no escape, valid UTF-8)
-// and returns them.
-func (s *jsonScan) plainString() ([]byte, bool) {
-	if s.i >= len(s.b) || s.b[s.i] != '"' {
-		return nil, false
-	}
-	start := s.i + 1
-	ascii := true
-	for i := start; i < len(s.b); i++ {
-		switch c := s.b[i]; {
-		case c == '"':
-			v := s.b[start:i]
-			if !ascii && !utf8.Valid(v) {
-				return nil, false
-			}
-			s.i = i + 1
-			return v, true
-		case c < 0x20 || c == '\\':
-			return nil, false
-		case c >= utf8.RuneSelf:
-			ascii = false
-		}
-	}
-	return nil, false
 }

@@ -310,15 +310,16 @@ func sameDecoding(t *testing.T, data []byte) bool {
 	return true
 }
 
-// jsonScan may refuse what encoding/json accepts (it leaves such values to it), never
-// accept what it refuses.
-func TestScanNeverAcceptsInvalidJSON(t *testing.T) {
+// appendCompact writes what json.Compact writes, and refuses what it refuses.
+func TestCompactMatchesEncodingJSON(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
 	for _, data := range callDataInputs(r, 5000) {
 		for _, b := range [][]byte{data, mutate(r, data)} {
-			s := jsonScan{b: b}
-			if s.value(0) && s.i == len(b) && !json.Valid(b) {
-				t.Fatalf("%q: scanned as valid JSON", b)
+			var want bytes.Buffer
+			wantErr := json.Compact(&want, b)
+			got, err := appendCompact([]byte("x"), b)
+			if (err == nil) != (wantErr == nil) || err == nil && !bytes.Equal(got, append([]byte("x"), want.Bytes()...)) {
+				t.Fatalf("%q: compacted to %q (%v), json.Compact to %q (%v)", b, got, err, want.Bytes(), wantErr)
 			}
 		}
 	}

@@ -4,15 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/toolfleet/toolfleet/internal/testsupport/nettest"
 	"github.com/toolfleet/toolfleet/pkg/sandbox"
 )
 
@@ -43,35 +42,6 @@ func run(t *testing.T, p sandbox.Policy, dir, script string) (string, error) {
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err = cmd.Run()
 	return out.String(), err
-}
-
-// listen opens a TCP listener on 127.0.0.1; accepted counts the connections it got,
-// waiting up to a second for at least want of them.
-func listen(t *testing.T) (host, port string, accepted func(want int) int) {
-	t.Helper()
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	var n atomic.Int32
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			n.Add(1)
-			c.Close()
-		}
-	}()
-	host, port, _ = net.SplitHostPort(ln.Addr().String())
-	return host, port, func(want int) int {
-		for deadline := time.Now().Add(time.Second); int(n.Load()) < want && time.Now().Before(deadline); {
-			time.Sleep(5 * time.Millisecond)
-		}
-		return int(n.Load())
-	}
 }
 
 // The read-only policy: the program starts and reads, but writes and TCP connects fail
@@ -105,7 +75,7 @@ func TestReadOnlyRefusesWritesAndConnects(t *testing.T) {
 		t.Fatalf("writing /dev/null: %q, %v", out, err)
 	}
 
-	host, port, accepted := listen(t)
+	host, port, accepted := nettest.Listen(t)
 	script := "exec 3<>/dev/tcp/" + host + "/" + port + " && echo connected"
 	if _, err := os.Stat("/bin/bash"); err != nil {
 		t.Skip("no bash for /dev/tcp")
@@ -148,7 +118,7 @@ func TestWritePathsAndNetwork(t *testing.T) {
 	if _, err := os.Stat("/bin/bash"); err != nil {
 		t.Skip("no bash for /dev/tcp")
 	}
-	host, port, accepted := listen(t)
+	host, port, accepted := nettest.Listen(t)
 	script := "exec 3<>/dev/tcp/" + host + "/" + port + " && echo connected"
 	for _, network := range []bool{false, true} {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -10,7 +10,7 @@ import (
 	"strings"
 )
 
-// decodeFunc stores a parsed JSON value (from parseJSON) into dst.
+// decodeFunc stores a parsed JSON value (from jsonscan.Parse) into dst.
 type decodeFunc func(dst reflect.Value, v any) error
 
 // decoderFor builds, once per typed tool, a decoder that fills a value of type t straight

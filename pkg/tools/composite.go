@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/toolfleet/toolfleet/internal/jsonscan"
 )
 
 // AddComposite registers a tool that runs several of the registry's tools in one call.
@@ -103,7 +105,7 @@ func compositeSchema(ci *compositeImpl) (json.RawMessage, error) {
 	for _, s := range ci.order {
 		var sub any = map[string]any{"type": "object"}
 		if p := ci.subs[s].def.Parameters; len(p) > 0 {
-			v, err := parseJSON(p)
+			v, err := jsonscan.Parse(p)
 			if err != nil {
 				return nil, fmt.Errorf("sub-tool %q: %w", s, err)
 			}

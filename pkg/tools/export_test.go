@@ -21,6 +21,3 @@ func (r *Registry) FastAndFull(name string, raw []byte) (covered, fast, full boo
 // DirectDecoder reports whether values of t are decoded straight from the parsed arguments
 // (true) or by encoding/json from the bytes (false).
 func DirectDecoder(t reflect.Type) bool { return decoderFor(t) != nil }
-
-// ParseJSON exposes the arguments parser to the differential fuzz test.
-func ParseJSON(b []byte) (any, error) { return parseJSON(b) }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/toolfleet/toolfleet/internal/jsonscan"
 )
 
 // fastSchema is an accelerator for the valid case. Most tool schemas use a handful of
@@ -61,7 +63,7 @@ var fastAnnotations = map[string]bool{"description": true, "title": true, "defau
 // compileFast builds the fast path for a schema document, or returns nil when the schema
 // uses anything it does not cover (then every call goes to the general validator).
 func compileFast(doc []byte) *fastSchema {
-	v, err := parseJSON(doc)
+	v, err := jsonscan.Parse(doc)
 	if err != nil {
 		return nil
 	}

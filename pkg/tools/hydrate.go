@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/toolfleet/toolfleet/internal/jsonscan"
 )
 
 // Call is a hydrated tool call: its arguments were parsed, validated against the tool's
@@ -94,7 +96,7 @@ func parseArguments(raw []byte) (json.RawMessage, map[string]any, *Error) {
 	if len(b) == 0 {
 		return json.RawMessage("{}"), map[string]any{}, nil
 	}
-	v, err := parseJSON(b)
+	v, err := jsonscan.Parse(b)
 	if err != nil {
 		return nil, nil, Wrap(CodeInvalidInput, err, fmt.Sprintf("not valid JSON: %v", err))
 	}
@@ -103,7 +105,7 @@ func parseArguments(raw []byte) (json.RawMessage, map[string]any, *Error) {
 		if len(b) == 0 {
 			return json.RawMessage("{}"), map[string]any{}, nil
 		}
-		if v, err = parseJSON(b); err != nil {
+		if v, err = jsonscan.Parse(b); err != nil {
 			return nil, nil, Wrap(CodeInvalidInput, err, fmt.Sprintf("a JSON string whose content is not valid JSON: %v", err))
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+
+	"github.com/toolfleet/toolfleet/internal/jsonscan"
 )
 
 // Outcome is the result of running a call.
@@ -107,7 +109,7 @@ func (c *Call) finish(out any, failure *Error) Outcome {
 		return failed(e)
 	}
 	if c.entry.response != nil {
-		v, err := parseJSON(b)
+		v, err := jsonscan.Parse(b)
 		if err == nil && (c.entry.fastResp == nil || !c.entry.fastResp.valid(v)) {
 			err = c.entry.response.Validate(v)
 		}

@@ -14,10 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
-	"github.com/toolfleet/toolfleet/pkg/client"
 	"github.com/toolfleet/toolfleet/pkg/events"
-	"github.com/toolfleet/toolfleet/pkg/executor"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 	"github.com/toolfleet/toolfleet/pkg/toolsfile"
 )
@@ -112,24 +109,10 @@ mcpServers:
 		t.Error("ev_get-env is safe; its override says not")
 	}
 
-	fx := natstest.StartJetStream(t, events.Config{})
-	ex, err := executor.New(fx.Srv.Connect(), reg, executor.WithGracePeriod(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	exDone := make(chan error, 1)
-	go func() { exDone <- ex.Run(ctx) }()
-	defer func() { cancel(); <-exDone }()
-	<-ex.Ready()
-	c, err := client.New(fx.NC)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, fleetCtx := serve(t, reg)
 	call := func(tool, args string) (events.Result, error) {
 		t.Helper()
-		cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
-		defer ccancel()
-		return c.Call(cctx, client.Request{Tool: tool, Arguments: json.RawMessage(args)})
+		return callTool(fleetCtx, t, c, tool, args)
 	}
 
 	res, err := call("ev_echo", `{"message":"hello fleet"}`)

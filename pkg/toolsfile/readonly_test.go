@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/toolfleet/toolfleet/internal/testsupport/mcptooltest"
 	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
+	"github.com/toolfleet/toolfleet/internal/testsupport/nettest"
 	"github.com/toolfleet/toolfleet/pkg/client"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/executor"
@@ -35,35 +35,6 @@ func needSandbox(t *testing.T) {
 	}
 	if _, err := exec.LookPath("bash"); err != nil {
 		t.Skip("no bash")
-	}
-}
-
-// tcpListener listens on 127.0.0.1 and counts what it accepts; accepted waits up to a
-// second for at least want connections.
-func tcpListener(t *testing.T) (port string, accepted func(want int) int) {
-	t.Helper()
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	var n atomic.Int32
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			n.Add(1)
-			c.Close()
-		}
-	}()
-	_, port, _ = net.SplitHostPort(ln.Addr().String())
-	return port, func(want int) int {
-		for deadline := time.Now().Add(time.Second); int(n.Load()) < want && time.Now().Before(deadline); {
-			time.Sleep(5 * time.Millisecond)
-		}
-		return int(n.Load())
 	}
 }
 
@@ -100,7 +71,7 @@ func callTool(ctx context.Context, t *testing.T, c *client.Client, tool, args st
 // full writes the file and connects.
 func TestReadOnlyCommandToolCannotWriteOrConnect(t *testing.T) {
 	needSandbox(t)
-	port, accepted := tcpListener(t)
+	_, port, accepted := nettest.Listen(t)
 	out := t.TempDir()
 	probe := `#!/bin/bash
 { echo x > "$PROBE_FILE"; } 2>/dev/null && echo wrote || echo write-refused

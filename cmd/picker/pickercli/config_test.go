@@ -13,11 +13,7 @@ import (
 )
 
 func TestParse(t *testing.T) {
-	opstest.Env(t, nil)
-	c, err := Parse(nil, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := opstest.Defaults(t, Parse)
 	if c.Ops.Addr != ops.DefaultAddr || c.Ops.LogLevel != zerolog.InfoLevel || c.StreamReplicas != 1 || c.Timeout != 2*time.Second ||
 		c.EmbeddingsURL != "" || c.EmbeddingsModel != "text-embedding-3-small" || c.NATS.Name != "toolfleet-picker" {
 		t.Fatalf("defaults %+v", c)
@@ -30,7 +26,7 @@ func TestParse(t *testing.T) {
 	t.Setenv("TOOLFLEET_LOG_LEVEL", "debug")
 	t.Setenv("TOOLFLEET_STREAM_REPLICAS", "3")
 	t.Setenv("TOOLFLEET_EMBEDDINGS_API_KEY", "sk-x")
-	c, err = Parse([]string{"-timeout", "150ms", "-embeddings-url", "http://ollama:11434"}, io.Discard)
+	c, err := Parse([]string{"-timeout", "150ms", "-embeddings-url", "http://ollama:11434"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,11 +14,7 @@ import (
 )
 
 func TestParse(t *testing.T) {
-	opstest.Env(t, nil)
-	c, err := Parse(nil, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := opstest.Defaults(t, Parse)
 	if c.HTTPAddr != DefaultHTTPAddr || c.StreamReplicas != 1 || !c.UsePicker || c.Token != "" ||
 		c.Ops.Addr != ops.DefaultAddr || c.Ops.LogLevel != zerolog.InfoLevel || c.NATS.URL != "nats://127.0.0.1:4222" {
 		t.Fatalf("defaults %+v", c)
@@ -31,7 +27,7 @@ func TestParse(t *testing.T) {
 	t.Setenv("TOOLFLEET_LOG_LEVEL", "warn")
 	t.Setenv("TOOLFLEET_NATS_URL", "nats://nats:4222")
 	t.Setenv("TOOLFLEET_OPERATOR_ROLES", "ops, oncall")
-	c, err = Parse([]string{"-script", "a=a.yaml", "-script", "b=b.yaml", "-picker=false", "-log-level", "debug"}, io.Discard)
+	c, err := Parse([]string{"-script", "a=a.yaml", "-script", "b=b.yaml", "-picker=false", "-log-level", "debug"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

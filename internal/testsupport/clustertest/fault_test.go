@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/toolfleet/toolfleet/internal/testsupport/nettest"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/executor"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -261,7 +262,7 @@ func startNodes(t testing.TB, bin string, count int, extra func(i int) string) *
 	c := &cluster{bin: bin}
 	ports := make([]int, 2*count)
 	for i := range ports {
-		ports[i] = freePort(t)
+		ports[i] = nettest.FreePort(t)
 	}
 	var routes []string
 	for i := range count {
@@ -725,29 +726,3 @@ func readResults(js jetstream.JetStream, n int) ([]stored, error) {
 	}
 	return out, nil
 }
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	handedOut.Lock()
-	defer handedOut.Unlock()
-	for {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		// The kernel can give a port it gave a moment ago once it is closed again; a
-		// node whose route port is another's monitor port would not start.
-		if !handedOut.ports[port] {
-			handedOut.ports[port] = true
-			return port
-		}
-	}
-}
-
-// handedOut holds the ports freePort gave in this process.
-var handedOut = struct {
-	sync.Mutex
-	ports map[int]bool
-}{ports: map[int]bool{}}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/toolfleet/toolfleet/internal/planner"
 	"github.com/toolfleet/toolfleet/internal/provider"
+	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
@@ -84,7 +85,7 @@ func TestConcurrentFollowUpsOnReplicatedStreams(t *testing.T) {
 	}
 	for _, id := range ids {
 		var got []string
-		waitFor(t, ctx, "every follow-up in the conversation of "+id, func() bool {
+		natstest.Eventually(t, time.Minute, "every follow-up in the conversation of "+id, func() bool {
 			done, err := planners[0].Wait(ctx, id)
 			if err != nil {
 				t.Fatal(err)
@@ -197,7 +198,7 @@ func TestStartsRideOutLeaderLoss(t *testing.T) {
 	<-n.done
 	n.cmd = nil
 	killed := time.Now()
-	waitFor(t, ctx, "a new leader of the runs bucket", func() bool {
+	natstest.Eventually(t, time.Minute, "a new leader of the runs bucket", func() bool {
 		actx, acancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		defer acancel()
 		s, err := js.Stream(actx, "KV_"+events.BucketRuns)

@@ -17,6 +17,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/toolfleet/toolfleet/internal/loadgen"
+	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
+	"github.com/toolfleet/toolfleet/internal/testsupport/nettest"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/executor"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -123,8 +125,8 @@ type shardCase struct {
 func (sc shardCase) run(b *testing.B, kind string) (perSec float64, p50 time.Duration) {
 	cfg := events.Config{Shards: sc.shards, Replicas: sc.streamReplicas}
 	for range sc.nodes {
-		sc.monitor = append(sc.monitor, freePort(b))
-		sc.prof = append(sc.prof, freePort(b))
+		sc.monitor = append(sc.monitor, nettest.FreePort(b))
+		sc.prof = append(sc.prof, nettest.FreePort(b))
 	}
 	sc.c = startNodes(b, sc.bin, sc.nodes, func(i int) string {
 		conf := fmt.Sprintf("server_tags: [\"node:%d\"]\nhttp_port: %d\nprof_port: %d\n", i, sc.monitor[i], sc.prof[i])
@@ -261,7 +263,7 @@ func (sc shardCase) startFleet(b *testing.B, ctx context.Context, js jetstream.J
 			b.Logf("last look at the consumers: %v", lastErr)
 		}
 	}()
-	waitFor(b, ctx, "the executors' consumers", func() bool {
+	natstest.Eventually(b, time.Minute, "the executors' consumers", func() bool {
 		select {
 		case err := <-exited:
 			b.Fatal(err)
@@ -435,24 +437,12 @@ func (sc shardCase) drive(b *testing.B, streams []string, kind string, callOf fu
 }
 
 func waitJetStream(b *testing.B, ctx context.Context, js jetstream.JetStream) {
-	waitFor(b, ctx, "JetStream", func() bool {
+	natstest.Eventually(b, time.Minute, "JetStream", func() bool {
 		actx, cancel := context.WithTimeout(ctx, time.Second) // unanswered until a meta leader
 		defer cancel()
 		_, err := js.AccountInfo(actx)
 		return err == nil
 	})
-}
-
-// waitFor polls cond every 50ms until it holds; tb fails when ctx ends first.
-func waitFor(tb testing.TB, ctx context.Context, what string, cond func() bool) {
-	tb.Helper()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			tb.Fatalf("waiting for %s: %v", what, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }
 
 func envInts(b *testing.B, name, def string) []int {

@@ -180,6 +180,18 @@ type Refusal struct {
 	Says string
 }
 
+// Defaults returns what parse makes of no arguments in an environment without any
+// TOOLFLEET_ variable, failing t when it refuses them.
+func Defaults[C any](t *testing.T, parse func([]string, io.Writer) (C, error)) C {
+	t.Helper()
+	Env(t, nil)
+	c, err := parse(nil, io.Discard)
+	if err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	return c
+}
+
 // Refuses checks, one subtest each, that parse refuses every case with an error that
 // says what the case wants.
 func Refuses[C any](t *testing.T, parse func([]string, io.Writer) (C, error), cases []Refusal) {
