@@ -171,6 +171,12 @@ const maxQueryTerms = 256
 // 10,000 tools. Half the catalog cost 0.35 points on Seal-Tools.
 const postingBudget = 1
 
+// minPostingBudget is the budget's floor: a small catalog's postings are all read (there
+// the whole pick costs microseconds), so a request whose rare words are many does not
+// crowd out the words of a tool it names (found with a three-tool catalog, where a
+// budget of three postings left write_file unscored for "... and write it to a file").
+const minPostingBudget = 4096
+
 // Score ranks the allowed tools by BM25F.
 //
 // Terms are read in decreasing order of their upper bound qtf·idf (a term adds less
@@ -209,7 +215,7 @@ func (b BM25) Score(ctx context.Context, req *Request) ([]Hit, error) {
 		maxRaw += float64(float32(qt.bound()))
 	}
 	// Bounded work: past a budget of postings, the commonest terms are not read.
-	budget := postingBudget * len(s.docs)
+	budget := max(postingBudget*len(s.docs), minPostingBudget)
 	for i, qt := range terms {
 		budget -= len(s.postings[qt.id])
 		if budget < 0 && i > 0 {

@@ -33,6 +33,24 @@ func testCatalog(t *testing.T) *Catalog {
 	return cat
 }
 
+// In a small catalog a long request is scored on all its words: the bound on the
+// postings a pick reads must not leave a tool the request names unscored.
+func TestPickSmallCatalogLongRequest(t *testing.T) {
+	t.Parallel()
+	cat, err := NewCatalog([]tools.Definition{def("calculator", "Evaluate an arithmetic expression"),
+		def("echo", "Return the input unchanged"), def("write_file", "Write text to a file in the sandbox")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Pick(t.Context(), "evaluate an arithmetic expression, return the value unchanged, and write it to a file", cat, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resultNames(res); len(got) != 3 {
+		t.Fatalf("results %v, want all three tools", got)
+	}
+}
+
 func TestPickRanks(t *testing.T) {
 	t.Parallel()
 	cat := testCatalog(t)
