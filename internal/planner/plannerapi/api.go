@@ -36,6 +36,11 @@ const maxRequestBytes = 4 << 20
 //	                              for a canceled, storage_error, token_budget or nested run
 //	POST /v1/runs/{id}/tools      enable/disable tools for the next steps, with an optional reminder the model sees
 //	                              at its next step ({"enable","disable","reminder","id"}): 200 with the run
+//	GET  /v1/runs                 the caller's runs, newest first, filtered and paginated (planner.RunFilter)
+//	GET  /v1/approvals            approvals: pending (oldest first), answered (newest first) or all
+//	GET  /v1/tools                the tools the caller may call, with their consumers and recent calls
+//	GET  /v1/dead-letters         the caller's tenant's dead letters, newest first
+//	GET  /v1/events               every run event of the caller's tenant as Server-Sent Events
 //	GET  /healthz, /readyz        liveness (the process serves) and readiness (NATS is connected)
 //
 // auth decides who may call it and as whom ([Auth]): a caller sees only its tenant's
@@ -59,6 +64,12 @@ func Handler(p *planner.Planner, auth Auth) http.Handler {
 	mux.HandleFunc("GET /v1/runs/{id}/messages", a.getMessages)
 	mux.HandleFunc("GET /v1/runs/{id}/events", a.runEvents)
 	mux.HandleFunc("POST /v1/approvals/{callId}", a.postApproval)
+	// Lists and the tenant's events (lists.go, events.go).
+	mux.HandleFunc("GET /v1/runs", a.listRuns)
+	mux.HandleFunc("GET /v1/approvals", a.listApprovals)
+	mux.HandleFunc("GET /v1/tools", a.listTools)
+	mux.HandleFunc("GET /v1/dead-letters", a.listDeadLetters)
+	mux.HandleFunc("GET /v1/events", a.tenantEvents)
 	// Run control (control.go).
 	mux.HandleFunc("POST /v1/runs/{id}/cancel", a.postCancel)
 	mux.HandleFunc("POST /v1/runs/{id}/messages", a.postMessages)
