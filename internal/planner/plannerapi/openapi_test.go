@@ -23,11 +23,11 @@ import (
 
 // exchange is one request to the API and its answer, as the conformance test saw them.
 type exchange struct {
-	method, path        string
-	reqBody             []byte
-	status              int
-	contentType string
-	respBody    []byte
+	method, path string
+	reqBody      []byte
+	status       int
+	contentType  string
+	respBody     []byte
 }
 
 // recorder keeps every exchange with the handler it wraps.
