@@ -26,7 +26,7 @@ func Run(ctx context.Context, c Config) error {
 	log := c.Ops.Logger("planner")
 	models, def, err := c.Models()
 	if err != nil {
-		return err
+		return ops.ConfigError(err) // a model unknown, or its key missing: exit 2
 	}
 	part, err := ops.StartPart(c.Ops.Addr, c.NATS, log)
 	if err != nil {
