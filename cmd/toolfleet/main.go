@@ -21,7 +21,6 @@ import (
 	"os"
 
 	"github.com/toolfleet/toolfleet/cmd/toolfleet/toolfleetcli"
-	"github.com/toolfleet/toolfleet/internal/ops"
 	"github.com/toolfleet/toolfleet/pkg/sandbox"
 )
 
@@ -29,5 +28,5 @@ func main() {
 	// First: in a sandbox launcher (a command tool started in its Landlock sandbox)
 	// this confines the process and execs the tool, and never returns.
 	sandbox.Init()
-	os.Exit(ops.Main("toolfleet", os.Args[1:], toolfleetcli.Parse, toolfleetcli.Run))
+	os.Exit(toolfleetcli.Main(os.Args[1:], os.Stdout, os.Stderr))
 }
