@@ -99,7 +99,11 @@ func (v *liveView) show(ev runs.Event) {
 	case "approval_needed":
 		line = fmt.Sprintf("  ? %s waits for an approval: toolfleet approvals approve %s (or deny)", d.Tool, d.CallID)
 	case "approval_answered":
-		line = fmt.Sprintf("  ! %s %s by %s", d.Tool, detail.Decision, detail.By)
+		what := d.Tool
+		if what == "" {
+			what = "call " + d.CallID
+		}
+		line = fmt.Sprintf("  ! %s: %s by %s", what, detail.Decision, detail.By)
 		if detail.Reason != "" {
 			line += ": " + detail.Reason
 		}

@@ -52,7 +52,7 @@ func TestCommand(t *testing.T) {
 		says string
 	}{
 		{"unknown subcommand", []string{"nonsense"}, "", 2, `unknown command "nonsense"`},
-		{"no subcommand", nil, "", 2, "toolfleet health"},
+		{"no subcommand", nil, "", 2, "want a command"},
 		{"bad dev host", []string{"dev", "-host", ""}, "", 2, "-host (TOOLFLEET_DEV_HOST) is empty"},
 		{"bad ops address", []string{"dev", "-ops-addr", "9090"}, "", 2, `-ops-addr \"9090\"`},
 		{"bad flag", []string{"demo", "-calls", "many"}, "", 2, "invalid value"},

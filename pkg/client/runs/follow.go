@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"iter"
@@ -31,6 +32,10 @@ func (c *Client) Follow(ctx context.Context, id string, after uint64) iter.Seq2[
 			done, got, err := c.followOnce(ctx, id, &after, yield)
 			if done {
 				return
+			}
+			if err == errTurnDone {
+				failures = 0
+				continue
 			}
 			if err == nil {
 				err = io.ErrUnexpectedEOF
@@ -61,6 +66,9 @@ func (c *Client) Follow(ctx context.Context, id string, after uint64) iter.Seq2[
 		}
 	}
 }
+
+// errTurnDone ends a connection at a done event: the follow goes on after it.
+var errTurnDone = errors.New("a turn's done event")
 
 // followOnce reads one connection of the stream, advancing *after past each event given
 // to yield. done is true when the follow is over (the done event, a 204, or the caller
@@ -102,12 +110,9 @@ func (c *Client) followOnce(ctx context.Context, id string, after *uint64, yield
 			return true, got, nil
 		}
 		if e.What == "done" {
-			// The done event of a turn; a run continued since (a follow-up) goes on.
-			run, err := c.Get(ctx, id)
-			if err != nil {
-				return false, got, err
-			}
-			return run.Done(), got, nil
+			// The done event of a turn. Asking again after it is answered 204 when it is
+			// the run's last; a run continued since (a follow-up) streams its next turn.
+			return false, got, errTurnDone
 		}
 	}
 	return false, got, nil
