@@ -9,6 +9,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 
@@ -18,11 +20,17 @@ import (
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "eval" {
-		if err := pickercli.Eval(context.Background(), os.Args[2:], os.Stdout); err != nil {
+		err := pickercli.Eval(context.Background(), os.Args[2:], os.Stdout)
+		switch {
+		case err == nil, errors.Is(err, flag.ErrHelp):
+			os.Exit(ops.ExitOK)
+		case errors.Is(err, ops.ErrConfig):
 			fmt.Fprintln(os.Stderr, "picker eval:", err)
-			os.Exit(1)
+			os.Exit(ops.ExitConfig)
+		default:
+			fmt.Fprintln(os.Stderr, "picker eval:", err)
+			os.Exit(ops.ExitFailure)
 		}
-		return
 	}
 	os.Exit(ops.Main("toolfleet-picker", os.Args[1:], pickercli.Parse, pickercli.Run))
 }

@@ -7,6 +7,9 @@
 //	                                        the MCP edge over stdio, on a fleet reached over NATS
 //	toolfleet health [-ops-addr ADDR]       exit 0 when the ops server beside it is ready
 //
+// and drives a fleet (docs/cli.md): toolfleet run, runs, approvals, tools, call,
+// version, completion.
+//
 // demo and dev take -http-allow HOSTS (the hosts http_get may reach; none by default);
 // demo takes -v (the parts' warnings on stderr), dev -log-level (TOOLFLEET_LOG_LEVEL,
 // info). dev binds -host (TOOLFLEET_DEV_HOST, 127.0.0.1) and protects its API with
@@ -21,7 +24,6 @@ import (
 	"os"
 
 	"github.com/toolfleet/toolfleet/cmd/toolfleet/toolfleetcli"
-	"github.com/toolfleet/toolfleet/internal/ops"
 	"github.com/toolfleet/toolfleet/pkg/sandbox"
 )
 
@@ -29,5 +31,5 @@ func main() {
 	// First: in a sandbox launcher (a command tool started in its Landlock sandbox)
 	// this confines the process and execs the tool, and never returns.
 	sandbox.Init()
-	os.Exit(ops.Main("toolfleet", os.Args[1:], toolfleetcli.Parse, toolfleetcli.Run))
+	os.Exit(toolfleetcli.Main(os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -67,18 +67,21 @@ func (c Config) Validate() error {
 }
 
 // Options returns the nats.go options for c: authentication, TLS, and reconnecting
-// forever with the connection events logged.
+// forever with the connection events logged: a lost connection once, failed tries at
+// growing intervals (the first, then after 5s, 10s, 20s, … at most 5m apart), the
+// recovery with the tries and time it took; a connection closed on purpose, nothing.
 func (c Config) Options(log zerolog.Logger) []nats.Option {
+	return c.options(newOutage(log), log)
+}
+
+func (c Config) options(o *outage, log zerolog.Logger) []nats.Option {
 	opts := []nats.Option{
 		nats.Name(c.Name),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			log.Warn().Err(err).Msg("disconnected from NATS; reconnecting")
-		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) {
-			log.Info().Str("url", nc.ConnectedUrlRedacted()).Msg("reconnected to NATS")
-		}),
+		nats.DisconnectErrHandler(o.disconnected),
+		nats.ReconnectHandler(func(nc *nats.Conn) { o.connected(nc.ConnectedUrlRedacted(), "reconnected to NATS") }),
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) { o.failed(c.URL, err) }),
 		LogErrors(log),
 	}
 	if c.CredsFile != "" {
@@ -99,18 +102,15 @@ func (c Config) Options(log zerolog.Logger) []nats.Option {
 // Connect validates c and connects. A server that is down (or restarting) when the part
 // starts is waited for: the connection keeps trying, every failed try logged, and the
 // part's own setup waits for it (see jsutil.RetrySetup). A URL that cannot be parsed
-// fails at once; after the first connection, it reconnects forever.
+// fails at once; after the first connection, it reconnects forever. Failed tries are
+// logged as [Config.Options] says.
 func (c Config) Connect(log zerolog.Logger, extra ...nats.Option) (*nats.Conn, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	opts := append(c.Options(log), nats.RetryOnFailedConnect(true),
-		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
-			log.Warn().Err(err).Str("url", c.URL).Msg("cannot reach NATS; retrying")
-		}),
-		nats.ConnectHandler(func(nc *nats.Conn) {
-			log.Info().Str("url", nc.ConnectedUrlRedacted()).Msg("connected to NATS")
-		}))
+	o := newOutage(log)
+	opts := append(c.options(o, log), nats.RetryOnFailedConnect(true),
+		nats.ConnectHandler(func(nc *nats.Conn) { o.connected(nc.ConnectedUrlRedacted(), "connected to NATS") }))
 	nc, err := nats.Connect(c.URL, append(opts, extra...)...)
 	if err != nil {
 		return nil, fmt.Errorf("nats: connect to %s: %w", c.URL, err)

@@ -43,4 +43,13 @@
 // 200, else 1 with the reason on stderr. It needs no shell, so it is a container's
 // HEALTHCHECK for any part of the shared image. [Main] runs a program with this
 // subcommand, signals and exit codes.
+//
+// # help, version, exit codes
+//
+// [Main] gives every program `help` (like -h and --help: the usage, exit 0) and
+// `version` ([Build]: the module version, VCS revision and time from
+// runtime/debug.ReadBuildInfo, the Go version). It exits 0 after a clean stop, 1 when the
+// program fails while running, 2 for a configuration error: parse's, and run's that
+// match [ErrConfig] ([ConfigError] marks them: a model's missing key, a tools file's
+// missing secret, found only when the part starts).
 package ops

@@ -47,7 +47,8 @@ func Probe(ctx context.Context, addr string) error {
 
 // Health is the health subcommand of every program: it probes the ops server that
 // -ops-addr or TOOLFLEET_OPS_ADDR (or an older name of it) says a program beside it
-// listens on, and returns the exit code: 0 when ready, else 1 with the reason on stderr.
+// listens on, and returns the exit code: 0 when ready (or after -h), else 1 with the
+// reason on stderr; 2 for a bad flag or address.
 func Health(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("health", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -55,12 +56,16 @@ func Health(args []string, stderr io.Writer) int {
 	f := registerAddr(fs, Alias{Env: ExecutorAlias.Env}, Alias{Env: PickerAlias.Env})
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return 0
+			return ExitOK
 		}
-		return 1
+		return ExitConfig
 	}
 	c, err := f.Config()
-	if err == nil && c.Addr == "" {
+	if err != nil {
+		fmt.Fprintln(stderr, "health:", err)
+		return ExitConfig
+	}
+	if c.Addr == "" {
 		err = errors.New("the ops server is off (" + AddrEnv + "=off): nothing to ask")
 	}
 	if err == nil {

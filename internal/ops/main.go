@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -15,18 +16,34 @@ import (
 )
 
 // Main runs a program and returns its exit code. `health` as the first argument runs
-// [Health]; otherwise parse reads the configuration (usage on stderr) and run serves
-// until SIGINT or SIGTERM. Exit codes: 0 after -h or a clean stop, 1 when run fails, 2
-// for a bad configuration.
+// [Health], `version` prints [Build]'s line on stdout, `help` (like -h and --help)
+// prints the usage; otherwise parse reads the configuration (usage on stderr) and run
+// serves until SIGINT or SIGTERM. Exit codes: 0 after help, version or a clean stop, 1
+// when run fails, 2 for a bad configuration ([ExitConfig]: parse's errors, and run's
+// that match [ErrConfig]).
 func Main[C any](service string, args []string, parse func([]string, io.Writer) (C, error), run func(context.Context, C) error) int {
-	if len(args) > 0 && args[0] == "health" {
-		return Health(args[1:], os.Stderr)
+	return MainContext(context.Background(), service, args, os.Stdout, os.Stderr, parse, run)
+}
+
+// MainContext is [Main] writing to stdout and stderr, and stopping when ctx ends too:
+// for tests, and for a program whose command line has more than one shape.
+func MainContext[C any](ctx context.Context, service string, args []string, stdout, stderr io.Writer, parse func([]string, io.Writer) (C, error), run func(context.Context, C) error) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "health":
+			return Health(args[1:], stderr)
+		case "version":
+			fmt.Fprintln(stdout, Build(service))
+			return ExitOK
+		case "help":
+			args = []string{"-h"}
+		}
 	}
-	cfg, err := parse(args, os.Stderr)
+	cfg, err := parse(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
-		return 0
+		return ExitOK
 	}
-	log := NewLogger(os.Stderr, service, zerolog.InfoLevel)
+	log := NewLogger(stderr, service, zerolog.InfoLevel)
 	if err == nil {
 		// A tracing variable that asks for something unknown is a bad configuration
 		// too; each program sets its tracing up and hands the provider to its parts.
@@ -34,13 +51,17 @@ func Main[C any](service string, args []string, parse func([]string, io.Writer) 
 	}
 	if err != nil {
 		log.Error().Err(err).Msg("bad configuration")
-		return 2
+		return ExitConfig
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, cfg); err != nil {
+		if errors.Is(err, ErrConfig) {
+			log.Error().Err(err).Msg("bad configuration")
+			return ExitConfig
+		}
 		log.Error().Err(err).Msg(service + " stopped")
-		return 1
+		return ExitFailure
 	}
-	return 0
+	return ExitOK
 }

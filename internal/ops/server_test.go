@@ -96,7 +96,9 @@ func TestHealth(t *testing.T) {
 		{"dead port", nil, map[string]string{AddrEnv: ":" + dead}, nil, 1, "connection refused"},
 		{"any interface is asked on loopback", nil, map[string]string{AddrEnv: "[::]:" + dead}, nil, 1, "http://127.0.0.1:" + dead + "/readyz"},
 		{"off", nil, map[string]string{AddrEnv: "off"}, nil, 1, "the ops server is off"},
-		{"bad address", nil, map[string]string{AddrEnv: "nope"}, nil, 1, `TOOLFLEET_OPS_ADDR "nope"`},
+		{"bad address: a configuration error", nil, map[string]string{AddrEnv: "nope"}, nil, 2, `TOOLFLEET_OPS_ADDR "nope"`},
+		{"bad flag", nil, nil, []string{"-nope"}, 2, "flag provided but not defined"},
+		{"help", nil, nil, []string{"-h"}, 0, "-ops-addr"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -32,8 +32,8 @@
 // of unsafe tools, which executors publish on toolfleet.event.approval.requested.>
 // ([Client.WatchApprovals]); [Client.Answer] approves or denies one (the first answer to
 // a call wins; a later one is [ErrAnswered]). Starting a run is
-// not part of the NATS contract today: it is the planner's HTTP API (POST /v1/runs) or
-// planner.Start in process.
+// not part of the NATS contract today: it is the planner's HTTP API, which package
+// client/runs drives (start, wait, follow, follow-up, cancel, approvals, tools).
 //
 // # Errors
 //

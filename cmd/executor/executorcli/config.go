@@ -204,16 +204,19 @@ func (c Config) Registry() (*tools.Registry, error) {
 func (c Config) Tools(ctx context.Context, log zerolog.Logger, onChange func(server string, c mcptool.Change)) (*tools.Registry, map[string]events.Hook, toolsfile.MCPServers, error) {
 	reg, err := c.builtins()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, ops.ConfigError(err)
 	}
 	var servers toolsfile.MCPServers
 	var hooks map[string]events.Hook
 	if c.ToolsFile != "" {
 		file, err := toolsfile.LoadFile(c.ToolsFile)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, ops.ConfigError(err)
 		}
 		servers, err = file.Start(ctx, reg, log, onChange)
+		if errors.Is(err, executor.ErrMissingSecret) {
+			return nil, nil, nil, ops.ConfigError(err) // exit 2; an MCP server that cannot start is 1
+		}
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -221,7 +224,7 @@ func (c Config) Tools(ctx context.Context, log zerolog.Logger, onChange func(ser
 	}
 	if _, err := nonEmpty(reg); err != nil {
 		servers.Close()
-		return nil, nil, nil, err
+		return nil, nil, nil, ops.ConfigError(err)
 	}
 	return reg, hooks, servers, nil
 }

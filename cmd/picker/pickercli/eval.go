@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/toolfleet/toolfleet/internal/ops"
 	"github.com/toolfleet/toolfleet/internal/shareddata"
 	"github.com/toolfleet/toolfleet/internal/toolret"
 )
@@ -23,20 +24,23 @@ func Eval(ctx context.Context, args []string, out io.Writer) error {
 	dir := fs.String("data", shareddata.Dir("toolret"), "the toolret directory (default ../shared/testdata/toolret)")
 	folds := fs.Int("folds", 5, "cross-validation folds: tune on all but one, score on that one; 0 scores the defaults on all queries")
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return ops.ConfigError(err)
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
+		return ops.ConfigError(fmt.Errorf("unexpected arguments %q", fs.Args()))
 	}
 	if *dir == "" {
-		return errors.New("toolret data not found; pass -data or set TOOLFLEET_SHARED")
+		return ops.ConfigError(errors.New("toolret data not found; pass -data or set TOOLFLEET_SHARED"))
 	}
 	switch {
 	case *folds == 0:
 		_, err := toolret.Report(ctx, out, *dir)
 		return err
 	case *folds < 2:
-		return fmt.Errorf("-folds must be 0 or at least 2, got %d", *folds)
+		return ops.ConfigError(fmt.Errorf("-folds must be 0 or at least 2, got %d", *folds))
 	}
 	cv, err := toolret.CrossValidate(ctx, *dir, *folds, toolret.Grid())
 	if err != nil {

@@ -27,7 +27,7 @@ func Run(ctx context.Context, c Config) error {
 	log := c.Ops.Logger("planner")
 	models, def, err := c.Models()
 	if err != nil {
-		return err
+		return ops.ConfigError(err) // a model unknown, or its key missing: exit 2
 	}
 	if c.Tracing, err = telemetry.Setup(ctx, "planner"); err != nil {
 		return err

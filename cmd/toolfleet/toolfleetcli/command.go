@@ -48,9 +48,14 @@ func Parse(args []string, out io.Writer) (Command, error) {
 	fs.SetOutput(out)
 	data := fs.String("data", "", "directory for JetStream's files (default: a temporary one, removed at exit)")
 	httpAllow := fs.String("http-allow", "", "comma-separated hosts http_get may reach (default: none, and no http_get)")
-	verbose := fs.Bool("v", false, "demo: log the parts' warnings and errors to stderr")
-	calls := fs.Int("calls", 3000, "demo: tool calls in the load")
+	// Each subcommand lists only its own flags.
+	var verbose *bool
+	var calls *int
 	var opsFlags *ops.Flags
+	if c.Name == "demo" {
+		verbose = fs.Bool("v", false, "log the parts' warnings and errors to stderr")
+		calls = fs.Int("calls", 3000, "tool calls in the load")
+	}
 	if c.Name == "dev" {
 		fs.StringVar(&c.Dev.Host, "host", envflag.String("TOOLFLEET_DEV_HOST", "127.0.0.1"), "the address NATS, the planner API and the ops server bind; 0.0.0.0 inside a container (env TOOLFLEET_DEV_HOST)")
 		fs.StringVar(&c.Dev.HTTPAddr, "http", ":8080", "the planner API's listen address; without a host, on -host")

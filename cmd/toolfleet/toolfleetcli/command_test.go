@@ -51,12 +51,12 @@ func TestCommand(t *testing.T) {
 		code int
 		says string
 	}{
-		{"unknown subcommand", []string{"nonsense"}, "", 2, "usage:"},
-		{"no subcommand", nil, "", 2, "toolfleet health"},
+		{"unknown subcommand", []string{"nonsense"}, "", 2, `unknown command "nonsense"`},
+		{"no subcommand", nil, "", 2, "want a command"},
 		{"bad dev host", []string{"dev", "-host", ""}, "", 2, "-host (TOOLFLEET_DEV_HOST) is empty"},
 		{"bad ops address", []string{"dev", "-ops-addr", "9090"}, "", 2, `-ops-addr \"9090\"`},
 		{"bad flag", []string{"demo", "-calls", "many"}, "", 2, "invalid value"},
-		{"bad model", []string{"demo", "-calls", "10"}, "TOOLFLEET_MODEL=bogus", 1, "want <provider>/<model>"},
+		{"bad model: a configuration error", []string{"demo", "-calls", "10"}, "TOOLFLEET_MODEL=bogus", 2, "want <provider>/<model>"},
 	} {
 		cmd := exec.Command(bin, tc.args...)
 		cmd.Env = os.Environ()

@@ -39,8 +39,13 @@
 //
 // # The command
 //
-// [Parse] and [Run] are the toolfleet command (cmd/toolfleet), in the shape of every
-// program: `toolfleet demo`, `toolfleet dev`, and `toolfleet health` (internal/ops).
+// [Main] is the toolfleet command (cmd/toolfleet), on cobra: the client commands that
+// drive a fleet — run, runs (ls, get, watch, cancel, send), approvals (ls, approve,
+// deny, modify), tools (ls, show) over the planner API with pkg/client/runs, call over
+// NATS with pkg/client — and version, completion and help (docs/cli.md has them all,
+// with their exit codes). [Parse] and [Run] are the all-in-one programs, in the shape
+// of every program (internal/ops): `toolfleet demo`, `toolfleet dev`, `toolfleet mcp`
+// and `toolfleet health`, each listing only its own flags.
 // The fleet builds its parts with the programs' own pieces (executorcli.New,
 // pickercli.NewService, plannercli.New), so that it runs what the separate programs run.
 package toolfleetcli

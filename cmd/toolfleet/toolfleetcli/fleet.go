@@ -159,6 +159,7 @@ func Start(ctx context.Context, o Options) (f *Fleet, err error) {
 	}
 	f.ready = ops.All(ops.Connected(f.NC), executorcli.Serving(ex), pickercli.Indexed(pk))
 	models, def, err := models()
+	err = ops.ConfigError(err) // a model unknown, or its key missing: exit 2
 	if err != nil {
 		return f, err
 	}

@@ -1,0 +1,386 @@
+package toolfleetcli
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/toolfleet/toolfleet/pkg/client/runs"
+)
+
+// runEnd is how `run --wait|--follow`, `runs watch` and `runs send --wait` exit: 0
+// when the run completed (or a final tool or stop condition ended it), 1 otherwise
+// (canceled, an error threshold, a timeout, …), so that scripts can test it.
+func runEnd(r *runs.Run) error {
+	switch r.Termination {
+	case "completed", "final_tool", "stop_condition", "stop_hook":
+		return nil
+	}
+	return &exitError{code: exitFailure, err: fmt.Errorf("run %s ended %s: %s", r.ID, r.Termination, r.Detail)}
+}
+
+func (c *cli) runCommand() *cobra.Command {
+	var req runs.StartRequest
+	var wait, follow bool
+	var maxSteps int
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   `run "INPUT" [--tools a,b] [--wait|--follow]`,
+		Short: "Start a run",
+		Long: `Start a run with INPUT as the user's message. Without --wait or --follow it prints the
+run's id and returns; --wait waits for the run's end and prints it; --follow shows its
+steps and calls as they happen, then its end. With either, the exit code is 0 when the
+run completed and 1 when it ended otherwise (canceled, timeout, error threshold, ...).`,
+		Example: `  toolfleet run "What is 6*7?" --tools calculator --wait
+  toolfleet run "Summarize the report" --follow
+  toolfleet run "Clean up staging" -o json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if wait && follow {
+				return usageErrorf("give --wait or --follow, not both")
+			}
+			api, err := c.api()
+			if err != nil {
+				return err
+			}
+			req.Input = args[0]
+			if maxSteps > 0 || timeout > 0 {
+				req.Limits = &runs.Limits{MaxSteps: maxSteps}
+				if timeout > 0 {
+					req.Limits.Timeout = timeout.String()
+				}
+			}
+			run, err := api.Start(cmd.Context(), req)
+			if err != nil {
+				return c.failed(api, err)
+			}
+			switch {
+			case follow:
+				return c.watch(cmd.Context(), api, run.ID, 0)
+			case wait:
+				if run, err = api.Wait(cmd.Context(), run.ID); err != nil {
+					return c.failed(api, err)
+				}
+				if err := c.showRun(run); err != nil {
+					return err
+				}
+				return runEnd(run)
+			}
+			if c.output == "json" {
+				return c.printJSON(run)
+			}
+			fmt.Fprintf(c.stdout, "run %s started (%s)\n  follow it: toolfleet runs watch %s\n", run.ID, run.Status, run.ID)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&req.Tools, "tools", nil, "the run's tools, comma-separated (default: the whole catalog)")
+	f.StringVar(&req.Model, "model", "", "one of the planner's models (default: its default)")
+	f.StringVar(&req.System, "system", "", "a system prompt")
+	f.StringVar(&req.ToolChoice, "tool-choice", "", "auto, required, none, or one tool's name")
+	f.IntVar(&maxSteps, "max-steps", 0, "the most model calls (default: the planner's, 10)")
+	f.DurationVar(&timeout, "timeout", 0, "the run's wall-clock limit, e.g. 2m (default: the planner's, 5m)")
+	f.StringToStringVar(&req.Metadata, "metadata", nil, "key=value pairs kept with the run")
+	f.BoolVar(&wait, "wait", false, "wait for the run's end and print it")
+	f.BoolVar(&follow, "follow", false, "show the run's steps and calls as they happen, then its end")
+	_ = cmd.RegisterFlagCompletionFunc("tools", c.completeTools)
+	return cmd
+}
+
+func (c *cli) runsCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "runs",
+		Short: "List, show, watch, cancel and continue runs",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(c.runsList(), c.runsGet(), c.runsWatch(), c.runsCancel(), c.runsSend())
+	return cmd
+}
+
+func (c *cli) runsList() *cobra.Command {
+	var f runs.RunFilter
+	var since, until string
+	cmd := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List runs, newest first",
+		Example: `  toolfleet runs ls --status running
+  toolfleet runs ls --tool write_file --since 1h
+  toolfleet runs ls -q invoice -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if f.Since, err = parseSince(since, "--since"); err != nil {
+				return err
+			}
+			if f.Until, err = parseSince(until, "--until"); err != nil {
+				return err
+			}
+			api, err := c.api()
+			if err != nil {
+				return err
+			}
+			page, err := api.ListRuns(cmd.Context(), f)
+			if err != nil {
+				return c.failed(api, err)
+			}
+			if c.output == "json" {
+				return c.printJSON(page)
+			}
+			t := newTable(c.stdout, "ID", "STATUS", "TERMINATION", "STEPS", "CALLS", "APPROVALS", "AGE", "INPUT")
+			for _, r := range page.Runs {
+				t.row(r.ID, r.Status, r.Termination, r.Steps, r.Calls, r.PendingApprovals, age(r.CreatedAt), short(r.Input, 50))
+			}
+			t.flush()
+			if page.Next != "" {
+				fmt.Fprintf(c.stderr, "more: toolfleet runs ls --cursor %s\n", page.Next)
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.Status, "status", "", "running or done")
+	fl.StringVar(&f.Termination, "termination", "", "how the runs ended: completed, canceled, timeout, ...")
+	fl.StringVar(&f.Tool, "tool", "", "runs that called this tool")
+	fl.StringVar(&f.Parent, "parent", "", "the nested runs of this run")
+	fl.StringVar(&since, "since", "", "runs created since: a duration ago (1h) or an RFC 3339 time")
+	fl.StringVar(&until, "until", "", "runs created until: a duration ago or an RFC 3339 time")
+	fl.StringVarP(&f.Query, "query", "q", "", "runs whose input contains this text")
+	fl.IntVar(&f.Limit, "limit", 0, "runs on the page, 1 to 500 (default 50)")
+	fl.StringVar(&f.Cursor, "cursor", "", "the page after the one that printed this cursor")
+	_ = cmd.RegisterFlagCompletionFunc("status", cobra.FixedCompletions([]string{"running", "done"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("tool", c.completeTools)
+	return cmd
+}
+
+// parseSince reads a time as a duration ago or an RFC 3339 time; empty is none.
+func parseSince(v, flag string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+		return time.Now().Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return time.Time{}, usageErrorf("%s %q: want a duration (1h30m) or an RFC 3339 time (2026-05-01T10:00:00Z)", flag, v)
+	}
+	return t, nil
+}
+
+func (c *cli) runsGet() *cobra.Command {
+	return &cobra.Command{
+		Use:               "get RUN",
+		Short:             "Show a run: its status, answer and every call with its timeline",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: c.completeRuns,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			api, err := c.api()
+			if err != nil {
+				return err
+			}
+			run, err := api.Get(cmd.Context(), args[0])
+			if err != nil {
+				return c.failed(api, err)
+			}
+			return c.showRun(run)
+		},
+	}
+}
+
+func (c *cli) runsWatch() *cobra.Command {
+	var after uint64
+	cmd := &cobra.Command{
+		Use:   "watch RUN",
+		Short: "Show a run's steps and calls as they happen, until it ends",
+		Long: `Show a run's events as they happen (Server-Sent Events), from its first or from the one
+after --after SEQ (each event's sequence is the first column; -o json prints each event
+as a JSON line), until the run ends. Exit 0 when the run completed, 1 otherwise.`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: c.completeRuns,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			api, err := c.api()
+			if err != nil {
+				return err
+			}
+			return c.watch(cmd.Context(), api, args[0], after)
+		},
+	}
+	cmd.Flags().Uint64Var(&after, "after", 0, "resume after the event with this sequence")
+	return cmd
+}
+
+func (c *cli) runsCancel() *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:               "cancel RUN",
+		Short:             "Cancel a run: its calls are canceled, its nested runs too",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: c.completeRuns,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			api, err := c.api()
+			if err != nil {
+				return err
+			}
+			run, err := api.Cancel(cmd.Context(), args[0], reason)
+			if err != nil {
+				return c.failed(api, err)
+			}
+			if c.output == "json" {
+				return c.printJSON(run)
+			}
+			fmt.Fprintf(c.stdout, "run %s canceled: %s\n", run.ID, run.Detail)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why, for the record")
+	return cmd
+}
+
+func (c *cli) runsSend() *cobra.Command {
+	var f runs.FollowUp
+	var wait, follow bool
+	cmd := &cobra.Command{
+		Use:               `send RUN "MESSAGE" [--wait|--follow]`,
+		Short:             "Continue a run with a follow-up message (a run that ended is reopened)",
+		Example:           `  toolfleet runs send r1gpQk66 "Now write it as a table" --follow`,
+		Args:              cobra.ExactArgs(2),
+		ValidArgsFunction: c.completeRuns,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if wait && follow {
+				return usageErrorf("give --wait or --follow, not both")
+			}
+			api, err := c.api()
+			if err != nil {
+				return err
+			}
+			f.Input = args[1]
+			run, err := api.FollowUp(cmd.Context(), args[0], f)
+			if err != nil {
+				return c.failed(api, err)
+			}
+			switch {
+			case follow:
+				return c.watch(cmd.Context(), api, run.ID, 0)
+			case wait:
+				if run, err = api.Wait(cmd.Context(), run.ID); err != nil {
+					return c.failed(api, err)
+				}
+				if err := c.showRun(run); err != nil {
+					return err
+				}
+				return runEnd(run)
+			}
+			if c.output == "json" {
+				return c.printJSON(run)
+			}
+			fmt.Fprintf(c.stdout, "run %s continued (turn %d, %s)\n", run.ID, run.Turn, run.Status)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&f.ID, "id", "", "an idempotency key: a follow-up with an id the run has taken is not added again")
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the run's end and print it")
+	cmd.Flags().BoolVar(&follow, "follow", false, "show the run's steps and calls as they happen, then its end")
+	return cmd
+}
+
+// watch shows the run's events live, then the run; it exits as [runEnd] says.
+func (c *cli) watch(ctx context.Context, api *runs.Client, id string, after uint64) error {
+	live := newLiveView(c.stdout, c.output == "json")
+	for ev, err := range api.Follow(ctx, id, after) {
+		if err != nil {
+			return c.failed(api, err)
+		}
+		live.show(ev)
+	}
+	run, err := api.Get(ctx, id)
+	if err != nil {
+		return c.failed(api, err)
+	}
+	if c.output != "json" {
+		fmt.Fprintln(c.stdout)
+		if err := c.showRun(run); err != nil {
+			return err
+		}
+	}
+	return runEnd(run)
+}
+
+// showRun prints a run: JSON, or a summary and its calls as a table.
+func (c *cli) showRun(r *runs.Run) error {
+	if c.output == "json" {
+		return c.printJSON(r)
+	}
+	w := c.stdout
+	status := r.Status
+	if r.Termination != "" {
+		status += " (" + r.Termination + ")"
+	}
+	fmt.Fprintf(w, "run %s: %s\n", r.ID, status)
+	if r.Detail != "" && r.Detail != r.Termination {
+		fmt.Fprintf(w, "  detail:  %s\n", r.Detail)
+	}
+	fmt.Fprintf(w, "  model:   %s, %d steps, %d tokens", r.Model, r.Steps, r.Tokens)
+	if r.Cost > 0 {
+		fmt.Fprintf(w, ", cost %.4f", r.Cost)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "  created: %s", r.CreatedAt.Local().Format(time.DateTime))
+	if r.FinishedAt != nil {
+		fmt.Fprintf(w, ", took %s", (time.Duration(r.DurationMS) * time.Millisecond).String())
+	}
+	fmt.Fprintln(w)
+	if r.ParentID != "" {
+		fmt.Fprintf(w, "  parent:  %s (depth %d)\n", r.ParentID, r.Depth)
+	}
+	for _, warn := range r.Warnings {
+		fmt.Fprintf(w, "  warning: %s\n", warn)
+	}
+	if len(r.Calls) > 0 {
+		fmt.Fprintln(w)
+		t := newTable(w, "STEP", "CALL", "TOOL", "STATUS", "ATTEMPTS", "DURATION", "RESULT")
+		for _, call := range r.Calls {
+			result := string(call.Output)
+			if call.Error != nil {
+				result = string(call.Error.Code) + ": " + call.Error.Message
+			}
+			if call.Status == runs.CallAwaitingApproval {
+				result = "toolfleet approvals approve " + call.ID
+			}
+			t.row(call.Step, call.ID, call.Name, call.Status, call.Attempts, millis(call.DurationMS), short(result, 70))
+		}
+		t.flush()
+	}
+	if r.Answer != "" {
+		fmt.Fprintf(w, "\nanswer: %s\n", r.Answer)
+	}
+	return nil
+}
+
+// millis shows a duration in milliseconds; 0 is "-".
+func millis(v int64) string {
+	if v == 0 {
+		return "-"
+	}
+	return (time.Duration(v) * time.Millisecond).String()
+}
+
+// age is how long ago t was, to the second (kubectl's AGE column).
+func age(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := time.Since(t).Round(time.Second)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}

@@ -1,0 +1,240 @@
+package toolfleetcli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/toolfleet/toolfleet/cmd/executor/executorcli"
+	"github.com/toolfleet/toolfleet/cmd/picker/pickercli"
+	"github.com/toolfleet/toolfleet/cmd/planner/plannercli"
+	"github.com/toolfleet/toolfleet/internal/ops"
+	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
+	"github.com/toolfleet/toolfleet/internal/testsupport/opstest"
+	"github.com/toolfleet/toolfleet/pkg/client/runs"
+)
+
+// cliResult is what one command line did.
+type cliResult struct {
+	code           int
+	stdout, stderr string
+}
+
+// toolfleet runs the command line in process, as a user runs the binary.
+func toolfleet(args ...string) cliResult {
+	var out, errOut bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	code := MainContext(ctx, args, &out, &errOut)
+	return cliResult{code, out.String(), errOut.String()}
+}
+
+func (r cliResult) check(t *testing.T, code int, stdout ...string) {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", r.code, code, r.stdout, r.stderr)
+	}
+	for _, s := range stdout {
+		if !strings.Contains(r.stdout+r.stderr, s) {
+			t.Errorf("the output lacks %q\nstdout:\n%s\nstderr:\n%s", s, r.stdout, r.stderr)
+		}
+	}
+}
+
+// startRun starts the scripted run (it stops at write_file for an approval) and
+// returns its id and write_file's call id once the call waits.
+func startRun(t *testing.T) (runID, callID string) {
+	t.Helper()
+	r := toolfleet(append([]string{"run", "Total the orders", "-o", "json", "--tools"}, strings.Join(demoTools, ","))...)
+	r.check(t, 0)
+	var run runs.Run
+	if err := json.Unmarshal([]byte(r.stdout), &run); err != nil || run.ID == "" {
+		t.Fatalf("run -o json: %v\n%s", err, r.stdout)
+	}
+	natstest.Eventually(t, 30*time.Second, "write_file waits for an approval", func() bool {
+		var page runs.ApprovalPage
+		r := toolfleet("approvals", "ls", "-o", "json")
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &page) != nil {
+			return false
+		}
+		for _, a := range page.Approvals {
+			if a.RunID == run.ID && a.Tool == "write_file" {
+				callID = a.CallID
+				return true
+			}
+		}
+		return false
+	})
+	return run.ID, callID
+}
+
+// Every client command against a real fleet (toolfleet dev in process): tables, JSON,
+// and errors with their exit codes.
+func TestCLI(t *testing.T) {
+	opstest.Env(t, map[string]string{"TOOLFLEET_MODEL": "", "XDG_CONFIG_HOME": t.TempDir(), "HOME": t.TempDir()})
+	a, stop := startDev(t, DevOptions{HTTPAddr: ":0", Out: io.Discard})
+	defer func() {
+		if err := stop(); err != nil {
+			t.Errorf("dev: %v", err)
+		}
+	}()
+	t.Setenv("TOOLFLEET_API_URL", a.API)
+	t.Setenv("TOOLFLEET_NATS_URL", a.NATS)
+
+	// A run approved while it is watched: the live view, then the run.
+	runID, callID := startRun(t)
+	toolfleet("approvals", "ls").check(t, 0, "CALL", callID, "write_file", "pending")
+	watched := make(chan cliResult, 1)
+	go func() { watched <- toolfleet("runs", "watch", runID) }()
+	toolfleet("approvals", "approve", callID, "--reason", "fine").check(t, 0, "call "+callID+" approved")
+	late := toolfleet("approvals", "deny", callID)
+	late.check(t, 1, "409 Conflict")
+	w := <-watched
+	w.check(t, 0, "→ get_time", "✗ calculator invalid_tool_input", "? write_file waits for an approval", ": approve by api: fine",
+		"done: completed", "answer: The orders total 84")
+	toolfleet("runs", "get", runID).check(t, 0, "run "+runID+": done (completed)", "STEP", "read_file", "answer: The orders total 84")
+	var got runs.Run
+	r := toolfleet("runs", "get", runID, "-o", "json")
+	if r.check(t, 0); json.Unmarshal([]byte(r.stdout), &got) != nil || got.Termination != "completed" || len(got.Calls) != 6 {
+		t.Errorf("runs get -o json: %s", r.stdout)
+	}
+	toolfleet("runs", "ls").check(t, 0, "ID", "STATUS", runID, "Total the orders")
+	var page runs.RunPage
+	r = toolfleet("runs", "ls", "--status", "done", "-q", "total THE", "-o", "json")
+	if r.check(t, 0); json.Unmarshal([]byte(r.stdout), &page) != nil || len(page.Runs) != 1 || page.Runs[0].ID != runID {
+		t.Errorf("runs ls --status done -q: %s", r.stdout)
+	}
+	toolfleet("runs", "ls", "--since", "yesterday").check(t, 2, "--since")
+	// The scripted model has no step left for a second turn: the run reopens, then ends
+	// model_error, and a run that did not complete exits 1.
+	toolfleet("runs", "send", runID, "Thanks.", "--wait").check(t, 1, "done (model_error)", "ended model_error")
+	toolfleet("runs", "watch", runID, "-o", "json").check(t, 1, `"termination":"completed"`, `"termination":"model_error"`)
+
+	// Denied, and the run says why; modified; canceled.
+	runID, callID = startRun(t)
+	toolfleet("approvals", "deny", callID, "--reason", "not today").check(t, 0, "denied")
+	toolfleet("run", "x", "--wait", "--follow").check(t, 2, "not both")
+	r = toolfleet("runs", "watch", runID)
+	r.check(t, 0, "The report was not approved")
+	runID, callID = startRun(t)
+	toolfleet("approvals", "modify", callID, "not json").check(t, 2, "not JSON")
+	toolfleet("approvals", "modify", callID, `{"path":"other.txt","content":"changed\n"}`).check(t, 0, "approved with new arguments")
+	toolfleet("runs", "watch", runID).check(t, 0, "done: completed")
+	runID, _ = startRun(t)
+	toolfleet("runs", "cancel", runID, "--reason", "stop").check(t, 0, "canceled", "stop")
+	toolfleet("runs", "cancel", runID).check(t, 1, "409 Conflict", "has ended already")
+	toolfleet("runs", "watch", runID).check(t, 1, "ended canceled")
+	toolfleet("runs", "get", "no-such-run").check(t, 1, "404 Not Found")
+
+	// Tools and direct calls.
+	toolfleet("tools", "ls").check(t, 0, "NAME", "EXECUTORS", "calculator", "write_file")
+	toolfleet("tools", "show", "calculator").check(t, 0, "calculator:", "safe: yes", `"expression"`)
+	toolfleet("tools", "show", "nope").check(t, 1, `no tool "nope"`)
+	toolfleet("call", "calculator", `{"expression":"6*7"}`).check(t, 0, `"result": 42`)
+	toolfleet("call", "calculator", `{"expression":"6*7"}`, "-o", "json").check(t, 0, `"status": "ok"`, `"executor"`)
+	toolfleet("call", "calculator", `{"expr":"6*7"}`).check(t, 1, "calculator: invalid_tool_input")
+	toolfleet("call", "calculator", `{`).check(t, 2, "not JSON")
+
+	// Where the API is: a flag over the environment, the context file, nothing there.
+	ctxFile := filepath.Join(t.TempDir(), "context.json")
+	if err := os.WriteFile(ctxFile, []byte(`{"apiUrl":"`+a.API+`"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TOOLFLEET_API_URL", "")
+	toolfleet("tools", "ls", "--context", ctxFile).check(t, 0, "calculator")
+	dead := "http://" + opstest.FreeAddr(t)
+	toolfleet("tools", "ls", "--context", ctxFile, "--api-url", dead).check(t, 1, "no answer from the planner API at "+dead)
+	if err := os.WriteFile(ctxFile, []byte(`{"apiUrl":`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	toolfleet("tools", "ls", "--context", ctxFile).check(t, 2, "the context file")
+	toolfleet("tools", "ls", "--api-url", "localhost:8080").check(t, 2, "want http://host:port")
+	toolfleet("tools", "ls", "--api-url", a.API, "-o", "yaml").check(t, 2, "want table or json")
+}
+
+// Help exits 0 with usage for every command; version and completion work; a bad
+// command line exits 2.
+func TestCLIHelpVersionAndUsage(t *testing.T) {
+	opstest.Env(t, nil)
+	var walk func(cmd *cobra.Command)
+	walk = func(cmd *cobra.Command) {
+		path := strings.Fields(cmd.CommandPath())[1:]
+		toolfleet(append(path, "--help")...).check(t, 0, "sage")
+		toolfleet(append([]string{"help"}, path...)...).check(t, 0, "sage")
+		for _, sub := range cmd.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRoot(io.Discard, io.Discard))
+	toolfleet("-h").check(t, 0, "Drive a fleet:", "Exit codes:")
+	toolfleet("dev", "-h").check(t, 0, "-nats-port")
+	if r := toolfleet("dev", "-h"); strings.Contains(r.stderr+r.stdout, "-calls") {
+		t.Errorf("dev -h lists demo's flags:\n%s", r.stderr)
+	}
+	toolfleet("health", "-h").check(t, 0, "-ops-addr")
+	toolfleet("version").check(t, 0, "toolfleet ", "go1.")
+	toolfleet("version", "-o", "json").check(t, 0, `"program": "toolfleet"`, `"goVersion"`)
+	toolfleet("completion", "bash").check(t, 0, "bash completion")
+	toolfleet("completion", "zsh").check(t, 0, "compdef")
+	toolfleet().check(t, 2, "want a command")
+	toolfleet("nonsense").check(t, 2, `unknown command "nonsense"`)
+	toolfleet("run").check(t, 2, "accepts 1 arg")
+	toolfleet("runs", "ls", "--bogus").check(t, 2, "unknown flag: --bogus")
+	toolfleet("dev", "-bogus").check(t, 2, "flag provided but not defined")
+}
+
+// Every program: help and -h exit 0 with usage, version prints the build, a bad flag
+// exits 2 (cmd/executor, cmd/planner and cmd/picker are ops.Main over these).
+func TestProgramsHelpVersionExitCodes(t *testing.T) {
+	opstest.Env(t, nil)
+	type program struct {
+		name string
+		main func(args []string, stdout, stderr io.Writer) int
+	}
+	ctx := context.Background()
+	for _, p := range []program{
+		{"executor", func(a []string, o, e io.Writer) int {
+			return ops.MainContext(ctx, "executor", a, o, e, executorcli.Parse, executorcli.Run)
+		}},
+		{"planner", func(a []string, o, e io.Writer) int {
+			return ops.MainContext(ctx, "planner", a, o, e, plannercli.Parse, plannercli.Run)
+		}},
+		{"picker", func(a []string, o, e io.Writer) int {
+			return ops.MainContext(ctx, "picker", a, o, e, pickercli.Parse, pickercli.Run)
+		}},
+	} {
+		for _, tc := range []struct {
+			args []string
+			code int
+			says string
+		}{
+			{[]string{"-h"}, 0, "-ops-addr"},
+			{[]string{"--help"}, 0, "-ops-addr"},
+			{[]string{"help"}, 0, "-ops-addr"},
+			{[]string{"version"}, 0, p.name + " "},
+			{[]string{"-no-such-flag"}, 2, "bad configuration"},
+		} {
+			var out, errOut bytes.Buffer
+			if code := p.main(tc.args, &out, &errOut); code != tc.code || !strings.Contains(out.String()+errOut.String(), tc.says) {
+				t.Errorf("%s %q: exit %d, want %d saying %q:\n%s%s", p.name, tc.args, code, tc.code, tc.says, out.String(), errOut.String())
+			}
+		}
+	}
+	// picker eval: -h is help, a bad flag a configuration error.
+	if err := pickercli.Eval(ctx, []string{"-h"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("picker eval -h: %v", err)
+	}
+	if err := pickercli.Eval(ctx, []string{"-folds", "1"}, io.Discard); !errors.Is(err, ops.ErrConfig) {
+		t.Errorf("picker eval -folds 1: %v, want a configuration error", err)
+	}
+}

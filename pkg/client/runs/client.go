@@ -1,0 +1,299 @@
+package runs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DefaultURL is where `toolfleet dev` serves the planner's API.
+const DefaultURL = "http://127.0.0.1:8080"
+
+// Client drives runs over one planner's HTTP API. It is safe for concurrent use.
+type Client struct {
+	base  *url.URL
+	token string
+	http  *http.Client
+}
+
+// Option configures a [Client].
+type Option func(*Client)
+
+// WithToken sends token as the bearer token of every request: the planner acts with its
+// tenant and role.
+func WithToken(token string) Option { return func(c *Client) { c.token = token } }
+
+// WithHTTPClient sends the requests with hc instead of a client of this package's own.
+// Its Timeout, if any, also bounds a followed run's event stream: prefer contexts.
+func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.http = hc } }
+
+// New returns a client of the planner API at baseURL (e.g. [DefaultURL]).
+func New(baseURL string, opts ...Option) (*Client, error) {
+	u, err := url.Parse(strings.TrimRight(baseURL, "/"))
+	if err != nil {
+		return nil, fmt.Errorf("runs: the API URL %q: %w", baseURL, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("runs: the API URL %q: want http://host:port or https://host", baseURL)
+	}
+	c := &Client{base: u, http: &http.Client{Transport: http.DefaultTransport}}
+	for _, o := range opts {
+		o(c)
+	}
+	return c, nil
+}
+
+// URL returns the API's base URL.
+func (c *Client) URL() string { return c.base.String() }
+
+// Error is the planner's answer to a request it refused, or could not serve.
+type Error struct {
+	// Status is the HTTP status: 400 a bad request (Message says what), 401 a missing or
+	// wrong token, 403 not allowed, 404 not found (also another tenant's run), 409 a
+	// conflict with the run's state or an approval's first answer, 503 try again.
+	Status     int               `json:"status"`
+	Message    string            `json:"message"`
+	Violations []json.RawMessage `json:"violations,omitempty"`
+	// Approval is the decision that stood, for an answer refused as late (409).
+	Approval json.RawMessage `json:"approval,omitempty"`
+	// Run is the run as it stands, beside a control request refused for its state.
+	Run *Run `json:"-"`
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("%d %s: %s", e.Status, http.StatusText(e.Status), e.Message)
+}
+
+// IsNotFound reports whether err is the planner's 404.
+func IsNotFound(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Status == http.StatusNotFound
+}
+
+// Start starts a run and returns it as stored, running; follow it with [Client.Follow]
+// or [Client.Wait].
+func (c *Client) Start(ctx context.Context, req StartRequest) (*Run, error) {
+	var run Run
+	if err := c.do(ctx, http.MethodPost, "/v1/runs", req, &run); err != nil {
+		return nil, err
+	}
+	return &run, nil
+}
+
+// Get returns the run id: status, answer, and every call with its timeline.
+func (c *Client) Get(ctx context.Context, id string) (*Run, error) {
+	var run Run
+	if err := c.do(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(id), nil, &run); err != nil {
+		return nil, err
+	}
+	return &run, nil
+}
+
+// Wait returns the run id once it is done, following its events until its last done event
+// (a long run costs one open stream, not polling). A run waiting for an approval waits
+// with it. ctx bounds the wait.
+func (c *Client) Wait(ctx context.Context, id string) (*Run, error) {
+	for _, err := range c.Follow(ctx, id, 0) {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return c.Get(ctx, id)
+}
+
+// FollowUp adds a message to the run id and continues it (a run that ended is
+// reopened). It returns the run as it stands.
+func (c *Client) FollowUp(ctx context.Context, id string, f FollowUp) (*Run, error) {
+	var run Run
+	if err := c.do(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(id)+"/messages", f, &run); err != nil {
+		return nil, err
+	}
+	return &run, nil
+}
+
+// Cancel ends the run id, canceled, with reason (may be empty): calls without a result
+// are canceled, calls waiting for approval answered canceled. A run that has ended
+// already is a 409 *[Error] with the run beside it.
+func (c *Client) Cancel(ctx context.Context, id, reason string) (*Run, error) {
+	var run Run
+	body := map[string]string{}
+	if reason != "" {
+		body["reason"] = reason
+	}
+	if err := c.do(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(id)+"/cancel", body, &run); err != nil {
+		return nil, err
+	}
+	return &run, nil
+}
+
+// ListRuns returns a page of the caller's tenant's runs, newest first.
+func (c *Client) ListRuns(ctx context.Context, f RunFilter) (*RunPage, error) {
+	q := url.Values{}
+	set := func(k, v string) {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	set("status", f.Status)
+	set("termination", f.Termination)
+	set("tool", f.Tool)
+	set("parent", f.Parent)
+	set("q", f.Query)
+	set("cursor", f.Cursor)
+	if !f.Since.IsZero() {
+		q.Set("since", f.Since.UTC().Format(time.RFC3339))
+	}
+	if !f.Until.IsZero() {
+		q.Set("until", f.Until.UTC().Format(time.RFC3339))
+	}
+	if f.Limit > 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	var page RunPage
+	if err := c.do(ctx, http.MethodGet, withQuery("/v1/runs", q), nil, &page); err != nil {
+		return nil, err
+	}
+	return &page, nil
+}
+
+// ListApprovals returns a page of the approvals of the caller's tenant's calls.
+func (c *Client) ListApprovals(ctx context.Context, f ApprovalFilter) (*ApprovalPage, error) {
+	q := url.Values{}
+	if f.Status != "" {
+		q.Set("status", f.Status)
+	}
+	if f.Cursor != "" {
+		q.Set("cursor", f.Cursor)
+	}
+	if f.Limit > 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	var page ApprovalPage
+	if err := c.do(ctx, http.MethodGet, withQuery("/v1/approvals", q), nil, &page); err != nil {
+		return nil, err
+	}
+	return &page, nil
+}
+
+// Answer answers the approval of call callID. The first answer wins; a later one is a
+// 409 *[Error] whose Approval is the decision that stood.
+func (c *Client) Answer(ctx context.Context, callID string, a Answer) error {
+	return c.do(ctx, http.MethodPost, "/v1/approvals/"+url.PathEscape(callID), a, nil)
+}
+
+// Approve approves the call callID as it is.
+func (c *Client) Approve(ctx context.Context, callID, reason string) error {
+	return c.Answer(ctx, callID, Answer{Decision: "approve", Reason: reason})
+}
+
+// Deny denies the call callID: it does not run, and its result says denied with reason.
+func (c *Client) Deny(ctx context.Context, callID, reason string) error {
+	return c.Answer(ctx, callID, Answer{Decision: "deny", Reason: reason})
+}
+
+// Modify approves the call callID with arguments in place of the model's (checked
+// against the tool's schema: a 400 *[Error] with the violations when they break it).
+func (c *Client) Modify(ctx context.Context, callID string, arguments json.RawMessage, reason string) error {
+	return c.Answer(ctx, callID, Answer{Decision: "approve", Arguments: arguments, Reason: reason})
+}
+
+// Tools returns the tools the caller may call, sorted by name, with the fleet's state
+// of each.
+func (c *Client) Tools(ctx context.Context) ([]Tool, error) {
+	var body struct {
+		Tools []Tool `json:"tools"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/v1/tools", nil, &body); err != nil {
+		return nil, err
+	}
+	return body.Tools, nil
+}
+
+func withQuery(path string, q url.Values) string {
+	if len(q) == 0 {
+		return path
+	}
+	return path + "?" + q.Encode()
+}
+
+// newRequest builds a request to path (with its query) with the token.
+func (c *Client) newRequest(ctx context.Context, method, path string, body io.Reader) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.base.String()+path, body)
+	if err != nil {
+		return nil, err
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	return req, nil
+}
+
+// do sends in as JSON (none when nil) and decodes a 2xx answer into out (when not nil);
+// any other answer is an *Error.
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := c.newRequest(ctx, method, path, body)
+	if err != nil {
+		return err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return readError(resp)
+	}
+	if out == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("runs: %s %s: decode the answer: %w", method, path, err)
+	}
+	return nil
+}
+
+// readError reads the planner's {"error":{...},"run":{...}}; an answer in another shape
+// (a proxy's page) is an *Error with the status and the start of the body.
+func readError(resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	var body struct {
+		Error *Error `json:"error"`
+		Run   *Run   `json:"run"`
+	}
+	if json.Unmarshal(b, &body) != nil || body.Error == nil {
+		msg := strings.TrimSpace(string(b))
+		if len(msg) > 200 {
+			msg = msg[:200] + "…"
+		}
+		if msg == "" {
+			msg = "no message"
+		}
+		return &Error{Status: resp.StatusCode, Message: msg}
+	}
+	if body.Error.Status == 0 {
+		body.Error.Status = resp.StatusCode
+	}
+	body.Error.Run = body.Run
+	return body.Error
+}

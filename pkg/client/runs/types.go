@@ -1,0 +1,275 @@
+package runs
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/toolfleet/toolfleet/pkg/events"
+	"github.com/toolfleet/toolfleet/pkg/tools"
+)
+
+// The wire types of the planner's HTTP API, as its JSON has them. Fields this package
+// does not name are ignored on decode, so a newer planner that adds fields still works.
+
+// StartRequest is the body of POST /v1/runs: Input (or Messages) and the run's options.
+// Fields left zero are left out, so the planner's defaults apply.
+type StartRequest struct {
+	Input string `json:"input,omitempty"`
+	// Messages is a conversation to continue, in the planner's message format
+	// ({"role","content",...}); Input is a shorthand for one user message after it.
+	Messages    []json.RawMessage `json:"messages,omitempty"`
+	System      string            `json:"system,omitempty"`
+	Model       string            `json:"model,omitempty"`
+	Tools       []string          `json:"tools,omitempty"`
+	ActiveTools []string          `json:"activeTools,omitempty"`
+	// ToolChoice is auto (the default), required, none, or one tool's name.
+	ToolChoice string            `json:"toolChoice,omitempty"`
+	Limits     *Limits           `json:"limits,omitempty"`
+	Pick       *bool             `json:"pick,omitempty"`
+	Parallel   *bool             `json:"parallel,omitempty"`
+	Metadata   map[string]string `json:"metadata,omitempty"`
+}
+
+// Limits bound a run (see the planner's documentation for the defaults).
+type Limits struct {
+	MaxSteps       int     `json:"maxSteps,omitempty"`
+	Timeout        string  `json:"timeout,omitempty"` // a Go duration, e.g. "2m"
+	TokenBudget    int     `json:"tokenBudget,omitempty"`
+	CostBudget     float64 `json:"costBudget,omitempty"`
+	ErrorThreshold int     `json:"errorThreshold,omitempty"`
+	MaxDepth       int     `json:"maxDepth,omitempty"`
+}
+
+// Run statuses and the terminations a client most often tests for; Termination has
+// more (max_steps, timeout, token_budget, error_threshold, loop_detected, model_error,
+// tool_required, stop_condition, stop_hook, cost_budget, storage_error).
+const (
+	StatusRunning = "running"
+	StatusDone    = "done"
+
+	TerminationCompleted = "completed"
+	TerminationCanceled  = "canceled"
+)
+
+// Run is a run as GET /v1/runs/{id} answers it.
+type Run struct {
+	ID          string            `json:"id"`
+	ParentID    string            `json:"parentId,omitempty"`
+	Depth       int               `json:"depth"`
+	Status      string            `json:"status"`
+	Termination string            `json:"termination,omitempty"`
+	Detail      string            `json:"detail,omitempty"`
+	Answer      string            `json:"answer,omitempty"`
+	Model       string            `json:"model"`
+	Steps       int               `json:"steps"`
+	Calls       []Call            `json:"calls"`
+	Tokens      int               `json:"tokens"`
+	Cost        float64           `json:"cost"`
+	Warnings    []string          `json:"warnings,omitempty"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
+	Tenant      string            `json:"tenant,omitempty"`
+	Role        string            `json:"role,omitempty"`
+	CreatedAt   time.Time         `json:"createdAt"`
+	FinishedAt  *time.Time        `json:"finishedAt,omitempty"`
+	DurationMS  int64             `json:"durationMs"`
+	Tools       []string          `json:"tools,omitempty"`
+	Disabled    []string          `json:"disabled,omitempty"`
+	Canceled    *Cancel           `json:"canceled,omitempty"`
+	Turn        int               `json:"turn,omitempty"`
+}
+
+// Done reports whether the run has ended (its Termination says how).
+func (r *Run) Done() bool { return r.Status == StatusDone }
+
+// Awaiting returns the run's calls that wait for an approval.
+func (r *Run) Awaiting() []Call {
+	var out []Call
+	for _, c := range r.Calls {
+		if c.Status == CallAwaitingApproval {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Cancel says who canceled a run, why and when.
+type Cancel struct {
+	By     string    `json:"by,omitempty"`
+	Reason string    `json:"reason,omitempty"`
+	At     time.Time `json:"at"`
+}
+
+// Call statuses before a result; a call with its result has the result's status (ok,
+// error, invalid, denied, timeout, canceled, interrupted, no_such_tool, ...).
+const (
+	CallPending          = "pending"
+	CallAwaitingApproval = "awaiting_approval"
+)
+
+// Call is one tool call of a run, with its timeline.
+type Call struct {
+	ID                string           `json:"id"`
+	ModelCallID       string           `json:"modelCallId"`
+	Name              string           `json:"name"`
+	Arguments         json.RawMessage  `json:"arguments,omitempty"`
+	Step              int              `json:"step"`
+	Status            string           `json:"status"`
+	Output            json.RawMessage  `json:"output,omitempty"`
+	Error             *tools.Error     `json:"error,omitempty"`
+	Attempts          int              `json:"attempts,omitempty"`
+	Validated         bool             `json:"validated"`
+	Executor          string           `json:"executor,omitempty"`
+	Approval          *events.Approval `json:"approval,omitempty"`
+	ArgumentsOriginal json.RawMessage  `json:"argumentsOriginal,omitempty"`
+	Local             bool             `json:"local,omitempty"`
+	CalledAt          time.Time        `json:"calledAt"`
+	FinishedAt        *time.Time       `json:"finishedAt,omitempty"`
+	DurationMS        int64            `json:"durationMs,omitempty"`
+}
+
+// FollowUp is the body of POST /v1/runs/{id}/messages: a message that continues the
+// run (a run that ended is reopened; a running one sees it at its next step).
+type FollowUp struct {
+	Input    string            `json:"input,omitempty"`
+	Messages []json.RawMessage `json:"messages,omitempty"`
+	// ID is an idempotency key: a follow-up whose id the run has taken is not added
+	// again.
+	ID string `json:"id,omitempty"`
+}
+
+// Answer is an approval's answer (POST /v1/approvals/{callId}).
+type Answer struct {
+	// Decision is "approve" or "deny".
+	Decision string `json:"decision"`
+	Reason   string `json:"reason,omitempty"`
+	// Arguments, on an approval, replace the call's (checked against the tool's schema).
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// By names the approver; default: the token's identity.
+	By string `json:"by,omitempty"`
+}
+
+// RunFilter selects runs for [Client.ListRuns]; zero fields do not filter.
+type RunFilter struct {
+	Status      string // running or done
+	Termination string
+	Tool        string // runs that called this tool
+	Parent      string // the nested runs of this run
+	Since       time.Time
+	Until       time.Time
+	Query       string // a case-insensitive substring of the input
+	Limit       int    // 1 to 500; default 50
+	Cursor      string // the previous page's Next
+}
+
+// RunPage is a page of runs, newest first; Next is the cursor of the next page, empty
+// on the last.
+type RunPage struct {
+	Runs []RunSummary `json:"runs"`
+	Next string       `json:"next,omitempty"`
+}
+
+// RunSummary is a run as the runs list shows it.
+type RunSummary struct {
+	ID               string     `json:"id"`
+	Status           string     `json:"status"`
+	Termination      string     `json:"termination,omitempty"`
+	Detail           string     `json:"detail,omitempty"`
+	Model            string     `json:"model"`
+	Tenant           string     `json:"tenant,omitempty"`
+	Role             string     `json:"role,omitempty"`
+	ParentID         string     `json:"parentId,omitempty"`
+	Depth            int        `json:"depth"`
+	CreatedAt        time.Time  `json:"createdAt"`
+	FinishedAt       *time.Time `json:"finishedAt,omitempty"`
+	Steps            int        `json:"steps"`
+	Calls            int        `json:"calls"`
+	Tools            []string   `json:"tools,omitempty"`
+	Input            string     `json:"input,omitempty"`
+	Tokens           int        `json:"tokens"`
+	Cost             float64    `json:"cost"`
+	PendingApprovals int        `json:"pendingApprovals"`
+}
+
+// ApprovalFilter selects approvals for [Client.ListApprovals].
+type ApprovalFilter struct {
+	Status string // pending (the default), answered or all
+	Limit  int
+	Cursor string
+}
+
+// ApprovalPage is a page of approvals: pending first (oldest first), then answered
+// (newest first).
+type ApprovalPage struct {
+	Approvals []Approval `json:"approvals"`
+	Next      string     `json:"next,omitempty"`
+}
+
+// Approval is a call that asked for an approval, and its answer once it has one.
+type Approval struct {
+	CallID       string             `json:"callId"`
+	RunID        string             `json:"runId,omitempty"`
+	Tool         string             `json:"tool"`
+	Arguments    json.RawMessage    `json:"arguments,omitempty"`
+	ArgumentsRef *events.PayloadRef `json:"argumentsRef,omitempty"`
+	Reason       string             `json:"reason,omitempty"`
+	RequestedAt  time.Time          `json:"requestedAt"`
+	ExpiresAt    *time.Time         `json:"expiresAt,omitempty"`
+	Caller       events.Identity    `json:"caller"`
+	AnswerableBy struct {
+		Roles []string `json:"roles"`
+	} `json:"answerableBy"`
+	// Status is pending, approved, denied, expired or canceled.
+	Status   string           `json:"status"`
+	Decision *events.Approval `json:"approval,omitempty"`
+}
+
+// Tool is a tool of the catalog the caller may call, with how the fleet serves it now.
+type Tool struct {
+	Name         string          `json:"name"`
+	Description  string          `json:"description"`
+	Parameters   json.RawMessage `json:"parameters,omitempty"`
+	Roles        []string        `json:"roles,omitempty"`
+	Tenants      []string        `json:"tenants,omitempty"`
+	Safe         bool            `json:"safe"`
+	ReadOnly     bool            `json:"readOnly,omitempty"`
+	Capabilities []string        `json:"capabilities,omitempty"`
+	NoSchemaMode string          `json:"noSchemaMode,omitempty"`
+	Executors    int             `json:"executors"`
+	ExecutorIDs  []string        `json:"executorIds,omitempty"`
+	Waiting      uint64          `json:"waiting"`
+	InFlight     uint64          `json:"inFlight"`
+	Recent       struct {
+		Window string `json:"window"`
+		Calls  int    `json:"calls"`
+		Errors int    `json:"errors"`
+	} `json:"recent"`
+}
+
+// Event is one event of a run, as GET /v1/runs/{id}/events streams it.
+type Event struct {
+	// Seq is the event's sequence on the events stream: give it back to [Client.Follow]
+	// to resume after it.
+	Seq uint64
+	// What is the event's kind: started, step_started, text_delta, tool_call_started,
+	// model_answered, tool_called, tool_started, tool_progress, tool_result, tool_error,
+	// approval_needed, approval_answered, loop_detected, done.
+	What string
+	Data EventData
+}
+
+// EventData is a run event's data.
+type EventData struct {
+	RunID  string `json:"run_id"`
+	Tenant string `json:"tenant,omitempty"`
+	Step   int    `json:"step"`
+	// Tool is the tool of an event about a call ([Client.Follow] takes it from the
+	// detail where the planner puts it there).
+	Tool   string          `json:"tool,omitempty"`
+	CallID string          `json:"call_id,omitempty"`
+	At     time.Time       `json:"at,omitzero"`
+	Detail json.RawMessage `json:"detail,omitempty"`
+	// Executor and Attempt are set on the events an executor publishes (tool_started,
+	// tool_progress).
+	Executor string `json:"executor,omitempty"`
+	Attempt  int    `json:"attempt,omitempty"`
+}
