@@ -429,8 +429,15 @@
     if (!st.actionsBuilt) {
       st.actionsBuilt = true;
       const out = h('div', {'aria-live': 'polite'});
+      // Two presses cancel: the first asks (for 5 s), the second cancels.
+      let armed = null;
       const cancel = h('button.danger', {type: 'button', id: 'cancel-run', text: 'Cancel run', onclick: async () => {
-        if (!confirm('Cancel this run? Its calls in flight are canceled too.')) return;
+        if (!armed) {
+          cancel.textContent = 'Press again to cancel the run and its calls';
+          armed = setTimeout(() => { armed = null; cancel.textContent = 'Cancel run'; }, 5000);
+          return;
+        }
+        clearTimeout(armed); armed = null; cancel.textContent = 'Cancel run';
         cancel.disabled = true;
         try { await api(`/v1/runs/${encodeURIComponent(run.id)}/cancel`, {method: 'POST', body: {reason: 'canceled from the inspector'}}); toast('Run canceled'); replace(out); }
         catch (e) { replace(out, errorBox(e)); }
