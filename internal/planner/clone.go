@@ -29,6 +29,7 @@ func (r *Run) clone() *Run {
 	c.Disabled = slices.Clone(r.Disabled)
 	c.Actors = slices.Clone(r.Actors)
 	c.Tools = slices.Clone(r.Tools)
+	c.Called = slices.Clone(r.Called)
 	c.Metadata = maps.Clone(r.Metadata)
 	c.Messages = cloneMessages(r.Messages)
 	c.Calls = cloneCalls(r.Calls)

@@ -28,6 +28,8 @@ type Planner struct {
 	runs store
 	rlog *runLog
 	cat  *catalogView
+	// index summarizes every stored run for the lists (runindex.go), fed by watchRuns.
+	index *runIndex
 
 	consumers []consumer
 
@@ -101,7 +103,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Planner, error) {
 	}
 	p := &Planner{nc: nc, js: js, cfg: cfg, log: cfg.Log.With().Str("planner", cfg.ID).Logger(),
 		cat: newCatalogView(catalog, cfg.Log), deadlines: map[string]time.Time{}, leases: map[string]leaseDue{}, m: m,
-		replica: cfg.ID + "-" + nuid.Next()}
+		replica: cfg.ID + "-" + nuid.Next(), index: newRunIndex()}
 	p.runs = newStore(kv, nc, p.finished)
 	p.rlog = rlog
 	if err := p.cat.load(ctx); err != nil {

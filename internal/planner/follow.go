@@ -31,7 +31,25 @@ func (p *Planner) FollowEvents(ctx context.Context, run *Run, after uint64) (ite
 	if err != nil {
 		return nil, requestErrorf("%v", err)
 	}
-	occ := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy}
+	return p.follow(ctx, filter, jetstream.DeliverAllPolicy, after)
+}
+
+// FollowTenantEvents follows the lifecycle events of every run of caller's tenant as
+// they come (the SSE stream GET /v1/events), or from the one after the stream sequence
+// after when after is not 0, until ctx ends or the caller stops ranging. Each event is
+// as [Planner.FollowEvents] gives it; RunEvent.RunID in its data names its run.
+func (p *Planner) FollowTenantEvents(ctx context.Context, caller events.Identity, after uint64) (iter.Seq2[FollowedEvent, error], error) {
+	filter, err := events.TenantRunEventsFilter(caller.Tenant)
+	if err != nil {
+		return nil, requestErrorf("%v", err)
+	}
+	return p.follow(ctx, filter, jetstream.DeliverNewPolicy, after)
+}
+
+// follow follows the run events on filter, delivered by policy, or from the one after
+// the stream sequence after when after is not 0.
+func (p *Planner) follow(ctx context.Context, filter string, policy jetstream.DeliverPolicy, after uint64) (iter.Seq2[FollowedEvent, error], error) {
+	occ := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, DeliverPolicy: policy}
 	if after > 0 {
 		occ.DeliverPolicy, occ.OptStartSeq = jetstream.DeliverByStartSequencePolicy, after+1
 	}

@@ -2,7 +2,6 @@ package planner
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -43,23 +42,19 @@ func (p *Planner) sendRunEvent(ctx context.Context, run *Run, what string, msg *
 }
 
 // watchRuns follows the runs bucket (w watches it) to know the deadlines of running
-// runs, for sweep, until ctx ends or the watch breaks.
+// runs, for sweep, and to keep the run index (runindex.go), until ctx ends or the watch
+// breaks.
 func (p *Planner) watchRuns(ctx context.Context, w jetstream.KeyWatcher) {
 	defer func() { _ = w.Stop() }()
 	// A stopped watch closes its updates, which ends the loop.
 	defer context.AfterFunc(ctx, func() { _ = w.Stop() })()
 	for e := range w.Updates() {
-		if e == nil {
+		if e == nil { // the bucket's values as they were: the index is loaded
+			p.index.loaded()
 			continue
 		}
-		var r struct {
-			ID       string     `json:"id"`
-			Status   Status     `json:"status"`
-			Deadline time.Time  `json:"deadline"`
-			Lease    *stepLease `json:"lease"`
-			Turn     int        `json:"turn"`
-		}
-		if e.Value() == nil || json.Unmarshal(e.Value(), &r) != nil || r.Status != StatusRunning {
+		r := p.index.observe(e, p.cfg.Now())
+		if r == nil || r.Status != StatusRunning {
 			p.forget(e.Key())
 			continue
 		}

@@ -100,6 +100,16 @@ type Run struct {
 	// What callers changed while the run lasts: cancel, follow-ups, tools (control.go).
 	runControls
 
+	// InputPreview is the first inputPreviewRunes characters of the run's input text (its
+	// last user message), written once at the start: what run lists show and search
+	// (runindex.go) without reading the run log.
+	InputPreview string `json:"inputPreview,omitempty"`
+	// CallCount counts the calls the model made in the run, and Called names the tools
+	// they called (distinct, in the order of their first call, at most maxCalledTools):
+	// run lists show them, and the control state keeps only the current step's calls.
+	CallCount int      `json:"callCount,omitempty"`
+	Called    []string `json:"called,omitempty"`
+
 	// Messages is the conversation (assembled from the run log; not in the control state).
 	Messages []provider.Message `json:"messages,omitempty"`
 	// Step counts model turns taken; the current step's calls are those with Step == Step.

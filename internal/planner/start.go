@@ -216,7 +216,8 @@ func (p *Planner) newRun(req StartRequest, id string) (*Run, error) {
 	return &Run{ID: id, Status: StatusRunning, Model: model, System: req.System, Tools: toolSet,
 		ToolChoice: choice, Limits: limits, Pick: pick, Metadata: req.Metadata, Messages: msgs,
 		Tenant: req.Caller.Tenant, Role: req.Caller.Role, StopWhen: req.StopWhen, StopHook: req.StopHook,
-		PolicyHook: req.PolicyHook, CreatedAt: now, Deadline: now.Add(limits.Timeout.D())}, nil
+		PolicyHook: req.PolicyHook, CreatedAt: now, Deadline: now.Add(limits.Timeout.D()),
+		InputPreview: inputPreview(msgs)}, nil
 }
 
 func (p *Planner) modelNames() []string {

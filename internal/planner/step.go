@@ -430,6 +430,7 @@ func (p *Planner) applyModelResponse(ctx context.Context, cl claim, r *Run, resp
 		c := &CallRecord{ID: callID(r.ID, r.Step, i), ModelCallID: tc.ID, Name: tc.Name,
 			Arguments: tc.Arguments, Step: r.Step, Status: string(CallPending), CalledAt: now, Validated: true}
 		r.Calls = append(r.Calls, c)
+		r.countCall(tc.Name)
 
 		n := r.Loop.add(callKey(tc.Name, tc.Arguments))
 		if n >= r.Limits.LoopThreshold {

@@ -288,6 +288,12 @@ func RunEventsSubject(tenant, run string) (string, error) {
 	return withTenant(runEventPrefix+IDToken(run)+".*", tenant)
 }
 
+// TenantRunEventsFilter is the filter matching every lifecycle event of every run of
+// tenant (empty: of anonymous callers' runs).
+func TenantRunEventsFilter(tenant string) (string, error) {
+	return withTenant(runEventPrefix+"*.*", tenant)
+}
+
 // RunEventSubject is where a run lifecycle event is published:
 // toolfleet.event.run.<IDToken(run)>.<what>, e.g. what = "step" or "done", followed by
 // .<tenant> for a run of tenant.

@@ -205,6 +205,15 @@ func TestParseSubjects(t *testing.T) {
 	if f, _ := events.RunEventsSubject("acme", "r1"); f != "toolfleet.event.run.r1.*.acme" {
 		t.Errorf("RunEventsSubject(acme) = %s", f)
 	}
+	if f, _ := events.TenantRunEventsFilter(""); f != "toolfleet.event.run.*.*" {
+		t.Errorf("TenantRunEventsFilter = %s", f)
+	}
+	if f, _ := events.TenantRunEventsFilter("acme"); f != "toolfleet.event.run.*.*.acme" {
+		t.Errorf("TenantRunEventsFilter(acme) = %s", f)
+	}
+	if _, err := events.TenantRunEventsFilter("*"); err == nil {
+		t.Error("TenantRunEventsFilter(*) accepted a wildcard tenant")
+	}
 	if f, _ := events.RunResultsSubject("acme", "r1"); f != "toolfleet.result.r1.*.acme" {
 		t.Errorf("RunResultsSubject(acme) = %s", f)
 	}

@@ -36,7 +36,13 @@ const maxRequestBytes = 4 << 20
 //	                              for a canceled, storage_error, token_budget or nested run
 //	POST /v1/runs/{id}/tools      enable/disable tools for the next steps, with an optional reminder the model sees
 //	                              at its next step ({"enable","disable","reminder","id"}): 200 with the run
+//	GET  /v1/runs                 the caller's runs, newest first, filtered and paginated (planner.RunFilter)
+//	GET  /v1/approvals            approvals: pending (oldest first), answered (newest first) or all
+//	GET  /v1/tools                the tools the caller may call, with their consumers and recent calls
+//	GET  /v1/dead-letters         the caller's tenant's dead letters, newest first
+//	GET  /v1/events               every run event of the caller's tenant as Server-Sent Events
 //	GET  /healthz, /readyz        liveness (the process serves) and readiness (NATS is connected)
+//	GET  /openapi.json            the OpenAPI 3.1 document of this API (openapi.yaml; no token needed)
 //
 // auth decides who may call it and as whom ([Auth]): a caller sees only its tenant's
 // runs and calls; any other is answered 404, as if it did not exist.
@@ -53,16 +59,11 @@ func Handler(p *planner.Planner, auth Auth) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
+	probes.HandleFunc("GET /openapi.json", serveOpenAPI)
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/runs", a.postRun)
-	mux.HandleFunc("GET /v1/runs/{id}", a.getRun)
-	mux.HandleFunc("GET /v1/runs/{id}/messages", a.getMessages)
-	mux.HandleFunc("GET /v1/runs/{id}/events", a.runEvents)
-	mux.HandleFunc("POST /v1/approvals/{callId}", a.postApproval)
-	// Run control (control.go).
-	mux.HandleFunc("POST /v1/runs/{id}/cancel", a.postCancel)
-	mux.HandleFunc("POST /v1/runs/{id}/messages", a.postMessages)
-	mux.HandleFunc("POST /v1/runs/{id}/tools", a.postTools)
+	for _, rt := range routes {
+		mux.HandleFunc(rt.pattern, func(w http.ResponseWriter, r *http.Request) { rt.handle(a, w, r) })
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &planner.APIError{Status: http.StatusNotFound, Message: fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path)})
 	})
@@ -70,13 +71,38 @@ func Handler(p *planner.Planner, auth Auth) http.Handler {
 		writeError(w, &planner.APIError{Status: http.StatusUnauthorized, Message: "missing or wrong bearer token"})
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
+		if publicPaths[r.URL.Path] {
 			probes.ServeHTTP(w, r)
 			return
 		}
 		authed.ServeHTTP(w, r)
 	})
 }
+
+// routes are the API's endpoints behind its tokens.
+var routes = []struct {
+	pattern string
+	handle  func(*api, http.ResponseWriter, *http.Request)
+}{
+	{"POST /v1/runs", (*api).postRun},
+	{"GET /v1/runs/{id}", (*api).getRun},
+	{"GET /v1/runs/{id}/messages", (*api).getMessages},
+	{"GET /v1/runs/{id}/events", (*api).runEvents},
+	{"POST /v1/approvals/{callId}", (*api).postApproval},
+	// Run control (control.go).
+	{"POST /v1/runs/{id}/cancel", (*api).postCancel},
+	{"POST /v1/runs/{id}/messages", (*api).postMessages},
+	{"POST /v1/runs/{id}/tools", (*api).postTools},
+	// Lists and the tenant's events (lists.go, events.go).
+	{"GET /v1/runs", (*api).listRuns},
+	{"GET /v1/approvals", (*api).listApprovals},
+	{"GET /v1/tools", (*api).listTools},
+	{"GET /v1/dead-letters", (*api).listDeadLetters},
+	{"GET /v1/events", (*api).tenantEvents},
+}
+
+// publicPaths are served without a token: the probes and the API's description.
+var publicPaths = map[string]bool{"/healthz": true, "/readyz": true, "/openapi.json": true}
 
 // api serves the HTTP API over the planner's methods.
 type api struct {

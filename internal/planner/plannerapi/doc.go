@@ -27,11 +27,21 @@
 // failure 500. Every error answers {"error":{"status","message","violations","approval"}};
 // a control request refused for a run's state (409) has the run beside it, {"error","run"}.
 //
+// # Lists and the API's description
+//
+// GET /v1/runs, /v1/approvals, /v1/tools and /v1/dead-letters are the planner's lists
+// (lists.go): their query parameters are checked here, a bad or unknown one is a 400
+// that names it. openapi.yaml is the OpenAPI 3.1 document of the whole API, embedded and
+// served as JSON at /openapi.json without a token; TestOpenAPIRoutes and
+// TestOpenAPIConformance keep it true (every route, every body).
+//
 // # Events
 //
 // GET /v1/runs/{id}/events is [planner.Planner.FollowEvents] as SSE: each event's id is
 // its sequence on the events stream, its name the event's kind and its data the event's
 // data on one line. A client reconnecting with Last-Event-ID (or ?lastEventId=) gets the
 // events after that one; one that saw the run's done event is answered 204, which tells
-// an EventSource to stop reconnecting.
+// an EventSource to stop reconnecting. GET /v1/events is
+// [planner.Planner.FollowTenantEvents]: the events of every run of the caller's tenant
+// from now on (or after Last-Event-ID), in the same form; it does not end by itself.
 package plannerapi

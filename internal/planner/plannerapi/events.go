@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/toolfleet/toolfleet/internal/planner"
 )
 
 // runEvents streams the run's lifecycle events from its first one, as SSE, until the run
@@ -35,6 +38,29 @@ func (a *api) runEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	writeEvents(w, evs, true)
+}
+
+// tenantEvents streams every run event of the caller's tenant as it happens (from the
+// one after Last-Event-ID on a reconnection), as SSE, until the client leaves: the same
+// names, ids and data as a run's events.
+func (a *api) tenantEvents(w http.ResponseWriter, r *http.Request) {
+	after, _, err := lastEventID(r.Header.Get("Last-Event-ID"), r.URL.Query().Get("lastEventId"))
+	if err != nil {
+		writeError(w, requestErrorf("%v", err))
+		return
+	}
+	evs, err := a.p.FollowTenantEvents(r.Context(), callerOf(r), after)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeEvents(w, evs, false)
+}
+
+// writeEvents answers 200 and writes evs as SSE until they end, or until a done event
+// when untilDone.
+func writeEvents(w http.ResponseWriter, evs iter.Seq2[planner.FollowedEvent, error], untilDone bool) {
 	flusher, _ := w.(http.Flusher)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -50,7 +76,7 @@ func (a *api) runEvents(w http.ResponseWriter, r *http.Request) {
 		if flusher != nil {
 			flusher.Flush()
 		}
-		if e.What == "done" {
+		if untilDone && e.What == "done" {
 			return
 		}
 	}

@@ -1,0 +1,484 @@
+package planner
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolfleet/toolfleet/internal/provider"
+	"github.com/toolfleet/toolfleet/pkg/events"
+)
+
+// The run index: each replica keeps, in memory, a small summary of every run of the
+// runs bucket, per tenant and in creation order, fed by the watch of the bucket that the
+// replica runs anyway (watchRuns) and so rebuilt from the bucket's current values when
+// the replica starts. Lists (GET /v1/runs, /v1/approvals, the recent calls of GET
+// /v1/tools) are answered from it without reading any run. See the package doc for what
+// it costs.
+
+const (
+	// inputPreviewRunes is how much of a run's input its summary keeps (and q searches).
+	inputPreviewRunes = 200
+	// maxCalledTools bounds Run.Called.
+	maxCalledTools = 64
+	// maxAnsweredApprovals bounds the answered approvals remembered per tenant.
+	maxAnsweredApprovals = 1000
+)
+
+// inputPreview is the start of the input text of a run whose input is msgs: its last
+// user message's.
+func inputPreview(msgs []provider.Message) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == provider.RoleUser && msgs[i].Text != "" {
+			return firstRunes(msgs[i].Text, inputPreviewRunes)
+		}
+	}
+	return ""
+}
+
+// firstRunes returns the first n characters of s.
+func firstRunes(s string, n int) string {
+	i := 0
+	for pos := range s {
+		if i == n {
+			return s[:pos]
+		}
+		i++
+	}
+	return s
+}
+
+// countCall counts a call of tool made by the model (CallCount, Called).
+func (r *Run) countCall(tool string) {
+	r.CallCount++
+	if !slices.Contains(r.Called, tool) && len(r.Called) < maxCalledTools {
+		r.Called = append(r.Called, tool)
+	}
+}
+
+// RunSummary is a run as lists show it (GET /v1/runs): small, kept in memory by every
+// replica for every stored run.
+type RunSummary struct {
+	ID          string      `json:"id"`
+	Status      Status      `json:"status"`
+	Termination Termination `json:"termination,omitempty"`
+	Detail      string      `json:"detail,omitempty"`
+	Model       string      `json:"model"`
+	Tenant      string      `json:"tenant,omitempty"`
+	Role        string      `json:"role,omitempty"`
+	ParentID    string      `json:"parentId,omitempty"`
+	Depth       int         `json:"depth"`
+	CreatedAt   time.Time   `json:"createdAt"`
+	FinishedAt  *time.Time  `json:"finishedAt,omitempty"`
+	// Steps is how many times the model answered; Calls how many calls it made; Tools
+	// the tools they called (distinct).
+	Steps int      `json:"steps"`
+	Calls int      `json:"calls"`
+	Tools []string `json:"tools"`
+	// Input is the first 200 characters of the run's input text.
+	Input  string  `json:"input"`
+	Tokens int     `json:"tokens"`
+	Cost   float64 `json:"cost"`
+	// PendingApprovals counts the run's calls waiting for an approval.
+	PendingApprovals int `json:"pendingApprovals"`
+}
+
+// watchedRun is what a replica reads of each value of the runs bucket: the run's
+// summary, and what the sweeper needs (deadline, lease).
+type watchedRun struct {
+	ID           string         `json:"id"`
+	ParentID     string         `json:"parentId"`
+	Depth        int            `json:"depth"`
+	Status       Status         `json:"status"`
+	Termination  Termination    `json:"termination"`
+	Detail       string         `json:"detail"`
+	Model        string         `json:"model"`
+	Tenant       string         `json:"tenant"`
+	Role         string         `json:"role"`
+	Step         int            `json:"step"`
+	Recorded     int            `json:"recorded"`
+	Calls        []watchedCall  `json:"calls"`
+	Usage        provider.Usage `json:"usage"`
+	Cost         float64        `json:"cost"`
+	CreatedAt    time.Time      `json:"createdAt"`
+	FinishedAt   *time.Time     `json:"finishedAt"`
+	Deadline     time.Time      `json:"deadline"`
+	Lease        *stepLease     `json:"lease"`
+	Turn         int            `json:"turn"`
+	InputPreview string         `json:"inputPreview"`
+	CallCount    int            `json:"callCount"`
+	Called       []string       `json:"called"`
+}
+
+// watchedCall is what the index reads of a call of the control state.
+type watchedCall struct {
+	ID         string           `json:"id"`
+	Name       string           `json:"name"`
+	Status     string           `json:"status"`
+	Executor   string           `json:"executor"`
+	Local      bool             `json:"local"`
+	Approval   *events.Approval `json:"approval"`
+	CalledAt   time.Time        `json:"calledAt"`
+	FinishedAt *time.Time       `json:"finishedAt"`
+}
+
+func (c *watchedCall) done() bool {
+	return c.Status != string(CallPending) && c.Status != string(CallAwaitingApproval)
+}
+
+func decodeWatched(b []byte) (*watchedRun, error) {
+	var w watchedRun
+	if err := json.Unmarshal(b, &w); err != nil {
+		return nil, err
+	}
+	return &w, nil
+}
+
+func (w *watchedRun) summary() RunSummary {
+	steps := (&Run{Status: w.Status, Termination: w.Termination, Step: w.Step, Recorded: w.Recorded}).stepsTaken()
+	s := RunSummary{ID: w.ID, Status: w.Status, Termination: w.Termination, Detail: w.Detail, Model: w.Model,
+		Tenant: w.Tenant, Role: w.Role, ParentID: w.ParentID, Depth: w.Depth, CreatedAt: w.CreatedAt,
+		FinishedAt: w.FinishedAt, Steps: steps, Calls: w.CallCount, Tools: w.Called, Input: w.InputPreview,
+		Tokens: w.Usage.Total(), Cost: w.Cost}
+	if s.Tools == nil {
+		s.Tools = []string{}
+	}
+	for i := range w.Calls {
+		if w.Calls[i].Status == string(CallAwaitingApproval) {
+			s.PendingApprovals++
+		}
+	}
+	return s
+}
+
+// indexedRun is one run of the index.
+type indexedRun struct {
+	rev uint64
+	sum RunSummary
+	// lower is the input in lower case for q, when it differs from the input.
+	lower string
+	// pending lists the run's calls waiting for an approval; counted the calls of its
+	// current step already counted in the tools' recent calls.
+	pending []string
+	counted []string
+}
+
+func (r *indexedRun) before(o *indexedRun) bool {
+	return keyBefore(r.sum.CreatedAt, r.sum.ID, o.sum.CreatedAt, o.sum.ID)
+}
+
+// keyBefore orders runs by creation time, then id: the index's order (lists show it
+// reversed, newest first).
+func keyBefore(at time.Time, id string, oat time.Time, oid string) bool {
+	if !at.Equal(oat) {
+		return at.Before(oat)
+	}
+	return id < oid
+}
+
+// tenantRuns is the index of one tenant's runs.
+type tenantRuns struct {
+	// runs are the tenant's runs, oldest first.
+	runs []*indexedRun
+	// running are its running runs; children its nested runs by parent id.
+	running  map[string]*indexedRun
+	children map[string][]*indexedRun
+	// pending are the calls waiting for an approval, by call id; answered the approvals
+	// answered lately, oldest first, and answeredIDs their call ids.
+	pending     map[string]*ApprovalItem
+	answered    []*ApprovalItem
+	answeredIDs map[string]bool
+}
+
+func newTenantRuns() *tenantRuns {
+	return &tenantRuns{running: map[string]*indexedRun{}, children: map[string][]*indexedRun{},
+		pending: map[string]*ApprovalItem{}, answeredIDs: map[string]bool{}}
+}
+
+// runIndex is the run index of a replica.
+type runIndex struct {
+	mu      sync.RWMutex
+	byID    map[string]*indexedRun
+	tenants map[string]*tenantRuns
+	// building is set while the watch delivers the bucket's values at start: runs are
+	// appended unsorted and sorted once at the end.
+	building bool
+	ready    chan struct{}
+	once     sync.Once
+	stats    *toolStats
+}
+
+func newRunIndex() *runIndex {
+	return &runIndex{byID: map[string]*indexedRun{}, tenants: map[string]*tenantRuns{}, building: true,
+		ready: make(chan struct{}), stats: newToolStats()}
+}
+
+func (x *runIndex) tenant(t string) *tenantRuns {
+	tr := x.tenants[t]
+	if tr == nil {
+		tr = newTenantRuns()
+		x.tenants[t] = tr
+	}
+	return tr
+}
+
+// loaded marks the end of the bucket's values as they were when the watch started:
+// from now on the index answers.
+func (x *runIndex) loaded() {
+	x.mu.Lock()
+	if x.building {
+		x.building = false
+		for _, tr := range x.tenants {
+			slices.SortFunc(tr.runs, cmpRuns)
+			for p, kids := range tr.children {
+				slices.SortFunc(kids, cmpRuns)
+				tr.children[p] = kids
+			}
+			slices.SortFunc(tr.answered, cmpAnswered)
+		}
+	}
+	x.mu.Unlock()
+	x.once.Do(func() { close(x.ready) })
+}
+
+func cmpRuns(a, b *indexedRun) int {
+	switch {
+	case a.before(b):
+		return -1
+	case b.before(a):
+		return 1
+	}
+	return 0
+}
+
+// put applies the value of a run at revision rev, as the watch delivered it.
+func (x *runIndex) put(rev uint64, w *watchedRun, now time.Time) {
+	if w.ID == "" {
+		return
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	ir := x.byID[w.ID]
+	if ir != nil && ir.rev >= rev {
+		return
+	}
+	tr := x.tenant(w.Tenant)
+	if ir == nil {
+		ir = &indexedRun{}
+		x.byID[w.ID] = ir
+		ir.sum = w.summary()
+		x.insert(tr, ir)
+	} else {
+		ir.sum = w.summary()
+	}
+	ir.rev = rev
+	if ir.sum.Status == StatusRunning {
+		tr.running[w.ID] = ir
+	} else {
+		delete(tr.running, w.ID)
+	}
+	if lower := strings.ToLower(ir.sum.Input); lower != ir.sum.Input {
+		ir.lower = lower
+	} else {
+		ir.lower = ""
+	}
+	x.trackApprovals(tr, ir, w)
+	x.countCalls(ir, w, now)
+}
+
+// insert places a new run in its tenant's order (appended while building).
+func (x *runIndex) insert(tr *tenantRuns, ir *indexedRun) {
+	tr.runs = insertSorted(tr.runs, ir, x.building)
+	if p := ir.sum.ParentID; p != "" {
+		tr.children[p] = insertSorted(tr.children[p], ir, x.building)
+	}
+}
+
+func insertSorted(runs []*indexedRun, ir *indexedRun, unsorted bool) []*indexedRun {
+	if unsorted || len(runs) == 0 || runs[len(runs)-1].before(ir) {
+		return append(runs, ir) // the usual case: the newest run
+	}
+	i, _ := slices.BinarySearchFunc(runs, ir, cmpRuns)
+	return slices.Insert(runs, i, ir)
+}
+
+// remove forgets a run that the bucket no longer holds (deleted, expired).
+func (x *runIndex) remove(id string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	ir := x.byID[id]
+	if ir == nil {
+		return
+	}
+	delete(x.byID, id)
+	tr := x.tenant(ir.sum.Tenant)
+	tr.runs = removeRun(tr.runs, ir)
+	if p := ir.sum.ParentID; p != "" {
+		if tr.children[p] = removeRun(tr.children[p], ir); len(tr.children[p]) == 0 {
+			delete(tr.children, p)
+		}
+	}
+	delete(tr.running, id)
+	for _, c := range ir.pending {
+		delete(tr.pending, c)
+	}
+}
+
+func removeRun(runs []*indexedRun, ir *indexedRun) []*indexedRun {
+	i := slices.Index(runs, ir)
+	if i < 0 {
+		return runs
+	}
+	return slices.Delete(runs, i, i+1)
+}
+
+// trackApprovals keeps the tenant's pending and answered approvals up to date with the
+// run's calls.
+func (x *runIndex) trackApprovals(tr *tenantRuns, ir *indexedRun, w *watchedRun) {
+	was := ir.pending
+	ir.pending = nil
+	for i := range w.Calls {
+		c := &w.Calls[i]
+		switch {
+		case c.Status == string(CallAwaitingApproval):
+			ir.pending = append(ir.pending, c.ID)
+			if tr.pending[c.ID] == nil {
+				tr.pending[c.ID] = &ApprovalItem{CallID: c.ID, RunID: w.ID, Tool: c.Name, RequestedAt: c.CalledAt,
+					Caller: events.Identity{Tenant: w.Tenant, Role: w.Role}, Status: ApprovalPending}
+			}
+		case c.Approval != nil || slices.Contains(was, c.ID):
+			x.answer(tr, w, c)
+		}
+	}
+	for _, id := range was {
+		if !slices.Contains(ir.pending, id) {
+			delete(tr.pending, id)
+		}
+	}
+}
+
+// answer records an answered approval (once).
+func (x *runIndex) answer(tr *tenantRuns, w *watchedRun, c *watchedCall) {
+	if tr.answeredIDs[c.ID] {
+		return
+	}
+	item := tr.pending[c.ID]
+	if item == nil {
+		item = &ApprovalItem{CallID: c.ID, RunID: w.ID, Tool: c.Name, RequestedAt: c.CalledAt,
+			Caller: events.Identity{Tenant: w.Tenant, Role: w.Role}}
+	} else {
+		copied := *item
+		item = &copied
+	}
+	delete(tr.pending, c.ID)
+	item.Approval = c.Approval
+	item.Status = approvalStatus(c)
+	item.AnsweredAt = answeredAt(c)
+	tr.answeredIDs[c.ID] = true
+	if x.building {
+		tr.answered = append(tr.answered, item)
+	} else {
+		i, _ := slices.BinarySearchFunc(tr.answered, item, cmpAnswered)
+		tr.answered = slices.Insert(tr.answered, i, item)
+	}
+	if len(tr.answered) > maxAnsweredApprovals && !x.building {
+		for _, old := range tr.answered[:len(tr.answered)-maxAnsweredApprovals] {
+			delete(tr.answeredIDs, old.CallID)
+		}
+		tr.answered = slices.Delete(tr.answered, 0, len(tr.answered)-maxAnsweredApprovals)
+	}
+}
+
+func answeredAt(c *watchedCall) time.Time {
+	switch {
+	case c.Approval != nil:
+		return c.Approval.At
+	case c.FinishedAt != nil:
+		return *c.FinishedAt
+	}
+	return c.CalledAt
+}
+
+func approvalStatus(c *watchedCall) ApprovalStatus {
+	if c.Approval != nil {
+		switch c.Approval.Decision {
+		case events.DecisionApprove:
+			return ApprovalApproved
+		case events.DecisionExpired:
+			return ApprovalExpired
+		}
+		return ApprovalDenied
+	}
+	switch c.Status {
+	case string(events.StatusCanceled):
+		return ApprovalCanceled
+	case string(events.StatusDenied):
+		return ApprovalDenied
+	}
+	return ApprovalApproved
+}
+
+func cmpAnswered(a, b *ApprovalItem) int {
+	if c := a.AnsweredAt.Compare(b.AnsweredAt); c != 0 {
+		return c
+	}
+	return strings.Compare(a.CallID, b.CallID)
+}
+
+// countCalls counts, in the tools' recent calls, the calls of the run that ended since
+// its last value (each once: counted remembers those of the current step).
+func (x *runIndex) countCalls(ir *indexedRun, w *watchedRun, now time.Time) {
+	var counted []string
+	for i := range w.Calls {
+		c := &w.Calls[i]
+		if !c.done() {
+			continue
+		}
+		counted = append(counted, c.ID)
+		if c.Local || slices.Contains(ir.counted, c.ID) {
+			continue
+		}
+		at := now
+		if c.FinishedAt != nil {
+			at = *c.FinishedAt
+		}
+		x.stats.add(c.Name, at, c.Status != string(events.StatusOK), c.Executor, now)
+	}
+	ir.counted = counted
+}
+
+// waitLoaded waits until the index holds the bucket's values, or ctx ends.
+func (x *runIndex) waitLoaded(done <-chan struct{}) bool {
+	select {
+	case <-x.ready:
+		return true
+	case <-done:
+		return false
+	}
+}
+
+// size is how many runs the index holds.
+func (x *runIndex) size() int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return len(x.byID)
+}
+
+// observe applies a change of the runs bucket (an entry of its watch) and returns the
+// run as stored, or nil when the run is gone (or its value unreadable).
+func (x *runIndex) observe(e jetstream.KeyValueEntry, now time.Time) *watchedRun {
+	if e.Operation() != jetstream.KeyValuePut || e.Value() == nil {
+		x.remove(e.Key())
+		return nil
+	}
+	r, err := decodeWatched(e.Value())
+	if err != nil {
+		return nil
+	}
+	x.put(e.Revision(), r, now)
+	return r
+}
