@@ -358,7 +358,7 @@ func TestInspectorInBrowser(t *testing.T) {
 		// globex signs in on the token page.
 		tab := f.tab(t, "", "/runs")
 		f.run(t, tab, chromedp.WaitVisible(chromedp.CSS(`#token`)),
-			chromedp.SendKeys(chromedp.CSS(`#token`), globexToken), chromedp.Submit(chromedp.CSS(`#token`)),
+			chromedp.SendKeys(chromedp.CSS(`#token`), globexToken), chromedp.Click(chromedp.CSS(`form.login button[type=submit]`)),
 			chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`tr[data-run=%q]`, globexRun))))
 		var foreign int
 		f.run(t, tab, js(fmt.Sprintf(`document.querySelectorAll('tr[data-run=%q]').length`, acmeRun), &foreign))
@@ -376,6 +376,14 @@ func TestInspectorInBrowser(t *testing.T) {
 		f.run(t, tab, js(fmt.Sprintf(`document.querySelectorAll('article[data-call^=%q]').length`, acmeRun+"-"), &shown))
 		if shown != 0 {
 			t.Errorf("globex's approvals inbox shows acme's call")
+		}
+		// acme's dead letter (the fleet subtest's) is not globex's.
+		f.goTo(t, tab, "/fleet")
+		var dead int
+		f.until(t, tab, `document.querySelector('#dead-letters').childElementCount > 0`)
+		f.run(t, tab, js(`document.querySelectorAll('#dead-letters tr[data-seq]').length`, &dead))
+		if dead != 0 {
+			t.Errorf("globex's fleet page shows %d dead letters of acme", dead)
 		}
 	})
 }

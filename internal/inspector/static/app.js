@@ -802,7 +802,7 @@
 
   // ---- the fleet ---------------------------------------------------------------------------
   function fleetPage() {
-    const toolsEl = h('div'), deadEl = h('div');
+    const toolsEl = h('div', {id: 'tools'}), deadEl = h('div', {id: 'dead-letters'});
     const reload = h('button', {type: 'button', text: 'Refresh'});
     replace(main, h('h1', {text: 'Fleet'}), h('p.row', {}, reload, h('span.muted', {text: 'Queues refresh as run events arrive.'})),
       h('h2', {text: 'Tools'}), toolsEl, h('h2', {text: 'Dead letters'}), deadEl);
