@@ -239,6 +239,7 @@ func (x *runIndex) loaded() {
 				tr.children[p] = kids
 			}
 			slices.SortFunc(tr.answered, cmpAnswered)
+			tr.trimAnswered()
 		}
 	}
 	x.mu.Unlock()
@@ -385,12 +386,20 @@ func (x *runIndex) answer(tr *tenantRuns, w *watchedRun, c *watchedCall) {
 		i, _ := slices.BinarySearchFunc(tr.answered, item, cmpAnswered)
 		tr.answered = slices.Insert(tr.answered, i, item)
 	}
-	if len(tr.answered) > maxAnsweredApprovals && !x.building {
-		for _, old := range tr.answered[:len(tr.answered)-maxAnsweredApprovals] {
-			delete(tr.answeredIDs, old.CallID)
-		}
-		tr.answered = slices.Delete(tr.answered, 0, len(tr.answered)-maxAnsweredApprovals)
+	if !x.building {
+		tr.trimAnswered()
 	}
+}
+
+// trimAnswered keeps the last maxAnsweredApprovals answered approvals.
+func (tr *tenantRuns) trimAnswered() {
+	if len(tr.answered) <= maxAnsweredApprovals {
+		return
+	}
+	for _, old := range tr.answered[:len(tr.answered)-maxAnsweredApprovals] {
+		delete(tr.answeredIDs, old.CallID)
+	}
+	tr.answered = slices.Delete(tr.answered, 0, len(tr.answered)-maxAnsweredApprovals)
 }
 
 func answeredAt(c *watchedCall) time.Time {
