@@ -70,6 +70,20 @@ func TestApprovals(t *testing.T) {
 				t.Fatalf("call %s output %s, answer %q; want %s, %q, output containing %q",
 					got.Status, got.Output, done.Answer, tt.wantStatus, tt.wantAnswer, tt.wantOutput)
 			}
+			// The call's timeline: called, parked, answered, (run), finished, in order;
+			// and the step's model time.
+			parked := got.ApprovalRequestedAt
+			if parked == nil || got.Approval == nil || parked.Before(got.CalledAt) || got.Approval.At.Before(*parked) ||
+				got.FinishedAt == nil || got.FinishedAt.Before(got.Approval.At) {
+				t.Errorf("the call's timeline is out of order: called %s, parked %v, approval %+v, finished %v",
+					got.CalledAt, parked, got.Approval, got.FinishedAt)
+			}
+			if ran := got.StartedAt != nil; ran != (tt.wantStatus == "ok") {
+				t.Errorf("the call's startedAt is %v for a %s call", got.StartedAt, got.Status)
+			}
+			if len(done.Offered) == 0 || done.Offered[0].AskedAt.IsZero() || done.Offered[0].AskedAt.After(got.CalledAt) {
+				t.Errorf("the first step's model time is not on the run: %+v", done.Offered)
+			}
 		})
 	}
 }

@@ -80,6 +80,9 @@ func (c *CallRecord) clone() *CallRecord {
 	cc.Policy = clonePolicy(c.Policy)
 	cc.ArgumentsRef = clonePtr(c.ArgumentsRef)
 	cc.FinishedAt = clonePtr(c.FinishedAt)
+	cc.StartedAt = clonePtr(c.StartedAt)
+	cc.ApprovalRequestedAt = clonePtr(c.ApprovalRequestedAt)
+	cc.AttemptSpans = slices.Clone(c.AttemptSpans)
 	cc.Nested = clonePtr(c.Nested)
 	return &cc
 }
@@ -118,7 +121,8 @@ func cloneOffered(o []StepTools) []StepTools {
 	}
 	out := make([]StepTools, len(o))
 	for i, st := range o {
-		out[i] = StepTools{Step: st.Step, Tools: slices.Clone(st.Tools), Picked: clonePicked(st.Picked)}
+		out[i] = StepTools{Step: st.Step, Tools: slices.Clone(st.Tools), Picked: clonePicked(st.Picked),
+			AskedAt: st.AskedAt, ModelMS: st.ModelMS}
 	}
 	return out
 }

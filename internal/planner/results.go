@@ -105,6 +105,11 @@ func (p *Planner) recordResult(ctx context.Context, m jetstream.Msg, res events.
 		}
 		c.FinishedAt = &finished
 		c.DurationMS = finished.Sub(c.CalledAt).Milliseconds()
+		if !res.StartedAt.IsZero() {
+			started := res.StartedAt
+			c.StartedAt = &started
+		}
+		c.LimitWaitMS, c.AttemptSpans = res.LimitWaitMS, res.AttemptSpans
 		if r.Sequential {
 			r.calledNext(now)
 		}
@@ -387,7 +392,7 @@ func (p *Planner) handleApprovalRequest(ctx context.Context, m jetstream.Msg) {
 		p.ack(m)
 		return
 	}
-	ahead := false
+	ahead, now := false, p.cfg.Now()
 	run, err := p.runs.update(ctx, req.RunID, func(r *Run) (bool, error) {
 		c := r.call(req.CallID)
 		ahead = c == nil && r.ahead(req.CallID)
@@ -395,6 +400,8 @@ func (p *Planner) handleApprovalRequest(ctx context.Context, m jetstream.Msg) {
 			return false, nil
 		}
 		c.Status = string(CallAwaitingApproval)
+		parked := now
+		c.ApprovalRequestedAt = &parked
 		return true, nil
 	})
 	if errors.Is(err, errRunNotFound) {

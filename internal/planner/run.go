@@ -218,6 +218,11 @@ type StepTools struct {
 	// Picked is what the picker returned when it chose the tools (scores, reasons,
 	// provenance), best first; absent when the picker was not asked or failed.
 	Picked []pick.Result `json:"picked,omitempty"`
+	// AskedAt is when the model was asked for the step, ModelMS how long it took to
+	// answer (the step's model time on a run's timeline); zero for a step recorded
+	// before they were.
+	AskedAt time.Time `json:"askedAt,omitzero"`
+	ModelMS int64     `json:"modelMs,omitempty"`
 }
 
 // caller is the identity the run acts with.
@@ -283,10 +288,20 @@ type CallRecord struct {
 
 	// Local marks a call answered by the planner itself (invalid input, unknown tool,
 	// loop warning, nested run), never published to the fleet.
-	Local      bool       `json:"local,omitempty"`
-	CalledAt   time.Time  `json:"calledAt"`
-	FinishedAt *time.Time `json:"finishedAt,omitempty"`
-	DurationMS int64      `json:"durationMs,omitempty"`
+	Local bool `json:"local,omitempty"`
+	// The call's timeline: CalledAt, when it was published (or answered by the planner);
+	// ApprovalRequestedAt, when its executor parked it for approval (Approval.At says
+	// when that ended); StartedAt, when the executor's first attempt began (absent for a
+	// call that never ran), so StartedAt - CalledAt is its time in the queue, less
+	// LimitWaitMS (waiting at the executor for its tool's limits) and the time parked;
+	// AttemptSpans, each attempt of a call run more than once; FinishedAt, its result.
+	CalledAt            time.Time            `json:"calledAt"`
+	ApprovalRequestedAt *time.Time           `json:"approvalRequestedAt,omitempty"`
+	StartedAt           *time.Time           `json:"startedAt,omitempty"`
+	LimitWaitMS         int64                `json:"limitWaitMs,omitempty"`
+	AttemptSpans        []events.AttemptSpan `json:"attemptSpans,omitempty"`
+	FinishedAt          *time.Time           `json:"finishedAt,omitempty"`
+	DurationMS          int64                `json:"durationMs,omitempty"`
 }
 
 // Done reports whether the call has its result.

@@ -373,6 +373,7 @@ func (p *Planner) askModel(ctx context.Context, cl claim, run *Run, msgs []provi
 	defer stop()
 	mctx, span := p.chatSpan(mctx, run, model)
 	began := time.Now()
+	offered.AskedAt = p.cfg.Now()
 	resp, err := p.generate(mctx, run, model, provider.Request{
 		System: run.System, Messages: msgs, Tools: defs, ToolChoice: run.ToolChoice,
 	})
@@ -381,6 +382,7 @@ func (p *Planner) askModel(ctx context.Context, cl claim, run *Run, msgs []provi
 	if err == nil {
 		usage = resp.Usage
 	}
+	offered.ModelMS = time.Since(began).Milliseconds()
 	p.m.modelCall(run.Model, time.Since(began), usage, err)
 	if err != nil {
 		return nil, offered, fmt.Errorf("model %s: %w", run.Model, err)

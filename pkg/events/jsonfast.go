@@ -92,6 +92,12 @@ func appendResult(b []byte, r *Result) ([]byte, error) {
 		b = append(b, `,"limit_wait_ms":`...)
 		b = strconv.AppendInt(b, r.LimitWaitMS, 10)
 	}
+	if len(r.AttemptSpans) > 0 { // rare: only retried calls have them
+		b = append(b, `,"attempt_spans":`...)
+		if b, err = appendMarshaled(b, r.AttemptSpans); err != nil {
+			return nil, err
+		}
+	}
 	if r.Approval != nil { // rare: the reflection path writes it
 		b = append(b, `,"approval":`...)
 		if b, err = appendMarshaled(b, r.Approval); err != nil {

@@ -126,12 +126,24 @@ type Result struct {
 	// rate_limited; 0 for a call that did not wait. The time a call spent in the stream
 	// before an executor took it shows between its publication and StartedAt.
 	LimitWaitMS int64 `json:"limit_wait_ms,omitempty"`
+	// AttemptSpans is, for a call the executor ran more than once, when each attempt ran
+	// and how each but the last failed (its error code); nil for a call run once, whose
+	// one attempt is StartedAt to FinishedAt.
+	AttemptSpans []AttemptSpan `json:"attempt_spans,omitempty"`
 	// Approval records the decision on a call that waited for approval; nil for a call
 	// that never did.
 	Approval *Approval `json:"approval,omitempty"`
 	// Policy records the decision of the tool's policy hook on the call (see
 	// [PolicyRequest]), when its tools-file entry names one; nil otherwise.
 	Policy *PolicyRecord `json:"policy,omitempty"`
+}
+
+// AttemptSpan is one attempt of a call: when it ran, and the error code it failed with
+// (empty for the attempt that succeeded).
+type AttemptSpan struct {
+	StartedAt  time.Time  `json:"started_at"`
+	FinishedAt time.Time  `json:"finished_at"`
+	Code       tools.Code `json:"code,omitempty"`
 }
 
 // Approval is the record of the decision on a call that waited for approval: who

@@ -72,6 +72,14 @@ func TestRetriesWithBackoff(t *testing.T) {
 		}
 	}
 	mu.Unlock()
+	// Each attempt is on the result's timeline, in order, the failed ones with their code.
+	if s := res["c1"].AttemptSpans; len(s) != 3 || s[0].Code != tools.CodeToolFailed || s[1].Code != tools.CodeToolFailed ||
+		s[2].Code != "" || s[1].StartedAt.Before(s[0].FinishedAt) || !s[0].StartedAt.Equal(res["c1"].StartedAt) {
+		t.Errorf("flaky's attempt spans: %+v", s)
+	}
+	if s := res["c3"].AttemptSpans; s != nil {
+		t.Errorf("a call run once has no attempt spans: %+v", s)
+	}
 	if r := res["c2"]; r.Status != events.StatusError || r.Attempts != 3 || r.Error.Code != tools.CodeToolFailed ||
 		!strings.Contains(r.Error.Message, "always broken") {
 		t.Errorf("broken: %+v %+v", r, r.Error)

@@ -197,6 +197,7 @@ func (ex *Executor) runWithRetries(ctx context.Context, j *job, call *tools.Call
 	ex.m.started(j.def.Name)
 	defer ex.m.stopped(j.def.Name)
 	j.res.StartedAt = time.Now().UTC()
+	began := j.res.StartedAt
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 {
 			// A fresh instance per attempt: a typed tool may have changed its fields.
@@ -205,8 +206,12 @@ func (ex *Executor) runWithRetries(ctx context.Context, j *job, call *tools.Call
 				return tools.Outcome{Err: tools.AsError(err, tools.CodeInvalidInput)}, attempt - 1
 			}
 			call = c
+			began = time.Now().UTC()
 		}
 		out := ex.runOnce(ctx, j, call, attempt)
+		if attempt > 1 { // a retried call's every attempt is on its timeline
+			j.res.AttemptSpans = appendSpan(j.res.AttemptSpans, began, out)
+		}
 		if out.Err == nil || ctx.Err() != nil {
 			return out, attempt
 		}
@@ -220,6 +225,9 @@ func (ex *Executor) runWithRetries(ctx context.Context, j *job, call *tools.Call
 		if attempt > retries || !policy.ShouldRetry(out.Err.Code) {
 			return out, attempt
 		}
+		if attempt == 1 {
+			j.res.AttemptSpans = appendSpan(nil, began, out)
+		}
 		delay := policy.BackoffJittered(attempt, rand.Float64())
 		if !j.ce.Deadline.IsZero() && time.Now().Add(delay).After(j.ce.Deadline) {
 			return out, attempt // no time left for another attempt
@@ -231,6 +239,15 @@ func (ex *Executor) runWithRetries(ctx context.Context, j *job, call *tools.Call
 			return tools.Outcome{Err: tools.Errorf(tools.CodeCanceled, "executor stopping, or the call was canceled")}, attempt
 		}
 	}
+}
+
+// appendSpan adds the attempt that began then and ended now with out to spans.
+func appendSpan(spans []events.AttemptSpan, began time.Time, out tools.Outcome) []events.AttemptSpan {
+	span := events.AttemptSpan{StartedAt: began, FinishedAt: time.Now().UTC()}
+	if out.Err != nil {
+		span.Code = out.Err.Code
+	}
+	return append(spans, span)
 }
 
 func (ex *Executor) runOnce(ctx context.Context, j *job, call *tools.Call, attempt int) tools.Outcome {

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/toolfleet/toolfleet/internal/inspector"
 	"github.com/toolfleet/toolfleet/internal/mcpedge"
 	"github.com/toolfleet/toolfleet/internal/ops"
 	"github.com/toolfleet/toolfleet/internal/planner"
@@ -58,7 +59,9 @@ func Run(ctx context.Context, c Config) error {
 	log.Info().Str("addr", ln.Addr().String()).Str("mcp", mcpedge.Path).Str("default_model", def).Bool("picker", c.UsePicker).Msg("planner API listening")
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return p.Run(gctx) })
-	g.Go(func() error { return ServeAPI(gctx, ln, mcpedge.Mount(plannerapi.Handler(p, auth), edge.Handler())) })
+	g.Go(func() error {
+		return ServeAPI(gctx, ln, inspector.Mount(mcpedge.Mount(plannerapi.Handler(p, auth), edge.Handler())))
+	})
 	err = g.Wait()
 	if dErr := nc.Drain(); dErr != nil && err == nil {
 		err = dErr

@@ -157,6 +157,15 @@ func TestDev(t *testing.T) {
 		!strings.Contains(out.String(), "http://"+a.Ops+"/metrics") {
 		t.Errorf("dev did not print how to start a run and reach NATS and the ops server:\n%s", out.String())
 	}
+	// The inspector is served beside the API, and dev says where.
+	if a.UI != a.API+"/ui/" || !strings.Contains(out.String(), "inspector "+a.UI) {
+		t.Errorf("dev did not print the inspector's address %q:\n%s", a.UI, out.String())
+	}
+	if res, err := http.Get(a.UI); err != nil || res.StatusCode != http.StatusOK || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") {
+		t.Errorf("GET %s: %v %v", a.UI, res, err)
+	} else {
+		res.Body.Close()
+	}
 	// Without -host, everything is on loopback.
 	for _, addr := range []string{a.API, a.NATS, a.Ops} {
 		if !strings.Contains(addr, "127.0.0.1:") {

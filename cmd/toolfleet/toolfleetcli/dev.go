@@ -8,6 +8,7 @@ import (
 	"net"
 
 	"github.com/toolfleet/toolfleet/cmd/planner/plannercli"
+	"github.com/toolfleet/toolfleet/internal/inspector"
 	"github.com/toolfleet/toolfleet/internal/mcpedge"
 	"github.com/toolfleet/toolfleet/internal/ops"
 	"github.com/toolfleet/toolfleet/internal/planner/plannerapi"
@@ -42,6 +43,7 @@ type DevAddrs struct {
 	NATS string // the embedded server's client URL
 	Ops  string // the ops server's host:port; empty when off
 	MCP  string // the MCP edge's URL, the API's /mcp
+	UI   string // the inspector's URL, the API's /ui/
 }
 
 // printDevHelp shows how to start a run with curl. The scripted model follows the demo's
@@ -113,10 +115,12 @@ func Dev(ctx context.Context, o DevOptions) error {
 	defer cancel()
 	serveErr := make(chan error, 1)
 	go func() {
-		serveErr <- plannercli.ServeAPI(ctx, ln, mcpedge.Mount(plannerapi.Handler(f.Planner, auth), edge.Handler()))
+		serveErr <- plannercli.ServeAPI(ctx, ln, inspector.Mount(mcpedge.Mount(plannerapi.Handler(f.Planner, auth), edge.Handler())))
 	}()
 	addrs := DevAddrs{API: "http://" + ln.Addr().String(), NATS: f.Server.ClientURL(), Ops: srv.Addr()}
 	addrs.MCP = addrs.API + mcpedge.Path
+	addrs.UI = addrs.API + inspector.Path
+	fmt.Fprintf(o.Out, "toolfleet dev: inspector %s (runs, calls, approvals, the fleet; live)\n", addrs.UI)
 	fmt.Fprintf(o.Out, "toolfleet dev: NATS %s (connect any NATS client, e.g. nats --server %s sub 'toolfleet.>'), planner API %s, sandbox %s\n",
 		addrs.NATS, addrs.NATS, addrs.API, f.Sandbox)
 	if addrs.Ops != "" {

@@ -1,0 +1,389 @@
+package inspector_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/nats-io/nats.go"
+
+	"github.com/toolfleet/toolfleet/cmd/toolfleet/toolfleetcli"
+	"github.com/toolfleet/toolfleet/internal/apiauth"
+	"github.com/toolfleet/toolfleet/pkg/events"
+)
+
+// The tokens of the fleet the browser tests use: two tenants.
+const (
+	acmeToken   = "acme-s3cret"
+	globexToken = "globex-s3cret"
+)
+
+// demoRun is the request of the demo's run (the dev command prints it): the scripted
+// model stops at write_file, which waits for an approval.
+var demoRun = map[string]any{
+	"input": "Two orders came in, for 17 and 25 widgets at 2 credits each. Work out the total, write it to report.txt in the workspace, and check the file.",
+	"tools": []string{"get_time", "list_dir", "calculator", "write_file", "read_file"},
+}
+
+// fleet is a dev fleet (toolfleet dev: the all-in-one fleet on an embedded server with
+// its scripted demo model) with the inspector, and a headless Chromium to look at it.
+type fleet struct {
+	addrs   toolfleetcli.DevAddrs
+	browser context.Context
+	lists   bool // whether the planner has the list API (GET /v1/runs)
+}
+
+func startFleet(t *testing.T) *fleet {
+	t.Helper()
+	chromium := os.Getenv("TOOLFLEET_CHROMIUM")
+	if chromium == "" {
+		chromium = "/usr/bin/chromium"
+	}
+	if _, err := exec.LookPath(chromium); err != nil {
+		t.Skipf("no Chromium at %s (install Debian's chromium, or set TOOLFLEET_CHROMIUM): %v", chromium, err)
+	}
+	t.Setenv("TOOLFLEET_MODEL", "")
+	ctx, cancel := context.WithCancel(context.Background())
+	ready, failed := make(chan toolfleetcli.DevAddrs, 1), make(chan error, 1)
+	tokens := map[string]events.Identity{
+		apiauth.HashToken(acmeToken):   {Tenant: "acme", Role: "admin"},
+		apiauth.HashToken(globexToken): {Tenant: "globex", Role: "admin"},
+	}
+	go func() {
+		failed <- toolfleetcli.Dev(ctx, toolfleetcli.DevOptions{HTTPAddr: "127.0.0.1:0", Tokens: tokens, Out: io.Discard,
+			Fleet: toolfleetcli.Options{NATSPort: -1}, Ready: func(a toolfleetcli.DevAddrs) { ready <- a }})
+	}()
+	f := &fleet{}
+	select {
+	case f.addrs = <-ready:
+	case err := <-failed:
+		cancel()
+		t.Fatalf("dev stopped before it served: %v", err)
+	case <-time.After(30 * time.Second):
+		cancel()
+		t.Fatal("dev not ready after 30s")
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-failed; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("dev: %v", err)
+		}
+	})
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.WindowSize(1280, 900))...)
+	t.Cleanup(cancelAlloc)
+	browser, cancelBrowser := chromedp.NewContext(alloc)
+	t.Cleanup(cancelBrowser)
+	if err := chromedp.Do(browser); err != nil { // starts Chromium
+		t.Fatalf("start chromium: %v", err)
+	}
+	f.browser = browser
+	res, _ := f.api(t, acmeToken, "GET", "/v1/runs?limit=1", nil)
+	f.lists = res == http.StatusOK
+	return f
+}
+
+// api calls the planner's API as the holder of token.
+func (f *fleet) api(t *testing.T, token, method, path string, body any) (int, map[string]any) {
+	t.Helper()
+	var r io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		r = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, f.addrs.API+path, r)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var out map[string]any
+	_ = json.NewDecoder(res.Body).Decode(&out)
+	return res.StatusCode, out
+}
+
+// startDemo starts the demo's run as token's holder and waits until its write_file
+// waits for an approval; it returns the run's id.
+func (f *fleet) startDemo(t *testing.T, token string) string {
+	t.Helper()
+	req := map[string]any{"wait": true, "waitTimeout": "100ms"}
+	for k, v := range demoRun {
+		req[k] = v
+	}
+	status, run := f.api(t, token, "POST", "/v1/runs", req)
+	id, _ := run["id"].(string)
+	if status/100 != 2 || id == "" {
+		t.Fatalf("start the demo run: %d %v", status, run)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, run := f.api(t, token, "GET", "/v1/runs/"+id, nil); strings.Contains(fmt.Sprint(run["calls"]), "awaiting_approval") {
+			return id
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("the demo run %s never waited for an approval", id)
+	return ""
+}
+
+// tab opens a browser tab holding token (or none) in its session, as the token page
+// keeps it, and shows the page at fragment. On failure it leaves a screenshot of the
+// page in the test's artifact directory (go test -artifacts keeps it).
+func (f *fleet) tab(t *testing.T, token, fragment string) context.Context {
+	t.Helper()
+	tab, cancel := chromedp.NewContext(f.browser)
+	t.Cleanup(cancel)
+	// Open the tab with its own context: a tab lives as long as the context of its
+	// first action.
+	if err := chromedp.Do(tab); err != nil {
+		t.Fatalf("open a tab: %v", err)
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		ctx, c := context.WithTimeout(tab, 10*time.Second)
+		defer c()
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(90))
+		if err != nil {
+			t.Logf("no screenshot: %v", err)
+			return
+		}
+		name := filepath.Join(t.ArtifactDir(), strings.NewReplacer("/", "_", "#", "").Replace(fragment)+".png")
+		if err := os.WriteFile(name, png, 0o644); err == nil {
+			t.Logf("screenshot of the page: %s", name)
+		}
+	})
+	f.run(t, tab, chromedp.Navigate(f.addrs.UI+"#/none"),
+		js(fmt.Sprintf(`sessionStorage.setItem('toolfleet.token', %q)`, token), nil),
+		chromedp.Reload())
+	f.goTo(t, tab, fragment)
+	return tab
+}
+
+// goTo shows the view at fragment, as following a link does.
+func (f *fleet) goTo(t *testing.T, tab context.Context, fragment string) {
+	t.Helper()
+	f.run(t, tab, js(fmt.Sprintf(`location.hash = %q`, fragment), nil))
+}
+
+// until waits until the JavaScript expression is true on the page.
+func (f *fleet) until(t *testing.T, tab context.Context, expr string) {
+	t.Helper()
+	poll := chromedp.Poll[any](expr, chromedp.WithPollingInterval(50*time.Millisecond))
+	f.run(t, tab, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error { _, err := poll(ctx, tg); return err }))
+}
+
+// run runs browser actions with a time limit.
+func (f *fleet) run(t *testing.T, tab context.Context, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(tab, 20*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		t.Fatalf("in the browser: %v", err)
+	}
+}
+
+// js evaluates a JavaScript expression on the page and stores its value in dest (when
+// not nil), as encoding/json would.
+func js(expr string, dest any) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		v, err := chromedp.Evaluate[any](expr)(ctx, tg)
+		if err != nil || dest == nil {
+			return err
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal(b, dest)
+	})
+}
+
+// text returns the text of the first element matching sel, once there is one.
+func (f *fleet) text(t *testing.T, tab context.Context, sel string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(tab, 20*time.Second)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		t.Fatalf("the text of %s: %v", sel, err)
+	}
+	return s
+}
+
+func (f *fleet) needLists(t *testing.T) {
+	t.Helper()
+	if !f.lists {
+		t.Skip("this planner has no list API yet (GET /v1/runs answers 404): the list pages cannot be tested")
+	}
+}
+
+func TestInspectorInBrowser(t *testing.T) {
+	f := startFleet(t)
+
+	t.Run("demo run: timeline of every call, approve, completes live", func(t *testing.T) {
+		id := f.startDemo(t, acmeToken)
+		tab := f.tab(t, acmeToken, "/runs/"+id)
+		f.run(t, tab, chromedp.WaitVisible(chromedp.CSS(`.wf-row[data-call]`)))
+		_, run := f.api(t, acmeToken, "GET", "/v1/runs/"+id, nil)
+		calls, _ := run["calls"].([]any)
+		var rows, parked, withBars int
+		f.run(t, tab, js(`document.querySelectorAll('.wf-row[data-call]').length`, &rows),
+			js(`document.querySelectorAll('.wf-row[data-call] .bar.park').length`, &parked),
+			js(`[...document.querySelectorAll('.wf-row[data-call]')].filter(r => r.querySelector('.bar')).length`, &withBars))
+		if rows != len(calls) || withBars != len(calls) || parked != 1 || len(calls) != 5 {
+			t.Fatalf("the timeline shows %d calls (%d with bars, %d parked), the run has %d", rows, withBars, parked, len(calls))
+		}
+		// The invalid calculator call shows the validator's messages with their pointers.
+		f.run(t, tab, chromedp.Click(chromedp.CSS(`details.call:nth-child(3) > summary`)),
+			chromedp.WaitVisible(chromedp.CSS(`details.call:nth-child(3) .error-box li code`)))
+		if s := f.text(t, tab, `details.call:nth-child(3) .error-box`); !strings.Contains(s, "missing property 'expression'") {
+			t.Errorf("the invalid call's error: %q", s)
+		}
+		// Approve the parked write_file from the page: the run completes, live.
+		f.run(t, tab, chromedp.Click(chromedp.CSS(`[data-action="approve"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`section[aria-label="head"] .status.completed`)))
+		if s := f.text(t, tab, `section[aria-label="head"]`); !strings.Contains(s, "I wrote it to report.txt") {
+			t.Errorf("the completed run's answer is not shown: %q", s)
+		}
+		// read_file, the next step's call, joins the timeline.
+		f.until(t, tab, `document.querySelectorAll('.wf-row[data-call]').length === 6`)
+	})
+
+	t.Run("modified arguments are refused when invalid, then deny", func(t *testing.T) {
+		id := f.startDemo(t, acmeToken)
+		tab := f.tab(t, acmeToken, "/runs/"+id)
+		f.run(t, tab, chromedp.Click(chromedp.CSS(`[data-action="modify"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`textarea.args-editor`)),
+			chromedp.SetValue(chromedp.CSS(`textarea.args-editor`), `{"path": 7}`),
+			js(`document.querySelector('textarea.args-editor').dispatchEvent(new Event('input'))`, nil))
+		if s := f.text(t, tab, `.diff`); !strings.Contains(s, `+   "path": 7`) || !strings.Contains(s, `-   "content"`) {
+			t.Errorf("the diff of the edit: %q", s)
+		}
+		f.run(t, tab, chromedp.Click(chromedp.CSS(`[data-action="approve-modified"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`.approval .error-box li`)))
+		if s := f.text(t, tab, `.approval .error-box`); !strings.HasPrefix(s, "400") || !strings.Contains(s, "/path") {
+			t.Errorf("the refusal of invalid arguments: %q", s)
+		}
+		f.run(t, tab, chromedp.SetValue(chromedp.CSS(`.approval-reason`), "not today"),
+			chromedp.Click(chromedp.CSS(`[data-action="deny"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`section[aria-label="head"] .status.completed`)))
+		if s := f.text(t, tab, `section[aria-label="head"]`); !strings.Contains(s, "was not approved") {
+			t.Errorf("the denied run's answer: %q", s)
+		}
+		if s := f.text(t, tab, `details.call:nth-child(5) > summary`); !strings.Contains(s, "denied") {
+			t.Errorf("the denied call: %q", s)
+		}
+	})
+
+	t.Run("cancel a running run", func(t *testing.T) {
+		id := f.startDemo(t, acmeToken)
+		tab := f.tab(t, acmeToken, "/runs/"+id)
+		f.run(t, tab, chromedp.WaitEnabled(chromedp.CSS(`#cancel-run`)),
+			chromedp.Click(chromedp.CSS(`#cancel-run`)), chromedp.Click(chromedp.CSS(`#cancel-run`)),
+			chromedp.WaitVisible(chromedp.CSS(`section[aria-label="head"] .status.canceled`)))
+		if _, run := f.api(t, acmeToken, "GET", "/v1/runs/"+id, nil); run["termination"] != "canceled" {
+			t.Errorf("the run after cancel: %v %v", run["status"], run["termination"])
+		}
+	})
+
+	t.Run("runs list: the run, and a new one appears live", func(t *testing.T) {
+		f.needLists(t)
+		first := f.startDemo(t, acmeToken)
+		tab := f.tab(t, acmeToken, "/runs")
+		f.run(t, tab, chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`tr[data-run=%q]`, first))))
+		second := f.startDemo(t, acmeToken)
+		f.run(t, tab, chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`tr[data-run=%q]`, second))))
+		// The run's row opens its page.
+		f.run(t, tab, chromedp.Click(chromedp.CSS(fmt.Sprintf(`tr[data-run=%q] a`, second))),
+			chromedp.WaitVisible(chromedp.CSS(`.wf-row[data-call]`)))
+		// The approvals inbox lists the parked call with its countdown.
+		f.goTo(t, tab, "/approvals")
+		f.run(t, tab, chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`article[data-call^=%q] .countdown`, second+"-"))))
+		if s := f.text(t, tab, fmt.Sprintf(`article[data-call^=%q] .countdown`, second+"-")); !strings.HasPrefix(s, "expires in") {
+			t.Errorf("the countdown: %q", s)
+		}
+	})
+
+	t.Run("fleet: tools and a dead letter", func(t *testing.T) {
+		f.needLists(t)
+		nc, err := nats.Connect(f.addrs.NATS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		// A message with no CloudEvents attributes names no caller: its only answer is a
+		// dead letter.
+		subject, _ := events.CallSubject(events.Identity{Tenant: "acme", Role: "admin"}, "calculator")
+		if err := nc.Publish(subject, []byte(`not a call`)); err != nil {
+			t.Fatal(err)
+		}
+		tab := f.tab(t, acmeToken, "/fleet")
+		f.run(t, tab, chromedp.WaitVisible(chromedp.CSS(`tr[data-tool="calculator"]`)))
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			var n int
+			f.run(t, tab, js(`document.querySelectorAll('tr[data-seq]').length`, &n))
+			if n > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("no dead letter on the fleet page")
+			}
+			f.run(t, tab, chromedp.Click(chromedp.CSS(`main button`)), chromedp.Sleep(200*time.Millisecond)) // Refresh
+		}
+		if s := f.text(t, tab, `tr[data-seq]`); !strings.Contains(s, "calculator") {
+			t.Errorf("the dead letter: %q", s)
+		}
+	})
+
+	t.Run("a second tenant never sees the first's runs", func(t *testing.T) {
+		f.needLists(t)
+		acmeRun := f.startDemo(t, acmeToken)
+		globexRun := f.startDemo(t, globexToken)
+		// globex signs in on the token page.
+		tab := f.tab(t, "", "/runs")
+		f.run(t, tab, chromedp.WaitVisible(chromedp.CSS(`#token`)),
+			chromedp.SendKeys(chromedp.CSS(`#token`), globexToken), chromedp.Click(chromedp.CSS(`form.login button[type=submit]`)),
+			chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`tr[data-run=%q]`, globexRun))))
+		var foreign int
+		f.run(t, tab, js(fmt.Sprintf(`document.querySelectorAll('tr[data-run=%q]').length`, acmeRun), &foreign))
+		if foreign != 0 {
+			t.Errorf("globex's runs list shows acme's run %s", acmeRun)
+		}
+		f.goTo(t, tab, "/runs/"+acmeRun)
+		f.run(t, tab, chromedp.WaitVisible(chromedp.CSS(`.error-box`)))
+		if s := f.text(t, tab, `.error-box`); !strings.HasPrefix(s, "404") {
+			t.Errorf("globex opening acme's run: %q", s)
+		}
+		f.goTo(t, tab, "/approvals")
+		f.run(t, tab, chromedp.WaitVisible(chromedp.CSS(`article[data-call]`)))
+		var shown int
+		f.run(t, tab, js(fmt.Sprintf(`document.querySelectorAll('article[data-call^=%q]').length`, acmeRun+"-"), &shown))
+		if shown != 0 {
+			t.Errorf("globex's approvals inbox shows acme's call")
+		}
+		// acme's dead letter (the fleet subtest's) is not globex's.
+		f.goTo(t, tab, "/fleet")
+		var dead int
+		f.until(t, tab, `document.querySelector('#dead-letters').childElementCount > 0`)
+		f.run(t, tab, js(`document.querySelectorAll('#dead-letters tr[data-seq]').length`, &dead))
+		if dead != 0 {
+			t.Errorf("globex's fleet page shows %d dead letters of acme", dead)
+		}
+	})
+}

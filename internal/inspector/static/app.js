@@ -1,0 +1,844 @@
+// The toolfleet inspector: plain JavaScript, no library, no build step (see the Go
+// package's doc). Everything shown is built with textContent, never from HTML strings.
+'use strict';
+(() => {
+  const TOKEN_KEY = 'toolfleet.token';
+  const main = document.getElementById('main');
+  let token = sessionStorage.getItem(TOKEN_KEY) || '';
+  let cleanup = []; // what the current page stops when another is shown
+
+  // ---- DOM ------------------------------------------------------------------
+  // h('tag.class', {attr: v, onclick: f}, ...children): children are nodes or text.
+  function h(spec, attrs, ...kids) {
+    const [tag, ...classes] = spec.split('.');
+    const el = document.createElement(tag || 'div');
+    if (classes.length) el.className = classes.join(' ');
+    if (attrs) {
+      for (const [k, v] of Object.entries(attrs)) {
+        if (v === undefined || v === null || v === false) continue;
+        if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+        else if (k === 'text') el.textContent = v;
+        else if (k === 'style') el.style.cssText = v; // CSSOM: the CSP forbids style attributes
+        else if (k in el && k !== 'list' && typeof v !== 'string') el[k] = v;
+        else el.setAttribute(k, v === true ? '' : String(v));
+      }
+    }
+    for (const kid of kids.flat(Infinity)) {
+      if (kid === undefined || kid === null || kid === false) continue;
+      el.append(kid instanceof Node ? kid : document.createTextNode(String(kid)));
+    }
+    return el;
+  }
+  const replace = (el, ...kids) => { el.replaceChildren(...kids.flat(Infinity).filter(k => k !== null && k !== undefined && k !== false)); return el; };
+
+  function toast(msg, bad) {
+    const t = h('div' + (bad ? '.bad' : ''), {text: msg});
+    document.getElementById('toast').append(t);
+    setTimeout(() => t.remove(), bad ? 8000 : 3500);
+  }
+
+  // ---- formatting -------------------------------------------------------------
+  const pad = n => String(n).padStart(2, '0');
+  function fmtTime(iso) {
+    if (!iso) return '';
+    const d = new Date(iso), now = new Date();
+    const t = `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+    return d.toDateString() === now.toDateString() ? t : `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${t}`;
+  }
+  function fmtMs(ms) {
+    if (ms === undefined || ms === null || isNaN(ms)) return '';
+    if (ms < 1000) return `${Math.round(ms)} ms`;
+    if (ms < 60000) return `${(ms / 1000).toFixed(ms < 10000 ? 2 : 1)} s`;
+    const m = Math.floor(ms / 60000), s = Math.round((ms % 60000) / 1000);
+    return m < 60 ? `${m}m ${s}s` : `${Math.floor(m / 60)}h ${m % 60}m`;
+  }
+  const fmtCost = c => c ? '$' + (c < 0.01 ? c.toPrecision(2) : c.toFixed(4)) : '';
+  const ms = iso => iso ? Date.parse(iso) : NaN;
+  function pretty(raw) {
+    if (raw === undefined || raw === null) return '';
+    if (typeof raw === 'string') {
+      try { return JSON.stringify(JSON.parse(raw), null, 2); } catch { return raw; }
+    }
+    return JSON.stringify(raw, null, 2);
+  }
+  const status = (s, title) => h('span.status.' + String(s || '').replace(/[^a-z_]/g, ''), {text: s || '—', title});
+  const runLink = id => h('a.mono', {href: '#/runs/' + encodeURIComponent(id), text: id});
+
+  // A JSON value shown pretty-printed; one larger than 4 KiB opens on demand.
+  function jsonBlock(value, label) {
+    const text = pretty(value);
+    if (text.length <= 4096) return h('pre', {'aria-label': label, text});
+    const box = h('div');
+    const open = h('button', {type: 'button', text: `Show ${label} (${(text.length / 1024).toFixed(1)} KiB)`,
+      onclick: () => replace(box, h('pre', {'aria-label': label, text}))});
+    return replace(box, h('pre', {text: text.slice(0, 600) + '\n…'}), open);
+  }
+
+  // ---- the API ------------------------------------------------------------------
+  class APIError extends Error {
+    constructor(status, body, fallback) {
+      const e = body && body.error;
+      super((e && e.message) || fallback);
+      this.status = status; this.violations = (e && e.violations) || []; this.body = body;
+    }
+  }
+  function headers(extra) {
+    const hd = Object.assign({}, extra);
+    if (token) hd.Authorization = 'Bearer ' + token;
+    return hd;
+  }
+  async function api(path, opts = {}) {
+    const init = {method: opts.method || 'GET', headers: headers()};
+    if (opts.body !== undefined) {
+      init.headers['Content-Type'] = 'application/json';
+      init.body = JSON.stringify(opts.body);
+    }
+    const res = await fetch(path, init);
+    const text = await res.text();
+    let body = null;
+    try { body = text ? JSON.parse(text) : null; } catch { body = null; }
+    if (!res.ok) {
+      if (res.status === 401) askToken('The API wants a token: ' + ((body && body.error && body.error.message) || 'unauthorized'));
+      throw new APIError(res.status, body, `${res.status} ${res.statusText}`);
+    }
+    return body;
+  }
+  const q = params => {
+    const u = new URLSearchParams();
+    for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null && v !== '') u.set(k, v);
+    const s = u.toString();
+    return s ? '?' + s : '';
+  };
+
+  // errorBox shows an API error: its message and, for invalid arguments, each
+  // violation with its JSON pointer.
+  function errorBox(err) {
+    const v = err.violations || [];
+    return h('div.error-box', {role: 'alert'},
+      h('strong', {text: err.status ? `${err.status}: ` : ''}), err.message || String(err),
+      v.length ? h('ul', {}, v.map(x => h('li', {}, h('code', {text: x.pointer || '/'}), ' ', x.message))) : null);
+  }
+
+  // ---- Server-Sent Events over fetch ----------------------------------------------
+  // EventSource cannot send Authorization; fetch can, so the token never goes into a
+  // URL. The stream resumes after the last event id it saw when it drops.
+  const liveEl = document.getElementById('live');
+  let liveStreams = 0;
+  function setLive(delta) {
+    liveStreams += delta;
+    liveEl.textContent = liveStreams > 0 ? '● live' : '○ offline';
+    liveEl.classList.toggle('on', liveStreams > 0);
+  }
+  function follow(path, onEvent, onEnd) {
+    const ctl = new AbortController();
+    let lastId = '', backoff = 500, stopped = false;
+    (async () => {
+      while (!stopped) {
+        let connected = false;
+        try {
+          const res = await fetch(path, {headers: headers(Object.assign({Accept: 'text/event-stream'},
+            lastId ? {'Last-Event-ID': lastId} : {})), signal: ctl.signal, cache: 'no-store'});
+          if (res.status === 204) { stopped = true; break; } // the run is done and was seen
+          if (res.status === 401) { askToken('The API wants a token.'); break; }
+          if (!res.ok) { if (res.status === 404 || res.status === 403) { stopped = true; break; } throw new Error(res.statusText); }
+          connected = true; setLive(1); backoff = 500;
+          const reader = res.body.getReader(), dec = new TextDecoder();
+          let buf = '', ev = {event: 'message', data: [], id: ''};
+          for (;;) {
+            const {value, done} = await reader.read();
+            if (done) break;
+            buf += dec.decode(value, {stream: true});
+            let nl;
+            while ((nl = buf.indexOf('\n')) >= 0) {
+              let line = buf.slice(0, nl); buf = buf.slice(nl + 1);
+              if (line.endsWith('\r')) line = line.slice(0, -1);
+              if (line === '') {
+                if (ev.data.length) {
+                  if (ev.id) lastId = ev.id;
+                  let data = ev.data.join('\n');
+                  try { data = JSON.parse(data); } catch { /* keep the text */ }
+                  try { onEvent(ev.event, data, ev.id); } catch (e) { console.error(e); }
+                }
+                ev = {event: 'message', data: [], id: ''};
+                continue;
+              }
+              if (line.startsWith(':')) continue;
+              const i = line.indexOf(':');
+              const field = i < 0 ? line : line.slice(0, i);
+              const val = i < 0 ? '' : line.slice(i + 1).replace(/^ /, '');
+              if (field === 'data') ev.data.push(val);
+              else if (field === 'event') ev.event = val;
+              else if (field === 'id') ev.id = val;
+            }
+          }
+        } catch (e) {
+          if (ctl.signal.aborted) break;
+        } finally {
+          if (connected) setLive(-1);
+        }
+        if (stopped || ctl.signal.aborted) break;
+        await new Promise(r => setTimeout(r, backoff));
+        backoff = Math.min(backoff * 2, 15000);
+      }
+      if (onEnd && !ctl.signal.aborted) onEnd();
+    })();
+    return () => { stopped = true; ctl.abort(); };
+  }
+
+  // coalesce runs fn at most once per `every` ms however often it is asked for, and
+  // once more after a run that was asked for again while it ran.
+  function coalesce(fn, every) {
+    let timer = null, running = false, again = false, last = 0;
+    const fire = async () => {
+      timer = null;
+      if (running) { again = true; return; }
+      running = true; last = Date.now();
+      try { await fn(); } catch (e) { console.error(e); }
+      running = false;
+      if (again) { again = false; ask(); }
+    };
+    const ask = () => {
+      if (timer) return;
+      timer = setTimeout(fire, Math.max(0, last + every - Date.now()));
+    };
+    ask.cancel = () => { clearTimeout(timer); timer = null; again = false; };
+    return ask;
+  }
+
+  // One stream of the tenant's events for the whole page; pages subscribe to it.
+  const tenantListeners = new Set();
+  let stopTenantStream = null;
+  function onTenantEvents(fn) {
+    tenantListeners.add(fn);
+    if (!stopTenantStream) {
+      stopTenantStream = follow('/v1/events', (what, data) => tenantListeners.forEach(l => l(what, data)));
+    }
+    return () => tenantListeners.delete(fn);
+  }
+
+  // ---- the pending-approvals badge ---------------------------------------------------
+  const badge = document.getElementById('pending-count');
+  const refreshBadge = coalesce(async () => {
+    try {
+      const r = await api('/v1/approvals?status=pending&limit=500');
+      const n = (r.approvals || []).length;
+      badge.hidden = n === 0;
+      badge.textContent = n >= 500 ? '500+' : String(n);
+      badge.setAttribute('aria-label', `${badge.textContent} pending`);
+    } catch { badge.hidden = true; }
+  }, 1000);
+  const badgeEvents = new Set(['approval_needed', 'approval_answered', 'done', 'tool_result', 'tool_error']);
+
+  // ---- the token page -------------------------------------------------------------
+  let asking = false;
+  function askToken(why) {
+    if (asking) return;
+    asking = true;
+    stopPage();
+    if (stopTenantStream) { stopTenantStream(); stopTenantStream = null; }
+    const input = h('input', {type: 'password', id: 'token', autocomplete: 'off', required: true, 'aria-describedby': 'token-help'});
+    replace(main, h('form.card.login', {onsubmit: e => {
+      e.preventDefault();
+      token = input.value.trim();
+      sessionStorage.setItem(TOKEN_KEY, token);
+      asking = false;
+      start();
+    }},
+    h('h1', {text: 'Sign in with an API token'}),
+    h('p.muted', {id: 'token-help', text: (why ? why + ' ' : '') +
+      'Paste one of the planner API\'s bearer tokens. It stays in this tab (sessionStorage) and goes only to this server, as Authorization: Bearer.'}),
+    h('label', {for: 'token'}, 'Token', input),
+    h('p', {}, h('button.primary', {type: 'submit', text: 'Use token'}))));
+    input.focus();
+  }
+  document.getElementById('signout').addEventListener('click', () => {
+    sessionStorage.removeItem(TOKEN_KEY); token = ''; askToken('Token forgotten.');
+  });
+
+  // ---- routing ----------------------------------------------------------------------
+  function stopPage() { cleanup.forEach(f => f()); cleanup = []; }
+  function route() {
+    if (asking) return;
+    const hash = location.hash.replace(/^#/, '') || '/runs';
+    const [path, query] = hash.split('?');
+    const params = new URLSearchParams(query || '');
+    const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
+    stopPage();
+    document.getElementById('signout').hidden = !token;
+    const page = parts[0] || 'runs';
+    document.querySelectorAll('[data-nav]').forEach(a => { if (a.dataset.nav === page) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current'); });
+    if (page === 'runs' && parts[1]) return runPage(parts[1], params);
+    if (page === 'approvals') return approvalsPage(params);
+    if (page === 'fleet') return fleetPage();
+    return runsPage(params);
+  }
+  function start() {
+    cleanup.push(onTenantEvents(what => { if (badgeEvents.has(what)) refreshBadge(); }));
+    refreshBadge();
+    route();
+  }
+  window.addEventListener('hashchange', () => { route(); main.focus({preventScroll: true}); });
+
+  // ---- runs ---------------------------------------------------------------------------
+  const TERMINATIONS = ['completed', 'final_tool', 'max_steps', 'timeout', 'token_budget', 'cost_budget', 'error_threshold',
+    'loop_detected', 'model_error', 'stop_condition', 'stop_hook', 'tool_required', 'storage_error', 'canceled'];
+  const FILTERS = ['status', 'termination', 'tool', 'since', 'until', 'parent', 'q'];
+  const toLocalInput = iso => { if (!iso) return ''; const d = new Date(iso); return isNaN(d) ? '' : `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`; };
+
+  function runsPage(params) {
+    const f = Object.fromEntries(FILTERS.map(k => [k, params.get(k) || '']));
+    const field = (name, label, el) => { el.name = name; el.id = 'f-' + name; return h('label', {for: el.id}, label, el); };
+    const select = (name, opts) => { const s = h('select', {}, h('option', {value: '', text: 'any'}), opts.map(o => h('option', {value: o, text: o}))); s.value = f[name]; return s; };
+    const text = (name, attrs) => h('input', Object.assign({value: f[name]}, attrs));
+    const form = h('form.filters', {role: 'search', onsubmit: e => {
+      e.preventDefault();
+      const p = {};
+      for (const k of FILTERS) {
+        let v = form.elements[k].value.trim();
+        if ((k === 'since' || k === 'until') && v) v = new Date(v).toISOString();
+        p[k] = v;
+      }
+      location.hash = '#/runs' + q(p);
+    }},
+    field('q', 'Input contains', text('q', {type: 'search', placeholder: 'text'})),
+    field('status', 'Status', select('status', ['running', 'done'])),
+    field('termination', 'Termination', select('termination', TERMINATIONS)),
+    field('tool', 'Tool', text('tool', {list: 'tool-names', size: 12})),
+    field('since', 'Since', h('input', {type: 'datetime-local', value: toLocalInput(f.since)})),
+    field('until', 'Until', h('input', {type: 'datetime-local', value: toLocalInput(f.until)})),
+    field('parent', 'Parent run', text('parent', {size: 12})),
+    h('button.primary', {type: 'submit', text: 'Filter'}),
+    h('a', {href: '#/runs', text: 'Clear'}),
+    h('datalist', {id: 'tool-names'}));
+    const body = h('tbody');
+    const more = h('button', {type: 'button', text: 'Load more', hidden: true});
+    const info = h('p.muted', {role: 'status'});
+    replace(main, h('h1', {text: 'Runs'}), form, info,
+      h('div.table-wrap', {}, h('table', {'aria-label': 'Runs'},
+        h('thead', {}, h('tr', {}, ['Run', 'Status', 'Input', 'Tools', 'Calls', 'Steps', 'Tokens', 'Cost', 'Created'].map((c, i) =>
+          h('th' + (i >= 4 && i <= 7 ? '.num' : '') + (i === 3 || i === 7 ? '.hide-narrow' : ''), {scope: 'col', text: c})))), body)),
+      h('p', {}, more));
+    api('/v1/tools').then(r => replace(form.querySelector('datalist'), (r.tools || []).map(t => h('option', {value: t.name})))).catch(() => {});
+
+    let rows = [], next = '', known = new Set();
+    const filterQuery = extra => q(Object.assign({}, f, extra));
+    const render = () => {
+      replace(body, rows.map(r => {
+        const tr = h('tr' + (known.size && !known.has(r.id + r.status) ? '.fresh' : ''), {'data-run': r.id},
+          h('td', {}, runLink(r.id), r.parentId ? h('div.muted', {}, '↳ ', runLink(r.parentId)) : null),
+          h('td', {}, status(r.status === 'done' ? (r.termination || 'done') : r.status, r.detail),
+            r.pendingApprovals ? h('div', {}, h('span.status.awaiting_approval', {text: `${r.pendingApprovals} to approve`})) : null),
+          h('td.input', {title: r.input || '', text: r.input || ''}),
+          h('td.hide-narrow.mono', {text: (r.tools || []).join(', ')}),
+          h('td.num', {text: r.calls ?? ''}), h('td.num', {text: r.steps ?? ''}),
+          h('td.num', {text: r.tokens ?? ''}), h('td.num.hide-narrow', {text: fmtCost(r.cost)}),
+          h('td', {title: r.createdAt, text: fmtTime(r.createdAt)}));
+        return tr;
+      }));
+      known = new Set(rows.map(r => r.id + r.status));
+      more.hidden = !next;
+      info.textContent = rows.length ? `${rows.length} run${rows.length === 1 ? '' : 's'}${next ? ' (more below)' : ''}` : 'No runs match.';
+    };
+    const load = async (append) => {
+      try {
+        const limit = append ? 50 : Math.min(500, Math.max(50, rows.length));
+        const r = await api('/v1/runs' + filterQuery({limit, cursor: append ? next : ''}));
+        rows = append ? rows.concat(r.runs || []) : (r.runs || []);
+        next = r.next || '';
+        render();
+      } catch (e) {
+        replace(info, errorBox(e));
+      }
+    };
+    more.addEventListener('click', () => load(true));
+    const refresh = coalesce(() => load(false), 1000);
+    const listen = new Set(['started', 'done', 'model_answered', 'approval_needed', 'approval_answered', 'tool_result', 'tool_error']);
+    cleanup.push(onTenantEvents(what => { if (listen.has(what)) refresh(); }), refresh.cancel);
+    load(false);
+  }
+
+  // ---- one run ---------------------------------------------------------------------
+  function runPage(id, params) {
+    const sections = {};
+    for (const s of ['head', 'actions', 'conversation', 'timeline', 'steps', 'tools', 'calls', 'nested']) sections[s] = h('section', {'aria-label': s});
+    replace(main, h('h1', {}, 'Run ', h('span.mono', {text: id})), sections.head, sections.actions,
+      h('h2', {text: 'Timeline'}), sections.timeline,
+      h('h2', {text: 'Calls'}), sections.calls,
+      h('h2', {text: 'Conversation'}), sections.conversation,
+      h('h2', {text: 'Steps: model, tokens, cost, the tools offered'}), sections.steps,
+      h('h2', {text: 'By tool'}), sections.tools,
+      sections.nested);
+    const st = {run: null, messages: [], stepUsage: new Map(), callNodes: new Map(), focus: params.get('call'), actionsBuilt: false, catalog: null};
+    const load = async () => {
+      let run;
+      try { run = await api('/v1/runs/' + encodeURIComponent(id)); } catch (e) { replace(sections.head, errorBox(e)); return; }
+      const stepChanged = !st.run || st.run.steps !== run.steps || st.run.status !== run.status || st.run.turn !== run.turn;
+      st.run = run;
+      if (stepChanged) {
+        try { st.messages = await api('/v1/runs/' + encodeURIComponent(id) + '/messages') || []; } catch { /* shown by the run */ }
+        renderConversation(sections.conversation, st.messages, run);
+      }
+      renderHead(sections.head, run);
+      renderActions(sections.actions, st, refresh);
+      renderTimeline(sections.timeline, run, st);
+      renderSteps(sections.steps, run, st);
+      renderByTool(sections.tools, run);
+      renderCalls(sections.calls, run, st, refresh);
+      if (stepChanged && run.calls.some(c => c.name === 'run_agent')) renderNested(sections.nested, run);
+      if (st.focus) {
+        const node = st.callNodes.get(st.focus);
+        if (node) { node.el.open = true; node.el.classList.add('target'); node.el.scrollIntoView({block: 'center'}); }
+        st.focus = null;
+      }
+    };
+    const refresh = coalesce(load, 300);
+    // The run's own events, replayed from its start: they carry each step's usage and
+    // cost, and tell when to fetch the run again.
+    cleanup.push(follow('/v1/runs/' + encodeURIComponent(id) + '/events', (what, data) => {
+      if (what === 'model_answered' && data && data.detail) st.stepUsage.set(data.step, data.detail);
+      if (what !== 'text_delta') refresh();
+    }, () => refresh()), refresh.cancel);
+    load();
+  }
+
+  function fact(label, value) { return value === '' || value === undefined || value === null ? null : h('div', {}, h('dt', {text: label}), h('dd', {}, value)); }
+
+  function renderHead(el, run) {
+    const dur = run.finishedAt ? run.durationMs : Date.now() - ms(run.createdAt);
+    replace(el, h('div.card', {},
+      h('dl.facts', {},
+        fact('Status', h('span', {}, status(run.status === 'done' ? run.termination : run.status), run.detail ? h('div.muted', {text: run.detail}) : null)),
+        fact('Model', run.model), fact('Tenant / role', [run.tenant || '(anonymous)', run.role].filter(Boolean).join(' / ')),
+        fact('Created', h('span', {title: run.createdAt, text: fmtTime(run.createdAt)})),
+        fact(run.finishedAt ? 'Took' : 'Running for', fmtMs(dur)),
+        fact('Steps', String(run.steps)), fact('Calls', String(run.calls.length)),
+        fact('Tokens', String(run.tokens)), fact('Cost', fmtCost(run.cost) || '$0'),
+        run.treeTokens !== run.tokens || run.treeCost !== run.cost ? fact('With nested runs', `${run.treeSteps} steps, ${run.treeTokens} tokens, ${fmtCost(run.treeCost) || '$0'}`) : null,
+        run.parentId ? fact('Parent run', runLink(run.parentId)) : null,
+        run.turn ? fact('Turn', String(run.turn)) : null,
+        run.canceled ? fact('Canceled', `by ${run.canceled.by || '?'}${run.canceled.reason ? ': ' + run.canceled.reason : ''}`) : null),
+      run.termination ? h('p', {}, h('strong', {text: 'Termination: '}), run.termination, run.detail ? ' — ' + run.detail : '') : null,
+      run.answer ? h('div', {}, h('strong', {text: 'Answer'}), h('div.text', {style: 'white-space:pre-wrap', text: run.answer})) : null,
+      (run.warnings || []).length ? h('ul', {}, run.warnings.map(w => h('li.muted', {text: w}))) : null));
+  }
+
+  // Actions the caller may take on the run; the API says no (403, 409) when the caller
+  // may not, and that is shown.
+  function renderActions(el, st, refresh) {
+    const run = st.run;
+    if (!st.actionsBuilt) {
+      st.actionsBuilt = true;
+      const out = h('div', {'aria-live': 'polite'});
+      // Two presses cancel: the first asks (for 5 s), the second cancels.
+      let armed = null;
+      const cancel = h('button.danger', {type: 'button', id: 'cancel-run', text: 'Cancel run', onclick: async () => {
+        if (!armed) {
+          cancel.textContent = 'Press again to cancel the run and its calls';
+          armed = setTimeout(() => { armed = null; cancel.textContent = 'Cancel run'; }, 5000);
+          return;
+        }
+        clearTimeout(armed); armed = null; cancel.textContent = 'Cancel run';
+        cancel.disabled = true;
+        try { await api(`/v1/runs/${encodeURIComponent(run.id)}/cancel`, {method: 'POST', body: {reason: 'canceled from the inspector'}}); toast('Run canceled'); replace(out); }
+        catch (e) { replace(out, errorBox(e)); }
+        refresh();
+      }});
+      const msg = h('textarea', {id: 'follow-up', rows: 2, style: 'min-height:3em', placeholder: 'A follow-up message for the model'});
+      const send = h('form', {onsubmit: async e => {
+        e.preventDefault();
+        if (!msg.value.trim()) return;
+        try { await api(`/v1/runs/${encodeURIComponent(run.id)}/messages`, {method: 'POST', body: {input: msg.value}}); msg.value = ''; toast('Message sent'); replace(out); }
+        catch (e2) { replace(out, errorBox(e2)); }
+        refresh();
+      }}, h('label', {for: 'follow-up'}, 'Follow-up message', msg), h('p.row', {}, h('button.primary', {type: 'submit', text: 'Send'})));
+      const toolsBox = h('div.row', {'aria-label': 'Tools for the next steps'});
+      st.actionEls = {cancel, toolsBox, out};
+      replace(el, h('details.card', {open: run.status === 'running'}, h('summary', {text: 'Actions: cancel, follow up, tools'}),
+        h('div', {style: 'margin-top:8px'}, h('p.row', {}, cancel), send,
+          h('div', {}, h('strong', {text: 'Tools for the next steps '}), h('span.muted', {text: '(uncheck to disable)'})), toolsBox, out)));
+      api('/v1/tools').then(r => { st.catalog = (r.tools || []).map(t => t.name); renderActions(el, st, refresh); }).catch(() => {});
+    }
+    const {cancel, toolsBox, out} = st.actionEls;
+    cancel.disabled = run.status !== 'running';
+    const names = [...new Set([...(run.tools || st.catalog || []), ...(run.disabled || [])])].sort();
+    const disabled = new Set(run.disabled || []);
+    replace(toolsBox, names.map(name => {
+      const box = h('input', {type: 'checkbox', checked: !disabled.has(name), 'data-tool': name, onchange: async () => {
+        const body = box.checked ? {enable: [name]} : {disable: [name]};
+        try { await api(`/v1/runs/${encodeURIComponent(run.id)}/tools`, {method: 'POST', body}); toast(`${name} ${box.checked ? 'enabled' : 'disabled'}`); replace(out); }
+        catch (e) { box.checked = !box.checked; replace(out, errorBox(e)); }
+        refresh();
+      }});
+      return h('label.check', {}, box, name);
+    }));
+  }
+
+  function renderConversation(el, messages, run) {
+    if (!messages.length) { replace(el, h('p.muted', {text: 'No messages yet.'})); return; }
+    const calls = new Map(run.calls.map(c => [c.modelCallId + '@' + c.step, c]));
+    let step = -1;
+    replace(el, h('div.card.conversation', {}, messages.map(m => {
+      if (m.role === 'assistant') step++;
+      return h('div.msg.' + m.role, {},
+        h('div.role', {text: m.role}),
+        m.text ? h('div.text', {text: m.text}) : null,
+        (m.toolCalls || []).map(tc => {
+          const c = calls.get(tc.id + '@' + step);
+          return h('div', {}, '→ ', c ? h('a.mono', {href: `#/runs/${encodeURIComponent(run.id)}?call=${encodeURIComponent(c.id)}`, text: tc.name}) : h('span.mono', {text: tc.name}),
+            h('code', {text: ' ' + compact(tc.arguments)}));
+        }),
+        (m.toolResults || []).map(tr => h('div', {}, '← ', h('span.mono', {text: tr.name + ': '}), h('code', {text: compact(tr.content)}))));
+    })));
+  }
+  function compact(v) {
+    let s = typeof v === 'string' ? v : JSON.stringify(v);
+    try { if (typeof v === 'string') s = JSON.stringify(JSON.parse(v)); } catch { /* as is */ }
+    return s && s.length > 300 ? s.slice(0, 300) + '…' : (s || '');
+  }
+
+  // The waterfall: per step the model's time, per call its time in the queue, waiting
+  // for limits, parked for approval, and each attempt running (failed ones red).
+  function callSegments(c, now) {
+    const segs = [];
+    const called = ms(c.calledAt);
+    const end = c.finishedAt ? ms(c.finishedAt) : now;
+    const parkedAt = ms(c.approvalRequestedAt);
+    const answered = c.approval ? ms(c.approval.at) : (c.status === 'awaiting_approval' ? now : NaN);
+    const started = ms(c.startedAt);
+    const limitFrom = !isNaN(started) && c.limitWaitMs ? started - c.limitWaitMs : NaN;
+    if (c.local) return [{cls: 'run', from: called, to: end, what: 'answered by the planner'}];
+    let t = called;
+    if (!isNaN(parkedAt)) {
+      segs.push({cls: 'queue', from: t, to: parkedAt, what: 'queued'});
+      segs.push({cls: 'park', from: parkedAt, to: isNaN(answered) ? end : answered, what: 'parked for approval'});
+      t = isNaN(answered) ? end : answered;
+    }
+    const runFrom = isNaN(started) ? NaN : started;
+    if (!isNaN(limitFrom)) {
+      segs.push({cls: 'queue', from: t, to: limitFrom, what: 'queued'});
+      segs.push({cls: 'limit', from: limitFrom, to: started, what: 'waiting for the tool\'s limits'});
+    } else if (!isNaN(runFrom)) {
+      segs.push({cls: 'queue', from: t, to: runFrom, what: 'queued'});
+    } else if (!c.finishedAt || isNaN(parkedAt)) {
+      segs.push({cls: 'queue', from: t, to: end, what: c.finishedAt ? 'queued (never ran)' : 'queued'});
+    }
+    if (c.attemptSpans && c.attemptSpans.length) {
+      c.attemptSpans.forEach((a, i) => segs.push({cls: a.code ? 'run fail' : 'run', from: ms(a.started_at), to: ms(a.finished_at),
+        what: `attempt ${i + 1}${a.code ? ' failed: ' + a.code : ''}`}));
+    } else if (!isNaN(runFrom)) {
+      segs.push({cls: 'run' + (c.finishedAt ? '' : ' open') + (c.status !== 'ok' && c.finishedAt ? ' fail' : ''), from: runFrom, to: end,
+        what: c.finishedAt ? `ran (${c.status})` : 'running'});
+    }
+    return segs.filter(s => !isNaN(s.from) && !isNaN(s.to) && s.to >= s.from);
+  }
+  function renderTimeline(el, run, st) {
+    const now = Date.now();
+    const t0 = ms(run.createdAt);
+    let t1 = run.finishedAt ? ms(run.finishedAt) : now;
+    for (const c of run.calls) t1 = Math.max(t1, c.finishedAt ? ms(c.finishedAt) : now);
+    const span = Math.max(1, t1 - t0);
+    const pos = (from, to) => `left:${((from - t0) / span * 100).toFixed(3)}%;width:${(Math.max(0, to - from) / span * 100).toFixed(3)}%`;
+    const bars = segs => segs.map(s => h('span.bar.' + s.cls.replace(/ /g, '.'), {style: pos(s.from, s.to), title: `${s.what}: ${fmtMs(s.to - s.from)}`}));
+    const byStep = new Map();
+    for (const c of run.calls) { if (!byStep.has(c.step)) byStep.set(c.step, []); byStep.get(c.step).push(c); }
+    const offered = new Map((run.offered || []).map(o => [o.step, o]));
+    const steps = [...new Set([...byStep.keys(), ...offered.keys()])].sort((a, b) => a - b);
+    const rows = [];
+    for (const s of steps) {
+      const o = offered.get(s);
+      if (o && o.askedAt) {
+        // modelMs is absent while the model thinks, and when it took under a millisecond.
+        const thinking = o.modelMs === undefined && run.status === 'running' && s === Math.max(...steps) && !byStep.has(s);
+        const from = ms(o.askedAt), to = thinking ? now : from + (o.modelMs || 0);
+        rows.push(h('div.wf-row.step', {}, h('div.wf-label', {title: `step ${s}: the model took ${fmtMs(to - from)}`}, `step ${s} · model ${fmtMs(to - from)}`),
+          h('div.wf-track', {}, bars([{cls: 'model', from, to, what: `step ${s}: the model`}]))));
+      } else {
+        rows.push(h('div.wf-row.step', {}, h('div.wf-label', {text: `step ${s}`}), h('div.wf-track')));
+      }
+      for (const c of byStep.get(s) || []) {
+        const total = (c.finishedAt ? ms(c.finishedAt) : now) - ms(c.calledAt);
+        rows.push(h('div.wf-row', {'data-call': c.id},
+          h('div.wf-label', {title: `${c.name} ${c.status} ${fmtMs(total)}`},
+            h('a', {href: `#/runs/${encodeURIComponent(run.id)}?call=${encodeURIComponent(c.id)}`, text: c.name}), ' ',
+            h('span.muted', {text: `${c.status} ${fmtMs(total)}${c.attempts > 1 ? ` ×${c.attempts}` : ''}`})),
+          h('div.wf-track', {role: 'img', 'aria-label': callSegments(c, now).map(x => `${x.what} ${fmtMs(x.to - x.from)}`).join(', ')}, bars(callSegments(c, now)))));
+      }
+    }
+    replace(el,
+      h('div.legend', {'aria-hidden': 'true'}, [['model', 'model'], ['queue', 'queued'], ['limit', 'limits'], ['park', 'parked for approval'], ['run', 'running'], ['fail', 'failed attempt']]
+        .map(([c, t]) => h('span', {}, h('i.bar.' + c, {style: 'position:static;display:inline-block'}), t))),
+      h('div.wf', {}, h('div.wf-row.axis', {'aria-hidden': 'true'}, h('div.wf-label'),
+        h('div.wf-axis', {}, h('span', {text: '0'}), h('span', {text: fmtMs(span / 2)}), h('span', {text: fmtMs(span)}))),
+        rows.length ? rows : h('p.muted', {style: 'padding:0 8px', text: 'No steps yet.'})));
+  }
+
+  function renderSteps(el, run, st) {
+    const offered = run.offered || [];
+    if (!offered.length) { replace(el, h('p.muted', {text: 'No steps yet.'})); return; }
+    replace(el, h('div.table-wrap', {}, h('table', {'aria-label': 'Steps'},
+      h('thead', {}, h('tr', {}, ['Step', 'Model', 'Tokens', 'Cost', 'Offered tools (picker: score, matched terms)'].map((c, i) => h('th' + (i && i < 4 ? '.num' : ''), {scope: 'col', text: c})))),
+      h('tbody', {}, offered.map(o => {
+        const u = st.stepUsage.get(o.step) || {};
+        const usage = u.usage || {};
+        const tokens = u.tokens ?? ((usage.inputTokens || 0) + (usage.outputTokens || 0) || '');
+        return h('tr', {},
+          h('td.num', {text: o.step}), h('td.num', {text: o.askedAt ? fmtMs(o.modelMs || 0) : ''}),
+          h('td.num', {text: usage.inputTokens !== undefined ? `${usage.inputTokens} in / ${usage.outputTokens} out` : tokens}),
+          h('td.num', {text: fmtCost(u.cost)}),
+          h('td', {}, o.picked && o.picked.length ? h('ul.picked', {}, o.picked.map(p => h('li', {},
+            h('span.mono', {text: p.name}), ` ${Number(p.score).toFixed(3)}`, p.reason ? h('span.muted', {text: ' — ' + p.reason}) : null,
+            p.provenance ? h('span.muted', {text: ` (${p.provenance.scorer}${p.provenance.fallback ? ', fallback' : ''})`}) : null)))
+            : h('span.mono', {text: (o.tools || []).join(', ') || '(none)'})));
+      })))));
+  }
+
+  function renderByTool(el, run) {
+    const by = new Map();
+    for (const c of run.calls) {
+      const t = by.get(c.name) || {calls: 0, errors: 0, ms: 0, attempts: 0};
+      t.calls++; if (c.finishedAt && c.status !== 'ok') t.errors++;
+      t.ms += c.durationMs || 0; t.attempts += c.attempts || 0;
+      if (c.nested) { t.tokens = (t.tokens || 0) + (c.nested.tokens || 0); t.cost = (t.cost || 0) + (c.nested.cost || 0); }
+      by.set(c.name, t);
+    }
+    if (!by.size) { replace(el, h('p.muted', {text: 'No calls yet.'})); return; }
+    replace(el, h('div.table-wrap', {}, h('table', {'aria-label': 'By tool'},
+      h('thead', {}, h('tr', {}, ['Tool', 'Calls', 'Errors', 'Attempts', 'Time', 'Nested tokens', 'Nested cost'].map((c, i) => h('th' + (i ? '.num' : ''), {scope: 'col', text: c})))),
+      h('tbody', {}, [...by].sort().map(([name, t]) => h('tr', {}, h('td.mono', {text: name}), h('td.num', {text: t.calls}), h('td.num', {text: t.errors}),
+        h('td.num', {text: t.attempts}), h('td.num', {text: fmtMs(t.ms)}), h('td.num', {text: t.tokens ?? ''}), h('td.num', {text: fmtCost(t.cost)})))))));
+  }
+
+  // The calls, one details element each, kept across refreshes (open ones stay open,
+  // an argument being edited stays as it is) and rebuilt only when the call changed.
+  function renderCalls(el, run, st, refresh) {
+    if (!run.calls.length) { replace(el, h('p.muted', {text: 'No calls yet.'})); st.callNodes.clear(); return; }
+    const wanted = [];
+    for (const c of run.calls) {
+      const key = JSON.stringify(c);
+      let node = st.callNodes.get(c.id);
+      if (!node) {
+        // A call that waits for an approval opens with its answer form.
+        const d = h('details.call', {'data-call': c.id, id: 'call-' + c.id, open: c.status === 'awaiting_approval'});
+        node = {el: d, key: ''};
+        d.addEventListener('toggle', () => { if (d.open && !node.built) { node.built = true; fillCall(node, run.id, refresh); } });
+        st.callNodes.set(c.id, node);
+      }
+      if (node.key !== key) {
+        node.key = key; node.call = c;
+        const editing = node.el.querySelector('textarea.args-editor');
+        replace(node.el, h('summary', {},
+          h('span.mono', {text: `#${c.step}`}), h('strong.mono', {text: c.name}), status(c.status),
+          c.status === 'awaiting_approval' ? h('span', {text: 'needs your approval'}) : null,
+          h('span.muted', {text: [c.finishedAt ? fmtMs(c.durationMs) : '', c.attempts > 1 ? `${c.attempts} attempts` : '', c.executor || ''].filter(Boolean).join(' · ')})));
+        node.built = false;
+        if (node.el.open && !(editing && c.status === 'awaiting_approval')) { node.built = true; fillCall(node, run.id, refresh); }
+        else if (node.el.open) { node.built = true; node.el.append(node.body); }
+      }
+      wanted.push(node.el);
+    }
+    const ids = new Set(run.calls.map(c => c.id));
+    for (const k of st.callNodes.keys()) if (!ids.has(k)) st.callNodes.delete(k);
+    if (el.children.length !== wanted.length || wanted.some((w, i) => el.children[i] !== w)) replace(el, wanted);
+  }
+
+  function fillCall(node, runID, refresh) {
+    const c = node.call;
+    const body = h('div.body');
+    node.body = body;
+    const facts = h('dl.facts', {},
+      fact('Call id', h('span.mono', {text: c.id})), fact('Model call id', h('span.mono', {text: c.modelCallId})),
+      fact('Called', h('span', {title: c.calledAt, text: fmtTime(c.calledAt)})),
+      c.startedAt ? fact('Queued', fmtMs(ms(c.startedAt) - ms(c.calledAt) - (c.limitWaitMs || 0) - parkedMs(c))) : null,
+      c.approvalRequestedAt ? fact('Parked for approval', fmtMs(parkedMs(c))) : null,
+      c.limitWaitMs ? fact('Waited for limits', fmtMs(c.limitWaitMs)) : null,
+      c.startedAt && c.finishedAt ? fact('Ran', fmtMs(ms(c.finishedAt) - ms(c.startedAt))) : null,
+      c.finishedAt ? fact('Total', fmtMs(c.durationMs)) : null,
+      fact('Attempts', c.attempts ? String(c.attempts) : ''), fact('Executor', c.executor ? h('span.mono', {text: c.executor}) : ''),
+      fact('Validated', c.validated ? 'yes' : `no${c.noSchemaMode ? ' (' + c.noSchemaMode + ')' : ''}`),
+      c.local ? fact('Answered by', 'the planner') : null);
+    body.append(facts);
+    if (c.attemptSpans && c.attemptSpans.length) {
+      body.append(h('h3', {text: 'Attempts'}), h('ol', {}, c.attemptSpans.map(a => h('li', {},
+        `${fmtTime(a.started_at)} for ${fmtMs(ms(a.finished_at) - ms(a.started_at))}`, a.code ? h('span', {}, ' — ', status('error'), ' ', a.code) : ' — ok'))));
+    }
+    if (c.argumentsOriginal) body.append(h('h3', {text: 'Arguments the model sent'}), jsonBlock(c.argumentsOriginal, 'original arguments'));
+    body.append(h('h3', {text: c.argumentsOriginal ? 'Arguments that ran' : 'Arguments'}),
+      c.argumentsRef ? h('p.muted', {text: `Stored by reference (${c.argumentsRef.size} bytes, ${c.argumentsRef.id}).`}) : jsonBlock(c.arguments, 'arguments'));
+    if (c.status === 'awaiting_approval') body.append(approvalForm({callId: c.id, runId: runID, tool: c.name, arguments: c.arguments}, refresh));
+    if (c.error) {
+      body.append(h('h3', {text: 'Error'}), errorBox({message: `${c.error.code}: ${c.error.message}`, violations: c.error.violations}));
+    }
+    if (c.output !== undefined && (!c.error || pretty(c.output) !== JSON.stringify(c.error))) body.append(h('h3', {text: 'Output'}), jsonBlock(c.output, 'output'));
+    if (c.approval) {
+      const a = c.approval;
+      body.append(h('h3', {text: 'Approval'}), h('p', {}, status(a.decision), ` by ${a.by || '?'} at ${fmtTime(a.at)}`, a.reason ? ` — ${a.reason}` : ''));
+    }
+    if ((c.policy || []).length) {
+      body.append(h('h3', {text: 'Policy'}), h('ul', {}, c.policy.map(p => h('li', {}, h('code', {text: JSON.stringify(p)})))));
+    }
+    if (c.name === 'run_agent') {
+      const child = childRunID(c);
+      body.append(h('h3', {text: 'Nested run'}), h('p', {}, runLink(child)), nestedRun(child));
+    }
+    node.el.append(body);
+  }
+  const parkedMs = c => c.approvalRequestedAt ? ((c.approval ? ms(c.approval.at) : Date.now()) - ms(c.approvalRequestedAt)) : 0;
+  function childRunID(c) {
+    try { const o = typeof c.output === 'string' ? JSON.parse(c.output) : c.output; if (o && o.runId) return o.runId; } catch { /* derive it */ }
+    return 'c' + c.id.replace(/-/g, '_'); // the planner's childID
+  }
+  // nestedRun shows a nested run inline: its outcome and its calls, each linking to it.
+  function nestedRun(id) {
+    const box = h('div.nested', {}, h('p.muted', {text: 'Loading…'}));
+    api('/v1/runs/' + encodeURIComponent(id)).then(r => replace(box,
+      h('p', {}, status(r.status === 'done' ? r.termination : r.status), ` ${r.steps} steps, ${r.calls.length} calls, ${r.tokens} tokens`),
+      r.answer ? h('p', {text: r.answer}) : null,
+      h('ul', {}, r.calls.map(c => h('li', {}, h('a.mono', {href: `#/runs/${encodeURIComponent(r.id)}?call=${encodeURIComponent(c.id)}`, text: c.name}), ' ', status(c.status),
+        c.name === 'run_agent' ? nestedRun(childRunID(c)) : null)))))
+      .catch(e => replace(box, errorBox(e)));
+    return box;
+  }
+  function renderNested(el, run) {
+    replace(el, h('h2', {text: 'Nested runs'}), h('div', {}, run.calls.filter(c => c.name === 'run_agent').map(c =>
+      h('div.card', {}, h('strong', {}, 'Step ', String(c.step), ': '), runLink(childRunID(c)), nestedRun(childRunID(c))))));
+  }
+
+  // ---- approving ------------------------------------------------------------------------
+  // approvalForm answers one parked call: approve, deny (with a reason), or approve
+  // with modified arguments, edited as JSON with the difference shown; the API checks
+  // them against the tool's schema and its violations are shown as they come.
+  function approvalForm(item, refresh) {
+    const original = pretty(item.arguments || {});
+    const out = h('div', {'aria-live': 'polite'});
+    const reason = h('input', {type: 'text', placeholder: 'reason (optional)', 'aria-label': 'Reason', size: 24, class: 'approval-reason'});
+    const editor = h('textarea.args-editor', {'aria-label': `Arguments for ${item.tool}`, spellcheck: 'false'});
+    editor.value = original;
+    const diff = h('div.diff', {'aria-label': 'Changes'});
+    const editBox = h('div', {hidden: true}, h('label', {}, 'Arguments (JSON)', editor), h('div', {}, h('strong', {text: 'Changes'})), diff,
+      h('p.row', {}, h('button.primary', {type: 'button', text: 'Approve with these arguments', 'data-action': 'approve-modified', onclick: () => {
+        let args;
+        try { args = JSON.parse(editor.value); } catch (e) { replace(out, errorBox({message: 'The arguments are not JSON: ' + e.message})); return; }
+        answer({decision: 'approve', arguments: args});
+      }})));
+    const showDiff = () => {
+      let now;
+      try { now = JSON.stringify(JSON.parse(editor.value), null, 2); } catch (e) { replace(diff, h('span.del', {text: 'not JSON: ' + e.message})); return; }
+      replace(diff, lineDiff(original.split('\n'), now.split('\n')));
+    };
+    editor.addEventListener('input', showDiff);
+    const answer = async body => {
+      if (reason.value.trim()) body.reason = reason.value.trim();
+      try {
+        await api('/v1/approvals/' + encodeURIComponent(item.callId), {method: 'POST', body});
+        toast(`${item.tool}: ${body.decision === 'approve' ? (body.arguments ? 'approved with changes' : 'approved') : 'denied'}`);
+        replace(out, h('p', {}, status(body.decision === 'approve' ? 'ok' : 'denied'), ' answered'));
+        refresh && refresh();
+      } catch (e) { replace(out, errorBox(e)); }
+    };
+    return h('div.card.approval', {'data-call': item.callId},
+      h('p.row', {},
+        h('button.primary', {type: 'button', text: 'Approve', 'data-action': 'approve', onclick: () => answer({decision: 'approve'})}),
+        h('button.danger', {type: 'button', text: 'Deny', 'data-action': 'deny', onclick: () => answer({decision: 'deny'})}),
+        h('button', {type: 'button', text: 'Modify…', 'data-action': 'modify', 'aria-expanded': 'false', onclick: e => {
+          editBox.hidden = !editBox.hidden; e.target.setAttribute('aria-expanded', String(!editBox.hidden)); showDiff(); if (!editBox.hidden) editor.focus();
+        }}), reason),
+      editBox, out);
+  }
+  // lineDiff: a longest-common-subsequence diff of two short line lists.
+  function lineDiff(a, b) {
+    if (a.length * b.length > 250000) return [h('span.del', {text: '(too large to compare)'})];
+    const L = Array.from({length: a.length + 1}, () => new Uint16Array(b.length + 1));
+    for (let i = a.length - 1; i >= 0; i--) for (let j = b.length - 1; j >= 0; j--) L[i][j] = a[i] === b[j] ? L[i + 1][j + 1] + 1 : Math.max(L[i + 1][j], L[i][j + 1]);
+    const out = [];
+    let i = 0, j = 0, changed = false;
+    while (i < a.length || j < b.length) {
+      if (i < a.length && j < b.length && a[i] === b[j]) { out.push(h('span', {text: '  ' + a[i] + '\n'})); i++; j++; }
+      else if (j < b.length && (i >= a.length || L[i][j + 1] >= L[i + 1][j])) { out.push(h('span.add', {text: '+ ' + b[j]})); j++; changed = true; }
+      else { out.push(h('span.del', {text: '- ' + a[i]})); i++; changed = true; }
+    }
+    return changed ? out : [h('span.muted', {text: 'no changes'})];
+  }
+
+  // ---- approvals inbox ---------------------------------------------------------------------
+  function approvalsPage(params) {
+    const which = params.get('status') || 'pending';
+    const list = h('div', {'aria-live': 'polite'});
+    replace(main, h('h1', {text: 'Approvals'}),
+      h('p.row', {}, ['pending', 'answered', 'all'].map(s => h('a', {href: '#/approvals?status=' + s, 'aria-current': s === which ? 'page' : null,
+        text: s === which ? `[${s}]` : s}))),
+      list);
+    const timers = [];
+    const tick = setInterval(() => timers.forEach(t => t()), 1000);
+    const load = async () => {
+      let r;
+      try { r = await api('/v1/approvals' + q({status: which, limit: 200})); } catch (e) { replace(list, errorBox(e)); return; }
+      timers.length = 0;
+      const items = r.approvals || [];
+      if (!items.length) { replace(list, h('p.muted', {text: which === 'pending' ? 'Nothing waits for an approval.' : 'No approvals.'})); return; }
+      replace(list, items.map(a => {
+        const countdown = h('span.countdown');
+        const update = () => {
+          const left = ms(a.expiresAt) - Date.now();
+          countdown.textContent = isNaN(left) ? '' : left > 0 ? `expires in ${fmtMs(left)}` : 'expired';
+          countdown.classList.toggle('late', left < 60000);
+        };
+        if (a.status === 'pending') { update(); timers.push(update); }
+        return h('article.card', {'data-call': a.callId},
+          h('div.row', {}, h('strong.mono', {text: a.tool}), status(a.status === 'pending' ? 'awaiting_approval' : a.status),
+            h('span', {}, 'run ', h('a.mono', {href: `#/runs/${encodeURIComponent(a.runId)}?call=${encodeURIComponent(a.callId)}`, text: a.runId})),
+            a.status === 'pending' ? countdown : null),
+          h('p.muted', {text: [`requested ${fmtTime(a.requestedAt)}`, a.reason, a.caller ? `by ${a.caller.tenant || '(anonymous)'}${a.caller.role ? ' / ' + a.caller.role : ''}` : '',
+            a.answerableBy && (a.answerableBy.roles || []).length ? `answerable by ${a.answerableBy.roles.join(', ')}` : ''].filter(Boolean).join(' · ')}),
+          a.argumentsRef ? h('p.muted', {text: `Arguments stored by reference (${a.argumentsRef.size} bytes).`}) : jsonBlock(a.arguments, 'arguments'),
+          a.status === 'pending' ? approvalForm(a, refresh) :
+            a.approval ? h('p', {}, status(a.approval.decision), ` by ${a.approval.by || '?'} at ${fmtTime(a.approval.at)}${a.approval.reason ? ' — ' + a.approval.reason : ''}`) : null);
+      }));
+    };
+    const refresh = coalesce(load, 500);
+    const listen = new Set(['approval_needed', 'approval_answered', 'done', 'tool_result', 'tool_error']);
+    cleanup.push(onTenantEvents(what => { if (listen.has(what)) refresh(); }), () => clearInterval(tick), refresh.cancel);
+    load();
+  }
+
+  // ---- the fleet ---------------------------------------------------------------------------
+  function fleetPage() {
+    const toolsEl = h('div', {id: 'tools'}), deadEl = h('div', {id: 'dead-letters'});
+    const reload = h('button', {type: 'button', text: 'Refresh'});
+    replace(main, h('h1', {text: 'Fleet'}), h('p.row', {}, reload, h('span.muted', {text: 'Queues refresh as run events arrive.'})),
+      h('h2', {text: 'Tools'}), toolsEl, h('h2', {text: 'Dead letters'}), deadEl);
+    const loadTools = async () => {
+      let r;
+      try { r = await api('/v1/tools'); } catch (e) { replace(toolsEl, errorBox(e)); return; }
+      replace(toolsEl, h('div.table-wrap', {}, h('table', {'aria-label': 'Tools'},
+        h('thead', {}, h('tr', {}, ['Tool', 'Executors', 'Waiting', 'In flight', 'Calls (5m)', 'Errors (5m)', 'Kind'].map((c, i) => h('th' + (i && i < 6 ? '.num' : ''), {scope: 'col', text: c})))),
+        h('tbody', {}, (r.tools || []).map(t => h('tr', {'data-tool': t.name},
+          h('td', {}, h('strong.mono', {text: t.name}), t.description ? h('div.muted', {text: t.description.length > 120 ? t.description.slice(0, 120) + '…' : t.description}) : null),
+          h('td.num', {title: (t.executorIds || []).join('\n'), text: t.executors ?? ''}),
+          h('td.num', {text: t.waiting ?? ''}), h('td.num', {text: t.inFlight ?? ''}),
+          h('td.num', {text: t.recent ? t.recent.calls : ''}), h('td.num', {text: t.recent ? t.recent.errors : ''}),
+          h('td', {}, t.safe ? 'safe' : h('span.status.awaiting_approval', {text: 'needs approval', title: 'its calls wait for an approval'}),
+            t.readOnly ? ' · read-only' : '', t.noSchemaMode ? ` · no schema (${t.noSchemaMode})` : '')))))));
+    };
+    const loadDead = async () => {
+      let r;
+      try { r = await api('/v1/dead-letters?limit=100'); } catch (e) { replace(deadEl, errorBox(e)); return; }
+      const items = r.deadLetters || [];
+      if (!items.length) { replace(deadEl, h('p.muted', {text: 'No dead letters.'})); return; }
+      replace(deadEl, h('div.table-wrap', {}, h('table', {'aria-label': 'Dead letters'},
+        h('thead', {}, h('tr', {}, ['Time', 'Tool', 'Call', 'Reason', 'Deliveries', 'Body'].map(c => h('th', {scope: 'col', text: c})))),
+        h('tbody', {}, items.map(d => h('tr', {'data-seq': d.seq},
+          h('td', {title: d.time, text: fmtTime(d.time)}), h('td.mono', {text: d.tool || ''}),
+          h('td', {}, d.runId ? h('a.mono', {href: `#/runs/${encodeURIComponent(d.runId)}`, text: d.callId || d.runId}) : h('span.mono', {text: d.callId || ''})),
+          h('td', {}, h('div', {text: d.reason || ''}), d.error ? h('div.muted', {text: d.error}) : null, h('div.muted.mono', {text: d.subject || ''})),
+          h('td.num', {text: d.deliveries ?? ''}),
+          h('td', {}, h('details', {}, h('summary', {text: `${d.bodySize ?? 0} bytes`}), h('pre', {text: d.body || ''})))))))));
+    };
+    const load = () => Promise.all([loadTools(), loadDead()]);
+    reload.addEventListener('click', load);
+    const refresh = coalesce(load, 2000);
+    cleanup.push(onTenantEvents(() => refresh()), refresh.cancel);
+    load();
+  }
+
+  start();
+})();
