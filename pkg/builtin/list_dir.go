@@ -37,14 +37,7 @@ type ListResult struct {
 
 // Definition describes list_dir.
 func (ListDir) Definition() tools.Definition {
-	return tools.Definition{
-		Type:        "function",
-		Name:        "list_dir",
-		Description: "List the files and directories in a directory of the sandbox.",
-		Parameters:  listDirSchema,
-		Safe:        true,
-		Tags:        []string{"files"},
-	}
+	return fileTool("list_dir", "List the files and directories in a directory of the sandbox.", listDirSchema, true)
 }
 
 // Run lists the directory.

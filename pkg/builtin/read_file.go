@@ -30,14 +30,7 @@ type ReadResult struct {
 
 // Definition describes read_file.
 func (ReadFile) Definition() tools.Definition {
-	return tools.Definition{
-		Type:        "function",
-		Name:        "read_file",
-		Description: "Read a file from the sandbox directory. Text is returned as is, other content as base64.",
-		Parameters:  readFileSchema,
-		Safe:        true,
-		Tags:        []string{"files"},
-	}
+	return fileTool("read_file", "Read a file from the sandbox directory. Text is returned as is, other content as base64.", readFileSchema, true)
 }
 
 // Run reads the file.

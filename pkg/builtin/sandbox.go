@@ -141,3 +141,9 @@ func escapesRoot(err error) bool {
 	var pe *fs.PathError
 	return errors.As(err, &pe) && pe.Err != nil && pe.Err.Error() == "path escapes from parent"
 }
+
+// fileTool is the definition of a file tool of the sandbox: safe when it only reads.
+func fileTool(name, description string, parameters []byte, safe bool) tools.Definition {
+	return tools.Definition{Type: "function", Name: name, Description: description, Parameters: parameters,
+		Safe: safe, Tags: []string{"files"}}
+}

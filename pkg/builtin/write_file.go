@@ -39,14 +39,7 @@ type WriteResult struct {
 
 // Definition describes write_file.
 func (WriteFile) Definition() tools.Definition {
-	return tools.Definition{
-		Type:        "function",
-		Name:        "write_file",
-		Description: "Create or replace a file in the sandbox directory with the given content.",
-		Parameters:  writeFileSchema,
-		Safe:        false,
-		Tags:        []string{"files"},
-	}
+	return fileTool("write_file", "Create or replace a file in the sandbox directory with the given content.", writeFileSchema, false)
 }
 
 // Run writes the file.

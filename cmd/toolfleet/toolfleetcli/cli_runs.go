@@ -56,23 +56,8 @@ run completed and 1 when it ended otherwise (canceled, timeout, error threshold,
 			if err != nil {
 				return c.failed(api, err)
 			}
-			switch {
-			case follow:
-				return c.watch(cmd.Context(), api, run.ID, 0)
-			case wait:
-				if run, err = api.Wait(cmd.Context(), run.ID); err != nil {
-					return c.failed(api, err)
-				}
-				if err := c.showRun(run); err != nil {
-					return err
-				}
-				return runEnd(run)
-			}
-			if c.output == "json" {
-				return c.printJSON(run)
-			}
-			fmt.Fprintf(c.stdout, "run %s started (%s)\n  follow it: toolfleet runs watch %s\n", run.ID, run.Status, run.ID)
-			return nil
+			return c.afterStart(cmd.Context(), api, run, follow, wait,
+				fmt.Sprintf("run %s started (%s)\n  follow it: toolfleet runs watch %s", run.ID, run.Status, run.ID))
 		},
 	}
 	f := cmd.Flags()
@@ -262,23 +247,8 @@ func (c *cli) runsSend() *cobra.Command {
 			if err != nil {
 				return c.failed(api, err)
 			}
-			switch {
-			case follow:
-				return c.watch(cmd.Context(), api, run.ID, 0)
-			case wait:
-				if run, err = api.Wait(cmd.Context(), run.ID); err != nil {
-					return c.failed(api, err)
-				}
-				if err := c.showRun(run); err != nil {
-					return err
-				}
-				return runEnd(run)
-			}
-			if c.output == "json" {
-				return c.printJSON(run)
-			}
-			fmt.Fprintf(c.stdout, "run %s continued (turn %d, %s)\n", run.ID, run.Turn, run.Status)
-			return nil
+			return c.afterStart(cmd.Context(), api, run, follow, wait,
+				fmt.Sprintf("run %s continued (turn %d, %s)", run.ID, run.Turn, run.Status))
 		},
 	}
 	cmd.Flags().StringVar(&f.ID, "id", "", "an idempotency key: a follow-up with an id the run has taken is not added again")
@@ -383,4 +353,27 @@ func age(t time.Time) string {
 		return fmt.Sprintf("%dh", int(d.Hours()))
 	}
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+// afterStart shows a run just started or continued: followed live, waited for and
+// printed, or as it stands (summary in a table's place).
+func (c *cli) afterStart(ctx context.Context, api *runs.Client, run *runs.Run, follow, wait bool, summary string) error {
+	switch {
+	case follow:
+		return c.watch(ctx, api, run.ID, 0)
+	case wait:
+		run, err := api.Wait(ctx, run.ID)
+		if err != nil {
+			return c.failed(api, err)
+		}
+		if err := c.showRun(run); err != nil {
+			return err
+		}
+		return runEnd(run)
+	}
+	if c.output == "json" {
+		return c.printJSON(run)
+	}
+	fmt.Fprintln(c.stdout, summary)
+	return nil
 }
