@@ -45,6 +45,17 @@ func New(spec string, opts ...Option) (Model, error) {
 // TOOLFLEET_MODEL it returns ErrNoModel, so that a caller can fall back to a script.
 func FromEnv(opts ...Option) (Model, error) { return fromEnv(os.Getenv, opts) }
 
+// FromSpec is FromEnv with spec in place of TOOLFLEET_MODEL (a -model flag): the
+// provider's key and base URL still come from the environment.
+func FromSpec(spec string, opts ...Option) (Model, error) {
+	return fromEnv(func(k string) string {
+		if k == "TOOLFLEET_MODEL" {
+			return spec
+		}
+		return os.Getenv(k)
+	}, opts)
+}
+
 func fromEnv(getenv func(string) string, opts []Option) (Model, error) {
 	spec := strings.TrimSpace(getenv("TOOLFLEET_MODEL"))
 	if spec == "" {

@@ -60,7 +60,7 @@ func printDevHelp(out io.Writer, api string, token, tokensFile bool, model strin
 	}
 	body, _ := json.Marshal(map[string]any{"input": "What is 6*7?", "tools": []string{"calculator"}, "wait": true})
 	if isScripted(model) {
-		fmt.Fprintln(out, "model: scripted model — no LLM; it follows the demo's script whatever the input (set TOOLFLEET_MODEL for a real one)")
+		fmt.Fprintln(out, "model: scripted model — no LLM; it follows the demo's script whatever the input (-model or TOOLFLEET_MODEL for a real one)")
 		body, _ = json.Marshal(map[string]any{"input": demoInput, "tools": demoTools, "wait": true, "waitTimeout": "5s"})
 	} else {
 		fmt.Fprintf(out, "model: %s\n", model)
