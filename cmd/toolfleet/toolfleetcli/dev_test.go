@@ -3,12 +3,15 @@ package toolfleetcli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolfleet/toolfleet/internal/planner"
 )
@@ -100,5 +103,74 @@ func TestDevBadFlags(t *testing.T) {
 		if code != 2 || !strings.Contains(stderr.String(), tc.says) {
 			t.Errorf("%s: exit %d (want 2), stderr:\n%s", tc.name, code, stderr.String())
 		}
+	}
+}
+
+// The demo's scripted model takes part in a conversation: a run whose write is denied
+// says so (no claim of a report), and two follow-ups are both answered, the run done
+// again each time, never model_error.
+func TestDevDemoDeniedThenFollowUps(t *testing.T) {
+	t.Setenv("TOOLFLEET_MODEL", "")
+	a, stop := startDev(t, DevOptions{HTTPAddr: ":0", Out: io.Discard})
+	defer func() {
+		if err := stop(); err != nil {
+			t.Errorf("dev returned %v", err)
+		}
+	}()
+	body, _ := json.Marshal(map[string]any{"input": demoInput, "tools": demoTools})
+	var v planner.RunView
+	if code := call(t, http.MethodPost, a.API+"/v1/runs", string(body), &v); code != http.StatusAccepted {
+		t.Fatalf("POST /v1/runs: %d %+v", code, v)
+	}
+	runID := v.ID
+	var callID string
+	deadline := time.Now().Add(30 * time.Second)
+	for callID == "" {
+		if time.Now().After(deadline) {
+			t.Fatalf("write_file never awaits an approval: %+v", v)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the API, as a client would
+		call(t, http.MethodGet, a.API+"/v1/runs/"+runID, "", &v)
+		for _, c := range v.Calls {
+			if c.Name == "write_file" && awaiting(v, c.ID) {
+				callID = c.ID
+			}
+		}
+	}
+	if code := call(t, http.MethodPost, a.API+"/v1/approvals/"+callID, `{"decision":"deny","reason":"not today"}`, nil); code != http.StatusAccepted {
+		t.Fatalf("deny: %d", code)
+	}
+	v = waitDone(t, a.API, runID, 1)
+	if !strings.Contains(v.Answer, "not approved, so I did not write it") {
+		t.Errorf("after a denial the answer is %q", v.Answer)
+	}
+	for i, input := range []string{"Why not?", "Write it anyway."} {
+		var f planner.RunView
+		if code := call(t, http.MethodPost, a.API+"/v1/runs/"+runID+"/messages",
+			`{"input":"`+input+`","wait":true,"waitTimeout":"20s"}`, &f); code >= 300 {
+			t.Fatalf("follow-up %d: %d %+v", i+1, code, f)
+		}
+		f = waitDone(t, a.API, runID, i+2)
+		if f.Termination != planner.TerminationCompleted || !strings.Contains(f.Answer, "offline scripted demo model") {
+			t.Errorf("follow-up %d: %s %s %q (%s)", i+1, f.Status, f.Termination, f.Answer, f.Detail)
+		}
+	}
+}
+
+// waitDone polls the run until it is done for the turn-th time (a follow-up continues a
+// done run).
+func waitDone(t *testing.T, api, runID string, turn int) planner.RunView {
+	t.Helper()
+	var v planner.RunView
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		call(t, http.MethodGet, api+"/v1/runs/"+runID, "", &v)
+		if v.Status == planner.StatusDone && v.Turn >= turn-1 {
+			return v
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s not done (turn %d) within 30s: %+v", runID, turn, v)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
