@@ -94,7 +94,7 @@ func TestDevBadFlags(t *testing.T) {
 		{"prices malformed", []string{"-prices", badPrices}, "-prices (TOOLFLEET_PRICES_FILE)"},
 		{"tools file missing", []string{"-tools-file", filepath.Join(dir, "none.yaml")}, "-tools-file (TOOLFLEET_TOOLS_FILE)"},
 		{"tools file malformed", []string{"-tools-file", badTools}, "tools.yaml"},
-		{"model unknown", []string{"-model", "bogus"}, "want <provider>/<model>"},
+		{"model unknown", []string{"-model", "bogus"}, "-model (TOOLFLEET_MODEL) bogus: model configuration"},
 		{"operator role malformed", []string{"-operator-roles", "ops,bad role"}, "-operator-roles (TOOLFLEET_OPERATOR_ROLES)"},
 	} {
 		var stderr bytes.Buffer

@@ -219,7 +219,9 @@ func models(spec string) (map[string]provider.Model, string, error) {
 	ms := map[string]provider.Model{ScriptedModelName: scripted}
 	real, err := provider.FromEnv()
 	if spec != "" {
-		real, err = provider.FromSpec(spec)
+		if real, err = provider.FromSpec(spec); err != nil {
+			err = fmt.Errorf("-model (TOOLFLEET_MODEL) %s: %w", spec, err)
+		}
 	}
 	switch {
 	case errors.Is(err, provider.ErrNoModel):
