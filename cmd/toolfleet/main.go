@@ -13,7 +13,9 @@
 // demo and dev take -http-allow HOSTS (the hosts http_get may reach; none by default);
 // demo takes -v (the parts' warnings on stderr), dev -log-level (TOOLFLEET_LOG_LEVEL,
 // info). dev binds -host (TOOLFLEET_DEV_HOST, 127.0.0.1) and protects its API with
-// TOOLFLEET_API_TOKEN when set. health works for any part of the shared image: every part
+// TOOLFLEET_API_TOKEN when set; it takes the planner's -prices FILE and -operator-roles
+// ROLES, the executor's -tools-file FILE (served beside the built-ins) and -model SPEC
+// (TOOLFLEET_MODEL). health works for any part of the shared image: every part
 // reads TOOLFLEET_OPS_ADDR.
 //
 // With TOOLFLEET_MODEL set (e.g. ollama/llama3.1, or openai/gpt-4o-mini with

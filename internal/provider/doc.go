@@ -54,7 +54,8 @@
 //
 // [Scripted] answers from a [Script] file of steps — tool calls (several make a parallel
 // step), text, or both; a step may wait for a condition on the last tool results, such
-// as an error, to repair a call. It needs no network, keeps no state (the step is found
+// as an error, to repair a call, and a last step may repeat, to answer every follow-up
+// of the conversation. It needs no network, keeps no state (the step is found
 // by replaying the conversation, so any replica gives the same answer) and counts tokens
 // as words so that budgets can be tested. Its name and its responses say "scripted".
 //

@@ -33,6 +33,12 @@ import (
 //	      - {name: send_email, arguments: {to: ops@example.com}}  # an unsafe tool: needs approval
 //	  - text: It is 18°C in Paris.          # the final answer
 //	    usage: {input: 120, output: 12}     # optional fixed token counts
+//	  - text: I am a script; I cannot answer that.
+//	    repeat: true                        # answers every further message (follow-ups)
+//
+// A step is used once, unless it repeats: a repeating step (text only) answers every turn
+// that reaches it, so a conversation's follow-ups get an answer instead of the script
+// being used up.
 type Script struct {
 	// Name labels the model ("scripted/<name>"); a loaded file defaults to its base name.
 	Name  string `yaml:"name" json:"name"`
@@ -50,6 +56,9 @@ type Step struct {
 	Calls []ScriptCall `yaml:"calls,omitempty" json:"calls,omitempty"`
 	// Usage, if set, is reported instead of the word count.
 	Usage *ScriptUsage `yaml:"usage,omitempty" json:"usage,omitempty"`
+	// Repeat keeps the step for the turns after it: a text answer to every further
+	// message. A repeating step makes no calls (it would call for ever).
+	Repeat bool `yaml:"repeat,omitempty" json:"repeat,omitempty"`
 }
 
 // When matches the tool results that precede a turn. Every field set must hold for one
@@ -119,6 +128,9 @@ func (s Script) check() error {
 	for i, st := range s.Steps {
 		if st.Text == "" && len(st.Calls) == 0 {
 			return fmt.Errorf("%w: scripted: step %d has neither text nor calls", ErrConfig, i+1)
+		}
+		if st.Repeat && len(st.Calls) > 0 {
+			return fmt.Errorf("%w: scripted: step %d repeats and makes calls; a repeating step is a text answer", ErrConfig, i+1)
 		}
 		if st.When != nil && st.When.Error == nil && st.When.Tool == "" && st.When.Contains == "" {
 			return fmt.Errorf("%w: scripted: step %d has an empty when; set error, tool or contains", ErrConfig, i+1)

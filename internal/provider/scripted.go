@@ -15,7 +15,8 @@ import (
 //
 // It keeps no state. The step for a turn is found by replaying the conversation: each
 // assistant message already in the request consumed the first step (from where the
-// previous one left off) whose When matched the tool results before it. So the same
+// previous one left off) whose When matched the tool results before it (a step that
+// repeats stays where it is, for the next turn too). So the same
 // request always gets the same answer, from any replica, after any restart.
 //
 // Tokens are counted as whitespace-separated words: input over the system text, the
@@ -119,6 +120,9 @@ func (m *Scripted) next(msgs []Message) (turn, step int, err error) {
 					m.script.Name, turn+1, cursor+1)
 			}
 			cursor, results = i+1, nil
+			if m.script.Steps[i].Repeat {
+				cursor = i
+			}
 			turn++
 		}
 	}

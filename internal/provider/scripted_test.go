@@ -205,6 +205,44 @@ func TestScriptedStringArguments(t *testing.T) {
 	}
 }
 
+// A repeating step answers every follow-up, after whichever branch the conversation took;
+// the steps whose condition the follow-up's (absent) results fail are skipped.
+func TestScriptedRepeatAnswersFollowUps(t *testing.T) {
+	t.Parallel()
+	s, err := provider.ParseScript([]byte(`
+steps:
+  - calls: [{name: send_email}]
+  - when: {error: true, tool: send_email}
+    text: The email was not sent.
+  - when: {error: false, tool: send_email}
+    text: I sent the email.
+  - text: I am a script; I cannot answer that.
+    repeat: true
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := provider.NewScripted(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, denied := range []bool{false, true} {
+		c := &conversation{t: t, model: m, msgs: []provider.Message{{Role: provider.RoleUser, Text: "Email ops."}}}
+		c.turn(validating(denied)) // send_email, denied or done
+		r := c.turn(ok)
+		if want := map[bool]string{false: "I sent the email.", true: "The email was not sent."}[denied]; r.Message.Text != want {
+			t.Fatalf("denied %v: answer %q, want %q", denied, r.Message.Text, want)
+		}
+		for _, followUp := range []string{"Why?", "And then?"} {
+			c.msgs = append(c.msgs, provider.Message{Role: provider.RoleUser, Text: followUp})
+			r = c.turn(ok)
+			if r.Message.Text != "I am a script; I cannot answer that." || len(r.Message.ToolCalls) != 0 {
+				t.Fatalf("denied %v: follow-up %q answered %q %v", denied, followUp, r.Message.Text, callNames(r))
+			}
+		}
+	}
+}
+
 func TestScriptErrors(t *testing.T) {
 	t.Parallel()
 	tests := []struct{ name, script, want string }{
@@ -216,6 +254,7 @@ func TestScriptErrors(t *testing.T) {
 		{"bad name", "steps:\n  - calls: [{name: 'get weather'}]\n", `tool name "get weather"`},
 		{"list arguments", "steps:\n  - calls: [{name: f, arguments: [1, 2]}]\n", "step 1, call 1 (f): arguments must be an object or a string"},
 		{"not yaml", "steps: [", "scripted:"},
+		{"repeating calls", "steps:\n  - calls: [{name: f}]\n    repeat: true\n", "step 1 repeats and makes calls"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

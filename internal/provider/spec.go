@@ -45,25 +45,35 @@ func New(spec string, opts ...Option) (Model, error) {
 // TOOLFLEET_MODEL it returns ErrNoModel, so that a caller can fall back to a script.
 func FromEnv(opts ...Option) (Model, error) { return fromEnv(os.Getenv, opts) }
 
+// FromSpec is FromEnv with spec in place of TOOLFLEET_MODEL (a -model flag): the
+// provider's key and base URL still come from the environment. Its errors are New's.
+func FromSpec(spec string, opts ...Option) (Model, error) {
+	return New(spec, append(envOptions(spec, os.Getenv), opts...)...)
+}
+
 func fromEnv(getenv func(string) string, opts []Option) (Model, error) {
 	spec := strings.TrimSpace(getenv("TOOLFLEET_MODEL"))
 	if spec == "" {
 		return nil, ErrNoModel
 	}
-	var env []Option
-	switch kind, _, _ := strings.Cut(spec, "/"); kind {
-	case "openai":
-		env = []Option{WithAPIKey(getenv("OPENAI_API_KEY")), WithBaseURL(getenv("OPENAI_BASE_URL"))}
-	case "anthropic":
-		env = []Option{WithAPIKey(getenv("ANTHROPIC_API_KEY")), WithBaseURL(getenv("ANTHROPIC_BASE_URL"))}
-	case "ollama":
-		env = []Option{WithAPIKey(getenv("OLLAMA_API_KEY")), WithBaseURL(ollamaHost(getenv("OLLAMA_HOST")))}
-	}
-	m, err := New(spec, append(env, opts...)...)
+	m, err := New(spec, append(envOptions(spec, getenv), opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("TOOLFLEET_MODEL=%s: %w", spec, err)
 	}
 	return m, nil
+}
+
+// envOptions are the key and base URL of spec's provider, from the environment.
+func envOptions(spec string, getenv func(string) string) []Option {
+	switch kind, _, _ := strings.Cut(spec, "/"); kind {
+	case "openai":
+		return []Option{WithAPIKey(getenv("OPENAI_API_KEY")), WithBaseURL(getenv("OPENAI_BASE_URL"))}
+	case "anthropic":
+		return []Option{WithAPIKey(getenv("ANTHROPIC_API_KEY")), WithBaseURL(getenv("ANTHROPIC_BASE_URL"))}
+	case "ollama":
+		return []Option{WithAPIKey(getenv("OLLAMA_API_KEY")), WithBaseURL(ollamaHost(getenv("OLLAMA_HOST")))}
+	}
+	return nil
 }
 
 // ollamaHost reads OLLAMA_HOST as Ollama's own tools do: "host", "host:port" or a URL.

@@ -67,8 +67,8 @@ func Parse(args []string, out io.Writer) (Config, error) {
 	tokensFile := fs.String("api-tokens", os.Getenv("TOOLFLEET_API_TOKENS_FILE"),
 		"a JSON file mapping API bearer tokens to the tenant and role their holders act with (env TOOLFLEET_API_TOKENS_FILE)")
 	fs.Func("operator-roles", "comma-separated roles that may follow up, change, cancel and answer the approvals of other roles' runs of their tenant, never beyond what they may call themselves (env TOOLFLEET_OPERATOR_ROLES)",
-		func(s string) error { c.OperatorRoles = splitRoles(s); return nil })
-	c.OperatorRoles = splitRoles(os.Getenv("TOOLFLEET_OPERATOR_ROLES"))
+		func(s string) error { c.OperatorRoles = SplitRoles(s); return nil })
+	c.OperatorRoles = SplitRoles(os.Getenv("TOOLFLEET_OPERATOR_ROLES"))
 	pricesFile := fs.String("prices", os.Getenv("TOOLFLEET_PRICES_FILE"),
 		"a YAML or JSON price table: models' prices per million input and output tokens, and tools' prices per call, for runs' costs and limits.costBudget (env TOOLFLEET_PRICES_FILE)")
 	fs.Func("script", "a scripted model, name=path to its YAML or JSON script (repeatable)", func(s string) error {
@@ -156,8 +156,8 @@ func (c Config) Models() (map[string]provider.Model, string, error) {
 	return models, def, nil
 }
 
-// splitRoles is a comma-separated list of roles, without blanks.
-func splitRoles(s string) []string {
+// SplitRoles reads a comma-separated list of roles (-operator-roles), without blanks.
+func SplitRoles(s string) []string {
 	var roles []string
 	for _, r := range strings.Split(s, ",") {
 		if r = strings.TrimSpace(r); r != "" {

@@ -238,6 +238,14 @@ func TestDev(t *testing.T) {
 		got.view.Termination != planner.TerminationCompleted || !strings.Contains(got.view.Answer, "84") {
 		t.Errorf("POST /v1/runs with wait = %d %+v", got.code, got.view)
 	}
+	// A follow-up is answered (the script's last step repeats), not a model_error.
+	var f planner.RunView
+	if code := call(t, http.MethodPost, a.API+"/v1/runs/"+req.RunID+"/messages", `{"input":"Thanks. Anything else?"}`, &f); code >= 300 {
+		t.Fatalf("follow-up: %d %+v", code, f)
+	}
+	if f = waitDone(t, a.API, req.RunID, 2); f.Termination != planner.TerminationCompleted || !strings.Contains(f.Answer, "scripted demo model") {
+		t.Errorf("follow-up: %s %q (%s)", f.Termination, f.Answer, f.Detail)
+	}
 	if code := call(t, http.MethodPost, a.API+"/v1/runs", `{"input":"x","tools":["nope"]}`, nil); code != http.StatusBadRequest {
 		t.Errorf("a run with an unknown tool: %d, want 400", code)
 	}

@@ -11,15 +11,19 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/toolfleet/toolfleet/cmd/planner/plannercli"
 	"github.com/toolfleet/toolfleet/internal/envflag"
 	"github.com/toolfleet/toolfleet/internal/ops"
+	"github.com/toolfleet/toolfleet/internal/planner"
 	"github.com/toolfleet/toolfleet/internal/planner/plannerapi"
 	"github.com/toolfleet/toolfleet/internal/telemetry"
+	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
 // usage is the toolfleet command's synopsis.
 const usage = `usage: toolfleet demo [-calls N] [-data DIR] [-http-allow HOSTS] [-v]
        toolfleet dev [-host ADDR] [-http ADDR] [-nats-port N] [-ops-addr ADDR] [-log-level LEVEL] [-data DIR] [-http-allow HOSTS]
+                     [-model SPEC] [-prices FILE] [-tools-file FILE] [-operator-roles ROLES]
        toolfleet mcp [-nats-url URL] [-tenant T -role R] [-log-level LEVEL]
        toolfleet health [-ops-addr ADDR]`
 
@@ -52,6 +56,7 @@ func Parse(args []string, out io.Writer) (Command, error) {
 	var verbose *bool
 	var calls *int
 	var opsFlags *ops.Flags
+	var pricesFile *string
 	if c.Name == "demo" {
 		verbose = fs.Bool("v", false, "log the parts' warnings and errors to stderr")
 		calls = fs.Int("calls", 3000, "tool calls in the load")
@@ -61,6 +66,15 @@ func Parse(args []string, out io.Writer) (Command, error) {
 		fs.StringVar(&c.Dev.HTTPAddr, "http", ":8080", "the planner API's listen address; without a host, on -host")
 		fs.IntVar(&c.Dev.Fleet.NATSPort, "nats-port", 4222, "the embedded NATS server's port on -host")
 		opsFlags = ops.Register(fs)
+		fs.StringVar(&c.Dev.Fleet.Model, "model", os.Getenv("TOOLFLEET_MODEL"),
+			"the runs' default model, e.g. ollama/llama3.1, openai/gpt-4o-mini or scripted/<file> (env TOOLFLEET_MODEL; default: the scripted demo model)")
+		pricesFile = fs.String("prices", os.Getenv("TOOLFLEET_PRICES_FILE"),
+			"a YAML or JSON price table: models' prices per million input and output tokens, and tools' prices per call, for runs' costs and limits.costBudget (env TOOLFLEET_PRICES_FILE)")
+		fs.StringVar(&c.Dev.Fleet.ToolsFile, "tools-file", os.Getenv("TOOLFLEET_TOOLS_FILE"),
+			"YAML or JSON file of command and HTTP tools and MCP servers, served beside the built-ins (env TOOLFLEET_TOOLS_FILE)")
+		fs.Func("operator-roles", "comma-separated roles that may follow up, change, cancel and answer the approvals of other roles' runs of their tenant (env TOOLFLEET_OPERATOR_ROLES)",
+			func(s string) error { c.Dev.Fleet.OperatorRoles = plannercli.SplitRoles(s); return nil })
+		c.Dev.Fleet.OperatorRoles = plannercli.SplitRoles(os.Getenv("TOOLFLEET_OPERATOR_ROLES"))
 	}
 	if err := fs.Parse(args[1:]); err != nil {
 		return Command{}, err
@@ -89,6 +103,22 @@ func Parse(args []string, out io.Writer) (Command, error) {
 			return Command{}, errors.New("-host (TOOLFLEET_DEV_HOST) is empty: give an address such as 127.0.0.1 or 0.0.0.0")
 		}
 		fleet.NATSPort = c.Dev.Fleet.NATSPort
+		fleet.Model, fleet.ToolsFile, fleet.OperatorRoles = c.Dev.Fleet.Model, c.Dev.Fleet.ToolsFile, c.Dev.Fleet.OperatorRoles
+		if *pricesFile != "" {
+			if fleet.Prices, err = planner.LoadPrices(*pricesFile); err != nil {
+				return Command{}, fmt.Errorf("-prices (TOOLFLEET_PRICES_FILE): %w", err)
+			}
+		}
+		for _, r := range fleet.OperatorRoles {
+			if err := (events.Identity{Tenant: "t", Role: r}).Validate(); err != nil {
+				return Command{}, fmt.Errorf("-operator-roles (TOOLFLEET_OPERATOR_ROLES): %w", err)
+			}
+		}
+		if fleet.ToolsFile != "" {
+			if _, err := os.Stat(fleet.ToolsFile); err != nil {
+				return Command{}, fmt.Errorf("-tools-file (TOOLFLEET_TOOLS_FILE): %w", err)
+			}
+		}
 		fleet.Log = cfg.Logger("toolfleet")
 		c.Dev.Fleet = fleet
 		c.Dev.OpsAddr = cfg.Addr

@@ -60,7 +60,7 @@ func printDevHelp(out io.Writer, api string, token, tokensFile bool, model strin
 	}
 	body, _ := json.Marshal(map[string]any{"input": "What is 6*7?", "tools": []string{"calculator"}, "wait": true})
 	if isScripted(model) {
-		fmt.Fprintln(out, "model: scripted model — no LLM; it follows the demo's script whatever the input (set TOOLFLEET_MODEL for a real one)")
+		fmt.Fprintln(out, "model: scripted model — no LLM; it follows the demo's script whatever the input (-model or TOOLFLEET_MODEL for a real one)")
 		body, _ = json.Marshal(map[string]any{"input": demoInput, "tools": demoTools, "wait": true, "waitTimeout": "5s"})
 	} else {
 		fmt.Fprintf(out, "model: %s\n", model)
@@ -70,6 +70,7 @@ func printDevHelp(out io.Writer, api string, token, tokensFile bool, model strin
 		fmt.Fprintln(out, "  (it waits at write_file, which is unsafe: its call shows \"status\":\"awaiting_approval\")")
 	}
 	fmt.Fprintf(out, "approve a call:\n  curl -s%s %s/v1/approvals/<callId> -H 'Content-Type: application/json' -d '{\"decision\":\"approve\"}'\n", auth, api)
+	fmt.Fprintf(out, "follow up:\n  curl -s%s %s/v1/runs/<id>/messages -H 'Content-Type: application/json' -d '{\"input\":\"and then?\",\"wait\":true}'\n", auth, api)
 	fmt.Fprintf(out, "see a run:    curl -s%s %s/v1/runs/<id>\nfollow a run: curl -sN%s %s/v1/runs/<id>/events\nstop with Ctrl-C\n", auth, api, auth, api)
 }
 

@@ -36,6 +36,9 @@
 // whole fleet (/metrics with every part's metrics, /readyz once every part is ready)
 // until its context ends, and prints how to start a run with curl. DevOptions.Host is
 // where NATS, the API and the ops server listen: 127.0.0.1, or 0.0.0.0 in a container.
+// Options carry what the separate programs would be given, so that dev can try every
+// feature: the planner's price table and operator roles, the executor's tools file
+// (loaded as cmd/executor loads it, its MCP servers included) and the default model.
 //
 // # The command
 //

@@ -56,6 +56,19 @@ type Options struct {
 	// Tracing is what the executor and the planner trace with. Default: their own
 	// default, the global provider.
 	Tracing *telemetry.Tracing
+	// Model names the runs' default model as TOOLFLEET_MODEL does (a spec as
+	// provider.New reads it, keys from the environment); empty: TOOLFLEET_MODEL, else
+	// the scripted demo model. The scripted demo model is served either way.
+	Model string
+	// Prices is the planner's price table (see planner.LoadPrices): runs' costs and
+	// limits.costBudget. Default: none.
+	Prices planner.PriceTable
+	// OperatorRoles may act on other roles' runs of their tenant (see
+	// planner.Config.OperatorRoles).
+	OperatorRoles []string
+	// ToolsFile is an executor tools file (see pkg/toolsfile): its command and HTTP
+	// tools and MCP servers are served beside the built-ins. Empty: none.
+	ToolsFile string
 }
 
 // Fleet is an embedded JetStream server with an executor serving the built-in tools, the
@@ -133,11 +146,16 @@ func Start(ctx context.Context, o Options) (f *Fleet, err error) {
 
 	// The parts are the programs' own building blocks, with the fleet's settings.
 	exCfg := executorcli.Config{Concurrency: 64, ExecutorID: "allinone", GracePeriod: executorcli.DefaultGracePeriod,
-		SandboxRoot: f.Sandbox, HTTPAllowlist: o.HTTPAllowlist, Tracing: o.Tracing}
-	reg, err := exCfg.Registry()
+		SandboxRoot: f.Sandbox, HTTPAllowlist: o.HTTPAllowlist, Tracing: o.Tracing, ToolsFile: o.ToolsFile}
+	// As the executor program does (a bad tools file is a configuration error, exit 2):
+	// the file's MCP servers run until the executor has stopped (Stop runs the cleanups
+	// after the parts).
+	reg, hooks, servers, err := exCfg.Tools(ctx, o.Log, nil)
 	if err != nil {
 		return f, err
 	}
+	f.cleanup = append(f.cleanup, servers.Close)
+	exCfg.PolicyHooks = hooks
 	for _, d := range reg.Definitions() {
 		f.Tools = append(f.Tools, d.Name)
 	}
@@ -158,7 +176,7 @@ func Start(ctx context.Context, o Options) (f *Fleet, err error) {
 		return f, err
 	}
 	f.ready = ops.All(ops.Connected(f.NC), executorcli.Serving(ex), pickercli.Indexed(pk))
-	models, def, err := models()
+	models, def, err := models(o.Model)
 	err = ops.ConfigError(err) // a model unknown, or its key missing: exit 2
 	if err != nil {
 		return f, err
@@ -177,7 +195,8 @@ func Start(ctx context.Context, o Options) (f *Fleet, err error) {
 	if err := waitCatalog(ctx, f.NC, exCfg.Events(), reg.Len()); err != nil {
 		return f, err
 	}
-	p, err := plannercli.New(ctx, plNC, plannercli.Config{UsePicker: true, Tracing: o.Tracing}, models, def, o.Metrics, o.Log)
+	p, err := plannercli.New(ctx, plNC, plannercli.Config{UsePicker: true, Tracing: o.Tracing,
+		Prices: o.Prices, OperatorRoles: o.OperatorRoles}, models, def, o.Metrics, o.Log)
 	if err != nil {
 		return f, err
 	}
@@ -186,9 +205,9 @@ func Start(ctx context.Context, o Options) (f *Fleet, err error) {
 	return f, nil
 }
 
-// models returns the scripted demo model and, when TOOLFLEET_MODEL names one, that real
-// model, which is then the default.
-func models() (map[string]provider.Model, string, error) {
+// models returns the scripted demo model and, when spec (else TOOLFLEET_MODEL) names one,
+// that model, which is then the default.
+func models(spec string) (map[string]provider.Model, string, error) {
 	s, err := provider.ParseScript(demoScript)
 	if err != nil {
 		return nil, "", err
@@ -199,6 +218,11 @@ func models() (map[string]provider.Model, string, error) {
 	}
 	ms := map[string]provider.Model{ScriptedModelName: scripted}
 	real, err := provider.FromEnv()
+	if spec != "" {
+		if real, err = provider.FromSpec(spec); err != nil {
+			err = fmt.Errorf("-model (TOOLFLEET_MODEL) %s: %w", spec, err)
+		}
+	}
 	switch {
 	case errors.Is(err, provider.ErrNoModel):
 		return ms, ScriptedModelName, nil

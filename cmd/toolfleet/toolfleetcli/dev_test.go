@@ -1,0 +1,176 @@
+package toolfleetcli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolfleet/toolfleet/internal/planner"
+)
+
+// dev -model, -prices and -tools-file together, as a user tries them: a scripted model
+// of their own calls a command tool of their tools file (tr a-z A-Z), and a run with a
+// cost budget is accepted and reports what it cost.
+func TestDevPricesToolsFileModel(t *testing.T) {
+	t.Setenv("TOOLFLEET_MODEL", "")
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tr, err := exec.LookPath("tr")
+	if err != nil {
+		t.Skip("no tr")
+	}
+	toolsFile := write("tools.yaml", `
+tools:
+  - name: upper
+    description: Upper-case the arguments.
+    safe: true
+    parameters: {type: object, properties: {text: {type: string}}, required: [text]}
+    command: {argv: [`+tr+`, a-z, A-Z], timeout: 5s}
+`)
+	script := write("upper.yaml", `
+steps:
+  - calls: [{name: upper, arguments: {text: hello}}]
+  - when: {tool: upper, contains: HELLO}
+    text: It says HELLO.
+`)
+	prices := write("prices.yaml", "models:\n  scripted/upper: {inputPerMTok: 1000, outputPerMTok: 2000}\ntools:\n  upper: 0.5\n")
+	cmd, err := Parse([]string{"dev", "-model", "scripted/" + script, "-prices", prices, "-tools-file", toolsFile}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := cmd.Dev
+	o.HTTPAddr, o.Out = ":0", &bytes.Buffer{}
+	a, stop := startDev(t, o)
+	defer func() {
+		if err := stop(); err != nil {
+			t.Errorf("dev returned %v", err)
+		}
+	}()
+
+	var v planner.RunView
+	code := call(t, "POST", a.API+"/v1/runs",
+		`{"input":"shout hello","tools":["upper"],"wait":true,"waitTimeout":"20s","limits":{"costBudget":10}}`, &v)
+	if code != 200 || v.Status != planner.StatusDone || v.Answer != "It says HELLO." {
+		t.Fatalf("run: %d %+v", code, v)
+	}
+	if v.Model != "scripted/upper" || v.CostBudget != 10 || v.Cost < 0.5 || len(v.Calls) != 1 ||
+		!strings.Contains(string(v.Calls[0].Output), "HELLO") {
+		t.Errorf("run: model %s, cost %v of %v, calls %+v", v.Model, v.Cost, v.CostBudget, v.Calls)
+	}
+}
+
+// Bad dev flag values exit 2 and say which flag.
+func TestDevBadFlags(t *testing.T) {
+	t.Setenv("TOOLFLEET_MODEL", "")
+	dir := t.TempDir()
+	badPrices := filepath.Join(dir, "prices.yaml")
+	if err := os.WriteFile(badPrices, []byte("models: [1, 2]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	badTools := filepath.Join(dir, "tools.yaml")
+	if err := os.WriteFile(badTools, []byte("tools: [{name: x}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		says string
+	}{
+		{"prices missing", []string{"-prices", filepath.Join(dir, "none.yaml")}, "-prices (TOOLFLEET_PRICES_FILE)"},
+		{"prices malformed", []string{"-prices", badPrices}, "-prices (TOOLFLEET_PRICES_FILE)"},
+		{"tools file missing", []string{"-tools-file", filepath.Join(dir, "none.yaml")}, "-tools-file (TOOLFLEET_TOOLS_FILE)"},
+		{"tools file malformed", []string{"-tools-file", badTools}, "tools.yaml"},
+		{"model unknown", []string{"-model", "bogus"}, "-model (TOOLFLEET_MODEL) bogus: model configuration"},
+		{"operator role malformed", []string{"-operator-roles", "ops,bad role"}, "-operator-roles (TOOLFLEET_OPERATOR_ROLES)"},
+	} {
+		var stderr bytes.Buffer
+		args := append([]string{"dev", "-nats-port", "-1", "-http", "127.0.0.1:0", "-data", t.TempDir()}, tc.args...)
+		code := MainContext(context.Background(), args, io.Discard, &stderr)
+		if code != 2 || !strings.Contains(stderr.String(), tc.says) {
+			t.Errorf("%s: exit %d (want 2), stderr:\n%s", tc.name, code, stderr.String())
+		}
+	}
+}
+
+// The demo's scripted model takes part in a conversation: a run whose write is denied
+// says so (no claim of a report), and two follow-ups are both answered, the run done
+// again each time, never model_error.
+func TestDevDemoDeniedThenFollowUps(t *testing.T) {
+	t.Setenv("TOOLFLEET_MODEL", "")
+	a, stop := startDev(t, DevOptions{HTTPAddr: ":0", Out: io.Discard})
+	defer func() {
+		if err := stop(); err != nil {
+			t.Errorf("dev returned %v", err)
+		}
+	}()
+	body, _ := json.Marshal(map[string]any{"input": demoInput, "tools": demoTools})
+	var v planner.RunView
+	if code := call(t, http.MethodPost, a.API+"/v1/runs", string(body), &v); code != http.StatusAccepted {
+		t.Fatalf("POST /v1/runs: %d %+v", code, v)
+	}
+	runID := v.ID
+	var callID string
+	deadline := time.Now().Add(30 * time.Second)
+	for callID == "" {
+		if time.Now().After(deadline) {
+			t.Fatalf("write_file never awaits an approval: %+v", v)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the API, as a client would
+		call(t, http.MethodGet, a.API+"/v1/runs/"+runID, "", &v)
+		for _, c := range v.Calls {
+			if c.Name == "write_file" && awaiting(v, c.ID) {
+				callID = c.ID
+			}
+		}
+	}
+	if code := call(t, http.MethodPost, a.API+"/v1/approvals/"+callID, `{"decision":"deny","reason":"not today"}`, nil); code != http.StatusAccepted {
+		t.Fatalf("deny: %d", code)
+	}
+	v = waitDone(t, a.API, runID, 1)
+	if !strings.Contains(v.Answer, "not approved, so I did not write it") {
+		t.Errorf("after a denial the answer is %q", v.Answer)
+	}
+	for i, input := range []string{"Why not?", "Write it anyway."} {
+		var f planner.RunView
+		if code := call(t, http.MethodPost, a.API+"/v1/runs/"+runID+"/messages",
+			`{"input":"`+input+`","wait":true,"waitTimeout":"20s"}`, &f); code >= 300 {
+			t.Fatalf("follow-up %d: %d %+v", i+1, code, f)
+		}
+		f = waitDone(t, a.API, runID, i+2)
+		if f.Termination != planner.TerminationCompleted || !strings.Contains(f.Answer, "offline scripted demo model") {
+			t.Errorf("follow-up %d: %s %s %q (%s)", i+1, f.Status, f.Termination, f.Answer, f.Detail)
+		}
+	}
+}
+
+// waitDone polls the run until it is done for the turn-th time (a follow-up continues a
+// done run).
+func waitDone(t *testing.T, api, runID string, turn int) planner.RunView {
+	t.Helper()
+	var v planner.RunView
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		call(t, http.MethodGet, api+"/v1/runs/"+runID, "", &v)
+		if v.Status == planner.StatusDone && v.Turn >= turn-1 {
+			return v
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s not done (turn %d) within 30s: %+v", runID, turn, v)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
