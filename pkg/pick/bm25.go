@@ -115,6 +115,14 @@ type scratch struct {
 	lists   [][]impact
 	weights []float32
 	hits    []termHit
+	keys    []termKey
+	sorted  []queryTerm
+}
+
+// termKey is a query term's place in the order terms are read.
+type termKey struct {
+	bound float64
+	at    int // index in query order
 }
 
 // termSet finds a query term by id: an open-addressing table of indexes into the
@@ -219,6 +227,27 @@ func analyseQuery(s *Snapshot, text string, phraseWeight float64, sc *scratch) (
 	return terms, unknown
 }
 
+// sortByBound orders terms by decreasing bound, ties in query order, into a scratch
+// slice (the terms are sorted as small keys, then moved once).
+func sortByBound(terms []queryTerm, sc *scratch) []queryTerm {
+	keys := sc.keys[:0]
+	for i, qt := range terms {
+		keys = append(keys, termKey{qt.bound(), i})
+	}
+	slices.SortFunc(keys, func(a, b termKey) int {
+		if a.bound != b.bound {
+			return cmp.Compare(b.bound, a.bound)
+		}
+		return a.at - b.at
+	})
+	sorted := sc.sorted[:0]
+	for _, k := range keys {
+		sorted = append(sorted, terms[k.at])
+	}
+	sc.keys, sc.sorted, sc.terms = keys, terms, sorted
+	return sorted
+}
+
 // maxQueryTerms bounds the distinct terms of a query, and with it the work of a pick.
 const maxQueryTerms = 256
 
@@ -260,8 +289,7 @@ func (b BM25) Score(ctx context.Context, req *Request) ([]Hit, error) {
 	var unknown []string
 	sc.terms, unknown = analyseQuery(s, req.Text, p.Phrase, sc)
 	terms := sc.terms
-	// Highest bound first; ties in query order.
-	slices.SortStableFunc(terms, func(a, b queryTerm) int { return cmp.Compare(b.bound(), a.bound()) })
+	terms = sortByBound(terms, sc)
 	var maxRaw float64
 	for _, qt := range terms {
 		maxRaw += float64(float32(qt.bound()))
