@@ -88,8 +88,17 @@ type BM25 struct {
 	// Params overrides the catalog's parameters when set (K1 > 0).
 	Params BM25Params
 
-	exhaustive bool // score every posting; tests compare it with early termination
+	path scorePath // tests force one way of scoring, to compare them
 }
+
+// scorePath is how BM25 scores: by the size of the request, or always one way.
+type scorePath uint8
+
+const (
+	pathAuto   scorePath = iota
+	pathBlocks           // every posting, block by block
+	pathSparse           // term by term, with early termination
+)
 
 // Name returns "bm25".
 func (BM25) Name() string { return "bm25" }
@@ -312,7 +321,7 @@ func (b BM25) Score(ctx context.Context, req *Request) ([]Hit, error) {
 		reads += len(ix.lists[qt.id])
 	}
 	var err error
-	if b.exhaustive || reads*denseReads >= len(s.docs) {
+	if b.path == pathBlocks || b.path == pathAuto && reads*denseReads >= len(s.docs) {
 		err = scoreBlocks(ctx, req, ix, terms, acc, sc)
 	} else {
 		err = b.scoreSparse(ctx, req, ix, terms, acc, sc)
@@ -509,21 +518,22 @@ func (qt queryTerm) limit(ix *impactIndex) float64 {
 	return float64(float32(qt.bound())) * float64(ix.max[qt.id])
 }
 
+// findIn binary-searches a posting list (sorted by doc id) for id.
+func findIn(pl []posting, id DocID) (posting, bool) {
+	i, ok := slices.BinarySearchFunc(pl, id, func(p posting, id DocID) int { return cmp.Compare(p.doc, id) })
+	if !ok {
+		return posting{}, false
+	}
+	return pl[i], true
+}
+
 // findImpact binary-searches an impact list (sorted by doc id) for id.
 func findImpact(list []impact, id DocID) (impact, bool) {
-	lo, hi := 0, len(list)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if list[m].doc < id {
-			lo = m + 1
-		} else {
-			hi = m
-		}
+	i, ok := slices.BinarySearchFunc(list, id, func(im impact, id DocID) int { return cmp.Compare(im.doc, id) })
+	if !ok {
+		return impact{}, false
 	}
-	if lo < len(list) && list[lo].doc == id {
-		return list[lo], true
-	}
-	return impact{}, false
+	return list[i], true
 }
 
 // weightedTF is the field-weighted, length-normalised term frequency of a posting.
@@ -586,29 +596,43 @@ type FieldMatch struct {
 // termHit is one query term matched by a tool being explained.
 type termHit struct {
 	term    int // index in the query's terms
-	in      int // index in the tool's terms
+	tfs     [numFields]uint8
 	contrib float64
 	tf      float64 // weighted term frequency
 }
 
+// explainWalk sets how explain finds a tool's matches: by walking the tool's terms when
+// they are at most explainWalk times the query's (a probe each), else by a binary
+// search per query term in its posting list; so that explaining costs what the
+// cheaper of the two costs, and a tool with much text cannot make a pick slow.
+const explainWalk = 16
+
 // explain recomputes the score of one tool term by term, for the reason and, with
-// debug, the provenance. It walks the tool's own distinct terms and keeps those of the
-// query (a probe each in set, the query's terms by id): work in proportion to the
-// tool's terms, not to the query or the posting lists. Without debug it allocates only
-// the reason.
+// debug, the provenance. Without debug it allocates only the reason.
 func explain(s *Snapshot, ix *impactIndex, terms []queryTerm, set *termSet, id DocID, maxRaw float64,
 	debug bool, sc *scratch) (string, *BM25Details) {
 	p, norms := ix.params, ix.norms
 	d := s.docs[id]
 	hits := sc.hits[:0]
-	for j, t := range d.terms {
-		if i, ok := set.find(t); ok {
-			var tf float64
-			for f := range numFields {
-				tf += float64(d.tfs[j][f]) * float64(norms[f][d.ql[f]])
+	match := func(i int, tfs [numFields]uint8) {
+		var tf float64
+		for f := range numFields {
+			tf += float64(tfs[f]) * float64(norms[f][d.ql[f]])
+		}
+		if tf > 0 {
+			hits = append(hits, termHit{term: i, tfs: tfs, tf: tf, contrib: terms[i].bound() * tf / (p.K1 + tf)})
+		}
+	}
+	if len(d.terms) <= explainWalk*len(terms) {
+		for j, t := range d.terms {
+			if i, ok := set.find(t); ok {
+				match(i, d.tfs[j])
 			}
-			if tf > 0 {
-				hits = append(hits, termHit{term: i, in: j, tf: tf, contrib: terms[i].bound() * tf / (p.K1 + tf)})
+		}
+	} else {
+		for i, qt := range terms {
+			if pst, ok := findIn(s.postings[qt.id], id); ok {
+				match(i, pst.tf)
 			}
 		}
 	}
@@ -623,13 +647,13 @@ func explain(s *Snapshot, ix *impactIndex, terms []queryTerm, set *termSet, id D
 		}
 		return a.term - b.term
 	})
-	reason := explainReason(d, terms, hits)
+	reason := explainReason(terms, hits)
 	if !debug {
 		return reason, nil
 	}
 	ex := &BM25Details{Max: maxRaw, Terms: make([]TermMatch, 0, len(hits))}
 	for _, h := range hits {
-		qt, tfs := terms[h.term], &d.tfs[h.in]
+		qt, tfs := terms[h.term], &h.tfs
 		tm := TermMatch{Term: qt.text, IDF: qt.idf, Score: h.contrib}
 		for f := range numFields {
 			if tfs[f] > 0 {
@@ -645,7 +669,7 @@ func explain(s *Snapshot, ix *impactIndex, terms []queryTerm, set *termSet, id D
 
 // explainReason renders the strongest matches in a line: `matched "weather" in name,
 // description; "citi" in param_names`.
-func explainReason(d *doc, terms []queryTerm, hits []termHit) string {
+func explainReason(terms []queryTerm, hits []termHit) string {
 	if len(hits) == 0 {
 		return "no query term matched"
 	}
@@ -665,7 +689,7 @@ func explainReason(d *doc, terms []queryTerm, hits []termHit) string {
 		b = append(b, " in "...)
 		first := true
 		for f := range numFields {
-			if d.tfs[h.in][f] > 0 {
+			if h.tfs[f] > 0 {
 				if !first {
 					b = append(b, ", "...)
 				}
