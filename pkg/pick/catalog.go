@@ -185,6 +185,7 @@ func newBuilder(old *Snapshot) *builder {
 		version:  old.version + 1,
 		docs:     old.docs,
 		dead:     append([]uint64(nil), old.dead...),
+		open:     append([]uint64(nil), old.open...),
 		nDead:    old.nDead,
 		live:     old.live,
 		byName:   old.byName,
@@ -295,6 +296,10 @@ func (b *builder) add(def tools.Definition, hash string, seq uint64) {
 	s.docs = append(s.docs, d)
 	if need := (len(s.docs) + 63) / 64; len(s.dead) < need {
 		s.dead = append(s.dead, 0)
+		s.open = append(s.open, 0)
+	}
+	if def.Safe && len(def.Roles) == 0 {
+		s.open[id>>6] |= 1 << (id & 63)
 	}
 	s.live++
 	for f := range s.lenSum {

@@ -45,10 +45,13 @@ type Snapshot struct {
 	version uint64
 	docs    []*doc   // by DocID; the backing array is shared with later snapshots
 	dead    []uint64 // bitmap of removed or replaced docs
-	nDead   int
-	live    int
-	byName  cowMap[string, DocID]
-	dict    cowMap[string, uint32] // term → term id
+	// open is the bitmap of docs that every pick without filters may return (safe, and
+	// open to every role), so that such a pick need not read their definitions.
+	open   []uint64
+	nDead  int
+	live   int
+	byName cowMap[string, DocID]
+	dict   cowMap[string, uint32] // term → term id
 	// words maps each word as the tools spell it (lower-cased, before stemming) to its
 	// term id, or to noTerm for a stop word, so that most query words are analysed with
 	// one lookup; other words are stemmed and looked up in dict.
