@@ -350,14 +350,17 @@ func (b BM25) Score(ctx context.Context, req *Request) ([]Hit, error) {
 // the same near one posting per eight to sixteen tools.
 const denseReads = 8
 
-// blockDocs is the span of tool ids scoreBlocks scores at a time: 4,096 accumulators,
-// 16 KiB, stay in the L1 cache while every term's postings of the block are added.
-const blockDocs = 4096
+// blockDocs is the span of tool ids scoreBlocks scores at a time: 16,384 accumulators,
+// 64 KiB, stay in the L2 cache (a random update there costs little more than in L1)
+// while every term adds its postings of the block. Catalogs of up to that many tools are
+// one block, scored with no compare per posting. Of 4,096 and 16,384, measured at
+// 10,000 and 100,000 tools, the larger was as fast or faster.
+const blockDocs = 16384
 
 // scoreBlocks scores every posting of terms into the best req.Limit allowed tools in
 // sc.top, a block of tool ids at a time: every term adds its postings of the block
 // (lists are sorted by tool id), then one pass over the block's accumulators keeps the
-// best and clears them. Each posting costs a multiply-add in L1 with no branch to
+// best and clears them. Each posting costs a multiply-add in cache with no branch to
 // mispredict, and each tool of the catalog a compare: for requests that read postings
 // of a large share of the tools, several times less than tracking which tools were
 // touched, and the accumulators never leave the cache of a large catalog.
@@ -381,6 +384,12 @@ func scoreBlocks(ctx context.Context, req *Request, ix *impactIndex, terms []que
 		hi := min(lo+blockDocs, len(acc))
 		for t, list := range lists {
 			w := ws[t]
+			if hi == len(acc) { // the last block: the rest of every list
+				for _, im := range list {
+					acc[im.doc] += gain(w, im.v)
+				}
+				continue
+			}
 			j := 0
 			for ; j < len(list) && int(list[j].doc) < hi; j++ {
 				acc[list[j].doc] += gain(w, list[j].v)
@@ -393,7 +402,7 @@ func scoreBlocks(ctx context.Context, req *Request, ix *impactIndex, terms []que
 				continue // most tools: one predictable compare
 			}
 			if d := DocID(lo + i); req.Allowed(d) {
-				sc.top.push(ranked{score: float64(v), key: s.docs[d].seq, id: d})
+				sc.top.push(ranked{score: float64(v), key: s.seqs[d], id: d})
 				if len(sc.top.heap) == req.Limit {
 					floor = float32(sc.top.heap[0].score) // ties may still enter, by seq
 				}
@@ -497,7 +506,7 @@ func (b BM25) scoreSparse(ctx context.Context, req *Request, ix *impactIndex, te
 	for _, d := range cands {
 		v := float64(acc[d])
 		if sc.top.wouldKeep(v) && req.Allowed(d) {
-			sc.top.push(ranked{score: v, key: s.docs[d].seq, id: d})
+			sc.top.push(ranked{score: v, key: s.seqs[d], id: d})
 		}
 	}
 	return nil
@@ -549,7 +558,7 @@ func (b BM25) kth(req *Request, s *Snapshot, acc []float32, touched []DocID, top
 	for _, d := range touched {
 		v := float64(acc[d])
 		if top.wouldKeep(v) && req.Allowed(d) {
-			top.push(ranked{score: v, key: s.docs[d].seq, id: d})
+			top.push(ranked{score: v, key: s.seqs[d], id: d})
 		}
 	}
 	if len(top.heap) < req.Limit {

@@ -184,6 +184,7 @@ func newBuilder(old *Snapshot) *builder {
 	s := &Snapshot{
 		version:  old.version + 1,
 		docs:     old.docs,
+		seqs:     old.seqs,
 		dead:     append([]uint64(nil), old.dead...),
 		open:     append([]uint64(nil), old.open...),
 		nDead:    old.nDead,
@@ -294,6 +295,7 @@ func (b *builder) add(def tools.Definition, hash string, seq uint64) {
 		d.tfs = append(d.tfs, *counts[t])
 	}
 	s.docs = append(s.docs, d)
+	s.seqs = append(s.seqs, seq)
 	if need := (len(s.docs) + 63) / 64; len(s.dead) < need {
 		s.dead = append(s.dead, 0)
 		s.open = append(s.open, 0)

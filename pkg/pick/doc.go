@@ -106,8 +106,8 @@
 // posting. It reads at most as many postings as the catalog has tools, however much
 // text the tools have: the commonest words of a long request past that budget are not
 // scored (they add little to a ranking and most of its cost). A request that reads
-// postings of many tools is scored a block of 4,096 tool ids at a time, so that the
-// scores stay in the L1 cache; the others term by term: once the terms left cannot lift
+// postings of many tools is scored a block of 16,384 tool ids at a time, so that the
+// scores stay in the cache; the others term by term: once the terms left cannot lift
 // an unmatched tool into the top k, the long lists of common words only update the tools
 // still in the running. Either way the ranking is exactly that of scoring every posting
 // read. Only the k tools returned are explained (Reason, Debug details), from their own

@@ -43,8 +43,11 @@ type doc struct {
 // no lock; writers build the next one (sharing most of the memory) and swap it in.
 type Snapshot struct {
 	version uint64
-	docs    []*doc   // by DocID; the backing array is shared with later snapshots
-	dead    []uint64 // bitmap of removed or replaced docs
+	docs    []*doc // by DocID; the backing array is shared with later snapshots
+	// seqs are the docs' registration order (doc.seq), by DocID and shared like docs: the
+	// tie-breaker of every candidate a pick keeps, read without a pointer chase.
+	seqs []uint64
+	dead []uint64 // bitmap of removed or replaced docs
 	// open is the bitmap of docs that every pick without filters may return (safe, and
 	// open to every role), so that such a pick need not read their definitions.
 	open   []uint64
