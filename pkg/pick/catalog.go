@@ -193,7 +193,7 @@ func newBuilder(old *Snapshot) *builder {
 		dict:     old.dict,
 		words:    old.words,
 		phrases:  old.phrases,
-		texts:    append([]string(nil), old.texts...),
+		texts:    old.texts,
 		postings: append([][]posting(nil), old.postings...),
 		df:       append([]int32(nil), old.df...),
 		lenSum:   old.lenSum,

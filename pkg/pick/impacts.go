@@ -81,11 +81,9 @@ func (ix *impactIndex) next(old, s *Snapshot, terms []uint32) *impactIndex {
 		return nil
 	}
 	nx := &impactIndex{params: ix.params, norms: ix.norms,
-		lists: append([][]impact(nil), ix.lists...), max: append([]float32(nil), ix.max...)}
-	for len(nx.lists) < len(s.postings) {
-		nx.lists = append(nx.lists, nil)
-		nx.max = append(nx.max, 0)
-	}
+		lists: make([][]impact, len(s.postings)), max: make([]float32, len(s.postings))}
+	copy(nx.lists, ix.lists)
+	copy(nx.max, ix.max)
 	for _, t := range terms {
 		var from int
 		if int(t) < len(old.postings) {

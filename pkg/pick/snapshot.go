@@ -61,7 +61,7 @@ type Snapshot struct {
 	words cowMap[string, uint32]
 	// phrases maps two adjacent terms, by id (pairKey), to the id of their phrase term.
 	phrases cowMap[uint64, uint32]
-	texts   []string // term by id; append-only and shared like the postings
+	texts   []string // term by id; append-only and shared like docs
 	// postings by term id, each sorted by doc id. Lists are append-only and shared with
 	// later snapshots, which only write beyond this snapshot's lengths.
 	postings [][]posting
