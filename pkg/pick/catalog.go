@@ -169,9 +169,14 @@ func definitionHash(d tools.Definition) string {
 
 // builder makes the next snapshot from the current one.
 type builder struct {
-	s       *Snapshot
-	names   map[string]entry[DocID]
-	terms   map[string]entry[uint32]
+	old   *Snapshot
+	s     *Snapshot
+	names map[string]entry[DocID]
+	terms map[string]entry[uint32]
+	// stems are the words first seen in this batch, by spelling: their terms ("" for a
+	// stop word); pairs the phrases first seen, with their two terms.
+	stems   map[string]string
+	pairs   map[string][2]string
 	changed bool
 }
 
@@ -179,18 +184,24 @@ func newBuilder(old *Snapshot) *builder {
 	s := &Snapshot{
 		version:  old.version + 1,
 		docs:     old.docs,
+		seqs:     old.seqs,
 		dead:     append([]uint64(nil), old.dead...),
+		open:     append([]uint64(nil), old.open...),
 		nDead:    old.nDead,
 		live:     old.live,
 		byName:   old.byName,
 		dict:     old.dict,
+		words:    old.words,
+		phrases:  old.phrases,
+		texts:    old.texts,
 		postings: append([][]posting(nil), old.postings...),
 		df:       append([]int32(nil), old.df...),
 		lenSum:   old.lenSum,
 		maxSeq:   old.maxSeq,
 		params:   old.params,
 	}
-	return &builder{s: s, names: map[string]entry[DocID]{}, terms: map[string]entry[uint32]{}}
+	return &builder{old: old, s: s, names: map[string]entry[DocID]{}, terms: map[string]entry[uint32]{},
+		stems: map[string]string{}, pairs: map[string][2]string{}}
 }
 
 func (b *builder) nextSeq() uint64 {
@@ -238,21 +249,34 @@ func (b *builder) add(def tools.Definition, hash string, seq uint64) {
 	for f, list := range texts {
 		for _, text := range list {
 			prev := ""
-			for _, t := range tokens(text) {
+			splitWords(text, func(w []byte) {
+				t, ok := analyseWord(w)
+				if _, known := getBytes(s.words, w); !known {
+					if _, seen := b.stems[string(w)]; !seen {
+						b.stems[string(w)] = t
+					}
+				}
+				if !ok {
+					return
+				}
 				count(t, f)
 				d.lens[f]++
 				if prev != "" && phraseFields[f] {
-					count(phrase(prev, t), f) // not counted in the length: it repeats two words
+					ph := phrase(prev, t)
+					count(ph, f) // not counted in the length: it repeats two words
+					if _, known := b.pairs[ph]; !known {
+						b.pairs[ph] = [2]string{prev, t}
+					}
 				}
 				prev = t
-			}
+			})
 		}
 	}
-	var ql [numFields]uint8
 	for f, n := range d.lens {
-		ql[f] = quantLen(n)
+		d.ql[f] = quantLen(n)
 	}
 	d.terms = make([]uint32, 0, len(order))
+	d.tfs = make([][numFields]uint8, 0, len(order))
 	for _, t := range order {
 		tid, ok := b.terms[t]
 		if !ok {
@@ -260,17 +284,24 @@ func (b *builder) add(def tools.Definition, hash string, seq uint64) {
 			if !ok {
 				tid.v = uint32(len(s.postings))
 				s.postings = append(s.postings, nil)
+				s.texts = append(s.texts, t)
 				s.df = append(s.df, 0)
 			}
 			b.terms[t] = tid
 		}
-		s.postings[tid.v] = append(s.postings[tid.v], posting{doc: id, tf: *counts[t], ql: ql})
+		s.postings[tid.v] = append(s.postings[tid.v], posting{doc: id, tf: *counts[t], ql: d.ql})
 		s.df[tid.v]++
 		d.terms = append(d.terms, tid.v)
+		d.tfs = append(d.tfs, *counts[t])
 	}
 	s.docs = append(s.docs, d)
+	s.seqs = append(s.seqs, seq)
 	if need := (len(s.docs) + 63) / 64; len(s.dead) < need {
 		s.dead = append(s.dead, 0)
+		s.open = append(s.open, 0)
+	}
+	if def.Safe && len(def.Roles) == 0 {
+		s.open[id>>6] |= 1 << (id & 63)
 	}
 	s.live++
 	for f := range s.lenSum {
@@ -289,7 +320,34 @@ func (b *builder) finish() *Snapshot {
 		}
 	}
 	s.dict = s.dict.with(newTerms)
-	s.norms = s.buildNorms(s.params)
+	words := make(map[string]entry[uint32], len(b.stems))
+	for w, t := range b.stems {
+		id := uint32(noTerm)
+		if t != "" {
+			id = b.terms[t].v
+		}
+		words[w] = entry[uint32]{v: id}
+	}
+	s.words = s.words.with(words)
+	pairs := make(map[uint64]entry[uint32])
+	for ph, parts := range b.pairs {
+		if _, known := newTerms[ph]; known {
+			pairs[pairKey(b.terms[parts[0]].v, b.terms[parts[1]].v)] = entry[uint32]{v: b.terms[ph].v}
+		}
+	}
+	s.phrases = s.phrases.with(pairs)
+	changed := make([]uint32, 0, len(b.terms))
+	for _, e := range b.terms {
+		changed = append(changed, e.v)
+	}
+	s.avg = b.old.avg
+	s.impacts = b.old.impacts.next(b.old, s, changed)
+	if s.impacts == nil {
+		for f := range numFields {
+			s.avg[f] = s.liveAvgLen(Field(f))
+		}
+		s.impacts = newImpactIndex(s, s.params, s.buildNorms(s.params))
+	}
 	return s
 }
 

@@ -90,13 +90,26 @@
 // lists are append-only and shared between snapshots, removed tools are masked by a
 // bitmap until they are a quarter of the catalog and the index is compacted. A posting
 // carries the tool's field lengths quantised to a byte, so the length norms come from a
-// small per-snapshot table and a posting list is read sequentially.
+// small per-snapshot table.
+//
+// Beside each posting list the snapshot keeps its impacts for the catalog's parameters:
+// each posting's saturated, length-normalised term frequency tf~/(K1+tf~), 8 bytes a
+// posting, and the highest of them per term. They are appended like the postings; the
+// field-length averages the norms use are refreshed, and every impact recomputed, only
+// when a live average drifts more than 2% from them. A scorer with other parameters
+// computes its impacts once per snapshot, on first use. Query words are looked up by
+// their spelling in the tools (one lookup; others are stemmed first) and phrases by the
+// two words' term ids.
 //
 // A BM25 pick reads only the posting lists of the query's terms, rarest first, into a
-// pooled dense score array, and keeps the best k in a small heap. It reads at most as
-// many postings as the catalog has tools: the commonest words of a long request past
-// that budget are not scored (they add little to a ranking and most of its cost). Once the terms left
-// cannot lift an unmatched tool into the top k, the long lists of common words only
-// update the tools still in the running; the ranking is exactly that of scoring
-// everything.
+// pooled dense score array, and keeps the best k in a small heap: a multiply-add per
+// posting. It reads at most as many postings as the catalog has tools, however much
+// text the tools have: the commonest words of a long request past that budget are not
+// scored (they add little to a ranking and most of its cost). A request that reads
+// postings of many tools is scored a block of 16,384 tool ids at a time, so that the
+// scores stay in the cache; the others term by term: once the terms left cannot lift
+// an unmatched tool into the top k, the long lists of common words only update the tools
+// still in the running. Either way the ranking is exactly that of scoring every posting
+// read. Only the k tools returned are explained (Reason, Debug details), from their own
+// term lists.
 package pick

@@ -128,3 +128,9 @@ var phraseFields = [numFields]bool{FieldName: true, FieldDescription: true}
 // phrase is the index term of two adjacent terms. The space cannot occur in a word term,
 // so phrases and words never collide.
 func phrase(a, b string) string { return a + " " + b }
+
+// pairKey is the key of two adjacent terms, by id, in Snapshot.phrases.
+func pairKey(a, b uint32) uint64 { return uint64(a)<<32 | uint64(b) }
+
+// noTerm stands in Snapshot.words for a stop word: a word with no term.
+const noTerm = ^uint32(0)

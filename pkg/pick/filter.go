@@ -16,11 +16,13 @@ type filter struct {
 	exclude      []string
 	role         string
 	capabilities []string
+	plain        bool // no filter but safety and roles: open tools pass unread
 }
 
 func newFilter(s *Snapshot, o Options) *filter {
 	f := &filter{s: s, allowUnsafe: o.AllowUnsafe, include: o.IncludeTags, exclude: o.ExcludeTags,
 		role: o.Role, capabilities: o.Capabilities}
+	f.plain = len(o.Tools) == 0 && len(o.IncludeTags) == 0 && len(o.ExcludeTags) == 0 && len(o.Capabilities) == 0
 	if len(o.Tools) > 0 {
 		f.only = make(map[string]bool, len(o.Tools))
 		for _, n := range o.Tools {
@@ -33,6 +35,9 @@ func newFilter(s *Snapshot, o Options) *filter {
 func (f *filter) allow(id DocID) bool {
 	if !f.s.isLive(id) {
 		return false
+	}
+	if f.plain && f.s.open[id>>6]&(1<<(id&63)) != 0 {
+		return true
 	}
 	d := &f.s.docs[id].def
 	if !d.Safe && !f.allowUnsafe {

@@ -159,16 +159,33 @@ func results(req *Request, hits []Hit, minScore float64, prov func() *Provenance
 		return 0
 	})
 	out := make([]Result, 0, min(len(hits), req.Limit))
-	seen := make(map[DocID]bool, len(hits))
+	// A few hits (the usual top 3) are checked for repeats against the ids kept; many
+	// through a map.
+	var seen map[DocID]bool
+	var few [8]DocID
+	kept := few[:0]
+	if len(hits) > len(few) {
+		seen = make(map[DocID]bool, len(hits))
+	}
 	for _, h := range hits {
 		if len(out) == req.Limit {
 			break
 		}
 		sc := min(max(h.Score, 0), 1)
-		if sc != sc || sc < minScore || seen[h.ID] || !req.Allowed(h.ID) { // sc != sc: NaN
+		if sc != sc || sc < minScore || !req.Allowed(h.ID) { // sc != sc: NaN
 			continue
 		}
-		seen[h.ID] = true
+		if seen != nil {
+			if seen[h.ID] {
+				continue
+			}
+			seen[h.ID] = true
+		} else {
+			if slices.Contains(kept, h.ID) {
+				continue
+			}
+			kept = append(kept, h.ID)
+		}
 		p := prov()
 		if req.Debug {
 			p.Details = h.Details

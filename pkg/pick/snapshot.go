@@ -31,21 +31,37 @@ type doc struct {
 	seq  uint64 // registration order, kept when the tool changes
 	hash string // definition hash, see definitionHash
 	lens [numFields]uint32
+	ql   [numFields]uint8 // lens quantised, as in the tool's postings
 	// terms are the distinct term ids of the tool, to keep document frequencies right when
-	// it is removed.
+	// it is removed, and tfs their frequencies per field (the tool's postings, kept with
+	// the tool so that explaining a hit needs no search of the posting lists).
 	terms []uint32
+	tfs   [][numFields]uint8
 }
 
 // Snapshot is one immutable version of the catalog's index. Picks read a snapshot with
 // no lock; writers build the next one (sharing most of the memory) and swap it in.
 type Snapshot struct {
 	version uint64
-	docs    []*doc   // by DocID; the backing array is shared with later snapshots
-	dead    []uint64 // bitmap of removed or replaced docs
-	nDead   int
-	live    int
-	byName  cowMap[DocID]
-	dict    cowMap[uint32]
+	docs    []*doc // by DocID; the backing array is shared with later snapshots
+	// seqs are the docs' registration order (doc.seq), by DocID and shared like docs: the
+	// tie-breaker of every candidate a pick keeps, read without a pointer chase.
+	seqs []uint64
+	dead []uint64 // bitmap of removed or replaced docs
+	// open is the bitmap of docs that every pick without filters may return (safe, and
+	// open to every role), so that such a pick need not read their definitions.
+	open   []uint64
+	nDead  int
+	live   int
+	byName cowMap[string, DocID]
+	dict   cowMap[string, uint32] // term → term id
+	// words maps each word as the tools spell it (lower-cased, before stemming) to its
+	// term id, or to noTerm for a stop word, so that most query words are analysed with
+	// one lookup; other words are stemmed and looked up in dict.
+	words cowMap[string, uint32]
+	// phrases maps two adjacent terms, by id (pairKey), to the id of their phrase term.
+	phrases cowMap[uint64, uint32]
+	texts   []string // term by id; append-only and shared like docs
 	// postings by term id, each sorted by doc id. Lists are append-only and shared with
 	// later snapshots, which only write beyond this snapshot's lengths.
 	postings [][]posting
@@ -54,8 +70,11 @@ type Snapshot struct {
 	maxSeq   uint64 // the highest registration sequence number handed out
 
 	params BM25Params
-	norms  *normTable // for params
-	other  sync.Map   // BM25Params → *normTable, for other parameters
+	// avg are the average field lengths the norms use: the live averages when the
+	// impacts were last computed, within normDrift of them.
+	avg     [numFields]float64
+	impacts *impactIndex // for params
+	other   sync.Map     // BM25Params → *impactIndex, for other parameters
 }
 
 // normTable holds, per field and quantised length, Weight[f] / (1 − B[f] + B[f]·len/avglen).
@@ -106,33 +125,33 @@ func (s *Snapshot) inOrder() []DocID {
 	return ids
 }
 
-// avgLen is the average length of field f over live tools (1 when empty, to keep norms
-// finite).
-func (s *Snapshot) avgLen(f Field) float64 {
+// liveAvgLen is the average length of field f over live tools (1 when empty, to keep
+// norms finite).
+func (s *Snapshot) liveAvgLen(f Field) float64 {
 	if s.live == 0 || s.lenSum[f] == 0 {
 		return 1
 	}
 	return float64(s.lenSum[f]) / float64(s.live)
 }
 
-// normsFor returns the norm table for p: built with the snapshot for the catalog's
-// parameters, built once and cached for others.
-func (s *Snapshot) normsFor(p BM25Params) *normTable {
-	if p == s.params && s.norms != nil {
-		return s.norms
+// impactsFor returns the impacts for p: kept with the snapshot for the catalog's
+// parameters, computed on first use and cached for others (a pass over every posting).
+func (s *Snapshot) impactsFor(p BM25Params) *impactIndex {
+	if p == s.params && s.impacts != nil {
+		return s.impacts
 	}
-	if t, ok := s.other.Load(p); ok {
-		return t.(*normTable)
+	if ix, ok := s.other.Load(p); ok {
+		return ix.(*impactIndex)
 	}
-	t := s.buildNorms(p)
-	s.other.Store(p, t)
-	return t
+	ix, _ := s.other.LoadOrStore(p, newImpactIndex(s, p, s.buildNorms(p)))
+	return ix.(*impactIndex)
 }
 
+// buildNorms computes the norm table for p from the averages s.avg.
 func (s *Snapshot) buildNorms(p BM25Params) *normTable {
 	t := new(normTable)
 	for f := range numFields {
-		avg := s.avgLen(Field(f))
+		avg := s.avg[f]
 		for q := range 256 {
 			norm := 1 - p.B[f] + p.B[f]*dequantLen(uint8(q))/avg
 			if norm <= 0 {
@@ -159,27 +178,4 @@ func dequantLen(q uint8) float64 {
 		return float64(q)
 	}
 	return 128 * math.Pow(1.1, float64(q-128))
-}
-
-// findPosting returns the posting of doc in term's list (binary search; lists are sorted
-// by doc id).
-func (s *Snapshot) findPosting(term uint32, id DocID) (posting, bool) {
-	return findIn(s.postings[term], id)
-}
-
-// findIn binary-searches a posting list (sorted by doc id) for id.
-func findIn(pl []posting, id DocID) (posting, bool) {
-	lo, hi := 0, len(pl)
-	for lo < hi {
-		m := (lo + hi) / 2
-		if pl[m].doc < id {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	if lo < len(pl) && pl[lo].doc == id {
-		return pl[lo], true
-	}
-	return posting{}, false
 }

@@ -62,7 +62,15 @@ func splitWords(text string, emit func([]byte)) {
 				}
 			}
 		}
-		word = utf8.AppendRune(word, unicode.ToLower(r))
+		if r < utf8.RuneSelf { // ASCII, most text: no table lookups
+			c := byte(r)
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			word = append(word, c)
+		} else {
+			word = utf8.AppendRune(word, unicode.ToLower(r))
+		}
 		prev = r
 	}
 	flush()
