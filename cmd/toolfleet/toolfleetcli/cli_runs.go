@@ -38,10 +38,7 @@ run completed and 1 when it ended otherwise (canceled, timeout, error threshold,
   toolfleet run "Clean up staging" -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if wait && follow {
-				return usageErrorf("give --wait or --follow, not both")
-			}
-			api, err := c.api()
+			api, err := c.startingAPI(wait, follow)
 			if err != nil {
 				return err
 			}
@@ -235,10 +232,7 @@ func (c *cli) runsSend() *cobra.Command {
 		Args:              cobra.ExactArgs(2),
 		ValidArgsFunction: c.completeRuns,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if wait && follow {
-				return usageErrorf("give --wait or --follow, not both")
-			}
-			api, err := c.api()
+			api, err := c.startingAPI(wait, follow)
 			if err != nil {
 				return err
 			}
@@ -376,4 +370,13 @@ func (c *cli) afterStart(ctx context.Context, api *runs.Client, run *runs.Run, f
 	}
 	fmt.Fprintln(c.stdout, summary)
 	return nil
+}
+
+// startingAPI is the planner's client for a command that starts or continues a run and
+// then waits for it or follows it (one of the two at most).
+func (c *cli) startingAPI(wait, follow bool) (*runs.Client, error) {
+	if wait && follow {
+		return nil, usageErrorf("give --wait or --follow, not both")
+	}
+	return c.api()
 }

@@ -89,14 +89,8 @@ func (a *api) listRuns(w http.ResponseWriter, r *http.Request) {
 
 // listApprovals is GET /v1/approvals.
 func (a *api) listApprovals(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	if err := knownParams(q, "status", "limit", "cursor"); err != nil {
-		writeError(w, err)
-		return
-	}
-	limit, err := intParam(q, "limit")
-	if err != nil {
-		writeError(w, err)
+	q, limit, ok := pageQuery(w, r, "status")
+	if !ok {
 		return
 	}
 	page, err := a.p.ListApprovals(r.Context(), callerOf(r), planner.ApprovalFilter{Status: q.Get("status"), Limit: limit, Cursor: q.Get("cursor")})
@@ -123,14 +117,8 @@ func (a *api) listTools(w http.ResponseWriter, r *http.Request) {
 
 // listDeadLetters is GET /v1/dead-letters.
 func (a *api) listDeadLetters(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	if err := knownParams(q, "tool", "limit", "cursor"); err != nil {
-		writeError(w, err)
-		return
-	}
-	limit, err := intParam(q, "limit")
-	if err != nil {
-		writeError(w, err)
+	q, limit, ok := pageQuery(w, r, "tool")
+	if !ok {
 		return
 	}
 	page, err := a.p.ListDeadLetters(r.Context(), callerOf(r), planner.DeadLetterFilter{Tool: q.Get("tool"), Limit: limit, Cursor: q.Get("cursor")})
@@ -139,4 +127,21 @@ func (a *api) listDeadLetters(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, page)
+}
+
+// pageQuery reads the query of a paged list that takes the filters named: limit and
+// cursor beside them, nothing else. ok is false once a 400 naming the parameter at fault
+// is written.
+func pageQuery(w http.ResponseWriter, r *http.Request, filters ...string) (q url.Values, limit int, ok bool) {
+	q = r.URL.Query()
+	if err := knownParams(q, append(filters, "limit", "cursor")...); err != nil {
+		writeError(w, err)
+		return nil, 0, false
+	}
+	limit, err := intParam(q, "limit")
+	if err != nil {
+		writeError(w, err)
+		return nil, 0, false
+	}
+	return q, limit, true
 }
