@@ -222,7 +222,7 @@ func (ex *Executor) runWithRetries(ctx context.Context, j *job, call *tools.Call
 				retries = policy.Retries()
 			}
 		}
-		if attempt > retries || !policy.ShouldRetry(out.Err.Code) {
+		if attempt > retries || !policy.ShouldRetryError(out.Err) {
 			return out, attempt
 		}
 		if attempt == 1 {

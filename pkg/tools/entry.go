@@ -119,6 +119,11 @@ func checkDefinition(def Definition) error {
 	if def.Timeout < 0 {
 		return Errorf(CodeInvalidDefinition, "tool %q: timeout must not be negative, got %s", def.Name, def.Timeout.D())
 	}
+	if def.Retry != nil && def.Retry.When != nil {
+		if err := def.Retry.When.Check(); err != nil {
+			return Errorf(CodeInvalidDefinition, "tool %q: %v", def.Name, err)
+		}
+	}
 	return checkLimits(def)
 }
 
