@@ -58,6 +58,9 @@ func newEntry(def Definition, im impl, opts []Option) (*entry, error) {
 		e.params = sch
 		e.fast = compileFast(def.Parameters)
 	}
+	if o.envelope {
+		e.params, e.fast = envelopeSchema, envelopeFast
+	}
 	if len(def.ResponseSchema) > 0 && !isNull(def.ResponseSchema) {
 		sch, err := compileSchema(def.Name, "responseSchema", def.ResponseSchema)
 		if err != nil {
