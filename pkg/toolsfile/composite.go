@@ -61,10 +61,12 @@ func (c *Composite) check(self string) []string {
 }
 
 // compositeFields are the fields a composite entry may have: its own settings, not
-// those it takes from its sub-tools (schema, safety, idempotence) or that only a runner
-// has.
+// those it takes from its sub-tools (schema, idempotence) or that only a runner has.
+// Safety comes from the sub-tools (safe only if every one is, a tool served elsewhere
+// counting as unsafe) unless the entry sets safe itself: each sub-call still waits for
+// its own tool's approval.
 var compositeFields = map[string]bool{
-	"type": true, "name": true, "description": true, "tags": true, "capabilities": true,
+	"type": true, "name": true, "description": true, "tags": true, "capabilities": true, "safe": true,
 	"roles": true, "tenants": true, "timeout": true, "final": true, "retry": true,
 	"rateLimit": true, "maxInFlightPerTenant": true, "limitWait": true,
 	"composite": true, "callbacks": true, "policyHook": true,
@@ -87,7 +89,10 @@ func (s *Spec) compositeDefinition(reg *tools.Registry) (tools.Definition, error
 		return def, err
 	}
 	own := s.Definition
-	own.Parameters, own.Description, own.Safe, own.Idempotent = def.Parameters, def.Description, def.Safe, def.Idempotent
+	own.Parameters, own.Description, own.Idempotent = def.Parameters, def.Description, def.Idempotent
+	if !s.safeDeclared {
+		own.Safe = def.Safe
+	}
 	return own, nil
 }
 

@@ -179,6 +179,7 @@ func parseSpec(raw json.RawMessage, base string) (Spec, []string) {
 			problems = append(problems, "retry: "+err.Error())
 		}
 	}
+	_, s.safeDeclared = fields["safe"]
 	if v, ok := fields["composite"]; ok {
 		s.Composite = new(Composite)
 		if err := strictDecode(v, s.Composite); err != nil {

@@ -31,6 +31,9 @@ type Spec struct {
 	Composite *Composite
 	// Callbacks, when set, are the tool's declarative callbacks.
 	Callbacks *Callbacks
+	// safeDeclared says the entry set safe itself (a composite's otherwise comes from
+	// its sub-tools).
+	safeDeclared bool
 	// PolicyHook, when set, is a service the executor asks before each call of the tool
 	// runs (or is parked for approval): allow, deny, or modify its arguments (see
 	// [events.PolicyRequest]; the executor's WithPolicyHook). Its onError is deny (the
