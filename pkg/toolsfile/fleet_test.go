@@ -85,7 +85,8 @@ type compositeOutput struct {
 // A composite declared in a tools file, over a built-in served by another executor, a
 // command tool and an MCP tool of its own file: one tool in the catalog whose schema
 // embeds its sub-tools', and each sub-call a real fleet call, answered by the executor
-// serving its tool, with its own stored result under the composite's run. The failing
+// serving its tool, with its own stored result under the composite's run and its own
+// callbacks (the MCP tool's onSuccess). The failing
 // sub-call (a division by zero) and the one naming a tool outside the composite do not
 // stop the others. Run again for the same call (a retry), the composite gets the stored
 // results: nothing runs twice.
@@ -110,6 +111,8 @@ mcpServers:
     http: {url: "`+hs.URL+`"}
     include: [add]
     defaults: {safe: true}
+    callbacks:
+      add: {onSuccess: {pointer: /sum}}
 `)
 	fx := natstest.StartJetStream(t, events.Config{})
 	builtins := tools.NewRegistry()
@@ -160,12 +163,16 @@ mcpServers:
 		{"calculator", `"code":"tool_error_permanent"`},
 		{"nope", `"code":"no_such_tool"`},
 		{"shout", `"shout":"HI"`},
-		{"web_add", `"sum":5`},
+		{"web_add", `5`},
 	}
 	for i, w := range want {
 		if got := out.Results[i]; got.Name != w.name || !strings.Contains(string(got.Result), w.has) {
 			t.Errorf("result %d = %s %s, want %s with %s", i, got.Name, got.Result, w.name, w.has)
 		}
+	}
+
+	if got := string(out.Results[4].Result); got != "5" {
+		t.Errorf("web_add's result %s, want 5: the MCP tool's onSuccess picks /sum", got)
 	}
 
 	// Each sub-call is a fleet call with its own stored result, under the run, answered
@@ -529,6 +536,10 @@ tools:
     parameters: {type: object}
     command: {argv: [echo]}
     callbacks: {before: {}}
+mcpServers:
+  - name: m
+    command: {argv: [sh]}
+    callbacks: {add: {onSuccess: {}}}
 `)
 	_, err := toolsfile.LoadFile(path)
 	if !errors.Is(err, toolsfile.ErrInvalidFile) {
@@ -552,6 +563,7 @@ tools:
 		`tool 9 (i): callbacks: json: unknown field "before"`,
 		"tool 7 (g): retry.when.message is not an RE2 regular expression",
 		`tool 8 (h): retry: json: unknown field "retryIf"`,
+		"mcpServers 1 (m): callbacks.onSuccess: set exactly one of service, pointer and template (tool add)",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %q:\n%v", want, err)
