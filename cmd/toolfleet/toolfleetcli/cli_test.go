@@ -237,3 +237,34 @@ func TestProgramsHelpVersionExitCodes(t *testing.T) {
 		t.Errorf("picker eval -folds 1: %v, want a configuration error", err)
 	}
 }
+
+// call --tenant/--role calls as that caller: a tool kept to one tenant's role answers
+// that caller and refuses the anonymous caller and another role, as executors decide
+// from the call's subject.
+func TestCLICallAsTenant(t *testing.T) {
+	opstest.Env(t, map[string]string{"TOOLFLEET_MODEL": "", "XDG_CONFIG_HOME": t.TempDir(), "HOME": t.TempDir()})
+	toolsFile := filepath.Join(t.TempDir(), "tools.yaml")
+	if err := os.WriteFile(toolsFile, []byte(`tools:
+  - name: acme_echo
+    description: Echo the arguments, for acme's admins only.
+    safe: true
+    tenants: [acme]
+    roles: [admin]
+    parameters: {type: object, properties: {text: {type: string}}, required: [text]}
+    command: {argv: [cat], timeout: 5s}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, stop := startDev(t, DevOptions{HTTPAddr: ":0", Out: io.Discard, Fleet: Options{ToolsFile: toolsFile}})
+	defer func() {
+		if err := stop(); err != nil {
+			t.Errorf("dev: %v", err)
+		}
+	}()
+	t.Setenv("TOOLFLEET_NATS_URL", a.NATS)
+	toolfleet("call", "acme_echo", `{"text":"hi"}`, "--tenant", "acme", "--role", "admin").check(t, 0, `"text": "hi"`)
+	toolfleet("call", "acme_echo", `{"text":"hi"}`).check(t, 1, "acme_echo: forbidden")
+	toolfleet("call", "acme_echo", `{"text":"hi"}`, "--tenant", "acme", "--role", "viewer").check(t, 1, "acme_echo: forbidden")
+	toolfleet("call", "acme_echo", `{"text":"hi"}`, "--tenant", "acme").check(t, 2, "--tenant and --role go together")
+	toolfleet("call", "acme_echo", `{"text":"hi"}`, "--tenant", "acme", "--role", "a.b").check(t, 2, `role "a.b" is not allowed`)
+}
