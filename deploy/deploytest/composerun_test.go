@@ -169,8 +169,9 @@ func TestComposeRun(t *testing.T) {
 		t.Errorf("call1: %s %s, want ok with the result 42", result.Status, result.Output)
 	}
 
-	// The compose file's example: curl -s localhost:8080/v1/runs -d '{"input":"What is
-	// 17*23?","tools":["calculator"],"wait":true}', through the planner's API.
+	// The compose file's example: curl -s localhost:8080/v1/runs -H 'Content-Type:
+	// application/json' -d '{"input":"What is 17*23?","tools":["calculator"],"wait":true}',
+	// through the planner's API.
 	planner := ready[len(ready)-1]
 	if !strings.HasPrefix(planner.name, "planner") {
 		t.Fatalf("the last part started is %s, want the planner", planner.name)
