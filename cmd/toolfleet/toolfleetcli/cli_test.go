@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -134,6 +135,13 @@ func TestCLI(t *testing.T) {
 	toolfleet("runs", "cancel", runID).check(t, 1, "409 Conflict", "has ended already")
 	toolfleet("runs", "watch", runID).check(t, 1, "ended canceled")
 	toolfleet("runs", "get", "no-such-run").check(t, 1, "404 Not Found")
+	// -q prints the id alone, for a script's id=$(toolfleet run ... -q).
+	r = toolfleet("run", "Quietly", "-q", "--tools", "calculator")
+	if r.check(t, 0); !regexp.MustCompile(`^r\w+\n$`).MatchString(r.stdout) {
+		t.Errorf("run -q printed %q, want the run's id alone", r.stdout)
+	}
+	toolfleet("runs", "cancel", strings.TrimSpace(r.stdout)).check(t, 0, "canceled")
+	toolfleet("run", "x", "-q", "--wait").check(t, 2, "-q prints only the run's id")
 
 	// Tools and direct calls.
 	toolfleet("tools", "ls").check(t, 0, "NAME", "EXECUTORS", "calculator", "write_file")
