@@ -20,8 +20,9 @@
 // offline scripted model, and runs each marked block, in the order of the files (README
 // first, then docs/ by name), with bash -e from the repository root. The
 // documented default addresses (127.0.0.1:8080 or localhost:8080 for the API,
-// 127.0.0.1:4222 for NATS) are replaced by the test fleet's, TOOLFLEET_API_URL and
-// TOOLFLEET_NATS_URL point the CLI at it, and the binary's folder (which is also GOBIN,
+// 127.0.0.1:4222 for NATS, 127.0.0.1:9090 for the ops server) are replaced by the test
+// fleet's, TOOLFLEET_API_URL, TOOLFLEET_NATS_URL and TOOLFLEET_OPS_ADDR point the CLI
+// (and `toolfleet health`) at it, and the binary's folder (which is also GOBIN,
 // for `go install ./cmd/toolfleet`) comes first on PATH. A block passes when it exits 0
 // within a minute. Blocks share the fleet, so one may rely on what the blocks before it
 // did, never on what comes after.

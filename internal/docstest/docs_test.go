@@ -171,8 +171,8 @@ func TestCurlExamplesSendContentType(t *testing.T) {
 
 // fleet is a `toolfleet dev` process for the snippets.
 type fleet struct {
-	api, nats string // host:port each
-	bin       string // the folder of the toolfleet binary
+	api, nats, ops string // host:port each
+	bin            string // the folder of the toolfleet binary
 }
 
 // startDev builds toolfleet and starts `toolfleet dev` on free ports with the scripted
@@ -186,10 +186,10 @@ func startDev(t *testing.T, dir string) fleet {
 		t.Fatalf("go build ./cmd/toolfleet: %v\n%s", err, out)
 	}
 	f := fleet{api: "127.0.0.1:" + strconv.Itoa(nettest.FreePort(t)), bin: bin}
-	natsPort, ops := nettest.FreePort(t), "127.0.0.1:"+strconv.Itoa(nettest.FreePort(t))
-	f.nats = "127.0.0.1:" + strconv.Itoa(natsPort)
+	natsPort := nettest.FreePort(t)
+	f.nats, f.ops = "127.0.0.1:"+strconv.Itoa(natsPort), "127.0.0.1:"+strconv.Itoa(nettest.FreePort(t))
 	cmd := exec.Command(filepath.Join(bin, "toolfleet"), "dev", "-http", f.api, "-nats-port", strconv.Itoa(natsPort),
-		"-ops-addr", ops, "-data", t.TempDir())
+		"-ops-addr", f.ops, "-data", t.TempDir())
 	cmd.Env = append(os.Environ(), "TOOLFLEET_MODEL=", "TOOLFLEET_API_TOKEN=", "TOOLFLEET_API_TOKENS_FILE=", "TOOLFLEET_TOOLS_FILE=",
 		"TOOLFLEET_PRICES_FILE=", "TOOLFLEET_LOG_LEVEL=warn")
 	var logs bytes.Buffer
@@ -212,7 +212,7 @@ func startDev(t *testing.T, dir string) fleet {
 		}
 	})
 	natstest.Eventually(t, time.Minute, "toolfleet dev is ready", func() bool {
-		res, err := http.Get("http://" + ops + "/readyz")
+		res, err := http.Get("http://" + f.ops + "/readyz")
 		if err != nil {
 			return false
 		}
@@ -242,8 +242,9 @@ func TestSnippets(t *testing.T) {
 	}
 	env := append(os.Environ(), "PATH="+f.bin+string(os.PathListSeparator)+os.Getenv("PATH"), "GOBIN="+f.bin,
 		"GOENV="+strings.TrimSpace(string(goenv)), "TOOLFLEET_API_URL=http://"+f.api, "TOOLFLEET_NATS_URL=nats://"+f.nats,
-		"TOOLFLEET_API_TOKEN=", "TOOLFLEET_CONTEXT=", "XDG_CONFIG_HOME="+t.TempDir())
-	addresses := strings.NewReplacer("localhost:8080", f.api, "127.0.0.1:8080", f.api, "127.0.0.1:4222", f.nats)
+		"TOOLFLEET_OPS_ADDR="+f.ops, "TOOLFLEET_API_TOKEN=", "TOOLFLEET_CONTEXT=", "XDG_CONFIG_HOME="+t.TempDir())
+	addresses := strings.NewReplacer("localhost:8080", f.api, "127.0.0.1:8080", f.api, "127.0.0.1:4222", f.nats,
+		"127.0.0.1:9090", f.ops)
 	ran := 0
 	var skipped []string
 	for _, s := range all {
