@@ -8,6 +8,7 @@
 // before its fence, which markdown renders as nothing:
 //
 //	<!-- docstest: run -->
+//	<!-- docstest: run; expect "a text the output must hold" "another" -->
 //	<!-- docstest: skip (why: needs docker, a real model, the nats CLI, npx, ...) -->
 //
 // A block without a mark fails the test, so that no new snippet goes untested by
@@ -24,7 +25,7 @@
 // fleet's, TOOLFLEET_API_URL, TOOLFLEET_NATS_URL and TOOLFLEET_OPS_ADDR point the CLI
 // (and `toolfleet health`) at it, and the binary's folder (which is also GOBIN,
 // for `go install ./cmd/toolfleet`) comes first on PATH. A block passes when it exits 0
-// within a minute. Blocks share the fleet, so one may rely on what the blocks before it
+// within a minute and its output holds every text its mark expects. Blocks share the fleet, so one may rely on what the blocks before it
 // did, never on what comes after.
 //
 // The snippets need curl; a machine without it fails the test saying so (.ci/run

@@ -78,15 +78,19 @@ func snippets(t *testing.T, dir string) []Snippet {
 func TestExtract(t *testing.T) {
 	text := "# t\n\n<!-- docstest: run -->\n```sh\necho one\n```\n\n```go\n```sh\n```\n" +
 		"<!-- docstest: skip (needs docker) -->\n```sh\ndocker ps\n```\n\n```sh\nunmarked\n```\n" +
-		"<!-- docstest: skip -->\n```sh\nno reason\n```\n"
+		"<!-- docstest: skip -->\n```sh\nno reason\n```\n" +
+		"<!-- docstest: run; expect \"a \\\"b\\\"\" \"c\" -->\n```sh\necho\n```\n"
 	got, errs := Extract("x.md", text)
 	want := []Snippet{
 		{File: "x.md", Line: 4, Text: "echo one\n", Run: true},
 		{File: "x.md", Line: 12, Text: "docker ps\n", Skip: "needs docker"},
 		{File: "x.md", Line: 16, Text: "unmarked\n"},
 		{File: "x.md", Line: 20, Text: "no reason\n"},
+		{File: "x.md", Line: 24, Text: "echo\n", Run: true, Expect: []string{`a "b"`, "c"}},
 	}
-	if !slices.Equal(got, want) {
+	if !slices.EqualFunc(got, want, func(a, b Snippet) bool {
+		return a.File == b.File && a.Line == b.Line && a.Text == b.Text && a.Run == b.Run && a.Skip == b.Skip && slices.Equal(a.Expect, b.Expect)
+	}) {
 		t.Errorf("Extract:\n got %+v\nwant %+v", got, want)
 	}
 	if len(errs) != 2 || !strings.Contains(errs[0].Error(), "x.md:16: a ```sh block without a mark") ||
@@ -262,7 +266,12 @@ func TestSnippets(t *testing.T) {
 			cmd.Dir, cmd.Env = dir, env
 			out, err := cmd.CombinedOutput()
 			if err != nil {
-				t.Errorf("%s: %v (%v)\n--- snippet:\n%s--- output:\n%s", s.Name(), err, ctx.Err(), s.Text, out)
+				t.Fatalf("%s: %v (%v)\n--- snippet:\n%s--- output:\n%s", s.Name(), err, ctx.Err(), s.Text, out)
+			}
+			for _, want := range s.Expect {
+				if !strings.Contains(string(out), want) {
+					t.Errorf("%s: the output lacks %q\n--- output:\n%s", s.Name(), want, out)
+				}
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -13,6 +14,9 @@ type Snippet struct {
 	Line int    // the line of its opening fence, from 1
 	Text string // the block's lines, without the fences
 	Run  bool   // marked <!-- docstest: run -->
+	// Expect are the texts the output of a run block must hold: <!-- docstest: run;
+	// expect "text" "more" --> (Go-quoted strings).
+	Expect []string
 	// Skip is the reason of a <!-- docstest: skip (reason) --> mark.
 	Skip string
 }
@@ -20,7 +24,10 @@ type Snippet struct {
 // Name is file:line, how a test names the snippet.
 func (s Snippet) Name() string { return fmt.Sprintf("%s:%d", s.File, s.Line) }
 
-var markRE = regexp.MustCompile(`^<!-- docstest: (run|skip \((.+)\)) -->$`)
+var (
+	markRE   = regexp.MustCompile(`^<!-- docstest: (run(?:; expect (.+))?|skip \((.+)\)) -->$`)
+	quotedRE = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+)
 
 // Extract returns the ```sh blocks of a markdown file's text, each with its mark. A block
 // without a mark, a skip without a reason, or an unclosed fence is an error naming the
@@ -53,10 +60,18 @@ func Extract(file, text string) ([]Snippet, []error) {
 			switch {
 			case m == nil:
 				errs = append(errs, fmt.Errorf("%s:%d: a ```sh block without a mark: put <!-- docstest: run --> or <!-- docstest: skip (reason) --> on the line before it", file, n))
-			case m[1] == "run":
+			case strings.HasPrefix(m[1], "run"):
 				s.Run = true
+				for _, q := range quotedRE.FindAllString(m[2], -1) {
+					text, err := strconv.Unquote(q)
+					if err != nil {
+						errs = append(errs, fmt.Errorf("%s:%d: expect %s: %v", file, n, q, err))
+						continue
+					}
+					s.Expect = append(s.Expect, text)
+				}
 			default:
-				s.Skip = strings.TrimSpace(m[2])
+				s.Skip = strings.TrimSpace(m[3])
 			}
 			inside = &s
 		case strings.HasPrefix(line, "```"):
