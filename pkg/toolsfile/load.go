@@ -166,7 +166,7 @@ func parseSpec(raw json.RawMessage, base string) (Spec, []string) {
 	for _, k := range slices.Sorted(maps.Keys(fields)) {
 		switch {
 		case composite && !compositeFields[k] && (definitionFields[k] || k == "command" || k == "http"):
-			problems = append(problems, fmt.Sprintf("field %q does not belong in a composite: its schema, safety and idempotence come from its sub-tools, and they run themselves", k))
+			problems = append(problems, fmt.Sprintf("field %q does not belong in a composite: its schema and idempotence come from its sub-tools, which run themselves", k))
 		case !definitionFields[k] && k != "command" && k != "http" && k != "policyHook" && k != "composite" && k != "callbacks":
 			problems = append(problems, fmt.Sprintf("unknown field %q", k))
 		}
