@@ -108,6 +108,15 @@ func (f *File) Start(ctx context.Context, reg *tools.Registry, log zerolog.Logge
 			servers.Close()
 		}
 	}
+	if err == nil { // the file shows its composites as registered
+		i := 0
+		for k := range f.Tools {
+			if f.Tools[k].Composite != nil {
+				f.Tools[k].Definition = composites[i].Definition
+				i++
+			}
+		}
+	}
 	if err != nil {
 		for _, s := range plain {
 			reg.Remove(s.Definition.Name)
