@@ -321,6 +321,12 @@ tools:
     callbacks:
       onSuccess: {pointer: /data}
       formatOutput: {template: "{{.output.temp}} degrees {{.output.unit}}"}
+  - name: report
+    safe: true
+    parameters: {type: object, properties: {city: {type: string}}}
+    command: {argv: [sh, -c, 'cat >/dev/null; echo "{\"temp\":21}"']}
+    callbacks:
+      onSuccess: {template: "{{.input.city}}: {{json .output}}"}
   - name: broken
     safe: true
     parameters: {type: object}
@@ -347,6 +353,10 @@ tools:
 	res, err := callTool(context.Background(), t, c, "weather", `{"city":"Oslo"}`)
 	if err != nil || string(res.Output) != `"21 degrees C"` {
 		t.Fatalf("weather: %s %v, want the template's text", res.Output, err)
+	}
+	res, err = callTool(context.Background(), t, c, "report", `{"city":"Oslo"}`)
+	if err != nil || string(res.Output) != `"Oslo: {\"temp\":21}"` {
+		t.Fatalf("report: %s %v, want the template's text over input and output", res.Output, err)
 	}
 	res, err = callTool(context.Background(), t, c, "broken", `{}`)
 	if !errors.Is(err, tools.ErrToolFailed) || res.Status != events.StatusError {
