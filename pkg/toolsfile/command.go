@@ -27,6 +27,9 @@ type ExitError struct {
 	Stderr string
 }
 
+// ProcessExitCode is the exit code, for retry rules ([tools.ExitCodeOf]).
+func (e *ExitError) ProcessExitCode() int { return e.ExitCode }
+
 func (e *ExitError) Error() string {
 	if e.Stderr == "" {
 		return fmt.Sprintf("exit code %d", e.ExitCode)

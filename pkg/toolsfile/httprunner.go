@@ -32,6 +32,9 @@ type StatusError struct {
 	Body string
 }
 
+// HTTPStatus is the status, for retry rules ([tools.HTTPStatusOf]).
+func (e *StatusError) HTTPStatus() int { return e.Status }
+
 func (e *StatusError) Error() string {
 	if e.Body == "" {
 		return fmt.Sprintf("status %d", e.Status)
