@@ -37,6 +37,11 @@ func (r *Run) clone() *Run {
 	c.StopHook = clonePtr(r.StopHook)
 	c.StopMatch = clonePtr(r.StopMatch)
 	c.PolicyHook = clonePtr(r.PolicyHook)
+	c.PauseRequested = clonePtr(r.PauseRequested)
+	c.Paused = clonePtr(r.Paused)
+	if r.PauseOn != nil {
+		c.PauseOn = &PauseOptions{AfterEveryStep: r.PauseOn.AfterEveryStep, AfterTools: slices.Clone(r.PauseOn.AfterTools)}
+	}
 	c.Repaired = slices.Clone(r.Repaired)
 	c.Warnings = slices.Clone(r.Warnings)
 	c.Offered = cloneOffered(r.Offered)
