@@ -69,9 +69,9 @@ func (p *Planner) takeStep(ctx context.Context, cl claim, runID string, step int
 	for {
 		_, plan := cl.(msgClaim)
 		run, rev, fresh, err := p.runs.getCached(ctx, runID)
-		if err == nil && !fresh && run.Status != StatusDone && (run.Step < step || plan && run.Lease != nil) {
+		if err == nil && !fresh && run.Status != StatusDone && (run.Step < step || plan && run.Lease != nil || run.Status == StatusPaused) {
 			// This replica's copy is behind another's change, or shows a lease another
-			// replica may have ended: read it.
+			// replica may have ended, or a pause another may have resumed: read it.
 			run, rev, err = p.runs.get(ctx, runID)
 			fresh = true
 		}
