@@ -133,6 +133,19 @@ func TestCLI(t *testing.T) {
 	toolfleet("runs", "cancel", runID, "--reason", "stop").check(t, 0, "canceled", "stop")
 	toolfleet("runs", "cancel", runID).check(t, 1, "409 Conflict", "has ended already")
 	toolfleet("runs", "watch", runID).check(t, 1, "ended canceled")
+
+	// Paused at the step boundary after its approval, then resumed to its end.
+	runID, callID = startRun(t)
+	toolfleet("runs", "pause", runID, "--reason", "look").check(t, 0, "pauses at its next step boundary")
+	toolfleet("approvals", "approve", callID).check(t, 0, "approved")
+	natstest.Eventually(t, 30*time.Second, "the run to pause", func() bool {
+		var run runs.Run
+		return json.Unmarshal([]byte(toolfleet("runs", "get", runID, "-o", "json").stdout), &run) == nil && run.Status == runs.StatusPaused
+	})
+	toolfleet("runs", "resume", runID, "--compact", "0", "--summary", "x").check(t, 2, "FROM:TO")
+	toolfleet("runs", "resume", runID, "--max-steps", "20").check(t, 0, "resumed (running)")
+	toolfleet("runs", "watch", runID).check(t, 0, "done: completed")
+	toolfleet("runs", "resume", runID).check(t, 1, "409 Conflict", "not paused")
 	toolfleet("runs", "get", "no-such-run").check(t, 1, "404 Not Found")
 
 	// Tools and direct calls.
