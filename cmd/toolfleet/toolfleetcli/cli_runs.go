@@ -14,8 +14,12 @@ import (
 
 // runEnd is how `run --wait|--follow`, `runs watch` and `runs send --wait` exit: 0
 // when the run completed (or a final tool or stop condition ended it), 1 otherwise
-// (canceled, an error threshold, a timeout, …), so that scripts can test it.
+// (canceled, an error threshold, a timeout, …, or paused), so that scripts can test it.
 func runEnd(r *runs.Run) error {
+	if r.Status == runs.StatusPaused && r.Paused != nil { // waited for with --wait: not an end
+		return &exitError{code: exitFailure, err: fmt.Errorf("run %s is paused before step %d (%s): go on with toolfleet runs resume %s",
+			r.ID, r.Paused.Step, r.Paused.Reason, r.ID)}
+	}
 	switch r.Termination {
 	case "completed", "final_tool", "stop_condition", "stop_hook":
 		return nil

@@ -323,6 +323,11 @@ func TestOpenAPIConformance(t *testing.T) {
 		"pause": map[string]any{"afterEveryStep": true}, "wait": true})["id"].(string)
 	call("GET", "/v1/runs/"+paused+"/messages?view=model", acmeToken, nil)
 	call("GET", "/v1/runs/"+paused+"/messages?view=sideways", acmeToken, nil)
+	natstest.Eventually(t, waitTimeout, "the paused run to be listed", func() bool {
+		var page struct{ Runs []struct{ ID, Status string } }
+		getJSON(t, srv, "/v1/runs?status=paused", acmeToken, &page)
+		return len(page.Runs) == 1 && page.Runs[0].ID == paused && page.Runs[0].Status == "paused"
+	})
 	call("POST", "/v1/runs/"+paused+"/pause", acmeToken, map[string]any{"reason": "look"})
 	call("POST", "/v1/runs/"+paused+"/resume", acmeToken, map[string]any{"drop": []int{2}})
 	call("POST", "/v1/runs/"+paused+"/resume", acmeToken, map[string]any{
