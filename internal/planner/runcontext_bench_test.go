@@ -3,6 +3,7 @@ package planner
 import (
 	"context"
 	"encoding/json"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -64,4 +65,37 @@ func BenchmarkRunContext(b *testing.B) {
 			b.ReportMetric(float64(w)/float64(wo), "ratio")
 		})
 	}
+}
+
+// BenchmarkPausedRuns pauses b.N runs after their first step and reports what they
+// hold while they wait: goroutines of the process and runs the planner's sweeper
+// watches, per paused run, against the same process before they started.
+func BenchmarkPausedRuns(b *testing.B) {
+	tb := setup(b, map[string]string{"main": "steps:\n  - calls: [{name: add, arguments: {a: 1, b: 2}}]\n  - text: done\n"})
+	time.Sleep(500 * time.Millisecond) // let the fleet settle
+	before := runtime.NumGoroutine()
+	b.ResetTimer()
+	ids := make([]string, b.N)
+	for i := range ids {
+		run, err := tb.p.Start(tb.ctx, StartRequest{Input: "add", Tools: []string{"add"}, Pause: &PauseOptions{AfterEveryStep: true}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids[i] = run.ID
+	}
+	for _, id := range ids {
+		ctx, cancel := context.WithTimeout(tb.ctx, 30*time.Second)
+		run, err := tb.p.Wait(ctx, id)
+		cancel()
+		if err != nil || run.Status != StatusPaused {
+			b.Fatalf("run %s: %v, %s", id, err, run.Status)
+		}
+	}
+	b.StopTimer()
+	time.Sleep(500 * time.Millisecond) // let the runs' last handlers return
+	tb.p.mu.Lock()
+	watched := len(tb.p.deadlines)
+	tb.p.mu.Unlock()
+	b.ReportMetric(float64(runtime.NumGoroutine()-before)/float64(b.N), "goroutines/paused-run")
+	b.ReportMetric(float64(watched)/float64(b.N), "swept/paused-run")
 }
