@@ -39,9 +39,7 @@ func (r *Run) clone() *Run {
 	c.PolicyHook = clonePtr(r.PolicyHook)
 	c.PauseRequested = clonePtr(r.PauseRequested)
 	c.Paused = clonePtr(r.Paused)
-	if r.PauseOn != nil {
-		c.PauseOn = &PauseOptions{AfterEveryStep: r.PauseOn.AfterEveryStep, AfterTools: slices.Clone(r.PauseOn.AfterTools)}
-	}
+	c.PauseOn = r.PauseOn.clone()
 	c.Repaired = slices.Clone(r.Repaired)
 	c.Warnings = slices.Clone(r.Warnings)
 	c.Offered = cloneOffered(r.Offered)

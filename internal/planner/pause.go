@@ -56,6 +56,13 @@ type PauseOptions struct {
 	AfterTools     []string `json:"afterTools,omitempty"`
 }
 
+func (o *PauseOptions) clone() *PauseOptions {
+	if o == nil {
+		return nil
+	}
+	return &PauseOptions{AfterEveryStep: o.AfterEveryStep, AfterTools: slices.Clone(o.AfterTools)}
+}
+
 func (o *PauseOptions) empty() bool { return o == nil || !o.AfterEveryStep && len(o.AfterTools) == 0 }
 
 func (o *PauseOptions) validate() error {
@@ -465,10 +472,7 @@ func (p *Planner) Resume(ctx context.Context, id string, req ResumeRequest) (*Ru
 			r.Status, r.Paused, r.PauseRequested = StatusRunning, nil, nil
 			r.Limits = limits
 			if req.Pause != nil {
-				r.PauseOn = req.Pause
-				if r.PauseOn.empty() {
-					r.PauseOn = nil
-				}
+				r.PauseOn = pauseOn(req.Pause)
 			}
 			r.Deadline = now.Add(limits.Timeout.D()) // the wall clock starts again
 			r.acted(req.Caller)

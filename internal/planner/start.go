@@ -231,7 +231,7 @@ func pauseOn(o *PauseOptions) *PauseOptions {
 	if o.empty() {
 		return nil
 	}
-	return &PauseOptions{AfterEveryStep: o.AfterEveryStep, AfterTools: slices.Clone(o.AfterTools)}
+	return o.clone()
 }
 
 func (p *Planner) modelNames() []string {
@@ -256,7 +256,8 @@ func (p *Planner) Get(ctx context.Context, id string) (*Run, error) {
 	return p.rlog.assemble(ctx, run)
 }
 
-// Wait returns the run once it is done, or when ctx ends (with the run as it is then).
+// Wait returns the run once it is done or paused, or when ctx ends (with the run as it
+// is then).
 func (p *Planner) Wait(ctx context.Context, id string) (*Run, error) {
 	w, err := p.runs.kv.Watch(ctx, id)
 	if err != nil {

@@ -24,7 +24,7 @@ const maxRequestBytes = 4 << 20
 
 // Handler returns the HTTP API of planner p:
 //
-//	POST /v1/runs                 start a run (StartRequest; "wait": true answers when it is done)
+//	POST /v1/runs                 start a run (StartRequest; "wait": true answers when it is done or paused)
 //	GET  /v1/runs/{id}            the run: status, answer, every call with its timeline
 //	GET  /v1/runs/{id}/messages   the run's conversation, in order (provider.Message list); ?view=model: a
 //	                              paused run's conversation as the model will be asked it (resume edits applied)
