@@ -104,6 +104,11 @@ type Definition struct {
 	// its turn before it is answered [CodeRateLimited]; zero means 30s. The call's own
 	// deadline, when earlier, wins.
 	LimitWait Duration `json:"limitWait,omitempty"`
+	// RunContext asks for the run context of each call ([RunContext]: the conversation so
+	// far, the step, the run's metadata), which can be large and private, so a tool gets
+	// it only when it asks: a Go tool in [CallInfo].Run, a command tool in the file named
+	// by TOOLFLEET_RUN_CONTEXT, an HTTP tool in its request body (pkg/toolsfile).
+	RunContext bool `json:"runContext,omitempty"`
 }
 
 // AllowsCaller reports whether a caller of tenant and role (empty for an anonymous

@@ -57,6 +57,14 @@ func (c *Command) run(ctx context.Context, tool string, secrets []tools.Secret, 
 	if err != nil {
 		return nil, err
 	}
+	ctxFile, removeCtx, err := writeRunContext(ctx, tool) // only for a tool that asked (runcontext.go)
+	if err != nil {
+		return nil, err
+	}
+	defer removeCtx()
+	if ctxFile != "" {
+		env = append(env, RunContextEnv+"="+ctxFile)
+	}
 	// "text file busy": the program was being written when another process forked (its
 	// copy of the write descriptor lives until that child execs). It passes in a moment.
 	for try := range 4 {
@@ -141,6 +149,7 @@ func (c *Command) environ(ctx context.Context, tool string, secrets []tools.Secr
 		}
 		env[s.Name] = v
 	}
+	delete(env, RunContextEnv) // set by run for a tool that asked, never passed through
 	env["TOOLFLEET_TOOL"] = tool
 	if info, ok := tools.CallInfoFrom(ctx); ok {
 		env["TOOLFLEET_CALL_ID"] = info.CallID

@@ -102,6 +102,14 @@
 // name), and TOOLFLEET_TOOL, TOOLFLEET_CALL_ID, TOOLFLEET_RUN_ID, TOOLFLEET_ATTEMPT, so
 // that a program can make its effects idempotent per call.
 //
+// A tool whose entry says "runContext": true gets, with each call a planner run makes,
+// the run context (tools.RunContext: runId, step, metadata, and messages, the
+// conversation so far ending with the model's message that made the call): a command
+// in a file of its own (mode 0600, removed when the command ends) whose path is in
+// TOOLFLEET_RUN_CONTEXT. A tool that did not ask gets nothing: no variable, no file
+// (TOOLFLEET_RUN_CONTEXT is never passed through from the executor's environment). A
+// sandboxed command must be allowed to read the temporary directory ($TMPDIR) for it.
+//
 // A command reports its progress with lines on stderr that start with "::progress "
 // ([ProgressPrefix]) followed by a JSON object, one per line:
 //
@@ -143,6 +151,11 @@
 //
 // A failed answer's status and the start of its body are in the message and in a
 // [StatusError].
+//
+// An HTTP tool whose entry says "runContext": true gets the run context in its body:
+// {"arguments": <the arguments>, "runContext": {"runId", "step", "metadata", "messages",
+// "omitted"}} instead of the arguments alone (calls not made by a planner run carry
+// none, and their body is the arguments). A GET or HEAD tool has no body and gets none.
 //
 // # MCP servers
 //

@@ -126,7 +126,11 @@ func (h *HTTP) method() string {
 func (h *HTTP) request(ctx context.Context, args json.RawMessage) (*http.Request, error) {
 	method := h.method()
 	if method != http.MethodGet && method != http.MethodHead {
-		req, err := http.NewRequestWithContext(ctx, method, h.URL, bytes.NewReader(args))
+		body, err := withRunContext(ctx, args) // only for a tool that asked (runcontext.go)
+		if err != nil {
+			return nil, err
+		}
+		req, err := http.NewRequestWithContext(ctx, method, h.URL, bytes.NewReader(body))
 		if err == nil {
 			req.Header.Set("Content-Type", "application/json")
 		}
