@@ -127,3 +127,99 @@ func TestCompositeFromAToolsFileInARun(t *testing.T) {
 		}
 	}
 }
+
+// A tools file's callbacks and retry rules hold for a run's calls: a cache hit answers
+// the second call without running the command, formatOutput's pointer is what the model
+// is shown, a failure whose message the rule names is retried, and one it does not name
+// is not.
+func TestToolsFileCallbacksAndRetryRulesInARun(t *testing.T) {
+	b := setup(t, map[string]string{"main": plannerAnswerScript})
+	dir := t.TempDir()
+	log, state := filepath.Join(dir, "runs.log"), filepath.Join(dir, "flaky.state")
+	obj := map[string]any{"type": "object"}
+	rule := map[string]any{"maxRetries": 2, "initialBackoff": "10ms", "when": map[string]any{"message": "temporarily unavailable"}}
+	file := map[string]any{"tools": []map[string]any{
+		{"name": "lookup", "safe": true, "parameters": obj,
+			"command":   map[string]any{"argv": []string{"/bin/sh", "-c", `echo run >> "$LOG"; cat`}, "env": map[string]string{"LOG": log}},
+			"callbacks": map[string]any{"beforeCall": map[string]any{"cache": map[string]any{"key": []string{"/city"}, "ttl": "1m"}}, "formatOutput": map[string]any{"pointer": "/city"}}},
+		{"name": "flaky", "safe": true, "parameters": obj, "retry": rule,
+			"command": map[string]any{"argv": []string{"/bin/sh", "-c", `if [ ! -f "$STATE" ]; then : > "$STATE"; echo "temporarily unavailable" >&2; exit 75; fi; echo '"fine"'`},
+				"env": map[string]string{"STATE": state}}},
+		{"name": "broken", "safe": true, "parameters": obj, "retry": rule,
+			"command": map[string]any{"argv": []string{"/bin/sh", "-c", `echo "permanently broken" >&2; exit 75`}}},
+	}}
+	data, _ := json.Marshal(file)
+	path := filepath.Join(dir, "tools.json")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := toolsfile.LoadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := tools.NewRegistry()
+	servers, err := f.Start(b.ctx, reg, zerolog.Nop(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(servers.Close)
+	ex, err := executor.New(b.srv.Connect(), reg, executor.WithStreamConfig(b.cfg), executor.WithLogger(zerolog.Nop()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve(t, ex.Run)
+	for _, name := range []string{"lookup", "flaky", "broken"} {
+		natstest.Eventually(t, waitTimeout, "the catalog to list "+name, func() bool { _, ok := b.p.cat.get(name); return ok })
+	}
+
+	model := &sequenceModel{answers: []provider.Message{
+		{ToolCalls: []provider.ToolCall{callOf("l1", "lookup", `{"city":"Paris","n":1}`), callOf("f", "flaky", `{}`), callOf("x", "broken", `{}`)}},
+		{ToolCalls: []provider.ToolCall{callOf("l2", "lookup", `{"city":"Paris","n":2}`)}},
+		{Text: "done"},
+	}}
+	b.swapPlanner(t, Config{Models: map[string]provider.Model{"main": model}, DefaultModel: "main"})
+	run, err := b.p.Start(b.ctx, StartRequest{Input: "look it up", Tools: []string{"lookup", "flaky", "broken"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run = waitRun(t, b, run.ID)
+	if run.Status != StatusDone || run.Answer != "done" || len(run.Calls) != 4 {
+		t.Fatalf("the run ended %s/%s (%s) with %q and %d calls", run.Status, run.Termination, run.Detail, run.Answer, len(run.Calls))
+	}
+	byID := map[string]*CallRecord{}
+	for _, c := range run.Calls {
+		byID[c.ModelCallID] = c
+	}
+	for _, id := range []string{"l1", "l2"} {
+		if c := byID[id]; c.Status != "ok" || string(c.Output) != `"Paris"` {
+			t.Errorf("lookup %s: %s %s, want ok \"Paris\" (formatOutput's pointer)", id, c.Status, c.Output)
+		}
+	}
+	if got, _ := os.ReadFile(log); strings.Count(string(got), "run") != 1 {
+		t.Errorf("the command ran %d times, want once: the second call is a cache hit", strings.Count(string(got), "run"))
+	}
+	if c := byID["f"]; c.Status != "ok" || c.Attempts != 2 {
+		t.Errorf("flaky: %s after %d attempts, want ok after 2 (its message matches the rule)", c.Status, c.Attempts)
+	}
+	if c := byID["x"]; c.Status != "error" || c.Attempts != 1 {
+		t.Errorf("broken: %s after %d attempts, want error after 1 (its message does not match)", c.Status, c.Attempts)
+	}
+	// The model was shown the projected output.
+	if got := model.request(t, 1).Messages; !strings.Contains(string(lastResult(got, "lookup")), `Paris`) ||
+		strings.Contains(string(lastResult(got, "lookup")), `"n"`) {
+		t.Errorf("the model saw %s for lookup, want the projection", lastResult(got, "lookup"))
+	}
+}
+
+// lastResult is the content of the last result of tool in msgs.
+func lastResult(msgs []provider.Message, tool string) json.RawMessage {
+	var out json.RawMessage
+	for _, m := range msgs {
+		for _, r := range m.ToolResults {
+			if r.Name == tool {
+				out = r.Content
+			}
+		}
+	}
+	return out
+}
