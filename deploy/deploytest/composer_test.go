@@ -288,56 +288,15 @@ func TestComposerServesCompositesAndCallbacks(t *testing.T) {
 		t.Skip("runs two executors against an authenticated server")
 	}
 	acme := tenantUser{"acme", "admin"}
-	t.Run("composer", func(t *testing.T) {
-		srv := startTenantServer(t, acme)
-		f := serveComposerFile(t, srv, "composer", "20s")
-		tenant := srv.connectTenant(t, acme)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		cl, err := tfclient.New(tenant.nc, tfclient.WithIdentity(events.Identity{Tenant: acme.tenant, Role: acme.role}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := cl.Call(ctx, tfclient.Request{Tool: "sums", ID: "sums-1", RunID: "run-s",
-			Arguments: json.RawMessage(`{"calls":[{"name":"calculator","args":{"expression":"6*7"}},{"name":"echo","args":{"value":"hi"}}]}`)})
-		if err != nil {
-			t.Fatalf("sums: %v (%s)", err, res.Output)
-		}
-		var out struct {
-			Results []struct {
-				Name   string          `json:"name"`
-				Result json.RawMessage `json:"result"`
-			} `json:"results"`
-		}
-		if err := json.Unmarshal(res.Output, &out); err != nil || len(out.Results) != 2 ||
-			!strings.Contains(string(out.Results[0].Result), "42") || !strings.Contains(string(out.Results[1].Result), "hi") {
-			t.Fatalf("sums answered %s (%v), want the calculator's 42 and the echo", res.Output, err)
-		}
-		// Each sub-call ran as the tenant's call, answered by the plain executor, its
-		// result stored under the tenant (read with the tenant's own permissions).
-		stored, found, err := cl.StoredResult(ctx, "run-s", toolsfile.SubCallID("sums-1", 0))
-		if err != nil || !found || stored.Executor != "plain" || stored.Tool != "calculator" {
-			t.Errorf("the first sub-call's stored result %+v (found %v, %v), want calculator's by the plain executor", stored, found, err)
-		}
-
-		for i := range 2 {
-			res, err := cl.Call(ctx, tfclient.Request{Tool: "lookup", Arguments: json.RawMessage(`{"q":"word"}`)})
-			if err != nil || string(res.Output) != `{"answer":42}` {
-				t.Fatalf("lookup %d: %s %v", i, res.Output, err)
-			}
-		}
-		if n := f.ran(t); n != 1 {
-			t.Errorf("lookup ran %d times for two calls of one key, want once (the cache answers the second)", n)
-		}
-		if n := f.audited.Load(); n != 1 {
-			t.Errorf("the onSuccess service was asked %d times, want once (a cache hit skips it)", n)
-		}
-		f.exec.noViolations()
-		tenant.noViolations()
+	t.Run("composer", func(t *testing.T) { testComposer(t, startTenantServer(t, acme), acme, events.DefaultConfig()) })
+	t.Run("composer, overlays/sharded", func(t *testing.T) {
+		cfg := events.DefaultConfig()
+		cfg.Shards = shippedShards
+		testComposer(t, startTenantServerWith(t, shardedMappings(t), acme), acme, cfg)
 	})
 	t.Run("plain executor", func(t *testing.T) {
 		srv := startTenantServer(t, acme)
-		f := serveComposerFile(t, srv, "executor", "1s")
+		f := serveComposerFile(t, srv, "executor", "1s", events.DefaultConfig())
 		tenant := srv.connectTenant(t, acme)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -371,6 +330,55 @@ func TestComposerServesCompositesAndCallbacks(t *testing.T) {
 	})
 }
 
+// testComposer serves composerFile as composer on srv, with cfg's shards, and calls it as
+// tenant u.
+func testComposer(t *testing.T, srv *authServer, u tenantUser, cfg events.Config) {
+	f := serveComposerFile(t, srv, "composer", "20s", cfg)
+	tenant := srv.connectTenant(t, u)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := tfclient.New(tenant.nc, tfclient.WithIdentity(events.Identity{Tenant: u.tenant, Role: u.role}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cl.Call(ctx, tfclient.Request{Tool: "sums", ID: "sums-1", RunID: "run-s",
+		Arguments: json.RawMessage(`{"calls":[{"name":"calculator","args":{"expression":"6*7"}},{"name":"echo","args":{"value":"hi"}}]}`)})
+	if err != nil {
+		t.Fatalf("sums: %v (%s)", err, res.Output)
+	}
+	var out struct {
+		Results []struct {
+			Name   string          `json:"name"`
+			Result json.RawMessage `json:"result"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(res.Output, &out); err != nil || len(out.Results) != 2 ||
+		!strings.Contains(string(out.Results[0].Result), "42") || !strings.Contains(string(out.Results[1].Result), "hi") {
+		t.Fatalf("sums answered %s (%v), want the calculator's 42 and the echo", res.Output, err)
+	}
+	// Each sub-call ran as the tenant's call, answered by the plain executor, its
+	// result stored under the tenant (read with the tenant's own permissions).
+	stored, found, err := cl.StoredResult(ctx, "run-s", toolsfile.SubCallID("sums-1", 0))
+	if err != nil || !found || stored.Executor != "plain" || stored.Tool != "calculator" {
+		t.Errorf("the first sub-call's stored result %+v (found %v, %v), want calculator's by the plain executor", stored, found, err)
+	}
+
+	for i := range 2 {
+		res, err := cl.Call(ctx, tfclient.Request{Tool: "lookup", Arguments: json.RawMessage(`{"q":"word"}`)})
+		if err != nil || string(res.Output) != `{"answer":42}` {
+			t.Fatalf("lookup %d: %s %v", i, res.Output, err)
+		}
+	}
+	if n := f.ran(t); n != 1 {
+		t.Errorf("lookup ran %d times for two calls of one key, want once (the cache answers the second)", n)
+	}
+	if n := f.audited.Load(); n != 1 {
+		t.Errorf("the onSuccess service was asked %d times, want once (a cache hit skips it)", n)
+	}
+	f.exec.noViolations()
+	tenant.noViolations()
+}
+
 // composerFixture is composerFile served on a server.
 type composerFixture struct {
 	exec    *client // the file's executor's connection
@@ -389,12 +397,12 @@ func (f *composerFixture) ran(t *testing.T) int {
 
 // serveComposerFile starts, on srv, the plain executor with the built-ins calculator and
 // echo (id "plain"), the callback service callbacks.audit, and an executor of
-// composerFile, with the composite's timeout, logged in as user (id "file").
-func serveComposerFile(t *testing.T, srv *authServer, user, timeout string) *composerFixture {
+// composerFile, with the composite's timeout, logged in as user (id "file"), all with
+// cfg's shards.
+func serveComposerFile(t *testing.T, srv *authServer, user, timeout string, cfg events.Config) *composerFixture {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cfg := events.DefaultConfig()
 	f := &composerFixture{ranLog: filepath.Join(t.TempDir(), "ran.log")}
 
 	plain := srv.connect(t, "executor")
