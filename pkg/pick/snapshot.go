@@ -30,6 +30,9 @@ type doc struct {
 	def  tools.Definition
 	seq  uint64 // registration order, kept when the tool changes
 	hash string // definition hash, see definitionHash
+	// learnKey is LearnKey(def): learned text is kept only for the definition it was
+	// learned for.
+	learnKey string
 	lens [numFields]uint32
 	ql   [numFields]uint8 // lens quantised, as in the tool's postings
 	// terms are the distinct term ids of the tool, to keep document frequencies right when
