@@ -78,7 +78,6 @@ type learnedCand struct {
 	id  DocID
 }
 
-
 var learnedPool = sync.Pool{New: func() any { return new(learnedScratch) }}
 
 // Score ranks req's tools by fused cold and learned scores; see [Learned.Scorer].
