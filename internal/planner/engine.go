@@ -90,6 +90,11 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Planner, error) {
 		if kv, err = jsutil.EnsurePlanner(ctx, js, cfg.Events); err != nil {
 			return err
 		}
+		if !cfg.NoUsage {
+			if err = jsutil.EnsureUsage(ctx, js, cfg.Events); err != nil {
+				return err
+			}
+		}
 		if rlog, err = newRunLog(ctx, js, cfg.Events); err != nil {
 			return err
 		}
