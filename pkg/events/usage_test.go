@@ -12,9 +12,9 @@ import (
 
 type natsMsg struct{ *nats.Msg }
 
-func (m natsMsg) Subject() string     { return m.Msg.Subject }
+func (m natsMsg) Subject() string      { return m.Msg.Subject }
 func (m natsMsg) Headers() nats.Header { return m.Header }
-func (m natsMsg) Data() []byte        { return m.Msg.Data }
+func (m natsMsg) Data() []byte         { return m.Msg.Data }
 
 func TestUsageRoundTrip(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
