@@ -126,6 +126,7 @@ type scratch struct {
 	hits    []termHit
 	keys    []termKey
 	sorted  []queryTerm
+	seed    []DocID
 }
 
 // termKey is a query term's place in the order terms are read.
@@ -289,7 +290,7 @@ const minPostingBudget = 4096
 // Zobel). Either way the result is exactly that of scoring every posting of the terms
 // read.
 func (b BM25) Score(ctx context.Context, req *Request) ([]Hit, error) {
-	r, err := b.rank(ctx, req)
+	r, err := b.rank(ctx, req, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -362,8 +363,12 @@ func (r *coldRank) score(id DocID) float64 {
 	return raw / r.maxRaw
 }
 
-// rank scores req's allowed tools and keeps the best req.Limit in sc.ranked.
-func (b BM25) rank(ctx context.Context, req *Request) (*coldRank, error) {
+// rank scores req's allowed tools and keeps the best req.Limit in sc.ranked. With pre,
+// the ranking is by raw score plus what pre adds to the accumulators (indexed by tool
+// id) before any posting is read, given the scale of a raw score (maxRaw, or 1 when the
+// query has no known term); pre appends the tools it added to to seed and returns it,
+// so that term-by-term scoring counts them as matched.
+func (b BM25) rank(ctx context.Context, req *Request, pre func(acc []float32, scale float64, seed []DocID) []DocID) (*coldRank, error) {
 	s := req.Snapshot
 	p := s.params
 	if b.Params.K1 > 0 {
@@ -400,8 +405,18 @@ func (b BM25) rank(ctx context.Context, req *Request) (*coldRank, error) {
 		reads += len(ix.lists[qt.id])
 	}
 	var err error
-	if b.path == pathBlocks || b.path == pathAuto && reads*denseReads >= len(s.docs) {
-		err = scoreBlocks(ctx, req, ix, terms, acc, sc)
+	sc.seed = sc.seed[:0]
+	if pre != nil {
+		scale := r.maxRaw
+		if scale == 0 {
+			scale = 1
+		}
+		sc.seed = pre(acc, scale, sc.seed)
+	}
+	if b.path == pathBlocks || b.path == pathAuto && (reads+len(sc.seed))*denseReads >= len(s.docs) {
+		if err = scoreBlocks(ctx, req, ix, terms, acc, sc); err != nil && len(sc.seed) > 0 {
+			clear(acc) // the blocks not reached hold what pre added
+		}
 	} else {
 		err = b.scoreSparse(ctx, req, ix, terms, acc, sc)
 	}
@@ -490,7 +505,8 @@ func scoreBlocks(ctx context.Context, req *Request, ix *impactIndex, terms []que
 // the tools touched, with early termination (see [BM25.Score]).
 func (b BM25) scoreSparse(ctx context.Context, req *Request, ix *impactIndex, terms []queryTerm, acc []float32, sc *scratch) error {
 	s := req.Snapshot
-	touched := sc.touched[:0]
+	// Tools given a head start (rank's pre) count as matched from the start.
+	touched := append(sc.touched[:0], sc.seed...)
 	defer func() {
 		clearAcc(acc, touched)
 		sc.touched = touched
@@ -503,6 +519,9 @@ func (b BM25) scoreSparse(ctx context.Context, req *Request, ix *impactIndex, te
 		rest += qt.limit(ix)
 	}
 	var best float32 // highest score so far: the k-th cannot be above it
+	for _, d := range touched {
+		best = max(best, acc[d])
+	}
 	var cands []DocID
 	var theta float32
 	attempts := 0

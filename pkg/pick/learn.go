@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -396,9 +397,11 @@ type learnedView struct {
 	bound    atomic.Pointer[binding]
 }
 
+// learnedPosting is a term's impact in a tool's learned field, tf/(tf+K1·norm): the
+// score needs a multiply-add per posting.
 type learnedPosting struct {
-	tool uint32
-	tf   float32
+	tool   uint32
+	impact float32
 }
 
 type viewPartner struct {
@@ -428,6 +431,7 @@ func buildView(set *usageSet, cfg LearnConfig) *learnedView {
 	v.lens = make([]float32, len(v.names))
 	v.partners = make([][]viewPartner, len(v.names))
 	tf := map[uint32]float32{}
+	tfs := make([]map[uint32]float32, len(v.names))
 	var total float64
 	for i, name := range v.names {
 		t := set.tools[name]
@@ -440,9 +444,7 @@ func buildView(set *usageSet, cfg LearnConfig) *learnedView {
 			v.lens[i] += float32(len(r.terms))
 		}
 		total += float64(v.lens[i])
-		for h, n := range tf {
-			v.postings[h] = append(v.postings[h], learnedPosting{tool: uint32(i), tf: n})
-		}
+		tfs[i] = maps.Clone(tf)
 		for _, p := range t.partners {
 			if j, ok := index[p.tool]; ok && t.runs > 0 {
 				v.partners[i] = append(v.partners[i], viewPartner{tool: j, share: float32(min(p.count/t.runs, 1))})
@@ -451,6 +453,13 @@ func buildView(set *usageSet, cfg LearnConfig) *learnedView {
 	}
 	if len(v.names) > 0 {
 		v.avgLen = max(total/float64(len(v.names)), 1)
+	}
+	// Postings in tool order, with their impacts once the average length is known.
+	for i, tf := range tfs {
+		norm := learnedK1 * (1 - learnedB + learnedB*float64(v.lens[i])/v.avgLen)
+		for h, n := range tf {
+			v.postings[h] = append(v.postings[h], learnedPosting{tool: uint32(i), impact: float32(float64(n) / (float64(n) + norm))})
+		}
 	}
 	return v
 }

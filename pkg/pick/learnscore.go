@@ -54,6 +54,11 @@ const (
 	learnedB  = 0.75
 	// maxLearnedQueryTerms bounds the query terms looked up in a learned field.
 	maxLearnedQueryTerms = 64
+	// learnedBudgetDiv sets the postings a pick reads in the learned fields: one per
+	// learnedBudgetDiv learned tools (at least minPostingBudget), the rarest terms
+	// first. Below 4096 learned tools (both benchmarks) every posting is read.
+	learnedBudgetDiv = 8
+	minLearnedBudget = 1024
 )
 
 type learnedQueryTerm struct {
@@ -67,38 +72,24 @@ type learnedScratch struct {
 	acc     []float32
 	touched []uint32
 	terms   []learnedQueryTerm
-	top     topK
-	bar     topK
 	ranked  []ranked
-	cands   []learnedCand
-}
-
-type learnedCand struct {
-	idx uint32
-	id  DocID
 }
 
 var learnedPool = sync.Pool{New: func() any { return new(learnedScratch) }}
 
 // Score ranks req's tools by fused cold and learned scores; see [Learned.Scorer].
 //
-// The ranking is exact at the cost of a cold BM25 pick: the cold ranking's best k and
-// every tool whose learned field matched are the only tools that can be in the fused
-// top k (any other has fused score cold/(1+W), below each of the cold best k). A
-// learned match outside the cold best k needs its own cold score, computed only when
-// its bound (the k-th cold score plus its learned part) could reach the k-th fused
-// score found so far.
+// The learned fields are scored first; each matched tool's learned part, on the scale
+// of the cold raw score, is added to its accumulator before the cold BM25 reads its
+// postings, so that one pass over the catalog's accumulators ranks by the fused score,
+// exactly (block by block, as a cold pick of a long request). Co-usage then lifts the
+// partners of the best tool, each scored on its own.
 func (ls *learnedScorer) Score(ctx context.Context, req *Request) ([]Hit, error) {
 	v := ls.l.viewFor(ls.tenant)
 	if v == nil || len(v.names) == 0 {
 		return ls.cold.Score(ctx, req)
 	}
 	s := req.Snapshot
-	r, err := ls.cold.rank(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	defer r.release()
 	ids := v.bind(s)
 	sc := learnedPool.Get().(*learnedScratch)
 	defer learnedPool.Put(sc)
@@ -121,59 +112,44 @@ func (ls *learnedScorer) Score(ctx context.Context, req *Request) ([]Hit, error)
 		x := float64(sc.acc[idx]) / qmax
 		return x * x
 	}
-	fuse := func(cold, learned float64) float64 { return (cold + w*learned) / (1 + w) }
-
-	// The cold best k, exact.
-	k := req.Limit
-	sc.top.reset(k)
-	coldK := 0.0
-	if len(r.sc.ranked) == k {
-		coldK = r.sc.ranked[k-1].score / r.maxRaw
-	}
-	inCold := func(id DocID) bool {
-		for _, rk := range r.sc.ranked {
-			if rk.id == id {
-				return true
+	var pre func([]float32, float64, []DocID) []DocID
+	if len(sc.touched) > 0 {
+		pre = func(acc []float32, scale float64, seed []DocID) []DocID {
+			// w·learned·scale, learned being (acc/qmax)².
+			c := float32(w * scale / (qmax * qmax))
+			for _, idx := range sc.touched {
+				if id := ids[idx]; id != noDoc {
+					a := sc.acc[idx]
+					if g := c * a * a; g > 0 {
+						acc[id] += g
+						seed = append(seed, id)
+					}
+				}
 			}
+			return seed
 		}
-		return false
 	}
+	r, err := ls.cold.rank(ctx, req, pre)
+	if err != nil {
+		return nil, err
+	}
+	defer r.release()
+	scale := r.maxRaw
+	if scale == 0 {
+		scale = 1
+	}
+	k := req.Limit
+	ranks := sc.ranked[:0]
 	for _, rk := range r.sc.ranked {
-		sc.top.push(ranked{score: fuse(rk.score/r.maxRaw, learnedOf(v.indexOf(s, rk.id))), key: s.seqs[rk.id], id: rk.id})
+		rk.score = rk.score / scale / (1 + w)
+		ranks = append(ranks, rk)
 	}
-	// The learned matches: a lower bound of each (no cold part) sets the bar, then those
-	// whose upper bound passes it are scored exactly.
-	cands := sc.cands[:0]
-	bar := &sc.bar
-	bar.reset(k)
-	bar.heap = append(bar.heap, sc.top.heap...)
-	for _, idx := range sc.touched {
-		id := ids[idx]
-		if id == noDoc || !req.Allowed(id) || inCold(id) {
-			continue
-		}
-		cands = append(cands, learnedCand{idx, id})
-		bar.push(ranked{score: fuse(0, learnedOf(idx)), key: s.seqs[id], id: id})
-	}
-	sc.cands = cands
-	theta := 0.0
-	if len(bar.heap) == k {
-		theta = bar.heap[0].score
-	}
-	for _, c := range cands {
-		l := learnedOf(c.idx)
-		if fuse(coldK, l) < theta {
-			continue
-		}
-		sc.top.push(ranked{score: fuse(r.score(c.id), l), key: s.seqs[c.id], id: c.id})
-	}
-	sc.ranked = sc.top.sorted(sc.ranked[:0])
 
 	// Co-usage: the tools used with the best one gain a share of its score.
 	var with string
 	var bonus map[DocID]float64
-	if len(sc.ranked) > 0 && ls.l.cfg.CoUsage > 0 {
-		best := sc.ranked[0]
+	if len(ranks) > 0 && ls.l.cfg.CoUsage > 0 {
+		best := ranks[0]
 		if bi := v.indexOf(s, best.id); bi != ^uint32(0) {
 			for _, p := range v.partners[bi] {
 				id := ids[p.tool]
@@ -189,16 +165,16 @@ func (ls *learnedScorer) Score(ctx context.Context, req *Request) ([]Hit, error)
 		}
 	}
 	if len(bonus) > 0 {
-		n := len(sc.ranked)
+		n := len(ranks)
 		for id, b := range bonus {
-			if i := slices.IndexFunc(sc.ranked[:n], func(rk ranked) bool { return rk.id == id }); i >= 0 {
-				sc.ranked[i].score = min(sc.ranked[i].score+b, 1)
+			if i := slices.IndexFunc(ranks[:n], func(rk ranked) bool { return rk.id == id }); i >= 0 {
+				ranks[i].score = min(ranks[i].score+b, 1)
 				continue
 			}
-			f := fuse(r.score(id), learnedOf(v.indexOf(s, id)))
-			sc.ranked = append(sc.ranked, ranked{score: min(f+b, 1), key: s.seqs[id], id: id})
+			f := (r.score(id) + w*learnedOf(v.indexOf(s, id))) / (1 + w)
+			ranks = append(ranks, ranked{score: min(f+b, 1), key: s.seqs[id], id: id})
 		}
-		slices.SortFunc(sc.ranked, func(a, b ranked) int {
+		slices.SortFunc(ranks, func(a, b ranked) int {
 			if worse(a, b) {
 				return 1
 			}
@@ -207,11 +183,12 @@ func (ls *learnedScorer) Score(ctx context.Context, req *Request) ([]Hit, error)
 			}
 			return 0
 		})
-		sc.ranked = sc.ranked[:min(len(sc.ranked), k)]
+		ranks = ranks[:min(len(ranks), k)]
 	}
+	sc.ranked = ranks
 
-	hits := make([]Hit, 0, len(sc.ranked))
-	for _, rk := range sc.ranked {
+	hits := make([]Hit, 0, len(ranks))
+	for _, rk := range ranks {
 		idx := v.indexOf(s, rk.id)
 		reason, ex := r.explain(rk.id, req.Debug)
 		lr := learnedOf(idx)
@@ -245,6 +222,10 @@ func (ls *learnedScorer) Score(ctx context.Context, req *Request) ([]Hit, error)
 // tools matched) and returns the raw score's upper bound: the sum of the idf of every
 // query term, those found in no learned field included (at their highest idf), so that
 // a tool matching one word of a long request by usage scores a small share of it.
+//
+// As for the cold score, the terms are read rarest first and past a budget of postings
+// (see learnedBudgetDiv) the commoner ones are not read:
+// they still count in the bound.
 func (ls *learnedScorer) scoreField(v *learnedView, text string, n int, sc *learnedScratch) float64 {
 	if cap(sc.acc) < len(v.names) {
 		sc.acc = make([]float32, len(v.names))
@@ -271,17 +252,32 @@ func (ls *learnedScorer) scoreField(v *learnedView, text string, n int, sc *lear
 		terms = append(terms, learnedQueryTerm{text: t, hash: h, list: list,
 			idf: math.Log(1 + (float64(n)-df+0.5)/(df+0.5))})
 	})
-	sc.terms = terms
 	var qmax float64
 	for _, qt := range terms {
 		qmax += qt.idf
+	}
+	slices.SortStableFunc(terms, func(a, b learnedQueryTerm) int { return len(a.list) - len(b.list) })
+	budget := max(len(v.names)/learnedBudgetDiv, minLearnedBudget)
+	for i, qt := range terms {
+		if budget -= len(qt.list); budget < 0 && i > 0 {
+			clear(terms[i:])
+			terms = terms[:i]
+			break
+		}
+	}
+	sc.terms = terms
+	acc := sc.acc
+	for _, qt := range terms {
 		idf := float32(qt.idf)
 		for _, p := range qt.list {
-			norm := float32(learnedK1 * (1 - learnedB + learnedB*float64(v.lens[p.tool])/v.avgLen))
-			if sc.acc[p.tool] == 0 {
-				sc.touched = append(sc.touched, p.tool)
-			}
-			sc.acc[p.tool] += idf * p.tf / (p.tf + norm)
+			acc[p.tool] += idf * p.impact
+		}
+	}
+	// The matched tools, by a pass over the accumulators: cheaper than a branch on
+	// first touch per posting when the postings read are about as many as the tools.
+	for i, a := range acc {
+		if a != 0 {
+			sc.touched = append(sc.touched, uint32(i))
 		}
 	}
 	return qmax
