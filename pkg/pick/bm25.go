@@ -413,7 +413,7 @@ func (b BM25) rank(ctx context.Context, req *Request, pre func(acc []float32, sc
 		}
 		sc.seed = pre(acc, scale, sc.seed)
 	}
-	if b.path == pathBlocks || b.path == pathAuto && (reads+len(sc.seed))*denseReads >= len(s.docs) {
+	if b.path == pathBlocks || b.path == pathAuto && reads*denseReads >= len(s.docs) {
 		if err = scoreBlocks(ctx, req, ix, terms, acc, sc); err != nil && len(sc.seed) > 0 {
 			clear(acc) // the blocks not reached hold what pre added
 		}

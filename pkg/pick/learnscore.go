@@ -266,20 +266,17 @@ func (ls *learnedScorer) scoreField(v *learnedView, text string, n int, sc *lear
 		}
 	}
 	sc.terms = terms
-	acc := sc.acc
+	acc, touched := sc.acc, sc.touched
 	for _, qt := range terms {
 		idf := float32(qt.idf)
 		for _, p := range qt.list {
+			if acc[p.tool] == 0 {
+				touched = append(touched, p.tool)
+			}
 			acc[p.tool] += idf * p.impact
 		}
 	}
-	// The matched tools, by a pass over the accumulators: cheaper than a branch on
-	// first touch per posting when the postings read are about as many as the tools.
-	for i, a := range acc {
-		if a != 0 {
-			sc.touched = append(sc.touched, uint32(i))
-		}
-	}
+	sc.touched = touched
 	return qmax
 }
 
