@@ -47,7 +47,8 @@ type LearnConfig struct {
 	// Default 1.
 	Weight float64
 	// CoUsage is how much the best tool lifts the tools used with it: a partner used in
-	// share s of the best tool's runs gains CoUsage·s·score(best). Default 0.1.
+	// share s of the best tool's runs gains CoUsage·s·score(best). Default 0.1;
+	// negative turns the lift off.
 	CoUsage float64
 	// Share lets every tenant's usage shape every tenant's picks. Default off: a
 	// tenant's usage shapes only its own picks.
@@ -87,7 +88,7 @@ func (c LearnConfig) withDefaults() (LearnConfig, error) {
 	return c, nil
 }
 
-// LearnKey identifies what a tool's learned text was learned for: the hex SHA-256 of
+// LearnKey identifies what a tool's learned text was learned for: 128 bits of SHA-256, in hex, of
 // its description, parameters and response schema. What was learned for a tool is kept
 // while its key stays (a change of tags, roles, safety or version keeps it) and dropped
 // when it changes: a tool that now does something else must not inherit the requests
@@ -168,7 +169,7 @@ func (l *Learned) Learn(u Usage) error {
 	terms := requestTerms(u.Request, l.cfg.MaxTerms)
 	if len(terms) == 0 {
 		l.dropped.Add(1)
-		return fmt.Errorf("%w: request %q has no words to learn", ErrUsage, cut1(u.Request, 64))
+		return fmt.Errorf("%w: request %q has no words to learn", ErrUsage, preview(u.Request, 64))
 	}
 	at := u.At.Unix()
 	if u.At.IsZero() {
@@ -294,21 +295,20 @@ func (l *Learned) partnerOf(t *toolUsage, other string) {
 
 // LearnStats are counts of what a Learned holds.
 type LearnStats struct {
-	Folded, Dropped   int64
-	Tenants, Tools    int
-	Requests, Terms   int
-	Partners, Runs    int
-	MaxToolRequests   int
-	MaxToolPartners   int
-	MaxRequestTerms   int
-	RememberedRunsCap int
+	// Folded and Dropped count the records learned from and refused.
+	Folded, Dropped int64
+	// Tenants, Tools, Requests, Terms and Partners count what is kept now; Runs the
+	// runs remembered to pair their tools.
+	Tenants, Tools, Requests, Terms, Partners, Runs int
+	// The largest per-tool counts, to check against LearnConfig's bounds.
+	MaxToolRequests, MaxToolPartners, MaxRequestTerms int
 }
 
 // Stats counts what l holds; it walks every tool.
 func (l *Learned) Stats() LearnStats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	st := LearnStats{Folded: l.folded.Load(), Dropped: l.dropped.Load(), Tenants: len(l.sets), RememberedRunsCap: l.cfg.MaxRuns}
+	st := LearnStats{Folded: l.folded.Load(), Dropped: l.dropped.Load(), Tenants: len(l.sets)}
 	for _, set := range l.sets {
 		st.Tools += len(set.tools)
 		st.Runs += len(set.runs)
@@ -390,8 +390,8 @@ type learnedView struct {
 	index    map[string]uint32
 	keys     []string
 	nreq     []int32
-	lens     []float32 // field length: terms over the tool's requests
-	avgLen   float64
+	lens     []float32                   // field length: terms over the tool's requests
+	avgLen   float64                     // the lengths' average, for the impacts
 	postings map[uint32][]learnedPosting // by term hash, sorted by tool index
 	partners [][]viewPartner
 	bound    atomic.Pointer[binding]
@@ -524,7 +524,8 @@ func termsID(terms []uint32) uint32 {
 	return id
 }
 
-func cut1(s string, n int) string {
+// preview is the start of s, for an error message.
+func preview(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
