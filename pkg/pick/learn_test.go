@@ -274,3 +274,32 @@ func TestLearnedBoundedMemoryMillionRecords(t *testing.T) {
 		t.Fatalf("the most used request was lost: %+v, %v", res, err)
 	}
 }
+
+// Picks and learning run at once (run with -race): picks read a consistent index while
+// records are folded in and indexes rebuilt.
+func TestLearnedConcurrentLearnAndPick(t *testing.T) {
+	t.Parallel()
+	cat := testCatalog(t)
+	l := newLearned(t, LearnConfig{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 2000 {
+			learn(t, l, Usage{Tenant: fmt.Sprint("t", i%2), Run: fmt.Sprint(i/3), Tool: "getForecast", Request: fmt.Sprint("rain forecast ", i%50)})
+		}
+	}()
+	for i := 0; ; i++ {
+		select {
+		case <-done:
+			res, _ := pickJSON(t, cat, "rain", Options{Scorer: l.Scorer("t1")})
+			if len(res) == 0 || res[0].Name != "getForecast" {
+				t.Fatalf("after learning: %v", resultNames(res))
+			}
+			return
+		default:
+		}
+		if _, err := Pick(t.Context(), "rain forecast", cat, Options{Scorer: l.Scorer(fmt.Sprint("t", i%2))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
