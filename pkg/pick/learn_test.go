@@ -285,7 +285,7 @@ func TestLearnedConcurrentLearnAndPick(t *testing.T) {
 	go func() {
 		defer close(done)
 		for i := range 2000 {
-			learn(t, l, Usage{Tenant: fmt.Sprint("t", i%2), Run: fmt.Sprint(i/3), Tool: "getForecast", Request: fmt.Sprint("rain forecast ", i%50)})
+			learn(t, l, Usage{Tenant: fmt.Sprint("t", i%2), Run: fmt.Sprint(i / 3), Tool: "getForecast", Request: fmt.Sprint("rain forecast ", i%50)})
 		}
 	}()
 	for i := 0; ; i++ {
