@@ -253,8 +253,10 @@ func (s *Service) Run(ctx context.Context) error {
 				}
 			}()
 			if err := s.followUsage(ctx, done); err != nil && ctx.Err() == nil {
-				// Picks go on with what was learned; the program's logs say why no more is.
+				// Picks go on with what was learned (nothing, when the stream could not be
+				// opened); the program's logs say why no more is.
 				s.o.log.Error().Err(err).Msg("picker: usage stream no longer followed")
+				s.replayed.Store(true)
 			}
 		})
 	}

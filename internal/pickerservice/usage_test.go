@@ -98,3 +98,21 @@ func TestUsageScorerNeedsLearning(t *testing.T) {
 		t.Fatalf("code %q, want %s", code, CodeBadRequest)
 	}
 }
+
+// A picker that cannot open the usage stream (here another stream owns its subjects)
+// says so and serves cold picks rather than never being ready.
+func TestLearningWithoutUsageStreamServesCold(t *testing.T) {
+	t.Parallel()
+	b := setupCatalog(t, catalog)
+	js, err := jetstream.New(b.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "SQUATTER", Subjects: []string{events.AllUsage}}); err != nil {
+		t.Fatal(err)
+	}
+	b.svc = b.startReplica(t, learning(t)) // waits for Ready
+	if _, names := pickNames(t, b.nc, `{"input":"weather in Paris","options":{"tenant":"acme"}}`); len(names) == 0 || names[0] != "get_weather" {
+		t.Fatalf("cold pick %v, want get_weather", names)
+	}
+}
