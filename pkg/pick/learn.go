@@ -1,6 +1,7 @@
 package pick
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -409,6 +411,10 @@ type viewPartner struct {
 	share float32 // of the tool's runs that used the partner
 }
 
+// liftPartners is how many partners of the best tool a pick lifts: those used with it
+// most often. Each costs a score of its own; more lifted little on ToolLens.
+const liftPartners = 4
+
 // binding maps a view's tools to a snapshot's ids.
 type binding struct {
 	snap *Snapshot
@@ -450,6 +456,9 @@ func buildView(set *usageSet, cfg LearnConfig) *learnedView {
 				v.partners[i] = append(v.partners[i], viewPartner{tool: j, share: float32(min(p.count/t.runs, 1))})
 			}
 		}
+		// Picks lift the partners used most often with the tool, at most liftPartners.
+		slices.SortStableFunc(v.partners[i], func(a, b viewPartner) int { return cmp.Compare(b.share, a.share) })
+		v.partners[i] = v.partners[i][:min(len(v.partners[i]), liftPartners)]
 	}
 	if len(v.names) > 0 {
 		v.avgLen = max(total/float64(len(v.names)), 1)

@@ -1,6 +1,7 @@
 package pick
 
 import (
+	"cmp"
 	"context"
 	"math"
 	"slices"
@@ -69,6 +70,8 @@ type learnedQueryTerm struct {
 }
 
 type learnedScratch struct {
+	keys    []termKey
+	sorted  []learnedQueryTerm
 	acc     []float32
 	touched []uint32
 	terms   []learnedQueryTerm
@@ -93,12 +96,13 @@ func (ls *learnedScorer) Score(ctx context.Context, req *Request) ([]Hit, error)
 	ids := v.bind(s)
 	sc := learnedPool.Get().(*learnedScratch)
 	defer learnedPool.Put(sc)
-	qmax := ls.scoreField(v, req.Text, max(len(v.names), s.live), sc)
+	qmax := ls.scoreField(v, s, req.Text, max(len(v.names), s.live), sc)
 	defer func() {
 		for _, i := range sc.touched {
 			sc.acc[i] = 0
 		}
 		clear(sc.terms) // the pool must not keep the view's lists alive
+		clear(sc.sorted)
 	}()
 	w := ls.l.cfg.Weight
 	learnedOf := func(idx uint32) float64 {
@@ -226,19 +230,26 @@ func (ls *learnedScorer) Score(ctx context.Context, req *Request) ([]Hit, error)
 // As for the cold score, the terms are read rarest first and past a budget of postings
 // (see learnedBudgetDiv) the commoner ones are not read:
 // they still count in the bound.
-func (ls *learnedScorer) scoreField(v *learnedView, text string, n int, sc *learnedScratch) float64 {
+func (ls *learnedScorer) scoreField(v *learnedView, snap *Snapshot, text string, n int, sc *learnedScratch) float64 {
 	if cap(sc.acc) < len(v.names) {
 		sc.acc = make([]float32, len(v.names))
 	}
 	sc.acc = sc.acc[:len(v.names)]
 	sc.touched = sc.touched[:0]
 	terms := sc.terms[:0]
+	idfUnknown := math.Log(1 + (float64(n)+0.5)/0.5)
 	splitWords(text, func(w []byte) {
 		if len(terms) >= maxLearnedQueryTerms {
 			return
 		}
-		t, ok := analyseWord(w)
-		if !ok {
+		// A word spelled as in some tool has its term in the catalog: no stemming.
+		var t string
+		if id, ok := getBytes(snap.words, w); ok {
+			if id == noTerm {
+				return // a stop word
+			}
+			t = snap.texts[id]
+		} else if t, ok = analyseWord(w); !ok {
 			return
 		}
 		h := termHash(t)
@@ -248,15 +259,33 @@ func (ls *learnedScorer) scoreField(v *learnedView, text string, n int, sc *lear
 			}
 		}
 		list := v.postings[h]
-		df := float64(len(list))
-		terms = append(terms, learnedQueryTerm{text: t, hash: h, list: list,
-			idf: math.Log(1 + (float64(n)-df+0.5)/(df+0.5))})
+		idf := idfUnknown
+		if len(list) > 0 {
+			df := float64(len(list))
+			idf = math.Log(1 + (float64(n)-df+0.5)/(df+0.5))
+		}
+		terms = append(terms, learnedQueryTerm{text: t, hash: h, list: list, idf: idf})
 	})
 	var qmax float64
 	for _, qt := range terms {
 		qmax += qt.idf
 	}
-	slices.SortStableFunc(terms, func(a, b learnedQueryTerm) int { return len(a.list) - len(b.list) })
+	// Rarest first (ties in query order), sorting small keys and moving the terms once.
+	keys := sc.keys[:0]
+	for i, qt := range terms {
+		keys = append(keys, termKey{bound: float64(len(qt.list)), at: i})
+	}
+	slices.SortFunc(keys, func(a, b termKey) int {
+		if a.bound != b.bound {
+			return cmp.Compare(a.bound, b.bound)
+		}
+		return a.at - b.at
+	})
+	sorted := sc.sorted[:0]
+	for _, k := range keys {
+		sorted = append(sorted, terms[k.at])
+	}
+	sc.keys, sc.sorted, terms = keys, terms, sorted
 	budget := max(len(v.names)/learnedBudgetDiv, minLearnedBudget)
 	for i, qt := range terms {
 		if budget -= len(qt.list); budget < 0 && i > 0 {
