@@ -88,8 +88,9 @@
 //
 // The score is (cold + Weight·learned)/(1 + Weight), where cold is the BM25F score above
 // and learned the square of the BM25 share (k1 1.2, b 0.75) of the request's
-// information found in the tool's learned field; the best tool's partners then gain
-// CoUsage × (share of its runs they were used in) × its score. Squaring keeps a loose
+// information found in the tool's learned field; the four tools used most often with the
+// best one then gain CoUsage × (share of its runs they were used in) × its score.
+// Squaring keeps a loose
 // match of a few common words from moving the ranking: linear, it cost Seal-Tools (whose
 // requests rarely resemble each other) 14 points of held-out nDCG@10. Weight 1 and
 // CoUsage 0.1 were chosen among 0.25–2 and 0–0.25 as the setting that lifts ToolLens
