@@ -13,12 +13,12 @@ import (
 	"github.com/toolfleet/toolfleet/pkg/pick"
 )
 
-// Eval is `picker eval [-data dir] [-folds k] [-usage dir | -usage-cv]`: it prints the default scorer's quality on
-// the toolret retrieval benchmarks beside plain BM25 to out. With -folds k (5 unless
-// set), it cross-validates: the scorer is tuned (internal/toolret's Grid) on k−1 folds of
-// the queries and scored on the fold left out, so that the figures are on queries the
-// tuning never saw. -folds 0 instead scores the shipped defaults on all the queries, the
-// ones they were tuned on.
+// Eval is `picker eval [-data dir] [-folds k] [-usage dir | -usage-cv]`: it prints the
+// default scorer's quality on the toolret retrieval benchmarks beside plain BM25 to out.
+// With -folds k (5 unless set), it cross-validates: the scorer is tuned (internal/toolret's
+// Grid) on k−1 folds of the queries and scored on the fold left out, so that the figures
+// are on queries the tuning never saw. -folds 0 instead scores the shipped defaults on
+// all the queries, the ones they were tuned on.
 //
 // With -usage dir it evaluates learning from usage instead: for each benchmark with a
 // dir/<benchmark>/queries.jsonl (lines in the queries.jsonl format: a request and the
