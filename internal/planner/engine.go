@@ -90,6 +90,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Planner, error) {
 		if kv, err = jsutil.EnsurePlanner(ctx, js, cfg.Events); err != nil {
 			return err
 		}
+
 		if rlog, err = newRunLog(ctx, js, cfg.Events); err != nil {
 			return err
 		}
@@ -101,6 +102,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Planner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("planner: %w", err)
 	}
+	cfg.NoUsage = cfg.NoUsage || !ensureUsage(ctx, js, cfg)
 	m, err := newMetrics(cfg.Metrics)
 	if err != nil {
 		return nil, fmt.Errorf("planner: metrics: %w", err)

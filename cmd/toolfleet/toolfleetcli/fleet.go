@@ -171,7 +171,7 @@ func Start(ctx context.Context, o Options) (f *Fleet, err error) {
 	if err != nil {
 		return f, err
 	}
-	pk, err := pickercli.NewService(ctx, pkNC, pickercli.Config{Timeout: 2 * time.Second}, o.Metrics, o.Log)
+	pk, err := pickercli.NewService(ctx, pkNC, pickercli.Config{Timeout: 2 * time.Second, Learn: true}, o.Metrics, o.Log)
 	if err != nil {
 		return f, err
 	}
@@ -195,7 +195,7 @@ func Start(ctx context.Context, o Options) (f *Fleet, err error) {
 	if err := waitCatalog(ctx, f.NC, exCfg.Events(), reg.Len()); err != nil {
 		return f, err
 	}
-	p, err := plannercli.New(ctx, plNC, plannercli.Config{UsePicker: true, Tracing: o.Tracing,
+	p, err := plannercli.New(ctx, plNC, plannercli.Config{UsePicker: true, Usage: true, Tracing: o.Tracing,
 		Prices: o.Prices, OperatorRoles: o.OperatorRoles}, models, def, o.Metrics, o.Log)
 	if err != nil {
 		return f, err
