@@ -392,9 +392,10 @@ type learnedView struct {
 	index    map[string]uint32
 	keys     []string
 	nreq     []int32
-	lens     []float32                   // field length: terms over the tool's requests
-	avgLen   float64                     // the lengths' average, for the impacts
-	postings map[uint32][]learnedPosting // by term hash, sorted by tool index
+	lens     []float32          // field length: terms over the tool's requests
+	avgLen   float64            // the lengths' average, for the impacts
+	terms    map[uint32]uint32  // term hash → index in lists
+	lists    [][]learnedPosting // by term index, sorted by tool index
 	partners [][]viewPartner
 	bound    atomic.Pointer[binding]
 }
@@ -418,14 +419,20 @@ const liftPartners = 4
 // binding maps a view's tools to a snapshot's ids.
 type binding struct {
 	snap *Snapshot
-	ids  []DocID // noDoc: not in the snapshot, or learned for another definition
+	ids  []DocID  // by learned index; noDoc: not in the snapshot, or learned for another definition
+	rev  []uint32 // by the snapshot's DocID: the learned index, ^0 for none
+	// idf by term index (v.lists), over n = max(learned tools, s's live tools), and
+	// idfUnknown, a term's found in no learned field: computed once per snapshot rather
+	// than a logarithm per query term.
+	idf        []float64
+	idfUnknown float64
 }
 
 const noDoc = ^DocID(0)
 
 // buildView indexes set (l.mu held).
 func buildView(set *usageSet, cfg LearnConfig) *learnedView {
-	v := &learnedView{postings: map[uint32][]learnedPosting{}}
+	v := &learnedView{terms: map[uint32]uint32{}}
 	index := make(map[string]uint32, len(set.tools))
 	v.index = index
 	for name := range set.tools {
@@ -467,26 +474,43 @@ func buildView(set *usageSet, cfg LearnConfig) *learnedView {
 	for i, tf := range tfs {
 		norm := learnedK1 * (1 - learnedB + learnedB*float64(v.lens[i])/v.avgLen)
 		for h, n := range tf {
-			v.postings[h] = append(v.postings[h], learnedPosting{tool: uint32(i), impact: float32(float64(n) / (float64(n) + norm))})
+			t, ok := v.terms[h]
+			if !ok {
+				t = uint32(len(v.lists))
+				v.terms[h] = t
+				v.lists = append(v.lists, nil)
+			}
+			v.lists[t] = append(v.lists[t], learnedPosting{tool: uint32(i), impact: float32(float64(n) / (float64(n) + norm))})
 		}
 	}
 	return v
 }
 
 // bind returns v's tools as ids of s.
-func (v *learnedView) bind(s *Snapshot) []DocID {
+func (v *learnedView) bind(s *Snapshot) *binding {
 	if b := v.bound.Load(); b != nil && b.snap == s {
-		return b.ids
+		return b
 	}
 	ids := make([]DocID, len(v.names))
+	rev := make([]uint32, len(s.docs))
+	for i := range rev {
+		rev[i] = ^uint32(0)
+	}
 	for i, name := range v.names {
 		ids[i] = noDoc
 		if id, ok := s.Lookup(name); ok && s.isLive(id) && (v.keys[i] == "" || v.keys[i] == s.docs[id].learnKey) {
-			ids[i] = id
+			ids[i], rev[id] = id, uint32(i)
 		}
 	}
-	v.bound.Store(&binding{snap: s, ids: ids})
-	return ids
+	n := float64(max(len(v.names), s.live))
+	idf := make([]float64, len(v.lists))
+	for t, list := range v.lists {
+		df := float64(len(list))
+		idf[t] = math.Log(1 + (n-df+0.5)/(df+0.5))
+	}
+	b := &binding{snap: s, ids: ids, rev: rev, idf: idf, idfUnknown: math.Log(1 + (n+0.5)/0.5)}
+	v.bound.Store(b)
+	return b
 }
 
 // requestTerms analyses a request as tools and queries are, and returns its distinct
