@@ -112,6 +112,9 @@ type Learned struct {
 
 	mu   sync.Mutex
 	sets map[string]*usageSet // by tenant ("" for all, when shared)
+	// readable is a copy of sets, replaced when a tenant is added: picks find their
+	// tenant's set without l.mu, which a rebuild holds for the whole of its build.
+	readable atomic.Pointer[map[string]*usageSet]
 	// folded counts the records learned from, dropped those refused.
 	folded, dropped atomic.Int64
 }
@@ -135,8 +138,8 @@ type usageSet struct {
 	runs    map[string][]string
 	ring    []string
 	ringAt  int
-	dirty   bool
-	built   time.Time
+	dirty   atomic.Bool  // new usage since the view was built; set under l.mu
+	built   atomic.Int64 // when the view was built, Unix nanoseconds
 	view    atomic.Pointer[learnedView]
 	rebuild sync.Mutex
 }
@@ -187,8 +190,10 @@ func (l *Learned) Learn(u Usage) error {
 	if set == nil {
 		set = &usageSet{tools: map[string]*toolUsage{}, runs: map[string][]string{}, ring: make([]string, 0, 64)}
 		l.sets[tenant] = set
+		readable := maps.Clone(l.sets)
+		l.readable.Store(&readable)
 	}
-	set.dirty = true
+	set.dirty.Store(true)
 	t := set.tools[u.Tool]
 	if t == nil {
 		t = &toolUsage{key: u.Key}
@@ -347,9 +352,11 @@ func (l *Learned) viewFor(tenant string) *learnedView {
 	if l.cfg.Share {
 		tenant = ""
 	}
-	l.mu.Lock()
-	set := l.sets[tenant]
-	l.mu.Unlock()
+	sets := l.readable.Load()
+	if sets == nil {
+		return nil
+	}
+	set := (*sets)[tenant]
 	if set == nil {
 		return nil
 	}
@@ -359,10 +366,10 @@ func (l *Learned) viewFor(tenant string) *learnedView {
 // refresh rebuilds set's view if it has new usage (and, unless now, its last build is
 // old enough); one caller rebuilds while the others read the previous view.
 func (l *Learned) refresh(set *usageSet, now bool) *learnedView {
+	// Without l.mu: a pick must not wait for another's rebuild, nor for Learn.
 	v := set.view.Load()
-	l.mu.Lock()
-	stale := set.dirty && (now || v == nil || l.cfg.RefreshEvery < 0 || time.Since(set.built) >= l.cfg.RefreshEvery)
-	l.mu.Unlock()
+	stale := set.dirty.Load() && (now || v == nil || l.cfg.RefreshEvery < 0 ||
+		time.Since(time.Unix(0, set.built.Load())) >= l.cfg.RefreshEvery)
 	if !stale {
 		return v
 	}
@@ -375,12 +382,13 @@ func (l *Learned) refresh(set *usageSet, now bool) *learnedView {
 	}
 	defer set.rebuild.Unlock()
 	l.mu.Lock()
-	if !set.dirty {
+	if !set.dirty.Load() {
 		l.mu.Unlock()
 		return set.view.Load()
 	}
 	nv := buildView(set, l.cfg)
-	set.dirty, set.built = false, time.Now()
+	set.dirty.Store(false)
+	set.built.Store(time.Now().UnixNano())
 	l.mu.Unlock()
 	set.view.Store(nv)
 	return nv
