@@ -772,16 +772,30 @@ func explain(s *Snapshot, ix *impactIndex, terms []queryTerm, set *termSet, id D
 		}
 	}
 	sc.hits = hits
-	// Largest contribution first, ties in query order.
-	slices.SortFunc(hits, func(a, b termHit) int {
-		if a.contrib != b.contrib {
-			if a.contrib > b.contrib {
+	// Largest contribution first, ties in query order. The reason names the first
+	// reasonTerms only: without debug, selecting them costs less than sorting a long
+	// request's matches.
+	if debug || len(hits) <= 2*reasonTerms {
+		slices.SortFunc(hits, func(a, b termHit) int {
+			if a.before(b) {
 				return -1
 			}
-			return 1
+			if b.before(a) {
+				return 1
+			}
+			return 0
+		})
+	} else {
+		for i := range reasonTerms {
+			m := i
+			for j := i + 1; j < len(hits); j++ {
+				if hits[j].before(hits[m]) {
+					m = j
+				}
+			}
+			hits[i], hits[m] = hits[m], hits[i]
 		}
-		return a.term - b.term
-	})
+	}
 	reason := explainReason(terms, hits)
 	if !debug {
 		return reason, nil
@@ -802,6 +816,17 @@ func explain(s *Snapshot, ix *impactIndex, terms []queryTerm, set *termSet, id D
 	return reason, ex
 }
 
+// reasonTerms is how many of a tool's matches its reason names, the strongest.
+const reasonTerms = 5
+
+// before orders matches: larger contribution first, ties in query order.
+func (h termHit) before(o termHit) bool {
+	if h.contrib != o.contrib {
+		return h.contrib > o.contrib
+	}
+	return h.term < o.term
+}
+
 // explainReason renders the strongest matches in a line: `matched "weather" in name,
 // description; "citi" in param_names`.
 func explainReason(terms []queryTerm, hits []termHit) string {
@@ -811,9 +836,9 @@ func explainReason(terms []queryTerm, hits []termHit) string {
 	b := make([]byte, 0, 128)
 	b = append(b, "matched "...)
 	for i, h := range hits {
-		if i == 5 {
+		if i == reasonTerms {
 			b = append(b, " and "...)
-			b = strconv.AppendInt(b, int64(len(hits)-5), 10)
+			b = strconv.AppendInt(b, int64(len(hits)-reasonTerms), 10)
 			b = append(b, " more"...)
 			break
 		}

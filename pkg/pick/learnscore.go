@@ -76,6 +76,13 @@ type learnedScratch struct {
 	terms   []learnedQueryTerm
 	ranked  []ranked
 	seen    hashSet
+	bonus   []coBonus
+}
+
+// coBonus is what a partner of the best tool gains for being used with it.
+type coBonus struct {
+	id   DocID
+	gain float64
 }
 
 // hashSet finds a learned query term by its hash: an open-addressing table of indexes
@@ -179,7 +186,7 @@ func (ls *learnedScorer) Score(ctx context.Context, req *Request) ([]Hit, error)
 
 	// Co-usage: the tools used with the best one gain a share of its score.
 	var with string
-	var bonus map[DocID]float64
+	bonus := sc.bonus[:0] // at most liftPartners, distinct tools
 	if len(ranks) > 0 && ls.l.cfg.CoUsage > 0 {
 		best := ranks[0]
 		if bi := bd.indexOf(best.id); bi != ^uint32(0) {
@@ -188,17 +195,15 @@ func (ls *learnedScorer) Score(ctx context.Context, req *Request) ([]Hit, error)
 				if id == noDoc || id == best.id || !req.Allowed(id) {
 					continue
 				}
-				if bonus == nil {
-					bonus = map[DocID]float64{}
-					with = s.docs[best.id].def.Name
-				}
-				bonus[id] = ls.l.cfg.CoUsage * float64(p.share) * best.score
+				with = s.docs[best.id].def.Name
+				bonus = append(bonus, coBonus{id: id, gain: ls.l.cfg.CoUsage * float64(p.share) * best.score})
 			}
 		}
 	}
 	if len(bonus) > 0 {
 		n := len(ranks)
-		for id, b := range bonus {
+		for _, cb := range bonus {
+			id, b := cb.id, cb.gain
 			if i := slices.IndexFunc(ranks[:n], func(rk ranked) bool { return rk.id == id }); i >= 0 {
 				ranks[i].score = min(ranks[i].score+b, 1)
 				continue
@@ -217,7 +222,7 @@ func (ls *learnedScorer) Score(ctx context.Context, req *Request) ([]Hit, error)
 		})
 		ranks = ranks[:min(len(ranks), k)]
 	}
-	sc.ranked = ranks
+	sc.ranked, sc.bonus = ranks, bonus
 
 	hits := make([]Hit, 0, len(ranks))
 	for _, rk := range ranks {
@@ -230,8 +235,8 @@ func (ls *learnedScorer) Score(ctx context.Context, req *Request) ([]Hit, error)
 			reason = learnedReason(reason, matched, int(v.nreq[idx]))
 		}
 		var co float64
-		if b, ok := bonus[rk.id]; ok {
-			co = b
+		if i := slices.IndexFunc(bonus, func(cb coBonus) bool { return cb.id == rk.id }); i >= 0 {
+			co = bonus[i].gain
 			reason += "; used with " + with
 		}
 		h := Hit{ID: rk.id, Score: rk.score, Reason: reason}
