@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -203,6 +204,9 @@ func BenchmarkLoopStep(b *testing.B) {
 // count bounds what it can show: runs/s is at most in-flight ÷ run latency, whatever the
 // replicas (32 in flight at 12 ms a run is 2,600 runs/s), so on a machine with many
 // cores give it enough runs to keep them all busy.
+//
+// cpu-us/run is the process's CPU time (user and system: the replicas, the embedded
+// server and the scripted fleet together) over the runs, what a run costs the machine.
 func BenchmarkConcurrentRuns(b *testing.B) {
 	inFlight := envInt(b, "TOOLFLEET_BENCH_RUNS_IN_FLIGHT", 256)
 	for _, replicas := range []int{1, 2, 4} {
@@ -229,6 +233,7 @@ func BenchmarkConcurrentRuns(b *testing.B) {
 			sem := make(chan struct{}, inFlight)
 			var wg sync.WaitGroup
 			runs := 0
+			cpu0 := cpuTime(b)
 			start := time.Now()
 			for b.Loop() {
 				sem <- struct{}{}
@@ -253,6 +258,7 @@ func BenchmarkConcurrentRuns(b *testing.B) {
 			}
 			wg.Wait()
 			b.ReportMetric(float64(runs)/time.Since(start).Seconds(), "runs/s")
+			b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(time.Microsecond)/float64(max(runs, 1)), "cpu-us/run")
 			turns := make([]float64, replicas)
 			total := 0.0
 			for i, reg := range regs {
@@ -264,6 +270,15 @@ func BenchmarkConcurrentRuns(b *testing.B) {
 			}
 		})
 	}
+}
+
+// cpuTime is the CPU time this process used so far, user and system.
+func cpuTime(tb testing.TB) time.Duration {
+	var u syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &u); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
 }
 
 // counterValue reads the counter name from reg.
