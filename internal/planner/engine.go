@@ -108,7 +108,8 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Planner, error) {
 	p := &Planner{nc: nc, js: js, cfg: cfg, log: cfg.Log.With().Str("planner", cfg.ID).Logger(),
 		cat: newCatalogView(catalog, cfg.Log), deadlines: map[string]time.Time{}, leases: map[string]leaseDue{}, m: m,
 		replica: cfg.ID + "-" + nuid.Next(), tracer: newTracer(cfg), index: newRunIndex()}
-	p.runs = newStore(kv, nc, p.finished)
+	p.runs = newStore(kv, js, nc, p.finished)
+	p.runs.beforeCommit = cfg.BeforeStepCommit
 	p.rlog = rlog
 	if err := p.cat.load(ctx); err != nil {
 		return nil, fmt.Errorf("planner: catalog: %w", err)
