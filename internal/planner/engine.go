@@ -110,6 +110,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Planner, error) {
 		replica: cfg.ID + "-" + nuid.Next(), tracer: newTracer(cfg), index: newRunIndex()}
 	p.runs = newStore(kv, js, nc, p.finished)
 	p.runs.beforeCommit = cfg.BeforeStepCommit
+	p.runs.batches = batchesStagedInMemory(rlog.log.CachedInfo().Config)
 	p.rlog = rlog
 	if err := p.cat.load(ctx); err != nil {
 		return nil, fmt.Errorf("planner: catalog: %w", err)

@@ -59,6 +59,7 @@ func TestPlannerKilledMidBatch(t *testing.T) {
 	var once sync.Once
 	var before uint64 // the run's revision when the batch was cut
 	pa, stopA := servePlanner(t, b, scriptedModel(t, twoStepScript))
+	pa.runs.batches = true // on a single file-stored server too
 	pa.runs.beforeCommit = func(id string) error {
 		once.Do(func() {
 			if e, err := kv.Get(b.ctx, id); err == nil {

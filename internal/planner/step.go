@@ -167,7 +167,7 @@ func (p *Planner) stepFrom(ctx context.Context, cl claim, b stepBase, step int) 
 			}
 			charged = rec.State
 		}
-		if b.createdNow() {
+		if p.runs.batches && b.createdNow() {
 			// One append to the journal: the record and the state the step leaves, in
 			// one atomic batch, before the calls go out (commitStep).
 			run, sent, err := p.commitStep(ctx, b, step, rec)
