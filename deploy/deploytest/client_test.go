@@ -22,7 +22,7 @@ type apiRequest struct {
 	what, subject, body string
 }
 
-// The client user can run exactly what README.md documents — publish a call, read its
+// The client user can run exactly what docs/deployment.md documents — publish a call, read its
 // result with nats stream get --last-for, its own consumers (nats.go and nats.js
 // forms), nats stream ls, nats kv ls, nats micro ls/info/stats — and each other request
 // below is refused by the server, subject by subject. The sys user can ask the servers
@@ -60,7 +60,7 @@ func TestClientUser(t *testing.T) {
 
 	cl := srv.connect(t, "client")
 
-	// README: nats pub toolfleet.call.calculator … -H ce-…; and an approval answer.
+	// docs/deployment.md: nats pub toolfleet.call.calculator … -H ce-…; and an approval answer.
 	call := nats.NewMsg("toolfleet.call.calculator")
 	call.Data = []byte(`{"arguments":{"expression":"6*7"}}`)
 	for k, v := range map[string]string{"ce-specversion": "1.0", "ce-id": "call2", "ce-type": "io.toolfleet.tool.call",
@@ -101,13 +101,13 @@ func TestClientUser(t *testing.T) {
 		{"nats micro info", "$SRV.INFO.toolfleet-picker", ""},
 		{"nats micro stats", "$SRV.STATS.toolfleet-picker", ""},
 		{"micro discovery ping (nats micro ping)", "$SRV.PING", ""},
-		{"ask the picker", "toolfleet.picker.pick", `{"input":"multiply"}`},
+		{"ask the picker", "toolfleet.picker.pick", `{"input":"calculate 17*23"}`},
 	}
-	// The commands named here are the ones README.md documents for the client user.
-	readme := string(readFile(t, filepath.Join(repoRoot(t), "README.md")))
+	// The commands named here are the ones docs/deployment.md documents for the client user.
+	readme := string(readFile(t, filepath.Join(repoRoot(t), "docs", "deployment.md")))
 	for _, r := range allowed {
 		if cmd, _, _ := strings.Cut(r.what, ":"); strings.HasPrefix(cmd, "nats ") && !strings.Contains(readme, cmd) {
-			t.Errorf("README.md does not document %q, which this test allows the client", cmd)
+			t.Errorf("docs/deployment.md does not document %q, which this test allows the client", cmd)
 		}
 	}
 	for _, r := range allowed {

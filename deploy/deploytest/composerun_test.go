@@ -31,8 +31,8 @@ import (
 // to (entrypoint, command and the Dockerfile's defaults, as the compose specification
 // says) built from this tree, with its compose environment. Each must become ready on
 // /readyz of its ops port, the image's HEALTHCHECK (toolfleet health, run in the part's
-// environment as docker does) must pass for it, and a call published as README.md shows
-// must get its result, read as README.md shows. The image's default command (the
+// environment as docker does) must pass for it, and a call published as docs/deployment.md shows
+// must get its result, read as docs/deployment.md shows. The image's default command (the
 // all-in-one) must become ready and listen beyond loopback too.
 //
 // The compose file's example run is asked of the planner's API too, with TOOLFLEET_MODEL
@@ -53,7 +53,7 @@ func TestComposeRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds every binary and runs the compose services")
 	}
-	// The model: instead of OPENAI_API_KEY (README.md), TOOLFLEET_MODEL names an offline
+	// The model: instead of OPENAI_API_KEY (docs/deployment.md), TOOLFLEET_MODEL names an offline
 	// script that answers the compose file's example question, so no model is called.
 	script := filepath.Join(t.TempDir(), "script.yaml")
 	if err := os.WriteFile(script, []byte(composeScript), 0o600); err != nil {
@@ -117,7 +117,7 @@ func TestComposeRun(t *testing.T) {
 		}
 	}
 
-	// README.md: nats pub toolfleet.call.calculator '{"arguments":{"expression":"6*7"}}'
+	// docs/deployment.md: nats pub toolfleet.call.calculator '{"arguments":{"expression":"6*7"}}'
 	// with the CloudEvents headers, then nats stream get TOOLFLEET_RESULTS --last-for
 	// toolfleet.result.run1.call1, as the client user.
 	cl, err := nats.Connect(srv.ClientURL(), nats.UserInfo("client", composePasswords["client"]))
@@ -169,8 +169,9 @@ func TestComposeRun(t *testing.T) {
 		t.Errorf("call1: %s %s, want ok with the result 42", result.Status, result.Output)
 	}
 
-	// The compose file's example: curl -s localhost:8080/v1/runs -d '{"input":"What is
-	// 17*23?","tools":["calculator"],"wait":true}', through the planner's API.
+	// The compose file's example: curl -s localhost:8080/v1/runs -H 'Content-Type:
+	// application/json' -d '{"input":"What is 17*23?","tools":["calculator"],"wait":true}',
+	// through the planner's API.
 	planner := ready[len(ready)-1]
 	if !strings.HasPrefix(planner.name, "planner") {
 		t.Fatalf("the last part started is %s, want the planner", planner.name)

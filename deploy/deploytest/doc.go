@@ -23,7 +23,7 @@
 // drive real JetStream operations as each user: the executor ensures the streams,
 // consumes a call and publishes its result; the planner publishes calls and reads results;
 // the picker serves a NATS micro endpoint and watches the catalog; the client performs
-// the API requests behind every nats command README.md documents. Then they try what each
+// the API requests behind every nats command docs/deployment.md documents. Then they try what each
 // user must not do, and require the server to refuse it with a permissions violation,
 // subject by subject.
 //
@@ -42,7 +42,7 @@
 // deploy/k8s/README.md is run as written (with htpasswd, when installed). docker-compose.yml
 // is loaded with the compose-spec loader and run without Docker: each service's command
 // line resolved as the compose specification says, the binaries built from this tree, a
-// call published and its result read as README.md shows.
+// call published and its result read as docs/deployment.md shows.
 //
 // Run them with:
 //

@@ -111,7 +111,40 @@ func (p *Planner) Cancel(ctx context.Context, id string, caller events.Identity,
 	if err := p.afterChange(ctx, run); err != nil {
 		return run, err
 	}
-	return run, nil
+	return p.settleCanceledCalls(ctx, run), nil
+}
+
+// cancelSettle bounds how long a cancel waits for the answers of its run's calls.
+// Executors answer a cancel within milliseconds; a call of a tool nobody serves is not
+// answered before the no-such-tool timeout, and is shown as it is then.
+const cancelSettle = 2 * time.Second
+
+// settleCanceledCalls returns the canceled run once each of its calls without a result
+// at the cancel has its answer (canceled, interrupted, or the result it finished with),
+// or as it is after cancelSettle: a cancel answered with the run as it was at the
+// cancel would show calls running that were canceled a moment later.
+func (p *Planner) settleCanceledCalls(ctx context.Context, run *Run) *Run {
+	ctx, cancel := context.WithTimeout(ctx, cancelSettle)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		settled := true
+		for _, c := range run.stepCalls() {
+			settled = settled && (c.Local || c.Done())
+		}
+		if settled {
+			return run
+		}
+		select {
+		case <-ctx.Done():
+			return run
+		case <-tick.C:
+		}
+		if latest, _, err := p.runs.get(ctx, run.ID); err == nil {
+			run = latest
+		}
+	}
 }
 
 // cancelCalls publishes a cancel of every call of calls (of the canceled run) that has

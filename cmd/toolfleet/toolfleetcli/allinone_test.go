@@ -153,9 +153,13 @@ func TestDev(t *testing.T) {
 	t.Setenv("TOOLFLEET_MODEL", "")
 	var out bytes.Buffer
 	a, stop := startDev(t, DevOptions{HTTPAddr: ":0", OpsAddr: ":0", Out: &out})
-	if !strings.Contains(out.String(), "curl -s "+a.API+"/v1/runs") || !strings.Contains(out.String(), a.NATS) ||
+	// It says how to drive it with the CLI, set to its addresses (not the defaults
+	// here), and no raw curl.
+	if !strings.Contains(out.String(), "export TOOLFLEET_API_URL="+a.API+" TOOLFLEET_NATS_URL="+a.NATS+"\n") ||
+		!strings.Contains(out.String(), "  toolfleet run \"Total the orders and write a report\" --tools get_time,list_dir,calculator,write_file,read_file --follow\n") ||
+		!strings.Contains(out.String(), "  toolfleet approvals ls") || strings.Contains(out.String(), "curl") ||
 		!strings.Contains(out.String(), "http://"+a.Ops+"/metrics") {
-		t.Errorf("dev did not print how to start a run and reach NATS and the ops server:\n%s", out.String())
+		t.Errorf("dev did not print how to drive it with the CLI and reach the ops server:\n%s", out.String())
 	}
 	// The inspector is served beside the API, and dev says where.
 	if a.UI != a.API+"/ui/" || !strings.Contains(out.String(), "inspector "+a.UI) {

@@ -247,10 +247,13 @@ func (c *cli) settings() (contextFile, error) {
 	s := contextFile{
 		APIURL:  pick(c.apiURL, "TOOLFLEET_API_URL", file.APIURL, runs.DefaultURL),
 		Token:   pick(c.token, "TOOLFLEET_API_TOKEN", file.Token, ""),
-		NATSURL: pick("", "TOOLFLEET_NATS_URL", file.NATSURL, "nats://127.0.0.1:4222"),
+		NATSURL: pick("", "TOOLFLEET_NATS_URL", file.NATSURL, defaultNATSURL),
 	}
 	return s, nil
 }
+
+// defaultNATSURL is where the CLI looks for NATS unless told: toolfleet dev's.
+const defaultNATSURL = "nats://127.0.0.1:4222"
 
 // api returns the planner API's client for the settings, after checking -o.
 func (c *cli) api() (*runs.Client, error) {

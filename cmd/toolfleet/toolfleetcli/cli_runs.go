@@ -23,7 +23,7 @@ func runEnd(r *runs.Run) error {
 
 func (c *cli) runCommand() *cobra.Command {
 	var req runs.StartRequest
-	var wait, follow bool
+	var wait, follow, quiet bool
 	var maxSteps int
 	var timeout time.Duration
 	cmd := &cobra.Command{
@@ -32,15 +32,20 @@ func (c *cli) runCommand() *cobra.Command {
 		Long: `Start a run with INPUT as the user's message. Without --wait or --follow it prints the
 run's id and returns; --wait waits for the run's end and prints it; --follow shows its
 steps and calls as they happen, then its end. With either, the exit code is 0 when the
-run completed and 1 when it ended otherwise (canceled, timeout, error threshold, ...).`,
+run completed and 1 when it ended otherwise (canceled, timeout, error threshold, ...).
+-q prints nothing but the id, for scripts.`,
 		Example: `  toolfleet run "What is 6*7?" --tools calculator --wait
   toolfleet run "Summarize the report" --follow
+  id=$(toolfleet run "Summarize the report" -q)
   toolfleet run "Clean up staging" -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			api, err := c.startingAPI(wait, follow)
 			if err != nil {
 				return err
+			}
+			if quiet && (wait || follow || c.output == "json") {
+				return usageErrorf("-q prints only the run's id: not with --wait, --follow or -o json")
 			}
 			req.Input = args[0]
 			if maxSteps > 0 || timeout > 0 {
@@ -52,6 +57,10 @@ run completed and 1 when it ended otherwise (canceled, timeout, error threshold,
 			run, err := api.Start(cmd.Context(), req)
 			if err != nil {
 				return c.failed(api, err)
+			}
+			if quiet {
+				fmt.Fprintln(c.stdout, run.ID)
+				return nil
 			}
 			return c.afterStart(cmd.Context(), api, run, follow, wait,
 				fmt.Sprintf("run %s started (%s)\n  follow it: toolfleet runs watch %s", run.ID, run.Status, run.ID))
@@ -67,6 +76,7 @@ run completed and 1 when it ended otherwise (canceled, timeout, error threshold,
 	f.StringToStringVar(&req.Metadata, "metadata", nil, "key=value pairs kept with the run")
 	f.BoolVar(&wait, "wait", false, "wait for the run's end and print it")
 	f.BoolVar(&follow, "follow", false, "show the run's steps and calls as they happen, then its end")
+	f.BoolVarP(&quiet, "quiet", "q", false, "print only the run's id")
 	_ = cmd.RegisterFlagCompletionFunc("tools", c.completeTools)
 	return cmd
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -134,6 +135,13 @@ func TestCLI(t *testing.T) {
 	toolfleet("runs", "cancel", runID).check(t, 1, "409 Conflict", "has ended already")
 	toolfleet("runs", "watch", runID).check(t, 1, "ended canceled")
 	toolfleet("runs", "get", "no-such-run").check(t, 1, "404 Not Found")
+	// -q prints the id alone, for a script's id=$(toolfleet run ... -q).
+	r = toolfleet("run", "Quietly", "-q", "--tools", "calculator")
+	if r.check(t, 0); !regexp.MustCompile(`^r\w+\n$`).MatchString(r.stdout) {
+		t.Errorf("run -q printed %q, want the run's id alone", r.stdout)
+	}
+	toolfleet("runs", "cancel", strings.TrimSpace(r.stdout)).check(t, 0, "canceled")
+	toolfleet("run", "x", "-q", "--wait").check(t, 2, "-q prints only the run's id")
 
 	// Tools and direct calls.
 	toolfleet("tools", "ls").check(t, 0, "NAME", "EXECUTORS", "calculator", "write_file")
@@ -236,4 +244,35 @@ func TestProgramsHelpVersionExitCodes(t *testing.T) {
 	if err := pickercli.Eval(ctx, []string{"-folds", "1"}, io.Discard); !errors.Is(err, ops.ErrConfig) {
 		t.Errorf("picker eval -folds 1: %v, want a configuration error", err)
 	}
+}
+
+// call --tenant/--role calls as that caller: a tool kept to one tenant's role answers
+// that caller and refuses the anonymous caller and another role, as executors decide
+// from the call's subject.
+func TestCLICallAsTenant(t *testing.T) {
+	opstest.Env(t, map[string]string{"TOOLFLEET_MODEL": "", "XDG_CONFIG_HOME": t.TempDir(), "HOME": t.TempDir()})
+	toolsFile := filepath.Join(t.TempDir(), "tools.yaml")
+	if err := os.WriteFile(toolsFile, []byte(`tools:
+  - name: acme_echo
+    description: Echo the arguments, for acme's admins only.
+    safe: true
+    tenants: [acme]
+    roles: [admin]
+    parameters: {type: object, properties: {text: {type: string}}, required: [text]}
+    command: {argv: [cat], timeout: 5s}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, stop := startDev(t, DevOptions{HTTPAddr: ":0", Out: io.Discard, Fleet: Options{ToolsFile: toolsFile}})
+	defer func() {
+		if err := stop(); err != nil {
+			t.Errorf("dev: %v", err)
+		}
+	}()
+	t.Setenv("TOOLFLEET_NATS_URL", a.NATS)
+	toolfleet("call", "acme_echo", `{"text":"hi"}`, "--tenant", "acme", "--role", "admin").check(t, 0, `"text": "hi"`)
+	toolfleet("call", "acme_echo", `{"text":"hi"}`).check(t, 1, "acme_echo: forbidden")
+	toolfleet("call", "acme_echo", `{"text":"hi"}`, "--tenant", "acme", "--role", "viewer").check(t, 1, "acme_echo: forbidden")
+	toolfleet("call", "acme_echo", `{"text":"hi"}`, "--tenant", "acme").check(t, 2, "--tenant and --role go together")
+	toolfleet("call", "acme_echo", `{"text":"hi"}`, "--tenant", "acme", "--role", "a.b").check(t, 2, `role "a.b" is not allowed`)
 }

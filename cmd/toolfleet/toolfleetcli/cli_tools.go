@@ -17,6 +17,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/natsconn"
 	"github.com/toolfleet/toolfleet/pkg/client"
 	"github.com/toolfleet/toolfleet/pkg/client/runs"
+	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
@@ -117,7 +118,7 @@ func orAny(s []string) string {
 }
 
 func (c *cli) callCommand() *cobra.Command {
-	var natsURL string
+	var natsURL, tenant, role string
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   `call TOOL '{"json":"arguments"}'`,
@@ -128,10 +129,17 @@ model and no run; an unsafe tool's call waits for an approval. NATS: --nats-url,
 TOOLFLEET_NATS_URL, else the context file's natsUrl, else nats://127.0.0.1:4222;
 credentials from TOOLFLEET_NATS_CREDS or TOOLFLEET_NATS_USER/_PASSWORD.
 
+--tenant and --role (both, or neither: anonymous) make the call as that caller: it is
+published on toolfleet.call.TOOL.TENANT.ROLE, whose last two tokens executors take as
+the caller, so the NATS user must be allowed that subject (a tenant's user is, for its
+own tenant and role), and its answer is read under the inbox prefix _INBOX_TENANT, the
+one a tenant's user may subscribe to. A tool that excludes the caller answers forbidden.
+
 Prints the tool's output (-o json: the whole result: status, output, duration, attempts,
 executor). Exit 1 when the tool answers with an error (its code and message on stderr)
 or no answer comes within --timeout.`,
-		Example:           `  toolfleet call calculator '{"expression":"6*7"}'`,
+		Example: `  toolfleet call calculator '{"expression":"6*7"}'
+  toolfleet call report '{"month":"2026-05"}' --tenant acme --role admin`,
 		Args:              cobra.RangeArgs(1, 2),
 		ValidArgsFunction: c.completeTools,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -145,6 +153,13 @@ or no answer comes within --timeout.`,
 				}
 				arguments = json.RawMessage(args[1])
 			}
+			caller := events.Identity{Tenant: tenant, Role: role}
+			if (tenant == "") != (role == "") {
+				return usageErrorf("--tenant and --role go together: give both, or neither for an anonymous call")
+			}
+			if err := caller.Validate(); err != nil {
+				return usageErrorf("%v", err)
+			}
 			s, err := c.settings()
 			if err != nil {
 				return err
@@ -157,12 +172,18 @@ or no answer comes within --timeout.`,
 			if err := conf.Validate(); err != nil {
 				return usageErrorf("%v", err)
 			}
-			nc, err := nats.Connect(conf.URL, append(conf.Options(zerolog.Nop()), nats.Timeout(5*time.Second))...)
+			opts := append(conf.Options(zerolog.Nop()), nats.Timeout(5*time.Second))
+			var clientOpts []client.Option
+			if !caller.IsZero() {
+				opts = append(opts, nats.CustomInboxPrefix("_INBOX_"+tenant))
+				clientOpts = append(clientOpts, client.WithIdentity(caller))
+			}
+			nc, err := nats.Connect(conf.URL, opts...)
 			if err != nil {
 				return &exitError{code: exitFailure, err: fmt.Errorf("no NATS at %s: %v (is 'toolfleet dev' running? set --nats-url or TOOLFLEET_NATS_URL)", conf.URL, err)}
 			}
 			defer nc.Close()
-			fleet, err := client.New(nc)
+			fleet, err := client.New(nc, clientOpts...)
 			if err != nil {
 				return &exitError{code: exitFailure, err: err}
 			}
@@ -195,6 +216,8 @@ or no answer comes within --timeout.`,
 	}
 	cmd.Flags().StringVar(&natsURL, "nats-url", "", "NATS server URL (env TOOLFLEET_NATS_URL; default nats://127.0.0.1:4222)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "how long to wait for the result (the call's deadline travels with it)")
+	cmd.Flags().StringVar(&tenant, "tenant", "", "call as this tenant (with --role; the NATS user must be allowed its subject)")
+	cmd.Flags().StringVar(&role, "role", "", "call as this role of --tenant")
 	return cmd
 }
 

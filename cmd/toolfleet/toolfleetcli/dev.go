@@ -2,16 +2,17 @@ package toolfleetcli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
+	"strings"
 
 	"github.com/toolfleet/toolfleet/cmd/planner/plannercli"
 	"github.com/toolfleet/toolfleet/internal/inspector"
 	"github.com/toolfleet/toolfleet/internal/mcpedge"
 	"github.com/toolfleet/toolfleet/internal/ops"
 	"github.com/toolfleet/toolfleet/internal/planner/plannerapi"
+	"github.com/toolfleet/toolfleet/pkg/client/runs"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
@@ -46,32 +47,45 @@ type DevAddrs struct {
 	UI   string // the inspector's URL, the API's /ui/
 }
 
-// printDevHelp shows how to start a run with curl. The scripted model follows the demo's
-// script whatever the input, so its example is the demo's request, which stops at an
-// approval the user gives; a real model gets a question of its own.
-func printDevHelp(out io.Writer, api string, token, tokensFile bool, model string) {
-	auth := ""
-	switch {
-	case token:
-		auth = ` -H "Authorization: Bearer $TOOLFLEET_API_TOKEN"`
-	case tokensFile:
-		auth = ` -H "Authorization: Bearer $TOKEN"`
-		fmt.Fprintln(out, "API tokens: set TOKEN to one of the tokens of TOOLFLEET_API_TOKENS_FILE (its tenant and role are the run's)")
-	}
-	body, _ := json.Marshal(map[string]any{"input": "What is 6*7?", "tools": []string{"calculator"}, "wait": true})
+// printDevHelp shows how to drive the fleet with the toolfleet CLI, which finds dev at
+// its default addresses by itself; other addresses (and a token) are set once in the
+// environment the CLI reads. The scripted model follows the demo's script whatever the
+// input, so its example is the demo's run, which stops at an approval the user gives; a
+// real model gets a question of its own.
+func printDevHelp(out io.Writer, a DevAddrs, token, tokensFile bool, model string) {
 	if isScripted(model) {
 		fmt.Fprintln(out, "model: scripted model — no LLM; it follows the demo's script whatever the input (-model or TOOLFLEET_MODEL for a real one)")
-		body, _ = json.Marshal(map[string]any{"input": demoInput, "tools": demoTools, "wait": true, "waitTimeout": "5s"})
 	} else {
 		fmt.Fprintf(out, "model: %s\n", model)
 	}
-	fmt.Fprintf(out, "start a run:\n  curl -s%s %s/v1/runs -H 'Content-Type: application/json' -d '%s'\n", auth, api, body)
-	if isScripted(model) {
-		fmt.Fprintln(out, "  (it waits at write_file, which is unsafe: its call shows \"status\":\"awaiting_approval\")")
+	fmt.Fprintln(out, "drive it with the CLI in another terminal (go install ./cmd/toolfleet, or alias toolfleet='go run ./cmd/toolfleet'; docs/cli.md):")
+	var env []string
+	if a.API != runs.DefaultURL {
+		env = append(env, "TOOLFLEET_API_URL="+a.API)
 	}
-	fmt.Fprintf(out, "approve a call:\n  curl -s%s %s/v1/approvals/<callId> -H 'Content-Type: application/json' -d '{\"decision\":\"approve\"}'\n", auth, api)
-	fmt.Fprintf(out, "follow up:\n  curl -s%s %s/v1/runs/<id>/messages -H 'Content-Type: application/json' -d '{\"input\":\"and then?\",\"wait\":true}'\n", auth, api)
-	fmt.Fprintf(out, "see a run:    curl -s%s %s/v1/runs/<id>\nfollow a run: curl -sN%s %s/v1/runs/<id>/events\nstop with Ctrl-C\n", auth, api, auth, api)
+	if a.NATS != defaultNATSURL {
+		env = append(env, "TOOLFLEET_NATS_URL="+a.NATS)
+	}
+	switch {
+	case token:
+		env = append(env, "TOOLFLEET_API_TOKEN=<the token given to dev>")
+	case tokensFile:
+		env = append(env, "TOOLFLEET_API_TOKEN=<a token of TOOLFLEET_API_TOKENS_FILE: its tenant and role are the runs'>")
+	}
+	if len(env) > 0 {
+		fmt.Fprintf(out, "  export %s\n", strings.Join(env, " "))
+	}
+	if isScripted(model) {
+		fmt.Fprintf(out, "  toolfleet run %q --tools %s --follow\n", "Total the orders and write a report", strings.Join(demoTools, ","))
+		fmt.Fprintln(out, "    (it waits at write_file, which is unsafe, until you answer)")
+	} else {
+		fmt.Fprintln(out, `  toolfleet run "What is 6*7?" --tools calculator --wait`)
+	}
+	fmt.Fprintln(out, "  toolfleet approvals ls                  # calls waiting for you; approvals approve|deny|modify <callId>")
+	fmt.Fprintln(out, `  toolfleet runs ls                       # runs get|watch|cancel <id>, runs send <id> "and then?" --wait`)
+	fmt.Fprintln(out, "  toolfleet tools ls                      # the tools, their executors and queues")
+	fmt.Fprintln(out, `  toolfleet call calculator '{"expression":"6*7"}'   # one call over NATS, no planner`)
+	fmt.Fprintf(out, "the HTTP API: %s/openapi.json (docs/api.md); stop with Ctrl-C\n", a.API)
 }
 
 // Dev runs the fleet with the planner's HTTP API and the ops server until ctx ends,
@@ -127,8 +141,8 @@ func Dev(ctx context.Context, o DevOptions) error {
 	if addrs.Ops != "" {
 		fmt.Fprintf(o.Out, "ops: http://%s/metrics, /healthz, /readyz\n", addrs.Ops)
 	}
-	printDevHelp(o.Out, addrs.API, o.Token != "", len(o.Tokens) > 0, f.Model)
-	fmt.Fprintf(o.Out, "MCP edge (streamable HTTP, the same tokens): %s\n  e.g. npx @modelcontextprotocol/inspector@0 --cli %s --transport http --method tools/list\n", addrs.MCP, addrs.MCP)
+	printDevHelp(o.Out, addrs, o.Token != "", len(o.Tokens) > 0, f.Model)
+	fmt.Fprintf(o.Out, "MCP edge (streamable HTTP, the same tokens): %s\n  e.g. npx -y @modelcontextprotocol/inspector@0 --cli %s --transport http --method tools/list\n", addrs.MCP, addrs.MCP)
 	if o.Ready != nil {
 		o.Ready(addrs)
 	}

@@ -60,6 +60,10 @@ func TestCancelARunThroughTheAPI(t *testing.T) {
 		body["canceled"].(map[string]any)["reason"] != "changed my mind" {
 		t.Fatalf("cancel: %d %v", status, body)
 	}
+	// The answer shows the call as the cancel left it, not as it was before.
+	if got := callStatuses(body); len(got) != 1 || got[callID] != string(events.StatusCanceled) {
+		t.Errorf("the cancel's answer shows the calls %v, want %s canceled", got, callID)
+	}
 	if got := plannertest.Recv(t, long.Stopped, "the long tool to see its context end"); got != callID {
 		t.Fatalf("the tool saw call %s end, want %s", got, callID)
 	}
@@ -89,6 +93,8 @@ func TestCancelARunThroughTheAPI(t *testing.T) {
 	callID = plannertest.Recv(t, once.Started, "the non-idempotent tool to start")
 	if status, body := apiCall(t, srv, "POST", "/v1/runs/"+runID+"/cancel", "acme", nil); status != http.StatusOK {
 		t.Fatalf("cancel: %d %v", status, body)
+	} else if got := callStatuses(body); got[callID] != string(events.StatusInterrupted) {
+		t.Errorf("the cancel's answer shows the calls %v, want %s interrupted", got, callID)
 	}
 	plannertest.Recv(t, once.Stopped, "the non-idempotent tool to see its context end")
 	b.awaitCallStatus(t, runID, callID, string(events.StatusInterrupted))
@@ -125,4 +131,17 @@ steps:
 			t.Fatalf("%s: steps %v, want %v", tc.model, body["steps"], tc.want)
 		}
 	}
+}
+
+// callStatuses returns the status of each call of a run as the API answered it.
+func callStatuses(run map[string]any) map[string]string {
+	out := map[string]string{}
+	calls, _ := run["calls"].([]any)
+	for _, c := range calls {
+		if c, ok := c.(map[string]any); ok {
+			id, _ := c["id"].(string)
+			out[id], _ = c["status"].(string)
+		}
+	}
+	return out
 }
