@@ -34,8 +34,8 @@ import (
 // A record is published with Nats-Expected-Last-Subject-Sequence: 0, so the first writer
 // wins: two replicas taking the same step (a redelivery) may both ask the model, but only
 // one answer is recorded, and the compare-and-set that makes it part of the run applies
-// the recorded one, whichever replica does it; a step's record and that compare-and-set
-// are usually one atomic batch (commitStep). Tool outputs are not copied here: they
+// the recorded one, whichever replica does it; on a replicated journal a step's record
+// and that compare-and-set are one atomic batch (commitStep). Tool outputs are not copied here: they
 // are the results the executors stored in the results stream, read by call id.
 type runLog struct {
 	js      jetstream.JetStream
