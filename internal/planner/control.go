@@ -40,6 +40,8 @@ type runControls struct {
 	// the current one began: MaxSteps counts from it.
 	Turn      int `json:"turn,omitempty"`
 	TurnStart int `json:"turnStart,omitempty"`
+	// PauseRequested is a pause asked for the run's next step boundary (pause.go).
+	PauseRequested *PauseRequest `json:"pauseRequested,omitempty"`
 }
 
 // RunCancel records a run's cancellation.

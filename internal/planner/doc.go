@@ -244,19 +244,54 @@
 // like any tool outside the step's set. Its optional reminder is a message record like a
 // follow-up's, which the model sees at its next step.
 //
+// # Pause and resume
+//
+// A run pauses at a step boundary — once every call of a step has its result, before
+// the model is asked again — when its start asks for it (StartRequest.Pause:
+// afterEveryStep, or afterTools: a step that called one of them) or a caller does
+// ([Planner.Pause], POST /v1/runs/{id}/pause, which takes effect at the next boundary).
+// Its status is then paused (GET, lists with status=paused, a paused run event; Run.Paused
+// says why and before which step), and nothing of it runs: it is its value in the runs
+// bucket (no goroutine, timer or lease; the sweeper watches running runs only), so it
+// costs nothing while it waits and a planner restart changes nothing. Its wall clock
+// does not run while it waits: a resume starts it again for Limits.Timeout, like a
+// continuation's; its steps keep counting within the turn. [Planner.Resume] (POST
+// /v1/runs/{id}/resume) may first replace or drop messages, compact a range into one
+// summary message, add messages, and change the limits (within a start's ranges) and
+// the pause options; the edit is a message record of the run log, like a follow-up's,
+// applied where the model's conversation reaches it, so the model sees the edited
+// conversation from then on while GET /v1/runs/{id}/messages, the run log and the
+// resumed event keep the original and the edit (?view=model shows a paused run's
+// edited conversation, whose indices edits name). An edit that would leave a tool
+// result without its call, or calls without their results, is refused (400). Who may
+// pause and resume: the rule of follow-ups (auth.go). A follow-up to a paused run is
+// kept and the run stays paused (the model sees it after the resume); a paused run can
+// be canceled; nested runs pause with their parent only (409). A replica that remembers
+// a run paused reads it again before taking its step, so a resume through any replica
+// is taken (pause.go).
+//
+// # Run context for tools
+//
+// A tool whose definition asks for it (tools.Definition.RunContext) gets with each call
+// the run context: the conversation as the model saw it at the call's step, ending with
+// the model's message that made the call, the step and the run's metadata, bounded to
+// 1 MiB of messages (the oldest are left out first, counted in Omitted). It travels in
+// the call event, or as a payload of the run's tenant stored once per step when it is
+// larger than the claim-check size; other tools' calls carry nothing (runcontext.go).
+//
 // # Inspection
 //
 // Package plannerapi (internal/planner/plannerapi) serves the HTTP API over the
 // planner's methods ([Planner.Start], [Planner.GetFor], [Planner.Wait],
 // [Planner.FollowEvents], [Planner.Approve], [Planner.Cancel], [Planner.Continue],
-// [Planner.ChangeTools]): POST /v1/runs, GET /v1/runs/{id} (status,
+// [Planner.ChangeTools], [Planner.Pause], [Planner.Resume]): POST /v1/runs, GET /v1/runs/{id} (status,
 // answer, every call with its timeline, tokens, steps, termination), GET
 // /v1/runs/{id}/messages (the conversation, in order), GET
 // /v1/runs/{id}/events (the run's lifecycle as Server-Sent Events, replayed from its
 // start; each event's SSE id is its sequence on the events stream, and a reconnection
 // with Last-Event-ID resumes after it, or gets 204 once it saw done), POST
 // /v1/approvals/{callId}, POST /v1/runs/{id}/cancel, POST /v1/runs/{id}/messages, POST
-// /v1/runs/{id}/tools, the lists (below), /healthz, /readyz and /openapi.json (the
+// /v1/runs/{id}/tools, POST /v1/runs/{id}/pause, POST /v1/runs/{id}/resume, the lists (below), /healthz, /readyz and /openapi.json (the
 // API's OpenAPI 3.1 document). The same lifecycle is published on
 // toolfleet.event.run.<run>.<what> for any NATS subscriber. The planner's methods
 // fail with an [APIError], which carries the status the API answers (the NATS control
@@ -317,6 +352,8 @@
 //	| `approval_needed` | planner | an executor parked the call for approval | the request |
 //	| `approval_answered` | planner | the API recorded an answer | the decision (`decision`, `by`, `reason`, `at`) |
 //	| `loop_detected` | planner | a repeated call (with its call id unless loopAction is warn) | `tool`, `action`, `message` |
+//	| `paused` | planner | the run paused at a step boundary | `at`, `step`, `reason`, `tool`, `by`, `why` |
+//	| `resumed` | planner | a caller resumed the paused run | `by`, `added`, `limits`, `edit` (`replace`, `drop`, `compact`, `before`) |
 //	| `done` | planner | the run ended | `termination`, `detail`, `answer` |
 //
 // # Streaming

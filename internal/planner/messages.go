@@ -46,6 +46,9 @@ type injectRecord struct {
 	// By is the caller who added the record: applying it makes the caller one of the
 	// run's actors when it is not the owner (auth.go).
 	By events.Identity `json:"by,omitzero"`
+	// Edit, on a resume's record, edits the model's conversation before Messages join
+	// it (pause.go); the run's own record of the conversation keeps the original.
+	Edit *conversationEdit `json:"edit,omitempty"`
 }
 
 // maxInjections bounds the message records of one run.
@@ -320,8 +323,18 @@ func (l *runLog) injection(ctx context.Context, run string, k int) (*injectRecor
 }
 
 // injected appends to msgs the messages of records seen..upTo-1 of run and returns them
-// with the count of records they cover.
+// with the count of records they cover: the run's record of its conversation, without
+// the edits of resumes (see modelInjected).
 func (l *runLog) injected(ctx context.Context, run string, msgs []provider.Message, seen, upTo int) ([]provider.Message, int, error) {
+	return l.injectedAs(ctx, run, msgs, seen, upTo, false)
+}
+
+// modelInjected is injected as the model sees it: the edits of resumes applied.
+func (l *runLog) modelInjected(ctx context.Context, run string, msgs []provider.Message, seen, upTo int) ([]provider.Message, int, error) {
+	return l.injectedAs(ctx, run, msgs, seen, upTo, true)
+}
+
+func (l *runLog) injectedAs(ctx context.Context, run string, msgs []provider.Message, seen, upTo int, edited bool) ([]provider.Message, int, error) {
 	if upTo <= seen {
 		return msgs, seen, nil
 	}
@@ -330,6 +343,11 @@ func (l *runLog) injected(ctx context.Context, run string, msgs []provider.Messa
 		rec, err := l.injection(ctx, run, k)
 		if err != nil {
 			return nil, seen, err
+		}
+		if edited && rec.Edit != nil {
+			if msgs, err = rec.Edit.apply(msgs); err != nil {
+				return nil, seen, fmt.Errorf("%w: message record %d of run %s: %v", errNoRecord, k, run, err)
+			}
 		}
 		msgs = append(msgs, rec.Messages...)
 	}

@@ -313,6 +313,7 @@ func (p *Planner) completeStep(r *Run, now time.Time) {
 		return
 	}
 	r.Step++
+	r.pauseAtBoundary(now) // pause.go
 }
 
 // failRun ends a run whose state cannot be stored (a permanent error, such as a value

@@ -19,6 +19,7 @@ const (
 	StatusRunning Status = "running"
 	// StatusDone: the run ended; Termination says why.
 	StatusDone Status = "done"
+	// StatusPaused (pause.go): the run waits at a step boundary for a resume.
 )
 
 // Termination says why a run ended. Every stop condition has its own.
@@ -145,6 +146,10 @@ type Run struct {
 	StopMatch *stopMatch      `json:"stopMatch,omitempty"`
 	// PolicyHook is asked before each call of the run is published (policy.go).
 	PolicyHook *PolicyHook `json:"policyHook,omitempty"`
+	// PauseOn says when the run pauses by itself; Paused, while its status is paused,
+	// since when and why (pause.go).
+	PauseOn *PauseOptions `json:"pauseOn,omitempty"`
+	Paused  *RunPause     `json:"paused,omitempty"`
 	// Repaired lists tools whose one free repair (an invalid call answered with the
 	// validator's messages, not counted as an error) is used.
 	Repaired []string `json:"repaired,omitempty"`

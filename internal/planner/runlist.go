@@ -65,8 +65,8 @@ func CheckLimit(limit int) (int, error) {
 }
 
 func (f *RunFilter) check() error {
-	if f.Status != "" && f.Status != StatusRunning && f.Status != StatusDone {
-		return filterErrorf("status", "must be running or done, got %q", f.Status)
+	if f.Status != "" && f.Status != StatusRunning && f.Status != StatusDone && f.Status != StatusPaused {
+		return filterErrorf("status", "must be running, paused or done, got %q", f.Status)
 	}
 	if f.Termination != "" && !slices.Contains(Terminations, f.Termination) {
 		return filterErrorf("termination", "must be one of %s, got %q", joinTerminations(), f.Termination)

@@ -578,7 +578,7 @@ func (l *runLog) conversation(ctx context.Context, r *Run) ([]provider.Message, 
 		if !done {
 			return nil, fmt.Errorf("run %s: step %d has calls without results", r.ID, rec.Step)
 		}
-		if msgs, seen, err = l.injected(ctx, r.ID, msgs, seen, rec.Seen); err != nil {
+		if msgs, seen, err = l.modelInjected(ctx, r.ID, msgs, seen, rec.Seen); err != nil {
 			return nil, err
 		}
 		if m, err := l.stepMessages(ctx, r, rec, calls); err != nil {
@@ -593,7 +593,7 @@ func (l *runLog) conversation(ctx context.Context, r *Run) ([]provider.Message, 
 	l.mu.Unlock()
 	l.prune(r.ID, r.Recorded-1)
 	// Messages added since the last recorded step come before this one.
-	msgs, _, err = l.injected(ctx, r.ID, msgs, seen, r.Injected)
+	msgs, _, err = l.modelInjected(ctx, r.ID, msgs, seen, r.Injected)
 	return msgs, err
 }
 

@@ -46,6 +46,9 @@ type StartRequest struct {
 	// Parallel false runs a step's calls one after another, in the model's order (each
 	// is published when the one before has its result); absent or true: all at once.
 	Parallel *bool `json:"parallel,omitempty"`
+	// Pause makes the run pause after every step, or after a step that called one of
+	// the named tools, until it is resumed (pause.go).
+	Pause *PauseOptions `json:"pause,omitempty"`
 	// Caller is who starts the run: the run acts with this identity (see Run.Tenant). The
 	// HTTP API sets it from the request's bearer token; it is never read from a body.
 	Caller events.Identity `json:"-"`
@@ -175,6 +178,9 @@ func (p *Planner) newRun(req StartRequest, id string) (*Run, error) {
 	if err := validatePolicy(req.PolicyHook); err != nil {
 		return nil, requestErrorf("%v", err)
 	}
+	if err := req.Pause.validate(); err != nil {
+		return nil, requestErrorf("%v", err)
+	}
 
 	if err := req.Caller.Validate(); err != nil {
 		return nil, requestErrorf("%v", err)
@@ -217,7 +223,15 @@ func (p *Planner) newRun(req StartRequest, id string) (*Run, error) {
 		ToolChoice: choice, Limits: limits, Pick: pick, Metadata: req.Metadata, Messages: msgs,
 		Tenant: req.Caller.Tenant, Role: req.Caller.Role, StopWhen: req.StopWhen, StopHook: req.StopHook,
 		PolicyHook: req.PolicyHook, CreatedAt: now, Deadline: now.Add(limits.Timeout.D()),
-		InputPreview: inputPreview(msgs)}, nil
+		InputPreview: inputPreview(msgs), PauseOn: pauseOn(req.Pause)}, nil
+}
+
+// pauseOn is the run's pause options as a start gives them (nil: none).
+func pauseOn(o *PauseOptions) *PauseOptions {
+	if o.empty() {
+		return nil
+	}
+	return o.clone()
 }
 
 func (p *Planner) modelNames() []string {
@@ -242,7 +256,8 @@ func (p *Planner) Get(ctx context.Context, id string) (*Run, error) {
 	return p.rlog.assemble(ctx, run)
 }
 
-// Wait returns the run once it is done, or when ctx ends (with the run as it is then).
+// Wait returns the run once it is done or paused, or when ctx ends (with the run as it
+// is then).
 func (p *Planner) Wait(ctx context.Context, id string) (*Run, error) {
 	w, err := p.runs.kv.Watch(ctx, id)
 	if err != nil {
@@ -273,7 +288,7 @@ func (p *Planner) Wait(ctx context.Context, id string) (*Run, error) {
 				// (a run changing while the watch starts), so that value comes after the
 				// marker. The bucket answers.
 				r, err := p.Get(ctx, id)
-				if err != nil || r.Status == StatusDone {
+				if err != nil || r.Status.settled() {
 					return r, err
 				}
 				continue
@@ -283,7 +298,7 @@ func (p *Planner) Wait(ctx context.Context, id string) (*Run, error) {
 				continue
 			}
 			last = &r
-			if r.Status == StatusDone {
+			if r.Status.settled() {
 				return p.rlog.assemble(ctx, last)
 			}
 		}

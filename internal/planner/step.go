@@ -69,9 +69,9 @@ func (p *Planner) takeStep(ctx context.Context, cl claim, runID string, step int
 	for {
 		_, plan := cl.(msgClaim)
 		run, rev, fresh, err := p.runs.getCached(ctx, runID)
-		if err == nil && !fresh && run.Status != StatusDone && (run.Step < step || plan && run.Lease != nil) {
+		if err == nil && !fresh && run.Status != StatusDone && (run.Step < step || plan && run.Lease != nil || run.Status == StatusPaused) {
 			// This replica's copy is behind another's change, or shows a lease another
-			// replica may have ended: read it.
+			// replica may have ended, or a pause another may have resumed: read it.
 			run, rev, err = p.runs.get(ctx, runID)
 			fresh = true
 		}
@@ -100,6 +100,9 @@ func (p *Planner) stepFrom(ctx context.Context, cl claim, b stepBase, step int) 
 	run, runID := b.run, b.run.ID
 	if run.Status == StatusDone {
 		return p.afterDone(ctx, run)
+	}
+	if run.Status == StatusPaused {
+		return nil // a resume asks for the step again (pause.go)
 	}
 	if run.Step != step {
 		return nil // a stale or repeated request
@@ -647,6 +650,7 @@ func (p *Planner) callMessages(ctx context.Context, run *Run) ([]*nats.Msg, erro
 		return nil, err
 	}
 	var msgs []*nats.Msg
+	sc := &stepContext{p: p, run: run} // for tools that ask for their run (runcontext.go)
 	for _, c := range calls {
 		if c.Local || c.Done() {
 			continue
@@ -660,9 +664,12 @@ func (p *Planner) callMessages(ctx context.Context, run *Run) ([]*nats.Msg, erro
 			}
 			continue
 		}
+		data := callData(c, run.Metadata) // large arguments by reference (argsref.go)
+		if err := sc.attach(ctx, c, &data); err != nil {
+			return nil, err
+		}
 		msg, err := events.NewCall(events.CallOptions{Source: p.cfg.Source, ID: c.ID, RunID: run.ID, Deadline: run.Deadline,
-			TraceParent: run.TraceParent, TraceState: run.TraceState, Caller: run.caller()},
-			callData(c, run.Metadata)) // large arguments by reference (argsref.go)
+			TraceParent: run.TraceParent, TraceState: run.TraceState, Caller: run.caller()}, data)
 		if err != nil {
 			return nil, err
 		}
@@ -738,6 +745,9 @@ func (p *Planner) withArguments(ctx context.Context, run *Run, calls []*CallReco
 func (p *Planner) afterChange(ctx context.Context, run *Run) error {
 	if run.Status == StatusDone {
 		return p.afterDone(ctx, run)
+	}
+	if run.Status == StatusPaused {
+		return p.afterPause(ctx, run)
 	}
 	if len(run.stepCalls()) == 0 {
 		return p.publishAdvanceTurn(ctx, run.ID, run.Step, run.Turn)

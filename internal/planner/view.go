@@ -50,6 +50,11 @@ type RunView struct {
 	Tools    []string   `json:"tools,omitempty"`
 	Disabled []string   `json:"disabled,omitempty"`
 	Turn     int        `json:"turn,omitempty"`
+	// Pause: when the run pauses by itself, since when and why it is paused, and a pause
+	// asked for its next step boundary (pause.go).
+	PauseOn        *PauseOptions `json:"pauseOn,omitempty"`
+	Paused         *RunPause     `json:"paused,omitempty"`
+	PauseRequested *PauseRequest `json:"pauseRequested,omitempty"`
 }
 
 // View is the run as the API shows it.
@@ -58,7 +63,11 @@ func (r *Run) View() RunView {
 		Detail: r.Detail, Answer: r.Answer, Model: r.Model, Steps: r.stepsTaken(), Calls: r.Calls,
 		Tokens: r.Usage.Total(), Usage: r.Usage, Warnings: r.Warnings, Metadata: r.Metadata, Tenant: r.Tenant, Role: r.Role,
 		CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt, Offered: r.Offered, Cost: r.Cost, CostBudget: r.Limits.CostBudget,
-		Canceled: r.Canceled, Tools: r.Tools, Disabled: r.Disabled, Turn: r.Turn}
+		Canceled: r.Canceled, Tools: r.Tools, Disabled: r.Disabled, Turn: r.Turn,
+		PauseOn: r.PauseOn, Paused: r.Paused}
+	if r.Status == StatusRunning {
+		v.PauseRequested = r.PauseRequested
+	}
 	tree := r.Tree()
 	v.TreeSteps, v.TreeTokens, v.TreeUsage, v.TreeCost = tree.Steps, tree.Usage.Total(), tree.Usage, tree.Cost
 	if v.Calls == nil {

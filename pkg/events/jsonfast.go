@@ -178,6 +178,16 @@ func appendCall(b []byte, c *Call) ([]byte, error) {
 			return nil, err
 		}
 	}
+	if c.Context != nil { // rare (a tool that asked for its run): no fast path
+		b = append(b, `,"context":`...)
+		if b, err = appendMarshaled(b, c.Context); err != nil {
+			return nil, err
+		}
+	}
+	if c.ContextRef != nil {
+		b = append(b, `,"context_ref":`...)
+		b = appendPayloadRef(b, c.ContextRef)
+	}
 	return append(b, '}'), nil
 }
 

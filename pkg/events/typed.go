@@ -132,6 +132,14 @@ func checkCall(ce CallEvent, subjTool, subject string) (CallEvent, error) {
 		ce.Call.Tool = subjTool
 		return ce, tools.Errorf(tools.CodeInvalidEvent, "call %s names tool %q but was published on %s", ce.ID, bad, subject)
 	}
+	if ref := ce.Call.ContextRef; ref != nil {
+		if ce.Call.Context != nil {
+			return ce, tools.Errorf(tools.CodeInvalidEvent, "call %s has both context and context_ref: send one of them", ce.ID)
+		}
+		if err := ref.Check(); err != nil {
+			return ce, tools.Errorf(tools.CodeInvalidEvent, "call %s: context_ref: %s", ce.ID, tools.AsError(err, tools.CodeInvalidEvent).Message)
+		}
+	}
 	noArgs := len(bytes.TrimSpace(ce.Call.Arguments)) == 0 || bytes.Equal(bytes.TrimSpace(ce.Call.Arguments), []byte("null"))
 	if ref := ce.Call.ArgumentsRef; ref != nil {
 		if !noArgs {

@@ -85,6 +85,12 @@ type Call struct {
 	// Metadata is caller-supplied context (user, role, trace notes); tools see it through
 	// tools.CallInfo.
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// Context is the run context of a call made by a planner run for a tool whose
+	// definition asks for it (tools.Definition.RunContext); ContextRef, instead, points at
+	// it stored as a payload of the caller's tenant when it is larger than the
+	// claim-check size. Executors give it only to a tool that asked (tools.CallInfo.Run).
+	Context    *tools.RunContext `json:"context,omitempty"`
+	ContextRef *PayloadRef       `json:"context_ref,omitempty"`
 }
 
 // Result is the data of a tool result event (type [TypeResult], subject [ResultSubject]).

@@ -147,6 +147,16 @@
 // that ever had a cancel); a call parked for approval is answered canceled at once. A
 // tenant's cancel is on its tenant's subject and reaches only its own calls.
 //
+// # Run context
+//
+// A call a planner run makes of a tool whose definition asks for it
+// (tools.Definition.RunContext) carries the run context: the conversation so far, the
+// step and the run's metadata, inline (events.Call.Context) or, when large, as a
+// payload of the caller's tenant (ContextRef, read once per call; another tenant's is
+// forbidden). The executor gives it to the tool in tools.CallInfo.Run, and only to a
+// tool that asked for it: whatever a call carries, every other tool's CallInfo.Run is
+// nil (runcontext.go).
+//
 // # Bad input
 //
 // Every message on a call subject is answered once — see "The answer rule" in the

@@ -222,7 +222,7 @@ func (ex *Executor) runWithRetries(ctx context.Context, j *job, call *tools.Call
 				retries = policy.Retries()
 			}
 		}
-		if attempt > retries || !policy.ShouldRetry(out.Err.Code) {
+		if attempt > retries || !policy.ShouldRetryError(out.Err) {
 			return out, attempt
 		}
 		if attempt == 1 {
@@ -251,9 +251,14 @@ func appendSpan(spans []events.AttemptSpan, began time.Time, out tools.Outcome) 
 }
 
 func (ex *Executor) runOnce(ctx context.Context, j *job, call *tools.Call, attempt int) tools.Outcome {
+	run, failure := ex.runContext(ctx, j) // only for a tool that asked for it (runcontext.go)
+	if failure != nil {
+		return tools.Outcome{Err: failure}
+	}
 	ctx = tools.WithCallInfo(ctx, tools.CallInfo{CallID: j.res.CallID, RunID: j.res.RunID, Tool: j.def.Name,
 		Attempt: attempt, Deadline: j.ce.Deadline, Metadata: j.ce.Call.Metadata,
-		Tenant: j.ce.Caller.Tenant, Role: j.ce.Caller.Role})
+		Tenant: j.ce.Caller.Tenant, Role: j.ce.Caller.Role, Run: run})
+	ctx = WithFleet(ctx, Fleet{Conn: ex.nc, Events: ex.cfg})
 	if s := ex.secrets[j.def.Name]; len(s) > 0 {
 		ctx = tools.WithSecrets(ctx, s)
 	}

@@ -55,6 +55,18 @@ type Config struct {
 	Logger zerolog.Logger
 	// OnChange, when set, is called after each refresh that changed the served tools.
 	OnChange func(Change)
+	// ToolOptions, when set, adds registration options (callbacks, say) to the server's
+	// tool called name (its name on the server).
+	ToolOptions func(name string) []tools.Option
+}
+
+// toolOptions are the registration options of the server's tool called name.
+func (s *Server) toolOptions(name string, conf tools.Confinement) []tools.Option {
+	opts := []tools.Option{tools.WithConfinement(conf)}
+	if s.cfg.ToolOptions != nil {
+		opts = append(opts, s.cfg.ToolOptions(name)...)
+	}
+	return opts
 }
 
 // Change is what one refresh changed, by toolfleet name.
@@ -169,7 +181,7 @@ func Start(ctx context.Context, reg *tools.Registry, cfg Config) (*Server, error
 	}
 	if len(errs) == 0 {
 		for _, d := range defs {
-			if err := reg.AddFunc(d.def, s.runner(d.mcpName), tools.WithConfinement(d.conf)); err != nil {
+			if err := reg.AddFunc(d.def, s.runner(d.mcpName), s.toolOptions(d.mcpName, d.conf)...); err != nil {
 				errs = append(errs, fmt.Errorf("mcptool: server %s: tool %s: %w", cfg.Name, d.mcpName, err))
 				continue
 			}
@@ -423,7 +435,7 @@ func (s *Server) apply(defs []candidate, refused map[string]string, ttl time.Dur
 			keep[d.def.Name] = true
 			continue
 		}
-		if err := s.reg.AddFunc(d.def, s.runner(d.mcpName), tools.WithConfinement(d.conf)); err != nil {
+		if err := s.reg.AddFunc(d.def, s.runner(d.mcpName), s.toolOptions(d.mcpName, d.conf)...); err != nil {
 			refused[d.def.Name] = fmt.Sprintf("tool %s: %v", d.mcpName, err)
 			continue
 		}

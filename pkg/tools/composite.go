@@ -35,40 +35,25 @@ import (
 // The composite is safe only if every sub-tool is, and idempotent only if every sub-tool
 // is; a call of it reports validated:false if one of its sub-calls was not validated.
 func (r *Registry) AddComposite(name, description string, subTools []string, opts ...Option) error {
-	if len(subTools) == 0 {
-		return Errorf(CodeInvalidDefinition, "composite %q: list at least one sub-tool", name)
-	}
 	snap := r.snap.Load()
 	ci := &compositeImpl{subs: make(map[string]*entry, len(subTools))}
-	safe, idempotent := true, true
-	var doc strings.Builder
-	doc.WriteString(description)
-	doc.WriteString("\n\nRuns several tools in one call, in order: {\"calls\":[{\"name\":TOOL,\"args\":{...}}]}. " +
-		"The result lists each call's result in order. Tools:")
+	defs := make([]Definition, 0, len(subTools))
 	for _, s := range subTools {
-		if s == name {
-			return Errorf(CodeInvalidDefinition, "composite %q cannot contain itself", name)
-		}
 		e, ok := snap.byName[s]
-		if !ok {
+		if !ok && s != name {
 			return Errorf(CodeInvalidDefinition, "composite %q: sub-tool %q is not registered; register it first", name, s)
 		}
-		if _, dup := ci.subs[s]; dup {
-			return Errorf(CodeInvalidDefinition, "composite %q lists sub-tool %q twice", name, s)
+		if ok {
+			ci.subs[s] = e
+			ci.order = append(ci.order, s)
+			defs = append(defs, e.def)
+		} else {
+			defs = append(defs, Definition{Name: s})
 		}
-		ci.subs[s] = e
-		ci.order = append(ci.order, s)
-		safe = safe && e.def.Safe
-		idempotent = idempotent && e.def.IsIdempotent()
-		fmt.Fprintf(&doc, "\n- %s: %s", s, strings.ReplaceAll(e.def.Description, "\n", " "))
 	}
-	params, err := compositeSchema(ci)
+	def, err := CompositeDefinition(name, description, defs)
 	if err != nil {
-		return Wrap(CodeInvalidDefinition, err, fmt.Sprintf("composite %q: cannot build its schema: %v", name, err))
-	}
-	def := Definition{Name: name, Description: doc.String(), Parameters: params, Safe: safe}
-	if !idempotent {
-		def.Idempotent = new(false)
+		return err
 	}
 	e, err := newEntry(def, ci, opts)
 	if err != nil {
@@ -78,6 +63,46 @@ func (r *Registry) AddComposite(name, description string, subTools []string, opt
 	e.params, e.fast = envelopeSchema, envelopeFast
 	r.put(e)
 	return nil
+}
+
+// CompositeDefinition returns the definition of a composite tool over subs, the
+// sub-tools' definitions in order: its Parameters is the union of the sub-tools' calls
+// and its description lists them, as [Registry.AddComposite] describes; it is Safe only
+// if every sub-tool is, and idempotent only if every sub-tool is. A sub-tool whose
+// definition is not known (only its Name set, no Parameters) takes any object as
+// arguments in the union. It refuses no sub-tools, a sub-tool listed twice, the
+// composite itself among them, and a sub-tool schema that cannot be embedded.
+func CompositeDefinition(name, description string, subs []Definition) (Definition, error) {
+	if len(subs) == 0 {
+		return Definition{}, Errorf(CodeInvalidDefinition, "composite %q: list at least one sub-tool", name)
+	}
+	safe, idempotent := true, true
+	var doc strings.Builder
+	doc.WriteString(description)
+	doc.WriteString("\n\nRuns several tools in one call, in order: {\"calls\":[{\"name\":TOOL,\"args\":{...}}]}. " +
+		"The result lists each call's result in order. Tools:")
+	seen := make(map[string]bool, len(subs))
+	for _, d := range subs {
+		if d.Name == name {
+			return Definition{}, Errorf(CodeInvalidDefinition, "composite %q cannot contain itself", name)
+		}
+		if seen[d.Name] {
+			return Definition{}, Errorf(CodeInvalidDefinition, "composite %q lists sub-tool %q twice", name, d.Name)
+		}
+		seen[d.Name] = true
+		safe = safe && d.Safe
+		idempotent = idempotent && d.IsIdempotent()
+		fmt.Fprintf(&doc, "\n- %s: %s", d.Name, strings.ReplaceAll(d.Description, "\n", " "))
+	}
+	params, err := compositeSchema(subs)
+	if err != nil {
+		return Definition{}, Wrap(CodeInvalidDefinition, err, fmt.Sprintf("composite %q: cannot build its schema: %v", name, err))
+	}
+	def := Definition{Name: name, Description: doc.String(), Parameters: params, Safe: safe}
+	if !idempotent {
+		def.Idempotent = new(false)
+	}
+	return def, nil
 }
 
 // envelopeDoc is the shape every composite call shares.
@@ -99,12 +124,13 @@ var (
 )
 
 // compositeSchema builds the union of the sub-tools' argument schemas.
-func compositeSchema(ci *compositeImpl) (json.RawMessage, error) {
+func compositeSchema(subs []Definition) (json.RawMessage, error) {
 	defs := map[string]any{}
-	variants := make([]any, 0, len(ci.order))
-	for _, s := range ci.order {
+	variants := make([]any, 0, len(subs))
+	for _, d := range subs {
+		s := d.Name
 		var sub any = map[string]any{"type": "object"}
-		if p := ci.subs[s].def.Parameters; len(p) > 0 {
+		if p := d.Parameters; len(p) > 0 {
 			v, err := jsonscan.Parse(p)
 			if err != nil {
 				return nil, fmt.Errorf("sub-tool %q: %w", s, err)

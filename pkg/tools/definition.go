@@ -2,11 +2,13 @@ package tools
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -102,6 +104,11 @@ type Definition struct {
 	// its turn before it is answered [CodeRateLimited]; zero means 30s. The call's own
 	// deadline, when earlier, wins.
 	LimitWait Duration `json:"limitWait,omitempty"`
+	// RunContext asks for the run context of each call ([RunContext]: the conversation so
+	// far, the step, the run's metadata), which can be large and private, so a tool gets
+	// it only when it asks: a Go tool in [CallInfo].Run, a command tool in the file named
+	// by TOOLFLEET_RUN_CONTEXT, an HTTP tool in its request body (pkg/toolsfile).
+	RunContext bool `json:"runContext,omitempty"`
 }
 
 // AllowsCaller reports whether a caller of tenant and role (empty for an anonymous
@@ -184,8 +191,107 @@ type RetryPolicy struct {
 	Jitter         *float64 `json:"jitter,omitempty"`
 	// RetryOn lists the error codes that are retried. Empty means [RetryableByDefault].
 	// A code that is not [Code.Retryable] (invalid input, unknown tool, denial, output too
-	// large, a code toolfleet does not know) is not retried even when listed.
+	// large, a code toolfleet does not know) is not retried even when listed; with When,
+	// tool_error_permanent may be (see [RetryPolicy.ShouldRetryError]).
 	RetryOn []Code `json:"retryOn,omitempty"`
+	// When, if set, is a rule on the failed attempt's error: only a failure it matches is
+	// retried.
+	When *RetryWhen `json:"when,omitempty"`
+}
+
+// RetryWhen is a rule on a failed attempt's error. Every condition it sets must hold; a
+// condition left empty holds for any error. A tools-file runner carries what the rule
+// reads: a command's exit code, an HTTP endpoint's status ([HTTPStatusOf], [ExitCodeOf]).
+type RetryWhen struct {
+	// Message is an RE2 regular expression (package regexp) the error's message must
+	// match somewhere; anchor it with ^ and $ to match it whole.
+	Message string `json:"message,omitempty"`
+	// HTTPStatus lists the statuses of an HTTP endpoint's answer that are retried; an
+	// error without a status does not match.
+	HTTPStatus []int `json:"httpStatus,omitempty"`
+	// ExitCode lists the exit codes of a command that are retried; an error without an
+	// exit code does not match.
+	ExitCode []int `json:"exitCode,omitempty"`
+}
+
+// Check reports what is wrong with the rule: no condition, a message that is not an
+// RE2 expression, a status outside 100-599.
+func (w RetryWhen) Check() error {
+	if w.Message == "" && len(w.HTTPStatus) == 0 && len(w.ExitCode) == 0 {
+		return errors.New("retry.when sets no condition: give message, httpStatus and/or exitCode")
+	}
+	if w.Message != "" {
+		if _, err := regexp.Compile(w.Message); err != nil {
+			return fmt.Errorf("retry.when.message is not an RE2 regular expression: %v", err)
+		}
+	}
+	for _, s := range w.HTTPStatus {
+		if s < 100 || s > 599 {
+			return fmt.Errorf("retry.when.httpStatus %d is not an HTTP status (100-599)", s)
+		}
+	}
+	return nil
+}
+
+// Matches reports whether e satisfies every condition of the rule.
+func (w RetryWhen) Matches(e *Error) bool {
+	if e == nil {
+		return false
+	}
+	if len(w.HTTPStatus) > 0 {
+		s, ok := HTTPStatusOf(e)
+		if !ok || !slices.Contains(w.HTTPStatus, s) {
+			return false
+		}
+	}
+	if len(w.ExitCode) > 0 {
+		c, ok := ExitCodeOf(e)
+		if !ok || !slices.Contains(w.ExitCode, c) {
+			return false
+		}
+	}
+	if w.Message != "" {
+		re, err := compiledRule(w.Message)
+		if err != nil || !re.MatchString(e.Message) {
+			return false
+		}
+	}
+	return true
+}
+
+// rules caches the compiled message expressions: a rule is read at every failure.
+var rules sync.Map // string -> *regexp.Regexp
+
+func compiledRule(expr string) (*regexp.Regexp, error) {
+	if re, ok := rules.Load(expr); ok {
+		return re.(*regexp.Regexp), nil
+	}
+	re, err := regexp.Compile(expr)
+	if err != nil {
+		return nil, err
+	}
+	rules.Store(expr, re)
+	return re, nil
+}
+
+// HTTPStatusOf returns the HTTP status an error's cause carries (a cause with an
+// HTTPStatus() int method, such as a tools-file HTTP tool's), if any.
+func HTTPStatusOf(err error) (int, bool) {
+	var s interface{ HTTPStatus() int }
+	if errors.As(err, &s) {
+		return s.HTTPStatus(), true
+	}
+	return 0, false
+}
+
+// ExitCodeOf returns the exit code an error's cause carries (a cause with a
+// ProcessExitCode() int method, such as a tools-file command's), if any.
+func ExitCodeOf(err error) (int, bool) {
+	var c interface{ ProcessExitCode() int }
+	if errors.As(err, &c) {
+		return c.ProcessExitCode(), true
+	}
+	return 0, false
 }
 
 // Default retry settings.
@@ -226,6 +332,9 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 	if len(p.RetryOn) > 0 {
 		d.RetryOn = p.RetryOn
 	}
+	if d.When = p.When; d.When != nil && len(p.RetryOn) == 0 {
+		d.RetryOn = nil // a rule's default codes include tool_error_permanent (ShouldRetryError)
+	}
 	return d
 }
 
@@ -252,6 +361,28 @@ func (p RetryPolicy) ShouldRetry(code Code) bool {
 		}
 	}
 	return false
+}
+
+// ShouldRetryError reports whether an attempt that failed with e may be tried again.
+// Without When it is ShouldRetry(e.Code). With When, the code must be in RetryOn (empty:
+// [RetryableByDefault] and tool_error_permanent) and be [Code.Retryable] or
+// tool_error_permanent — a tool's own "a retry cannot fix it" yields to a rule that names
+// the failure — and e must match When.
+func (p RetryPolicy) ShouldRetryError(e *Error) bool {
+	if e == nil {
+		return false
+	}
+	if p.When == nil {
+		return p.ShouldRetry(e.Code)
+	}
+	if !e.Code.Retryable() && e.Code != CodeToolFailedPermanent {
+		return false
+	}
+	on := p.RetryOn
+	if len(on) == 0 {
+		on = append(RetryableByDefault(), CodeToolFailedPermanent)
+	}
+	return slices.Contains(on, e.Code) && p.When.Matches(e)
 }
 
 // Backoff returns the delay before retry number n (1 for the first retry), before jitter.

@@ -58,6 +58,9 @@ func newEntry(def Definition, im impl, opts []Option) (*entry, error) {
 		e.params = sch
 		e.fast = compileFast(def.Parameters)
 	}
+	if o.envelope {
+		e.params, e.fast = envelopeSchema, envelopeFast
+	}
 	if len(def.ResponseSchema) > 0 && !isNull(def.ResponseSchema) {
 		sch, err := compileSchema(def.Name, "responseSchema", def.ResponseSchema)
 		if err != nil {
@@ -118,6 +121,11 @@ func checkDefinition(def Definition) error {
 	}
 	if def.Timeout < 0 {
 		return Errorf(CodeInvalidDefinition, "tool %q: timeout must not be negative, got %s", def.Name, def.Timeout.D())
+	}
+	if def.Retry != nil && def.Retry.When != nil {
+		if err := def.Retry.When.Check(); err != nil {
+			return Errorf(CodeInvalidDefinition, "tool %q: %v", def.Name, err)
+		}
 	}
 	return checkLimits(def)
 }

@@ -54,6 +54,16 @@ type Option func(*toolOptions)
 type toolOptions struct {
 	callbacks   Callbacks
 	confinement *Confinement // from WithConfinement
+	envelope    bool         // from WithCompositeEnvelope
+}
+
+// WithCompositeEnvelope validates a tool's calls against the composite envelope
+// {"calls":[{"name","args"}]} instead of its Parameters, for a composite whose
+// Parameters is the union [CompositeDefinition] builds: the union informs models, while
+// a call naming a tool outside it still reaches the tool, which answers that entry
+// no_such_tool and runs the rest (as [Registry.AddComposite] does).
+func WithCompositeEnvelope() Option {
+	return func(o *toolOptions) { o.envelope = true }
 }
 
 // WithCallbacks attaches callbacks to a tool; see [Callbacks] for their order and rules.

@@ -29,6 +29,17 @@ func (s *Spec) check(base string) []string {
 	if !tools.NamePattern.MatchString(d.Name) {
 		p = append(p, fmt.Sprintf("name %q must match %s", d.Name, tools.NamePattern))
 	}
+	if d.Retry != nil && d.Retry.When != nil {
+		if err := d.Retry.When.Check(); err != nil {
+			p = append(p, err.Error())
+		}
+	}
+	if s.Callbacks != nil {
+		p = append(p, s.Callbacks.check()...)
+	}
+	if s.Composite != nil {
+		return append(p, s.Composite.check(d.Name)...)
+	}
 	switch {
 	case len(d.Parameters) > 0:
 		if t := bytes.TrimSpace(d.Parameters); len(t) == 0 || t[0] != '{' {
@@ -44,7 +55,7 @@ func (s *Spec) check(base string) []string {
 	p = append(p, s.checkSecrets()...)
 	switch {
 	case s.Command == nil && s.HTTP == nil:
-		p = append(p, "no runner: add command or http")
+		p = append(p, "no runner: add command, http or composite")
 	case s.Command != nil && s.HTTP != nil:
 		p = append(p, "both command and http: a tool has one runner")
 	case s.Command != nil:

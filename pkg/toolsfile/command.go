@@ -27,6 +27,9 @@ type ExitError struct {
 	Stderr string
 }
 
+// ProcessExitCode is the exit code, for retry rules ([tools.ExitCodeOf]).
+func (e *ExitError) ProcessExitCode() int { return e.ExitCode }
+
 func (e *ExitError) Error() string {
 	if e.Stderr == "" {
 		return fmt.Sprintf("exit code %d", e.ExitCode)
@@ -53,6 +56,14 @@ func (c *Command) run(ctx context.Context, tool string, secrets []tools.Secret, 
 	env, err := c.environ(ctx, tool, secrets)
 	if err != nil {
 		return nil, err
+	}
+	ctxFile, removeCtx, err := writeRunContext(ctx, tool) // only for a tool that asked (runcontext.go)
+	if err != nil {
+		return nil, err
+	}
+	defer removeCtx()
+	if ctxFile != "" {
+		env = append(env, RunContextEnv+"="+ctxFile)
 	}
 	// "text file busy": the program was being written when another process forked (its
 	// copy of the write descriptor lives until that child execs). It passes in a moment.
@@ -138,6 +149,7 @@ func (c *Command) environ(ctx context.Context, tool string, secrets []tools.Secr
 		}
 		env[s.Name] = v
 	}
+	delete(env, RunContextEnv) // set by run for a tool that asked, never passed through
 	env["TOOLFLEET_TOOL"] = tool
 	if info, ok := tools.CallInfoFrom(ctx); ok {
 		env["TOOLFLEET_CALL_ID"] = info.CallID

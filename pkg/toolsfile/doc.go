@@ -102,6 +102,14 @@
 // name), and TOOLFLEET_TOOL, TOOLFLEET_CALL_ID, TOOLFLEET_RUN_ID, TOOLFLEET_ATTEMPT, so
 // that a program can make its effects idempotent per call.
 //
+// A tool whose entry says "runContext": true gets, with each call a planner run makes,
+// the run context (tools.RunContext: runId, step, metadata, and messages, the
+// conversation so far ending with the model's message that made the call): a command
+// in a file of its own (mode 0600, removed when the command ends) whose path is in
+// TOOLFLEET_RUN_CONTEXT. A tool that did not ask gets nothing: no variable, no file
+// (TOOLFLEET_RUN_CONTEXT is never passed through from the executor's environment). A
+// sandboxed command must be allowed to read the temporary directory ($TMPDIR) for it.
+//
 // A command reports its progress with lines on stderr that start with "::progress "
 // ([ProgressPrefix]) followed by a JSON object, one per line:
 //
@@ -143,6 +151,11 @@
 //
 // A failed answer's status and the start of its body are in the message and in a
 // [StatusError].
+//
+// An HTTP tool whose entry says "runContext": true gets the run context in its body:
+// {"arguments": <the arguments>, "runContext": {"runId", "step", "metadata", "messages",
+// "omitted"}} instead of the arguments alone (calls not made by a planner run carry
+// none, and their body is the arguments). A GET or HEAD tool has no body and gets none.
 //
 // # MCP servers
 //
@@ -191,4 +204,62 @@
 // to a command as variables of their names, and scrubbed from every output and error of
 // the server's tools. The mapping of tools/call results to outputs and errors is in
 // package mcptool.
+//
+// # Composite tools
+//
+// An entry with composite instead of a runner runs several of the fleet's tools in one
+// call (reference 00's composite tools):
+//
+//	tools:
+//	  - name: research
+//	    description: Look a city up and convert its figures.
+//	    composite: {tools: [calculator, web_search, geo_lookup]}
+//
+// It is one tool for the model, the picker and the MCP edge: its parameters are the
+// union of its sub-tools' calls, {"calls":[{"name":TOOL,"args":{...}}, ...]}, each
+// sub-tool's schema embedded under $defs; its output is {"results":[{"name","result"}]}
+// in the calls' order. The sub-calls run in order, and a failing one (its error output is
+// its result) does not stop the others; a call naming a tool outside the list is answered
+// no_such_tool for that entry. Each sub-call is a real fleet call (see [Composite]): it
+// runs on whichever executor serves its tool, with that tool's validation, callbacks,
+// retries and approvals, under the composite call's caller, run and metadata, and with
+// a call id derived from the composite's, so a retried composite does not run a
+// sub-call twice. A sub-tool the executor does not serve itself may be served elsewhere:
+// its arguments are then any object in the union, and when no executor serves it at
+// call time (the catalog does not list it) its entry is no_such_tool. A composite is
+// safe when each sub-tool is (one served elsewhere counts as unsafe), unless it sets
+// safe itself; it is idempotent only if every sub-tool it knows is. It takes name,
+// description, tags, capabilities, safe, roles, tenants, timeout, final, retry, the
+// limits, callbacks and policyHook; not parameters, idempotent, secrets or a runner.
+// Composites reaching themselves through others of the file are refused.
+//
+// # Callbacks
+//
+// Any tool of the file may declare callbacks, reference 00's four hooks without code,
+// which run as [tools.Callbacks] do (see [Callbacks]):
+//
+//	callbacks:
+//	  beforeCall: {cache: {key: [/city], ttl: 10m}}      # or {service: SUBJECT, timeout: 2s}
+//	  onSuccess: {pointer: /data}                         # or {service: ...} or {template: ...}
+//	  onError: {service: errors.explain, timeout: 2s}
+//	  formatOutput: {template: "{{.output.temp}} degrees"}
+//
+// A cache keeps ok outputs in a JetStream key-value bucket shared by the fleet
+// (toolfleet-cache unless bucket names another), per tenant, keyed by the arguments the
+// key's JSON pointers pick; a hit is the answer and the tool does not run. A service is a
+// NATS request to a literal subject outside toolfleet.>, $> and _INBOX.>, carrying
+// {"hook","tool","call_id","run_id","caller","metadata","input","output"}: beforeCall's
+// answers {"action":"run"} or {"result":...}, the others' {"result":...} (replace) or
+// {"action":"keep"}; {"error":"..."} fails the callback. A pointer replaces the output by
+// the value it points at; a template (Go text/template over .input and .output, with a
+// json function) by its text. A failing callback ends the call with callback_failed
+// naming it, as a Go callback's failure does; the executor goes on.
+//
+// # Retry rules
+//
+// A tool's retry policy may add when, a rule on the failed attempt's error (see
+// [tools.RetryWhen]): message (an RE2 expression), httpStatus and exitCode, each set one
+// required to hold. A command's exit code and an HTTP endpoint's status travel in its
+// error for the rule to read; a status the runner deems permanent (a 409, say) is retried
+// when the rule names it.
 package toolsfile

@@ -32,6 +32,9 @@ type StatusError struct {
 	Body string
 }
 
+// HTTPStatus is the status, for retry rules ([tools.HTTPStatusOf]).
+func (e *StatusError) HTTPStatus() int { return e.Status }
+
 func (e *StatusError) Error() string {
 	if e.Body == "" {
 		return fmt.Sprintf("status %d", e.Status)
@@ -123,7 +126,11 @@ func (h *HTTP) method() string {
 func (h *HTTP) request(ctx context.Context, args json.RawMessage) (*http.Request, error) {
 	method := h.method()
 	if method != http.MethodGet && method != http.MethodHead {
-		req, err := http.NewRequestWithContext(ctx, method, h.URL, bytes.NewReader(args))
+		body, err := withRunContext(ctx, args) // only for a tool that asked (runcontext.go)
+		if err != nil {
+			return nil, err
+		}
+		req, err := http.NewRequestWithContext(ctx, method, h.URL, bytes.NewReader(body))
 		if err == nil {
 			req.Header.Set("Content-Type", "application/json")
 		}

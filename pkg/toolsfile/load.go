@@ -109,6 +109,7 @@ func parse(doc []byte, name, base string) (*File, error) {
 		}
 		out.Tools = append(out.Tools, s)
 	}
+	errs = append(errs, compositeCycles(out.Tools)...)
 	servers := make(map[string]string)
 	for i, raw := range file.MCPServers {
 		src := fmt.Sprintf("%s: mcpServers %d", name, i+1)
@@ -161,13 +162,35 @@ func parseSpec(raw json.RawMessage, base string) (Spec, []string) {
 		return s, []string{"a tool is an object: " + err.Error()}
 	}
 	var problems []string
+	_, composite := fields["composite"]
 	for _, k := range slices.Sorted(maps.Keys(fields)) {
-		if !definitionFields[k] && k != "command" && k != "http" && k != "policyHook" {
+		switch {
+		case composite && !compositeFields[k] && (definitionFields[k] || k == "command" || k == "http"):
+			problems = append(problems, fmt.Sprintf("field %q does not belong in a composite: its schema and idempotence come from its sub-tools, which run themselves", k))
+		case !definitionFields[k] && k != "command" && k != "http" && k != "policyHook" && k != "composite" && k != "callbacks":
 			problems = append(problems, fmt.Sprintf("unknown field %q", k))
 		}
 	}
 	if err := json.Unmarshal(raw, &s.Definition); err != nil {
 		problems = append(problems, err.Error())
+	}
+	if v, ok := fields["retry"]; ok { // strictly: a misspelt rule must not be ignored
+		if err := strictDecode(v, new(tools.RetryPolicy)); err != nil {
+			problems = append(problems, "retry: "+err.Error())
+		}
+	}
+	_, s.safeDeclared = fields["safe"]
+	if v, ok := fields["composite"]; ok {
+		s.Composite = new(Composite)
+		if err := strictDecode(v, s.Composite); err != nil {
+			problems = append(problems, "composite: "+err.Error()+` (composite is {"tools": [TOOL, ...]})`)
+		}
+	}
+	if v, ok := fields["callbacks"]; ok {
+		s.Callbacks = new(Callbacks)
+		if err := strictDecode(v, s.Callbacks); err != nil {
+			problems = append(problems, "callbacks: "+err.Error())
+		}
 	}
 	if v, ok := fields["command"]; ok {
 		s.Command = new(Command)

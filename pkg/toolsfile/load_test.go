@@ -129,7 +129,7 @@ func TestLoadRefusesBadFiles(t *testing.T) {
 		{"unknown tool field", "t.yaml", "tools:\n  - {name: x, " + schema + ", command: {argv: [./ok.sh]}, colour: red}", []string{`tool 1 (x): unknown field "colour"`}},
 		{"misspelled definition field", "t.yaml", "tools:\n  - {name: x, paramters: {type: object}, command: {argv: [./ok.sh]}}", []string{`unknown field "paramters"`}},
 		{"unknown command field", "t.yaml", "tools:\n  - {name: x, " + schema + ", command: {argv: [./ok.sh], shell: true}}", []string{`command: json: unknown field "shell"`}},
-		{"no runner", "t.yaml", "tools:\n  - {name: x, " + schema + "}", []string{"no runner: add command or http"}},
+		{"no runner", "t.yaml", "tools:\n  - {name: x, " + schema + "}", []string{"no runner: add command, http or composite"}},
 		{"both runners", "t.yaml", "tools:\n  - {name: x, " + schema + ", command: {argv: [./ok.sh]}, http: {url: 'http://a'}}", []string{"both command and http"}},
 		{"bad name", "t.yaml", "tools:\n  - {name: 'has space', " + schema + ", command: {argv: [./ok.sh]}}", []string{`name "has space" must match`}},
 		{"missing name", "t.yaml", "tools:\n  - {" + schema + ", command: {argv: [./ok.sh]}}", []string{`tool 1: name "" must match`}},

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os/exec"
 	"slices"
@@ -39,6 +40,9 @@ type MCPServer struct {
 	// Zero: 5 minutes. Notifications of a changed list are always followed.
 	Refresh tools.Duration `json:"refresh,omitempty"`
 	mcptool.Policy
+	// Callbacks are declarative callbacks of the server's tools, by the server's name of
+	// the tool, as a tool of the file declares them (see [Callbacks]).
+	Callbacks map[string]*Callbacks `json:"callbacks,omitempty"`
 	// Source says where the server was declared ("tools.yaml: mcpServers 1 (fs)").
 	Source string `json:"-"`
 }
@@ -83,6 +87,15 @@ func (m *MCPServer) check(base string) []string {
 		p = append(p, "connectTimeout and refresh cannot be negative")
 	}
 	p = append(p, m.Policy.Check()...)
+	for _, name := range slices.Sorted(maps.Keys(m.Callbacks)) {
+		if cb := m.Callbacks[name]; cb == nil {
+			p = append(p, fmt.Sprintf("callbacks: %s: declare at least one callback", name))
+		} else {
+			for _, q := range cb.check() {
+				p = append(p, fmt.Sprintf("%s (tool %s)", q, name))
+			}
+		}
+	}
 	// The runners' own checks apply: the same program, directory, variable and header
 	// rules as a command or an HTTP tool.
 	spec := Spec{Definition: tools.Definition{Secrets: m.Secrets}}
@@ -108,6 +121,14 @@ func (m *MCPServer) check(base string) []string {
 func (m *MCPServer) Config(log zerolog.Logger) mcptool.Config {
 	cfg := mcptool.Config{Name: m.Name, Prefix: m.Prefix, Policy: m.Policy, Secrets: m.Secrets,
 		Refresh: m.Refresh.D(), ConnectTimeout: m.ConnectTimeout.D(), Logger: log}
+	if len(m.Callbacks) > 0 {
+		cfg.ToolOptions = func(name string) []tools.Option {
+			if cb := m.Callbacks[name]; cb != nil {
+				return []tools.Option{tools.WithCallbacks(cb.hooks(m.Name + "_" + name))}
+			}
+			return nil
+		}
+	}
 	switch {
 	case m.Command != nil:
 		cfg.Transport = func(ctx context.Context) (mcp.Transport, error) { return m.commandTransport(ctx, log) }

@@ -18,6 +18,10 @@ import (
 // must opt in with allowNoSchema and a noSchemaMode. A name reg already serves is an
 // error: a tools file cannot silently replace a built-in. It is all or nothing: when any
 // spec is refused, every refusal is reported and none of the specs stays registered.
+//
+// Composites are registered last, so that their schema embeds the definitions of the
+// sub-tools reg serves by then (the file's own, built-ins registered before); a
+// sub-tool reg does not serve is taken to be served elsewhere in the fleet.
 func Register(reg *tools.Registry, specs []Spec) error {
 	var errs []error
 	for i := range specs {
@@ -25,8 +29,14 @@ func Register(reg *tools.Registry, specs []Spec) error {
 		if _, taken := reg.Lookup(s.Definition.Name); taken {
 			errs = append(errs, fmt.Errorf("%w %s: tool %q is already registered", ErrInvalidFile, s.Source, s.Definition.Name))
 		}
-		if (s.Command == nil) == (s.HTTP == nil) {
-			errs = append(errs, fmt.Errorf("%w %s: a tool needs exactly one runner, command or http", ErrInvalidFile, s.Source))
+		runners := 0
+		for _, set := range []bool{s.Command != nil, s.HTTP != nil, s.Composite != nil} {
+			if set {
+				runners++
+			}
+		}
+		if runners != 1 {
+			errs = append(errs, fmt.Errorf("%w %s: a tool needs exactly one runner, command, http or composite", ErrInvalidFile, s.Source))
 		}
 		if err := s.checkSandboxSupport(); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", s.Source, err))
@@ -36,9 +46,32 @@ func Register(reg *tools.Registry, specs []Spec) error {
 		return errors.Join(errs...)
 	}
 	var added []string
+	order := make([]*Spec, 0, len(specs))
 	for i := range specs {
-		s := &specs[i]
-		if err := reg.AddFunc(s.Definition, s.Run, tools.WithConfinement(s.confinement())); err != nil {
+		if specs[i].Composite == nil {
+			order = append(order, &specs[i])
+		}
+	}
+	for i := range specs {
+		if specs[i].Composite != nil {
+			order = append(order, &specs[i])
+		}
+	}
+	for _, s := range order {
+		opts := []tools.Option{tools.WithConfinement(s.confinement())}
+		if s.Callbacks != nil {
+			opts = append(opts, tools.WithCallbacks(s.Callbacks.hooks(s.Definition.Name)))
+		}
+		if s.Composite != nil {
+			def, err := s.compositeDefinition(reg)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", s.Source, err))
+				continue
+			}
+			s.Definition = def
+			opts = append(opts, tools.WithCompositeEnvelope())
+		}
+		if err := reg.AddFunc(s.Definition, s.Run, opts...); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", s.Source, err))
 			continue
 		}
@@ -55,14 +88,37 @@ func Register(reg *tools.Registry, specs []Spec) error {
 
 // Start registers the file's tools in reg ([Register]) and starts its MCP servers
 // ([StartMCP]), all or nothing: on any error nothing of the file stays registered. Close
-// the servers returned when the executor stops.
+// the servers returned when the executor stops. The composites are registered once the
+// MCP servers' tools are, so that their schema embeds those too.
 func (f *File) Start(ctx context.Context, reg *tools.Registry, log zerolog.Logger, onChange func(server string, c mcptool.Change)) (MCPServers, error) {
-	if err := Register(reg, f.Tools); err != nil {
+	var plain, composites []Spec
+	for _, s := range f.Tools {
+		if s.Composite != nil {
+			composites = append(composites, s)
+		} else {
+			plain = append(plain, s)
+		}
+	}
+	if err := Register(reg, plain); err != nil {
 		return nil, err
 	}
 	servers, err := StartMCP(ctx, reg, f.MCPServers, log, onChange)
+	if err == nil {
+		if err = Register(reg, composites); err != nil {
+			servers.Close()
+		}
+	}
+	if err == nil { // the file shows its composites as registered
+		i := 0
+		for k := range f.Tools {
+			if f.Tools[k].Composite != nil {
+				f.Tools[k].Definition = composites[i].Definition
+				i++
+			}
+		}
+	}
 	if err != nil {
-		for _, s := range f.Tools {
+		for _, s := range plain {
 			reg.Remove(s.Definition.Name)
 		}
 		return nil, err

@@ -21,11 +21,19 @@ const (
 )
 
 // Spec is one tool of a tools file: its canonical definition and how to run it. Exactly
-// one of Command and HTTP is set.
+// one of Command, HTTP and Composite is set.
 type Spec struct {
 	Definition tools.Definition
 	Command    *Command
 	HTTP       *HTTP
+	// Composite makes the tool a composite of the fleet's tools; its Definition's
+	// parameters, safety and idempotence are taken from the sub-tools at [Register].
+	Composite *Composite
+	// Callbacks, when set, are the tool's declarative callbacks.
+	Callbacks *Callbacks
+	// safeDeclared says the entry set safe itself (a composite's otherwise comes from
+	// its sub-tools).
+	safeDeclared bool
 	// PolicyHook, when set, is a service the executor asks before each call of the tool
 	// runs (or is parked for approval): allow, deny, or modify its arguments (see
 	// [events.PolicyRequest]; the executor's WithPolicyHook). Its onError is deny (the
@@ -102,6 +110,8 @@ func (s *Spec) Run(ctx context.Context, args json.RawMessage) (any, error) {
 		return s.Command.run(ctx, s.Definition.Name, s.Definition.Secrets, args)
 	case s.HTTP != nil:
 		return s.HTTP.run(ctx, s.Definition.Name, args)
+	case s.Composite != nil:
+		return s.Composite.run(ctx, s.Definition.Name, args)
 	}
 	return nil, tools.Errorf(tools.CodeInvalidDefinition, "tool %s has no runner", s.Definition.Name)
 }

@@ -3,6 +3,8 @@ package toolfleetcli
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -12,8 +14,12 @@ import (
 
 // runEnd is how `run --wait|--follow`, `runs watch` and `runs send --wait` exit: 0
 // when the run completed (or a final tool or stop condition ended it), 1 otherwise
-// (canceled, an error threshold, a timeout, …), so that scripts can test it.
+// (canceled, an error threshold, a timeout, …, or paused), so that scripts can test it.
 func runEnd(r *runs.Run) error {
+	if r.Status == runs.StatusPaused && r.Paused != nil { // waited for with --wait: not an end
+		return &exitError{code: exitFailure, err: fmt.Errorf("run %s is paused before step %d (%s): go on with toolfleet runs resume %s",
+			r.ID, r.Paused.Step, r.Paused.Reason, r.ID)}
+	}
 	switch r.Termination {
 	case "completed", "final_tool", "stop_condition", "stop_hook":
 		return nil
@@ -84,11 +90,11 @@ run completed and 1 when it ended otherwise (canceled, timeout, error threshold,
 func (c *cli) runsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "runs",
-		Short: "List, show, watch, cancel and continue runs",
+		Short: "List, show, watch, cancel, pause, resume and continue runs",
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(c.runsList(), c.runsGet(), c.runsWatch(), c.runsCancel(), c.runsSend())
+	cmd.AddCommand(c.runsList(), c.runsGet(), c.runsWatch(), c.runsCancel(), c.runsPause(), c.runsResume(), c.runsSend())
 	return cmd
 }
 
@@ -229,6 +235,92 @@ func (c *cli) runsCancel() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why, for the record")
+	return cmd
+}
+
+func (c *cli) runsPause() *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:               "pause RUN",
+		Short:             "Pause a run at its next step boundary (its current step's calls finish first)",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: c.completeRuns,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			api, err := c.api()
+			if err != nil {
+				return err
+			}
+			run, err := api.Pause(cmd.Context(), args[0], reason)
+			if err != nil {
+				return c.failed(api, err)
+			}
+			if c.output == "json" {
+				return c.printJSON(run)
+			}
+			if run.Status == runs.StatusPaused {
+				fmt.Fprintf(c.stdout, "run %s is paused (before step %d)\n", run.ID, run.Paused.Step)
+			} else {
+				fmt.Fprintf(c.stdout, "run %s pauses at its next step boundary\n", run.ID)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why, for the record")
+	return cmd
+}
+
+func (c *cli) runsResume() *cobra.Command {
+	var r runs.ResumeRequest
+	var compact, summary string
+	var maxSteps int
+	var timeout string
+	var stopPausing bool
+	cmd := &cobra.Command{
+		Use:   "resume RUN",
+		Short: "Resume a paused run, optionally editing its conversation and limits",
+		Example: `  toolfleet runs resume r1gpQk66
+  toolfleet runs resume r1gpQk66 --compact 0:4 --summary "The totals are computed." --input "Now write the report"
+  toolfleet runs resume r1gpQk66 --drop 5 --max-steps 20 --stop-pausing`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: c.completeRuns,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if compact != "" {
+				from, to, ok := strings.Cut(compact, ":")
+				f, ferr := strconv.Atoi(from)
+				t, terr := strconv.Atoi(to)
+				if !ok || ferr != nil || terr != nil || summary == "" {
+					return usageErrorf("--compact is FROM:TO (message indices, TO exclusive) and needs --summary")
+				}
+				r.Compact = &runs.Compaction{From: f, To: t, Summary: summary}
+			}
+			if maxSteps > 0 || timeout != "" {
+				r.Limits = &runs.Limits{MaxSteps: maxSteps, Timeout: timeout}
+			}
+			if stopPausing {
+				r.Pause = &runs.PauseOptions{}
+			}
+			api, err := c.api()
+			if err != nil {
+				return err
+			}
+			run, err := api.Resume(cmd.Context(), args[0], r)
+			if err != nil {
+				return c.failed(api, err)
+			}
+			if c.output == "json" {
+				return c.printJSON(run)
+			}
+			fmt.Fprintf(c.stdout, "run %s resumed (%s)\n", run.ID, run.Status)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&r.Input, "input", "", "a user message added after the conversation")
+	cmd.Flags().IntSliceVar(&r.Drop, "drop", nil, "indices of messages to drop (see GET /v1/runs/{id}/messages?view=model)")
+	cmd.Flags().StringVar(&compact, "compact", "", "FROM:TO, messages replaced by --summary")
+	cmd.Flags().StringVar(&summary, "summary", "", "the summary that replaces the --compact range")
+	cmd.Flags().IntVar(&maxSteps, "max-steps", 0, "new maxSteps limit")
+	cmd.Flags().StringVar(&timeout, "timeout", "", "new wall-clock limit (a duration, e.g. 5m)")
+	cmd.Flags().BoolVar(&stopPausing, "stop-pausing", false, "pause no more after steps or tools")
 	return cmd
 }
 

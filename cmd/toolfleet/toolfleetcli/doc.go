@@ -43,7 +43,7 @@
 // # The command
 //
 // [Main] is the toolfleet command (cmd/toolfleet), on cobra: the client commands that
-// drive a fleet — run, runs (ls, get, watch, cancel, send), approvals (ls, approve,
+// drive a fleet — run, runs (ls, get, watch, cancel, pause, resume, send), approvals (ls, approve,
 // deny, modify), tools (ls, show) over the planner API with pkg/client/runs, call over
 // NATS with pkg/client — and version, completion and help (docs/cli.md has them all,
 // with their exit codes). [Parse] and [Run] are the all-in-one programs, in the shape

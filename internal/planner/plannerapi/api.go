@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,9 +24,10 @@ const maxRequestBytes = 4 << 20
 
 // Handler returns the HTTP API of planner p:
 //
-//	POST /v1/runs                 start a run (StartRequest; "wait": true answers when it is done)
+//	POST /v1/runs                 start a run (StartRequest; "wait": true answers when it is done or paused)
 //	GET  /v1/runs/{id}            the run: status, answer, every call with its timeline
-//	GET  /v1/runs/{id}/messages   the run's conversation, in order (provider.Message list)
+//	GET  /v1/runs/{id}/messages   the run's conversation, in order (provider.Message list); ?view=model: a
+//	                              paused run's conversation as the model will be asked it (resume edits applied)
 //	GET  /v1/runs/{id}/events     the run's lifecycle as Server-Sent Events, from its start
 //	POST /v1/approvals/{callId}   answer an approval: {"decision":"approve"|"deny","by","reason","arguments"};
 //	                              the first answer wins (202), later ones get 409 with the decision that stood
@@ -36,6 +38,9 @@ const maxRequestBytes = 4 << 20
 //	                              for a canceled, storage_error, token_budget or nested run
 //	POST /v1/runs/{id}/tools      enable/disable tools for the next steps, with an optional reminder the model sees
 //	                              at its next step ({"enable","disable","reminder","id"}): 200 with the run
+//	POST /v1/runs/{id}/pause      pause at the next step boundary (optional {"by","reason"}): 200 with the run
+//	POST /v1/runs/{id}/resume     resume a paused run, optionally editing its conversation and limits
+//	                              (planner.ResumeRequest): 200 with the run; 409 when it is not paused
 //	GET  /v1/runs                 the caller's runs, newest first, filtered and paginated (planner.RunFilter)
 //	GET  /v1/approvals            approvals: pending (oldest first), answered (newest first) or all
 //	GET  /v1/tools                the tools the caller may call, with their consumers and recent calls
@@ -93,6 +98,8 @@ var routes = []struct {
 	{"POST /v1/runs/{id}/cancel", (*api).postCancel},
 	{"POST /v1/runs/{id}/messages", (*api).postMessages},
 	{"POST /v1/runs/{id}/tools", (*api).postTools},
+	{"POST /v1/runs/{id}/pause", (*api).postPause},
+	{"POST /v1/runs/{id}/resume", (*api).postResume},
 	// Lists and the tenant's events (lists.go, events.go).
 	{"GET /v1/runs", (*api).listRuns},
 	{"GET /v1/approvals", (*api).listApprovals},
@@ -175,6 +182,20 @@ func (a *api) getRun(w http.ResponseWriter, r *http.Request) {
 // step the model's message and its calls' results (outputs over the run's context
 // budget as the model was shown them).
 func (a *api) getMessages(w http.ResponseWriter, r *http.Request) {
+	switch view := r.URL.Query().Get("view"); view {
+	case "", "run":
+	case "model":
+		msgs, err := a.p.ModelConversation(r.Context(), r.PathValue("id"), callerOf(r))
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, msgs)
+		return
+	default:
+		writeError(w, &planner.APIError{Status: http.StatusBadRequest, Message: "view must be run or model, got " + strconv.Quote(view)})
+		return
+	}
 	run, err := a.p.GetFor(r.Context(), r.PathValue("id"), callerOf(r))
 	if err != nil {
 		writeError(w, err)

@@ -317,6 +317,26 @@ func TestOpenAPIConformance(t *testing.T) {
 	call("POST", "/v1/runs/"+calc+"/tools", acmeToken, map[string]any{"disable": []string{"add"}, "reminder": "no more adding"})
 	call("POST", "/v1/runs/"+calc+"/tools", acmeToken, map[string]any{"enable": []string{"no_such_tool"}})
 
+	// Pause and resume: a run paused after its first step, its model's view, an edit
+	// that does not fit, a resume with a compaction and new limits; then both refused.
+	paused := call("POST", "/v1/runs", acmeToken, map[string]any{"input": "add", "model": "calc", "tools": []string{"add"},
+		"pause": map[string]any{"afterEveryStep": true}, "wait": true})["id"].(string)
+	call("GET", "/v1/runs/"+paused+"/messages?view=model", acmeToken, nil)
+	call("GET", "/v1/runs/"+paused+"/messages?view=sideways", acmeToken, nil)
+	natstest.Eventually(t, waitTimeout, "the paused run to be listed", func() bool {
+		var page struct{ Runs []struct{ ID, Status string } }
+		getJSON(t, srv, "/v1/runs?status=paused", acmeToken, &page)
+		return len(page.Runs) == 1 && page.Runs[0].ID == paused && page.Runs[0].Status == "paused"
+	})
+	call("POST", "/v1/runs/"+paused+"/pause", acmeToken, map[string]any{"reason": "look"})
+	call("POST", "/v1/runs/"+paused+"/resume", acmeToken, map[string]any{"drop": []int{2}})
+	call("POST", "/v1/runs/"+paused+"/resume", acmeToken, map[string]any{
+		"compact": map[string]any{"from": 0, "to": 3, "summary": "2 + 3 is 5"}, "limits": map[string]any{"maxSteps": 5}})
+	b.wait(t, paused)
+	call("GET", "/v1/runs/"+paused+"/messages?view=model", acmeToken, nil)
+	call("POST", "/v1/runs/"+paused+"/resume", acmeToken, nil)
+	call("POST", "/v1/runs/"+paused+"/pause", acmeToken, nil)
+
 	// Events: a run's, replayed to its end, resumed after its end (204), bad ids.
 	var last uint64
 	raw("GET", "/v1/runs/"+calc+"/events", "", "")

@@ -97,16 +97,57 @@ func (c *Client) Get(ctx context.Context, id string) (*Run, error) {
 	return &run, nil
 }
 
-// Wait returns the run id once it is done, following its events until its last done event
-// (a long run costs one open stream, not polling). A run waiting for an approval waits
-// with it. ctx bounds the wait.
+// Wait returns the run id once it is done or paused, following its events until its
+// last done event or a pause it is still in (a long run costs one open stream, not
+// polling). A run waiting for an approval waits with it. ctx bounds the wait.
 func (c *Client) Wait(ctx context.Context, id string) (*Run, error) {
-	for _, err := range c.Follow(ctx, id, 0) {
+	for e, err := range c.Follow(ctx, id, 0) {
 		if err != nil {
 			return nil, err
 		}
+		if e.What == "paused" { // an earlier pause, replayed, is over: go on
+			if run, err := c.Get(ctx, id); err != nil || run.Status == StatusPaused {
+				return run, err
+			}
+		}
 	}
 	return c.Get(ctx, id)
+}
+
+// Pause asks the run id to pause at its next step boundary (once its current step's
+// calls have their results, before the model is asked again), with reason (may be
+// empty). A run that ended, or a nested run, is a 409 *[Error] with the run beside it.
+func (c *Client) Pause(ctx context.Context, id, reason string) (*Run, error) {
+	var run Run
+	body := map[string]string{}
+	if reason != "" {
+		body["reason"] = reason
+	}
+	if err := c.do(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(id)+"/pause", body, &run); err != nil {
+		return nil, err
+	}
+	return &run, nil
+}
+
+// Resume resumes the paused run id, first applying r's edits and changes (the zero
+// ResumeRequest resumes it as it is). A run that is not paused is a 409 *[Error]; an
+// edit that does not fit the conversation a 400.
+func (c *Client) Resume(ctx context.Context, id string, r ResumeRequest) (*Run, error) {
+	var run Run
+	if err := c.do(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(id)+"/resume", r, &run); err != nil {
+		return nil, err
+	}
+	return &run, nil
+}
+
+// ModelMessages returns the conversation of the paused run id as its model will be
+// asked it, resume edits applied: the indices a ResumeRequest names.
+func (c *Client) ModelMessages(ctx context.Context, id string) ([]json.RawMessage, error) {
+	var msgs []json.RawMessage
+	if err := c.do(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(id)+"/messages?view=model", nil, &msgs); err != nil {
+		return nil, err
+	}
+	return msgs, nil
 }
 
 // FollowUp adds a message to the run id and continues it (a run that ended is

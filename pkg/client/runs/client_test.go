@@ -120,3 +120,48 @@ func TestErrors(t *testing.T) {
 		t.Errorf("with a token in open mode: %v", err)
 	}
 }
+
+// A run started to pause after every step is returned paused by Wait; its model's view
+// is readable, a resume that stops the pausing lets it finish, and a second resume is
+// a 409.
+func TestPauseAndResume(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, _ := runs.New(apiURL)
+	run, err := c.Start(ctx, runs.StartRequest{Input: "Total the orders.", Tools: demoTools,
+		Pause: &runs.PauseOptions{AfterEveryStep: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err = c.Wait(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Status != runs.StatusPaused || run.Paused == nil || run.Paused.Reason != "after_step" || run.Paused.Step != 1 {
+		t.Fatalf("the run is %s, paused %+v; want paused after its first step", run.Status, run.Paused)
+	}
+	msgs, err := c.ModelMessages(ctx, run.ID)
+	if err != nil || len(msgs) != 3 {
+		t.Fatalf("the model's view: %d messages (%v), want the input, the call and its result", len(msgs), err)
+	}
+	if run, err = c.Resume(ctx, run.ID, runs.ResumeRequest{Pause: &runs.PauseOptions{}}); err != nil || run.Status != runs.StatusRunning {
+		t.Fatalf("resume: %+v, %v", run, err)
+	}
+	for ev, err := range c.Follow(ctx, run.ID, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.What == "approval_needed" {
+			if err := c.Approve(ctx, ev.Data.CallID, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if run, err = c.Get(ctx, run.ID); err != nil || !run.Done() || run.Termination != runs.TerminationCompleted {
+		t.Fatalf("the resumed run: %+v, %v", run, err)
+	}
+	var apiErr *runs.Error
+	if _, err := c.Resume(ctx, run.ID, runs.ResumeRequest{}); !errors.As(err, &apiErr) || apiErr.Status != 409 {
+		t.Fatalf("resuming a run that ended: %v, want a 409", err)
+	}
+}

@@ -28,6 +28,59 @@ type StartRequest struct {
 	Pick       *bool             `json:"pick,omitempty"`
 	Parallel   *bool             `json:"parallel,omitempty"`
 	Metadata   map[string]string `json:"metadata,omitempty"`
+	// Pause makes the run pause after every step, or after steps that called the named
+	// tools, until it is resumed ([Client.Resume]).
+	Pause *PauseOptions `json:"pause,omitempty"`
+}
+
+// PauseOptions say when a run pauses by itself, before the model's next step.
+type PauseOptions struct {
+	AfterEveryStep bool     `json:"afterEveryStep,omitempty"`
+	AfterTools     []string `json:"afterTools,omitempty"`
+}
+
+// ResumeRequest is the body of POST /v1/runs/{id}/resume, all of it optional. Indices
+// name messages of the conversation as the model would be asked it now
+// ([Client.ModelMessages]), all as it stands before the edit; messages are in the
+// planner's message format.
+type ResumeRequest struct {
+	Replace []MessageReplacement `json:"replace,omitempty"`
+	Drop    []int                `json:"drop,omitempty"`
+	// Compact replaces messages From..To-1 by one message holding Summary.
+	Compact *Compaction `json:"compact,omitempty"`
+	// Input (one user message) and Messages are added after the edited conversation.
+	Input    string            `json:"input,omitempty"`
+	Messages []json.RawMessage `json:"messages,omitempty"`
+	// Limits, if set, replaces the run's limits field by field.
+	Limits *Limits `json:"limits,omitempty"`
+	// Pause, if set, replaces the run's pause options (&PauseOptions{}: pause no more).
+	Pause *PauseOptions `json:"pause,omitempty"`
+}
+
+// MessageReplacement replaces the message at Index.
+type MessageReplacement struct {
+	Index   int             `json:"index"`
+	Message json.RawMessage `json:"message"`
+}
+
+// Compaction replaces messages From..To-1 with one message (Role user by default)
+// whose text is Summary.
+type Compaction struct {
+	From    int    `json:"from"`
+	To      int    `json:"to"`
+	Summary string `json:"summary"`
+	Role    string `json:"role,omitempty"`
+}
+
+// Pause says why and since when a run is paused: Reason after_step, after_tool (Tool)
+// or requested (By, Why); Step is the step it goes on with.
+type Pause struct {
+	At     time.Time `json:"at"`
+	Step   int       `json:"step"`
+	Reason string    `json:"reason"`
+	Tool   string    `json:"tool,omitempty"`
+	By     string    `json:"by,omitempty"`
+	Why    string    `json:"why,omitempty"`
 }
 
 // Limits bound a run (see the planner's documentation for the defaults).
@@ -45,6 +98,7 @@ type Limits struct {
 // tool_required, stop_condition, stop_hook, cost_budget, storage_error).
 const (
 	StatusRunning = "running"
+	StatusPaused  = "paused"
 	StatusDone    = "done"
 
 	TerminationCompleted = "completed"
@@ -76,6 +130,8 @@ type Run struct {
 	Disabled    []string          `json:"disabled,omitempty"`
 	Canceled    *Cancel           `json:"canceled,omitempty"`
 	Turn        int               `json:"turn,omitempty"`
+	// Paused, while Status is paused, says since when and why.
+	Paused *Pause `json:"paused,omitempty"`
 }
 
 // Done reports whether the run has ended (its Termination says how).
@@ -150,7 +206,7 @@ type Answer struct {
 
 // RunFilter selects runs for [Client.ListRuns]; zero fields do not filter.
 type RunFilter struct {
-	Status      string // running or done
+	Status      string // running, paused or done
 	Termination string
 	Tool        string // runs that called this tool
 	Parent      string // the nested runs of this run

@@ -1,0 +1,33 @@
+package executor
+
+import (
+	"context"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/toolfleet/toolfleet/pkg/events"
+)
+
+// Fleet is how a tool running in an executor reaches the fleet it serves: the
+// executor's connection and the fleet's JetStream settings. Tools that call other tools
+// (a tools file's composites) or ask NATS services (its declarative callbacks) take it
+// from their context with [FleetFrom].
+type Fleet struct {
+	Conn   *nats.Conn
+	Events events.Config
+}
+
+type fleetKey struct{}
+
+// FleetFrom returns the fleet of the executor running the call ctx belongs to; false
+// outside an executor.
+func FleetFrom(ctx context.Context) (Fleet, bool) {
+	f, ok := ctx.Value(fleetKey{}).(Fleet)
+	return f, ok
+}
+
+// WithFleet returns a context carrying f, for running a tool outside an executor (a
+// test, a program calling tools directly) as an executor would.
+func WithFleet(ctx context.Context, f Fleet) context.Context {
+	return context.WithValue(ctx, fleetKey{}, f)
+}
