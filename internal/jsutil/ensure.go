@@ -103,9 +103,10 @@ func isRace(err error) bool {
 // EnsurePlanner creates or updates what only planners use, the plan stream and the
 // runs' journal (the runs bucket, whose stream also holds the run log:
 // [events.Config.JournalStream]), on top of [Ensure]; it returns the runs bucket. Other
-// parts neither need nor may create them. It refuses to start while the run log's
-// stream of earlier versions, [events.StreamRunLog], exists: its subjects are the
-// journal's, and deleting it is the operator's decision (runs in flight lose their log).
+// parts neither need nor may create them. Where the run log of an earlier version, the
+// stream [events.StreamRunLog], still holds the run log's subjects, it first copies its
+// records into the journal (see migrateRunLog) and retires it; [RunLogRetired] then
+// tells that the operator may delete it.
 func EnsurePlanner(ctx context.Context, js jetstream.JetStream, cfg events.Config) (jetstream.KeyValue, error) {
 	if err := Ensure(ctx, js, cfg); err != nil {
 		return nil, err
@@ -113,16 +114,13 @@ func EnsurePlanner(ctx context.Context, js jetstream.JetStream, cfg events.Confi
 	if err := ensureStream(ctx, js, cfg.PlanStream()); err != nil {
 		return nil, err
 	}
-	if _, err := js.Stream(ctx, events.StreamRunLog); err == nil {
-		return nil, fmt.Errorf("stream %s holds the run log of an earlier version: the run log is now in the stream %s; "+
-			"let the runs in flight end, then delete %s (nats stream rm %s)", events.StreamRunLog, events.StreamJournal,
-			events.StreamRunLog, events.StreamRunLog)
-	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil, fmt.Errorf("look for stream %s: %w", events.StreamRunLog, err)
+	if err := migrateRunLog(ctx, js, cfg); err != nil {
+		return nil, err
 	}
 	// The bucket's stream is made as nats.go makes a bucket, with the run log's subjects
 	// and atomic batches besides: created or updated in one request, so that no planner
-	// starting meanwhile sees it without them.
+	// starting meanwhile sees it without them. This also drops the source a migration
+	// of the old run log added.
 	if err := ensureStream(ctx, js, cfg.JournalStream()); err != nil {
 		return nil, err
 	}

@@ -3,7 +3,6 @@ package jsutil_test
 import (
 	"context"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -62,25 +61,3 @@ func TestEnsurePlannerMakesTheJournal(t *testing.T) {
 	}
 }
 
-// A planner does not start while the run log's stream of an earlier version exists:
-// its subjects are the journal's, and the error says what to do.
-func TestEnsurePlannerRefusesTheOldRunLog(t *testing.T) {
-	t.Parallel()
-	srv := natstest.Start(t)
-	js, err := jetstream.New(srv.Connect())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: events.StreamRunLog, Subjects: []string{events.AllRunLog}}); err != nil {
-		t.Fatal(err)
-	}
-	_, err = jsutil.EnsurePlanner(ctx, js, events.Config{})
-	if err == nil || !strings.Contains(err.Error(), "nats stream rm "+events.StreamRunLog) {
-		t.Fatalf("EnsurePlanner with %s: %v, want an error saying to delete it", events.StreamRunLog, err)
-	}
-	if _, err := js.Stream(ctx, events.StreamRunLog); err != nil {
-		t.Errorf("the old run log: %v, want it left alone", err)
-	}
-}

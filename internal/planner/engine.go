@@ -101,6 +101,13 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Planner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("planner: %w", err)
 	}
+	// The old run log stays until the operator deletes it: the planner's NATS user may not.
+	if retired, err := jsutil.RunLogRetired(ctx, js); err != nil {
+		cfg.Log.Warn().Err(err).Msg("planner start: cannot tell whether the old run log is retired")
+	} else if retired {
+		cfg.Log.Info().Str("stream", events.StreamRunLog).Str("journal", events.StreamJournal).
+			Msg("the run log of an earlier version is copied into the journal and no longer used; delete it: nats stream rm " + events.StreamRunLog)
+	}
 	m, err := newMetrics(cfg.Metrics)
 	if err != nil {
 		return nil, fmt.Errorf("planner: metrics: %w", err)
