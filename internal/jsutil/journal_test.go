@@ -60,4 +60,3 @@ func TestEnsurePlannerMakesTheJournal(t *testing.T) {
 		t.Fatalf("second EnsurePlanner: %v", err)
 	}
 }
-
