@@ -167,6 +167,12 @@
 //     JetStream) whenever a finished run is seen, so an end whose event was lost is
 //     announced.
 //
+// Upgrading from a version that kept the run log in its own stream, TOOLFLEET_RUNLOG,
+// loses nothing: the planner's start copies its records into the journal before it
+// serves (jsutil.EnsurePlanner: the old stream's subjects are retired, the journal
+// sources it, each record keeping its subject, so a record written once stays written
+// once), and logs that the old stream may be deleted (TestUpgradeKeepsTheConversationOfAnEarlierRun).
+//
 // A replica that starts a run (not a nested one) and serves steps asks the model for its
 // first step while the run is being stored (firststep.go): Start still returns only
 // once the run is stored, the step's events are held until the run's started event,

@@ -387,7 +387,7 @@ func (c Config) RunsBucket() jetstream.KeyValueConfig {
 // toolfleet.runlog.<run>.<kind>[.<more>].
 //
 // StreamRunLog is the stream that held the run log before it joined the journal; a
-// planner refuses to start while it exists (its subjects are the journal's).
+// planner that finds it copies its records into the journal and retires it.
 const (
 	StreamJournal = "KV_" + BucketRuns
 	StreamRunLog  = "TOOLFLEET_RUNLOG"
