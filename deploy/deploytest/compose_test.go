@@ -24,6 +24,7 @@ var parts = []string{"executor", "picker", "planner"}
 // part's TOOLFLEET_NATS_PASSWORD, and what the top of the file tells people to use.
 var composePasswords = map[string]string{
 	"executor": "dev-executor",
+	"composer": "dev-composer",
 	"planner":  "dev-planner",
 	"picker":   "dev-picker",
 	"client":   "dev-client",

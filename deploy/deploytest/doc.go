@@ -27,6 +27,12 @@
 // user must not do, and require the server to refuse it with a permissions violation,
 // subject by subject.
 //
+// The composer user (executors of tools files with composites) is parsed and compared
+// with the executor user: the same list plus the sub-calls, nothing else. A real
+// executor of a tools file with a composite, a cache and a callback service serves a
+// tenant under it; under the plain executor user the same composite is refused its
+// sub-call's result.
+//
 // The sharded overlay (overlays/sharded) is checked against pkg/events' shards: its
 // nats.conf is the base's plus events.Config.MappingsConf for its number of shards (the
 // mapping as parsed: one destination per shard, weights summing to 100), TOOLFLEET_SHARDS

@@ -37,6 +37,7 @@ func authConf(t testing.TB) string {
 // gives them in Kubernetes (serverEnv).
 var passwords = map[string]string{
 	"executor": "executor-secret",
+	"composer": "composer-secret",
 	"planner":  "planner-secret",
 	"picker":   "picker-secret",
 	"client":   "client-secret",

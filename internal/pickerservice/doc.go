@@ -33,6 +33,16 @@
 // executors' part, jsutil.Ensure): it waits for it, and [Service.Ready] holds once
 // the catalog has been loaded.
 //
+// # Learning from usage
+//
+// With [WithLearning] the service replays the usage stream (events.StreamUsage, which
+// planners write: a record per call that returned ok) into a pick.Learned before it is
+// ready, then follows it; every replica learns every record (an ordered consumer each).
+// A request that names no scorer, or "usage", ranks with what its tenant's runs used:
+// options.tenant names the tenant (the planner sends its run's). "bm25" still ranks
+// cold. A record that does not decode is logged, counted
+// (toolfleet_picker_usage_records_total{outcome="dropped"}) and skipped.
+//
 // # Running
 //
 // [New] builds a service on a connection and [Service.Run] serves until the context

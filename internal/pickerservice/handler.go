@@ -28,9 +28,14 @@ type Request struct {
 // RequestOptions are pick.Options plus the name of the scorer to use.
 type RequestOptions struct {
 	pick.Options
-	// Scorer names the scorer: "bm25" (the default), or "embedding" and "hybrid" when the
+	// Scorer names the scorer: "bm25" (the default), "usage" (the default when the
+	// service learns from usage, see WithLearning), or "embedding" and "hybrid" when the
 	// service has an embeddings endpoint.
 	Scorer string `json:"scorer,omitempty"`
+	// Tenant is the caller's tenant: the usage scorer ranks with what that tenant's
+	// runs used (and only that, unless the service shares usage). Empty: anonymous
+	// callers' usage.
+	Tenant string `json:"tenant,omitempty"`
 }
 
 // Response is the body of a successful pick reply.
@@ -110,13 +115,22 @@ func (s *Service) pickFor(body []byte) (resp *Response, scorer, code string, err
 	name := r.Options.Scorer
 	if name == "" {
 		name = "bm25"
+		if s.o.learned != nil {
+			name = UsageScorer
+		}
 	}
 	sc, ok := s.o.scorers[name]
+	if name == UsageScorer && s.o.learned != nil {
+		sc, ok = s.o.learned.Scorer(r.Options.Tenant), true
+	}
 	if !ok {
 		return nil, name, CodeBadRequest, fmt.Errorf("unknown scorer %q (have %s)", name, strings.Join(s.scorerNames(), ", "))
 	}
 	if !s.ready.Load() {
 		return nil, name, CodeUnavailable, errors.New("catalog not loaded yet")
+	}
+	if !s.usageReplayed() {
+		return nil, name, CodeUnavailable, errors.New("usage not replayed yet")
 	}
 	opts := r.Options.Options
 	opts.Scorer = sc
@@ -144,6 +158,9 @@ func (s *Service) scorerNames() []string {
 	var names []string
 	for n := range s.o.scorers {
 		names = append(names, n)
+	}
+	if s.o.learned != nil {
+		names = append(names, UsageScorer)
 	}
 	sort.Strings(names)
 	return names

@@ -12,6 +12,7 @@ type metrics struct {
 	tools      prometheus.Gauge
 	version    prometheus.Gauge
 	badEntries prometheus.Counter
+	usage      *prometheus.CounterVec
 }
 
 func newMetrics(r prometheus.Registerer) (*metrics, error) {
@@ -32,7 +33,9 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 		badEntries: prometheus.NewCounter(prometheus.CounterOpts{Name: "toolfleet_picker_catalog_bad_entries_total",
 			Help: "Catalog entries that were not valid definitions (their tools are withdrawn)."}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.fallbacks, m.reindex, m.tools, m.version, m.badEntries} {
+	m.usage = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "toolfleet_picker_usage_records_total",
+		Help: "Usage records read from the usage stream, by outcome (learned, dropped)."}, []string{"outcome"})
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.fallbacks, m.reindex, m.tools, m.version, m.badEntries, m.usage} {
 		if err := r.Register(c); err != nil {
 			return nil, err
 		}

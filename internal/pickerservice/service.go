@@ -51,6 +51,7 @@ type options struct {
 	registry    *prometheus.Registry
 	bucket      string
 	warm        func(context.Context, *pick.Snapshot) error
+	learned     *pick.Learned
 }
 
 // WithLogger sets the logger. Defaults to zerolog.Nop().
@@ -137,6 +138,8 @@ type Service struct {
 	o       options
 	catalog *pick.Catalog
 	ready   atomic.Bool
+	// replayed is set once the usage stream's records at start are learned.
+	replayed atomic.Bool
 	// serving counts the requests being served on goroutines of their own; stopped, set
 	// when Run returns, ends that (see handle).
 	stopMu  sync.Mutex
@@ -177,7 +180,11 @@ func New(nc *nats.Conn, opts ...Option) (*Service, error) {
 func (s *Service) Registry() *prometheus.Registry { return s.o.registry }
 
 // Ready reports whether the catalog has been loaded and the service is answering.
-func (s *Service) Ready() bool { return s.ready.Load() && s.nc.IsConnected() }
+func (s *Service) Ready() bool { return s.ready.Load() && s.usageReplayed() && s.nc.IsConnected() }
+
+// usageReplayed reports whether the usage stream has been replayed (true when the
+// service does not learn).
+func (s *Service) usageReplayed() bool { return s.o.learned == nil || s.replayed.Load() }
 
 // Catalog returns the live catalog the service picks from.
 func (s *Service) Catalog() *pick.Catalog { return s.catalog }
@@ -233,6 +240,26 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("picker: flush subscriptions: %w", err)
 	}
 	s.o.log.Info().Str("subject", PickSubject).Str("bucket", s.o.bucket).Msg("picker serving")
+	if s.o.learned != nil {
+		var following sync.WaitGroup
+		defer following.Wait()
+		following.Go(func() {
+			done := make(chan struct{})
+			go func() {
+				select {
+				case <-done:
+					s.replayed.Store(true)
+				case <-ctx.Done():
+				}
+			}()
+			if err := s.followUsage(ctx, done); err != nil && ctx.Err() == nil {
+				// Picks go on with what was learned (nothing, when the stream could not be
+				// opened); the program's logs say why no more is.
+				s.o.log.Error().Err(err).Msg("picker: usage stream no longer followed")
+				s.replayed.Store(true)
+			}
+		})
+	}
 	return s.watch(ctx, changes)
 }
 

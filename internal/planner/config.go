@@ -40,6 +40,9 @@ type Config struct {
 	PickThreshold int
 	// PickMax is how many tools the picker returns. Default 8.
 	PickMax int
+	// NoUsage turns off the usage records pickers learn from (usage.go): by default,
+	// every call that returns ok publishes its run's request and its tool.
+	NoUsage bool
 	// Prices are the price table of models and tool calls (see [PriceTable],
 	// [LoadPrices]): a run's cost is counted when its model has a price, and
 	// Limits.CostBudget needs one. Default: none.

@@ -90,6 +90,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Planner, error) {
 		if kv, err = jsutil.EnsurePlanner(ctx, js, cfg.Events); err != nil {
 			return err
 		}
+
 		if rlog, err = newRunLog(ctx, js, cfg.Events); err != nil {
 			return err
 		}
@@ -108,6 +109,7 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Planner, error) {
 		cfg.Log.Info().Str("stream", events.StreamRunLog).Str("journal", events.StreamJournal).
 			Msg("the run log of an earlier version is copied into the journal and no longer used; delete it: nats stream rm " + events.StreamRunLog)
 	}
+	cfg.NoUsage = cfg.NoUsage || !ensureUsage(ctx, js, cfg)
 	m, err := newMetrics(cfg.Metrics)
 	if err != nil {
 		return nil, fmt.Errorf("planner: metrics: %w", err)

@@ -24,7 +24,9 @@ type PickQuery struct {
 	// Role is the run's caller's role (its identity, not its metadata), checked against
 	// tools' roles.
 	Role string
-	Max  int
+	// Tenant is the run's caller's tenant: a learning picker ranks with its usage.
+	Tenant string
+	Max    int
 }
 
 // PickerClient asks the toolfleet-picker micro service for candidates.
@@ -43,7 +45,7 @@ func (c *PickerClient) Pick(ctx context.Context, q PickQuery) ([]pick.Result, er
 	input, _ := json.Marshal(q.Input)
 	minScore := 0.0 // the model decides among the candidates; never return none for a weak match
 	req, err := json.Marshal(pickerservice.Request{Input: input, Options: pickerservice.RequestOptions{Options: pick.Options{
-		MaxCandidates: q.Max, MinScore: &minScore, AllowUnsafe: q.AllowUnsafe, Tools: q.Tools, Role: q.Role}}})
+		MaxCandidates: q.Max, MinScore: &minScore, AllowUnsafe: q.AllowUnsafe, Tools: q.Tools, Role: q.Role}, Tenant: q.Tenant}})
 	if err != nil {
 		return nil, err
 	}

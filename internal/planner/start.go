@@ -313,7 +313,7 @@ func (p *Planner) stepTools(ctx context.Context, r *Run, msgs []provider.Message
 	rec := StepTools{Step: r.Step}
 	if p.cfg.Picker != nil && (r.Pick || len(names) > p.cfg.PickThreshold) {
 		picked, err := p.cfg.Picker.Pick(ctx, PickQuery{Input: lastUserText(msgs), Tools: r.Tools,
-			AllowUnsafe: r.Tools != nil, Role: r.Role, Max: p.cfg.PickMax})
+			AllowUnsafe: r.Tools != nil, Role: r.Role, Tenant: r.Tenant, Max: p.cfg.PickMax})
 		if err != nil {
 			p.log.Warn().Err(err).Str("run_id", r.ID).Msg("picker failed; showing the model every tool of the run")
 		} else {

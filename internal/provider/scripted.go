@@ -88,6 +88,13 @@ func (m *Scripted) Stream(ctx context.Context, req Request, onDelta func(Delta))
 	if err != nil {
 		return nil, err
 	}
+	streamDeltas(resp, onDelta)
+	return resp, nil
+}
+
+// streamDeltas hands an offline model's answer to onDelta as a stream would: its text
+// word by word, then each call.
+func streamDeltas(resp *Response, onDelta func(Delta)) {
 	text := resp.Message.Text
 	for text != "" {
 		i := strings.IndexAny(text[1:], " \n")
@@ -102,7 +109,6 @@ func (m *Scripted) Stream(ctx context.Context, req Request, onDelta func(Delta))
 		tc := resp.Message.ToolCalls[i]
 		onDelta(Delta{ToolCall: &tc})
 	}
-	return resp, nil
 }
 
 // next replays the conversation and returns the turn number and the step that answers it.

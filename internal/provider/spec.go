@@ -13,6 +13,7 @@ import (
 //	anthropic/claude-sonnet-4-5  Messages API
 //	ollama/llama3.1              Ollama's native /api/chat
 //	scripted/testdata/demo.yaml  an offline script (the rest of the spec is a file path)
+//	scripted/echo                the built-in [Echo] model: calls the tools a message names
 //
 // The model part may itself contain slashes ("openai/meta-llama/Llama-3.1-8B-Instruct").
 // New reads no environment; see FromEnv.
@@ -29,6 +30,9 @@ func New(spec string, opts ...Option) (Model, error) {
 	case "ollama":
 		return NewOllama(rest, opts...)
 	case "scripted":
+		if spec == EchoModelName {
+			return NewEcho(), nil
+		}
 		return LoadScripted(rest)
 	}
 	return nil, fmt.Errorf("%w: model spec %q: unknown provider %q; want openai, anthropic, ollama or scripted", ErrConfig, spec, kind)

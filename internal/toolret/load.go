@@ -26,6 +26,7 @@ type Benchmark struct {
 	Queries []Query
 	// byName maps a definition name back to the benchmark's tool id.
 	byName map[string]string
+	byID   map[string]string // the reverse, made on first use
 }
 
 // Query is one request and the ids of its relevant tools.

@@ -358,6 +358,8 @@ func SubjectTenant(subject string) string {
 		_, _, tenant, _ = ParseRunEventSubject(subject)
 	case strings.HasPrefix(subject, cancelPrefix):
 		_, _, tenant, _ = ParseCancelSubject(subject)
+	case strings.HasPrefix(subject, usagePrefix):
+		_, tenant, _ = strings.Cut(subject[len(usagePrefix):], ".")
 	}
 	return tenant
 }
@@ -389,6 +391,8 @@ func TypeForSubject(subject string) (string, bool) {
 		return TypeApprovalAnswer, true
 	case strings.HasPrefix(subject, cancelPrefix):
 		return TypeCancel, true
+	case strings.HasPrefix(subject, usagePrefix):
+		return TypeUsage, true
 	case strings.HasPrefix(subject, runEventPrefix):
 		// The word is the token after the run, whether or not a tenant follows it.
 		if _, what, _, ok := ParseRunEventSubject(subject); ok {

@@ -126,6 +126,7 @@ type scratch struct {
 	hits    []termHit
 	keys    []termKey
 	sorted  []queryTerm
+	seed    []DocID
 }
 
 // termKey is a query term's place in the order terms are read.
@@ -289,6 +290,85 @@ const minPostingBudget = 4096
 // Zobel). Either way the result is exactly that of scoring every posting of the terms
 // read.
 func (b BM25) Score(ctx context.Context, req *Request) ([]Hit, error) {
+	r, err := b.rank(ctx, req, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer r.release()
+	hits := make([]Hit, len(r.sc.ranked))
+	for i, rk := range r.sc.ranked {
+		hits[i] = Hit{ID: rk.id, Score: rk.score / r.maxRaw}
+		reason, ex := r.explain(rk.id, req.Debug)
+		hits[i].Reason = reason
+		if ex != nil {
+			hits[i].Details = ex
+		}
+	}
+	return hits, nil
+}
+
+// coldRank is a BM25 ranking of a request: its best req.Limit allowed tools in
+// sc.ranked (raw scores), and what explaining or scoring another tool needs.
+type coldRank struct {
+	s       *Snapshot
+	ix      *impactIndex
+	sc      *scratch
+	terms   []queryTerm // the terms read, in sc.set
+	unknown []string
+	maxRaw  float64 // the raw score's upper bound: scores are raw/maxRaw
+}
+
+// release returns the scratch buffers; r is not to be used after.
+func (r *coldRank) release() { scratchPool.Put(r.sc) }
+
+// explain explains tool id's score (see explain).
+func (r *coldRank) explain(id DocID, debug bool) (string, *BM25Details) {
+	reason, ex := explain(r.s, r.ix, r.terms, &r.sc.set, id, r.maxRaw, debug, r.sc)
+	if ex != nil {
+		ex.Unknown = r.unknown
+	}
+	return reason, ex
+}
+
+// score is tool id's normalised score, as the ranking would give it (0..1).
+func (r *coldRank) score(id DocID) float64 {
+	if r.maxRaw == 0 {
+		return 0
+	}
+	norms := r.ix.norms
+	d := r.s.docs[id]
+	var raw float64
+	add := func(i int, tfs [numFields]uint8) {
+		var tf float64
+		for f := range numFields {
+			tf += float64(tfs[f]) * float64(norms[f][d.ql[f]])
+		}
+		if tf > 0 {
+			raw += r.terms[i].bound() * tf / (r.ix.params.K1 + tf)
+		}
+	}
+	if len(d.terms) <= explainWalk*len(r.terms) {
+		for j, t := range d.terms {
+			if i, ok := r.sc.set.find(t); ok {
+				add(i, d.tfs[j])
+			}
+		}
+	} else {
+		for i, qt := range r.terms {
+			if pst, ok := findIn(r.s.postings[qt.id], id); ok {
+				add(i, pst.tf)
+			}
+		}
+	}
+	return raw / r.maxRaw
+}
+
+// rank scores req's allowed tools and keeps the best req.Limit in sc.ranked. With pre,
+// the ranking is by raw score plus what pre adds to the accumulators (indexed by tool
+// id) before any posting is read, given the scale of a raw score (maxRaw, or 1 when the
+// query has no known term); pre appends the tools it added to to seed and returns it,
+// so that term-by-term scoring counts them as matched.
+func (b BM25) rank(ctx context.Context, req *Request, pre func(acc []float32, scale float64, seed []DocID) []DocID) (*coldRank, error) {
 	s := req.Snapshot
 	p := s.params
 	if b.Params.K1 > 0 {
@@ -300,14 +380,12 @@ func (b BM25) Score(ctx context.Context, req *Request) ([]Hit, error) {
 	ix := s.impactsFor(p)
 
 	sc := scratchPool.Get().(*scratch)
-	defer scratchPool.Put(sc)
-	var unknown []string
-	sc.terms, unknown = analyseQuery(s, req.Text, p.Phrase, sc)
+	r := &coldRank{s: s, ix: ix, sc: sc}
+	sc.terms, r.unknown = analyseQuery(s, req.Text, p.Phrase, sc)
 	terms := sc.terms
 	terms = sortByBound(terms, sc)
-	var maxRaw float64
 	for _, qt := range terms {
-		maxRaw += float64(float32(qt.bound()))
+		r.maxRaw += float64(float32(qt.bound()))
 	}
 	// Bounded work: past a budget of postings, the commonest terms are not read.
 	budget := max(postingBudget*len(s.docs), minPostingBudget)
@@ -327,27 +405,29 @@ func (b BM25) Score(ctx context.Context, req *Request) ([]Hit, error) {
 		reads += len(ix.lists[qt.id])
 	}
 	var err error
+	sc.seed = sc.seed[:0]
+	if pre != nil {
+		scale := r.maxRaw
+		if scale == 0 {
+			scale = 1
+		}
+		sc.seed = pre(acc, scale, sc.seed)
+	}
 	if b.path == pathBlocks || b.path == pathAuto && reads*denseReads >= len(s.docs) {
-		err = scoreBlocks(ctx, req, ix, terms, acc, sc)
+		if err = scoreBlocks(ctx, req, ix, terms, acc, sc); err != nil && len(sc.seed) > 0 {
+			clear(acc) // the blocks not reached hold what pre added
+		}
 	} else {
 		err = b.scoreSparse(ctx, req, ix, terms, acc, sc)
 	}
 	if err != nil {
+		scratchPool.Put(sc)
 		return nil, err
 	}
 	sc.ranked = sc.top.sorted(sc.ranked[:0])
 	sc.set.reset(terms)
-	hits := make([]Hit, len(sc.ranked))
-	for i, r := range sc.ranked {
-		hits[i] = Hit{ID: r.id, Score: r.score / maxRaw}
-		reason, ex := explain(s, ix, terms, &sc.set, r.id, maxRaw, req.Debug, sc)
-		hits[i].Reason = reason
-		if ex != nil {
-			ex.Unknown = unknown
-			hits[i].Details = ex
-		}
-	}
-	return hits, nil
+	r.terms = terms
+	return r, nil
 }
 
 // denseReads sets when a pick scores block by block (scoreBlocks) rather than term by
@@ -425,7 +505,8 @@ func scoreBlocks(ctx context.Context, req *Request, ix *impactIndex, terms []que
 // the tools touched, with early termination (see [BM25.Score]).
 func (b BM25) scoreSparse(ctx context.Context, req *Request, ix *impactIndex, terms []queryTerm, acc []float32, sc *scratch) error {
 	s := req.Snapshot
-	touched := sc.touched[:0]
+	// Tools given a head start (rank's pre) count as matched from the start.
+	touched := append(sc.touched[:0], sc.seed...)
 	defer func() {
 		clearAcc(acc, touched)
 		sc.touched = touched
@@ -438,6 +519,9 @@ func (b BM25) scoreSparse(ctx context.Context, req *Request, ix *impactIndex, te
 		rest += qt.limit(ix)
 	}
 	var best float32 // highest score so far: the k-th cannot be above it
+	for _, d := range touched {
+		best = max(best, acc[d])
+	}
 	var cands []DocID
 	var theta float32
 	attempts := 0

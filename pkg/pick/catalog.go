@@ -231,7 +231,7 @@ func (b *builder) add(def tools.Definition, hash string, seq uint64) {
 	s := b.s
 	b.changed = true
 	id := DocID(len(s.docs))
-	d := &doc{def: def, seq: seq, hash: hash}
+	d := &doc{def: def, seq: seq, hash: hash, learnKey: LearnKey(def)}
 	counts := map[string]*[numFields]uint8{}
 	var order []string
 	count := func(t string, f int) {

@@ -62,3 +62,48 @@ func TestEarlyTerminationIsExact(t *testing.T) {
 		}
 	}
 }
+
+// TestLearnedEarlyTerminationIsExact is TestEarlyTerminationIsExact for the learned
+// scorer: the tools that usage lifted are matched from the start of term-by-term
+// scoring, and it must rank as scoring every posting does.
+func TestLearnedEarlyTerminationIsExact(t *testing.T) {
+	t.Parallel()
+	n, step := 10_000, 4
+	if testing.Short() {
+		n, step = 2_000, 20
+	}
+	defs, queries := syntheticCatalog(t, n)
+	cat, err := pick.NewCatalog(defs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, len(defs))
+	for i, d := range defs {
+		names[i] = d.Name
+	}
+	l := learnedFor(t, names, queries[:len(queries)/2]) // half the queries were seen
+	for _, k := range []int{1, 3, 10} {
+		opts := pick.Options{MaxCandidates: k, MinScore: new(0.0)}
+		for qi := 0; qi < len(queries); qi += step {
+			q := queries[qi]
+			opts.Scorer = pick.LearnedWithPath(l, "", false)
+			got, err := pick.Pick(t.Context(), q, cat, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts.Scorer = pick.LearnedWithPath(l, "", true)
+			want, err := pick.Pick(t.Context(), q, cat, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(want) {
+				t.Fatalf("k=%d %q: %d results, exhaustive %d", k, q, len(got), len(want))
+			}
+			for i := range got {
+				if got[i].Name != want[i].Name || fmt.Sprintf("%.5f", got[i].Score) != fmt.Sprintf("%.5f", want[i].Score) {
+					t.Fatalf("k=%d %q: rank %d is %s %.6f, exhaustive %s %.6f", k, q, i+1, got[i].Name, got[i].Score, want[i].Name, want[i].Score)
+				}
+			}
+		}
+	}
+}

@@ -92,3 +92,31 @@ func qualityData(t *testing.T) string {
 	}
 	return shareddata.Require(t, "toolret") // skips, saying why
 }
+
+// TestLearnedQualityHeldOut cross-validates learning from usage: the queries of four
+// folds are learned as usage records, and on the fifth the learned scorer must not fall
+// below the cold default on either benchmark by more than half a point (mean of the
+// folds, nDCG@10 and Recall@10: Seal-Tools' requests rarely resemble each other, and
+// learning leaves it within ±0.2 of cold) and must gain on ToolLens, whose requests
+// resemble each other, at least 20 points of nDCG@10.
+func TestLearnedQualityHeldOut(t *testing.T) {
+	dir := qualityData(t)
+	cv, err := toolret.CrossValidateUsage(t.Context(), dir, 5, pick.LearnConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	cv.Write(&out)
+	t.Log("\n" + out.String())
+	for _, folder := range toolret.Folders {
+		m := cv.MeanFold(folder)
+		const slack = 0.5
+		if m.Learned.NDCG10 < m.Cold.NDCG10-slack || m.Learned.Recall10 < m.Cold.Recall10-slack {
+			t.Errorf("%s: learned nDCG@10 %.2f R@10 %.2f, below cold %.2f %.2f", folder,
+				m.Learned.NDCG10, m.Learned.Recall10, m.Cold.NDCG10, m.Cold.Recall10)
+		}
+	}
+	if m := cv.MeanFold("toollens"); m.Learned.NDCG10 < m.Cold.NDCG10+20 {
+		t.Errorf("toollens: learned nDCG@10 %.2f, not 20 points above cold %.2f", m.Learned.NDCG10, m.Cold.NDCG10)
+	}
+}

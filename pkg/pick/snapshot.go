@@ -30,8 +30,11 @@ type doc struct {
 	def  tools.Definition
 	seq  uint64 // registration order, kept when the tool changes
 	hash string // definition hash, see definitionHash
-	lens [numFields]uint32
-	ql   [numFields]uint8 // lens quantised, as in the tool's postings
+	// learnKey is LearnKey(def): learned text is kept only for the definition it was
+	// learned for.
+	learnKey string
+	lens     [numFields]uint32
+	ql       [numFields]uint8 // lens quantised, as in the tool's postings
 	// terms are the distinct term ids of the tool, to keep document frequencies right when
 	// it is removed, and tfs their frequencies per field (the tool's postings, kept with
 	// the tool so that explaining a hit needs no search of the posting lists).

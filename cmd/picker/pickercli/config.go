@@ -24,6 +24,9 @@ type Config struct {
 	StreamReplicas int
 	// Timeout bounds scoring for requests without their own; see pickerservice.WithDefaultTimeout.
 	Timeout time.Duration
+	// Learn makes the picker learn from the usage stream (pickerservice.WithLearning);
+	// ShareUsage lets every tenant's usage shape every tenant's picks.
+	Learn, ShareUsage bool
 	// Ops is the ops server's address and the log level, as in every program.
 	Ops ops.Config
 }
@@ -43,6 +46,8 @@ func Parse(args []string, out io.Writer) (Config, error) {
 	c.EmbeddingsAPIKey = os.Getenv("TOOLFLEET_EMBEDDINGS_API_KEY") // never a flag: flags show in process lists
 	fs.IntVar(&c.StreamReplicas, "stream-replicas", env.Int("TOOLFLEET_STREAM_REPLICAS", 1), "replicas of the embeddings bucket: 1 on one server, 3 in a cluster (env TOOLFLEET_STREAM_REPLICAS)")
 	fs.DurationVar(&c.Timeout, "timeout", env.Duration("TOOLFLEET_PICKER_TIMEOUT", 2*time.Second), "scoring bound for requests without their own timeout (env TOOLFLEET_PICKER_TIMEOUT)")
+	fs.BoolVar(&c.Learn, "learn", true, "learn from the usage stream: picks rank tools higher for requests like those they served")
+	fs.BoolVar(&c.ShareUsage, "share-usage", false, "let every tenant's usage shape every tenant's picks; by default a tenant's usage shapes only its own")
 	opsFlags := ops.Register(fs, ops.PickerAlias)
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err

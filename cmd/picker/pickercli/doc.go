@@ -17,11 +17,15 @@
 //	                  (TOOLFLEET_OPS_ADDR, ":9090"); the older -http and TOOLFLEET_PICKER_HTTP
 //	                  still work, with a warning
 //	-log-level        debug, info, warn or error (TOOLFLEET_LOG_LEVEL, info)
+//	-learn            learn from the usage stream (default true; -learn=false ranks cold)
+//	-share-usage      let every tenant's usage shape every tenant's picks (default false)
 //
-// /readyz answers 200 once the catalog is indexed and NATS is connected; before that,
-// while the picker waits for the executors to create the catalog bucket, 503.
+// /readyz answers 200 once the catalog is indexed, the usage stream replayed (when
+// learning) and NATS is connected; before that, while the picker waits for the
+// executors to create the catalog bucket, 503.
 //
 // `picker eval` ([Eval]) prints the default scorer's quality on the toolret retrieval
-// benchmarks beside their plain-BM25 baseline. [NewService] is the piece Run builds the
+// benchmarks beside their plain-BM25 baseline; -usage DIR and -usage-cv evaluate
+// learning from usage. [NewService] is the piece Run builds the
 // service with; the all-in-one fleet uses it too.
 package pickercli

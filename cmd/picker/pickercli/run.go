@@ -55,6 +55,13 @@ func NewService(ctx context.Context, nc *nats.Conn, c Config, metrics *prometheu
 			APIKey: c.EmbeddingsAPIKey}, c.EmbeddingsModel, store, log)
 		opts = append(opts, pickerservice.WithEmbedding(emb))
 	}
+	if c.Learn {
+		l, err := pick.NewLearned(pick.LearnConfig{Share: c.ShareUsage})
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, pickerservice.WithLearning(l))
+	}
 	return pickerservice.New(nc, opts...)
 }
 

@@ -43,6 +43,9 @@ type Config struct {
 	Shards int
 	// UsePicker asks the toolfleet-picker service for candidates on large tool sets.
 	UsePicker bool
+	// Usage publishes a usage record for every call that returns ok, for pickers to learn
+	// from (planner.Config.NoUsage is its opposite).
+	Usage bool
 	// Prices is the price table of models and tools (-prices, see planner.LoadPrices).
 	Prices planner.PriceTable
 	// Ops is the ops server's address and the log level, as in every program.
@@ -81,6 +84,7 @@ func Parse(args []string, out io.Writer) (Config, error) {
 	fs.IntVar(&c.StreamReplicas, "stream-replicas", env.Int("TOOLFLEET_STREAM_REPLICAS", 1), "replicas of streams and buckets: 1 on one server, 3 in a cluster (env TOOLFLEET_STREAM_REPLICAS)")
 	fs.IntVar(&c.Shards, "shards", env.Int("TOOLFLEET_SHARDS", 1), "streams the calls and the results are each split over; the NATS server must map calls to them (see events.Config.MappingsConf; env TOOLFLEET_SHARDS)")
 	fs.BoolVar(&c.UsePicker, "picker", true, "ask the toolfleet-picker service for candidates when a run has many tools")
+	fs.BoolVar(&c.Usage, "usage", true, "publish a usage record (request, tool) for every call that returns ok, for pickers to learn from")
 	opsFlags := ops.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err

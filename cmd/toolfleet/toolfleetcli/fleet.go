@@ -171,7 +171,7 @@ func Start(ctx context.Context, o Options) (f *Fleet, err error) {
 	if err != nil {
 		return f, err
 	}
-	pk, err := pickercli.NewService(ctx, pkNC, pickercli.Config{Timeout: 2 * time.Second}, o.Metrics, o.Log)
+	pk, err := pickercli.NewService(ctx, pkNC, pickercli.Config{Timeout: 2 * time.Second, Learn: true}, o.Metrics, o.Log)
 	if err != nil {
 		return f, err
 	}
@@ -195,7 +195,7 @@ func Start(ctx context.Context, o Options) (f *Fleet, err error) {
 	if err := waitCatalog(ctx, f.NC, exCfg.Events(), reg.Len()); err != nil {
 		return f, err
 	}
-	p, err := plannercli.New(ctx, plNC, plannercli.Config{UsePicker: true, Tracing: o.Tracing,
+	p, err := plannercli.New(ctx, plNC, plannercli.Config{UsePicker: true, Usage: true, Tracing: o.Tracing,
 		Prices: o.Prices, OperatorRoles: o.OperatorRoles}, models, def, o.Metrics, o.Log)
 	if err != nil {
 		return f, err
@@ -205,8 +205,9 @@ func Start(ctx context.Context, o Options) (f *Fleet, err error) {
 	return f, nil
 }
 
-// models returns the scripted demo model and, when spec (else TOOLFLEET_MODEL) names one,
-// that model, which is then the default.
+// models returns the offline models (the demo's script and the echo model, which a run
+// picks by name) and, when spec (else TOOLFLEET_MODEL) names one, that model, which is
+// then the default.
 func models(spec string) (map[string]provider.Model, string, error) {
 	s, err := provider.ParseScript(demoScript)
 	if err != nil {
@@ -216,7 +217,7 @@ func models(spec string) (map[string]provider.Model, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	ms := map[string]provider.Model{ScriptedModelName: scripted}
+	ms := map[string]provider.Model{ScriptedModelName: scripted, provider.EchoModelName: provider.NewEcho()}
 	real, err := provider.FromEnv()
 	if spec != "" {
 		if real, err = provider.FromSpec(spec); err != nil {

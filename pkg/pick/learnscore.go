@@ -1,0 +1,356 @@
+package pick
+
+import (
+	"cmp"
+	"context"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Scorer returns the scorer that ranks for tenant with what l learned: BM25 over the
+// tools' own text (the catalog's parameters) fused with BM25 over their learned fields,
+// and the co-usage prior. Picks of a tenant that has learned nothing (or when the
+// request matches no learned text) rank as [BM25] does. Without Share, only tenant's
+// own usage is read, so neither its scores nor its provenance can show another
+// tenant's requests. See "Learning from usage" in the package documentation.
+func (l *Learned) Scorer(tenant string) Scorer { return &learnedScorer{l: l, tenant: tenant} }
+
+// LearnedScorerName is the name of the learned scorer in provenance.
+const LearnedScorerName = "bm25+usage"
+
+type learnedScorer struct {
+	l      *Learned
+	tenant string
+	cold   BM25
+}
+
+func (*learnedScorer) Name() string { return LearnedScorerName }
+
+// LearnedDetails is the provenance of a learned score (Debug). It names the caller's
+// own query words that matched the learned field, and counts; it never holds the text
+// of a learned request.
+type LearnedDetails struct {
+	// Cold is the score from the tool's own text, Learned from its learned field, both
+	// 0..1; the score is (Cold + Weight·Learned)/(1 + Weight), plus CoUsage.
+	Cold    float64 `json:"cold"`
+	Learned float64 `json:"learned"`
+	Weight  float64 `json:"weight"`
+	// CoUsage is what the tool gained for being used with With, the best tool.
+	CoUsage float64 `json:"coUsage,omitempty"`
+	With    string  `json:"with,omitempty"`
+	// Requests is how many learned requests the tool's field holds; Terms the query
+	// terms found in them.
+	Requests int      `json:"requests,omitempty"`
+	Terms    []string `json:"terms,omitempty"`
+	// BM25 is the cold score's own provenance.
+	BM25 *BM25Details `json:"bm25,omitempty"`
+}
+
+// Learned-field BM25 parameters: the textbook ones, the field being running text.
+const (
+	learnedK1 = 1.2
+	learnedB  = 0.75
+	// maxLearnedQueryTerms bounds the query terms looked up in a learned field.
+	maxLearnedQueryTerms = 64
+	// learnedBudgetDiv sets the postings a pick reads in the learned fields: one per
+	// learnedBudgetDiv learned tools (at least minPostingBudget), the rarest terms
+	// first. Below 4096 learned tools (both benchmarks) every posting is read.
+	learnedBudgetDiv = 8
+	minLearnedBudget = 1024
+)
+
+type learnedQueryTerm struct {
+	text string
+	hash uint32
+	idf  float64
+	list []learnedPosting
+}
+
+type learnedScratch struct {
+	keys    []termKey
+	sorted  []learnedQueryTerm
+	acc     []float32
+	touched []uint32
+	terms   []learnedQueryTerm
+	ranked  []ranked
+}
+
+var learnedPool = sync.Pool{New: func() any { return new(learnedScratch) }}
+
+// Score ranks req's tools by fused cold and learned scores; see [Learned.Scorer].
+//
+// The learned fields are scored first; each matched tool's learned part, on the scale
+// of the cold raw score, is added to its accumulator before the cold BM25 reads its
+// postings, so that one pass over the catalog's accumulators ranks by the fused score,
+// exactly (block by block, as a cold pick of a long request). Co-usage then lifts the
+// partners of the best tool, each scored on its own.
+func (ls *learnedScorer) Score(ctx context.Context, req *Request) ([]Hit, error) {
+	v := ls.l.viewFor(ls.tenant)
+	if v == nil || len(v.names) == 0 {
+		return ls.cold.Score(ctx, req)
+	}
+	s := req.Snapshot
+	ids := v.bind(s)
+	sc := learnedPool.Get().(*learnedScratch)
+	defer learnedPool.Put(sc)
+	qmax := ls.scoreField(v, s, req.Text, max(len(v.names), s.live), sc)
+	defer func() {
+		for _, i := range sc.touched {
+			sc.acc[i] = 0
+		}
+		clear(sc.terms) // the pool must not keep the view's lists alive
+		clear(sc.sorted)
+	}()
+	w := ls.l.cfg.Weight
+	learnedOf := func(idx uint32) float64 {
+		if qmax == 0 || idx == ^uint32(0) {
+			return 0
+		}
+		// Squared: a request much like earlier ones (most of its information in a
+		// tool's learned field) counts fully, a few shared common words hardly at all.
+		// Linear, the loose matches cost Seal-Tools, whose requests rarely repeat, 14
+		// points of held-out nDCG@10; squared, it keeps its cold figure.
+		x := float64(sc.acc[idx]) / qmax
+		return x * x
+	}
+	var pre func([]float32, float64, []DocID) []DocID
+	if len(sc.touched) > 0 {
+		pre = func(acc []float32, scale float64, seed []DocID) []DocID {
+			// w·learned·scale, learned being (acc/qmax)².
+			c := float32(w * scale / (qmax * qmax))
+			for _, idx := range sc.touched {
+				if id := ids[idx]; id != noDoc {
+					a := sc.acc[idx]
+					if g := c * a * a; g > 0 {
+						acc[id] += g
+						seed = append(seed, id)
+					}
+				}
+			}
+			return seed
+		}
+	}
+	r, err := ls.cold.rank(ctx, req, pre)
+	if err != nil {
+		return nil, err
+	}
+	defer r.release()
+	scale := r.maxRaw
+	if scale == 0 {
+		scale = 1
+	}
+	k := req.Limit
+	ranks := sc.ranked[:0]
+	for _, rk := range r.sc.ranked {
+		rk.score = rk.score / scale / (1 + w)
+		ranks = append(ranks, rk)
+	}
+
+	// Co-usage: the tools used with the best one gain a share of its score.
+	var with string
+	var bonus map[DocID]float64
+	if len(ranks) > 0 && ls.l.cfg.CoUsage > 0 {
+		best := ranks[0]
+		if bi := v.indexOf(s, best.id); bi != ^uint32(0) {
+			for _, p := range v.partners[bi] {
+				id := ids[p.tool]
+				if id == noDoc || id == best.id || !req.Allowed(id) {
+					continue
+				}
+				if bonus == nil {
+					bonus = map[DocID]float64{}
+					with = s.docs[best.id].def.Name
+				}
+				bonus[id] = ls.l.cfg.CoUsage * float64(p.share) * best.score
+			}
+		}
+	}
+	if len(bonus) > 0 {
+		n := len(ranks)
+		for id, b := range bonus {
+			if i := slices.IndexFunc(ranks[:n], func(rk ranked) bool { return rk.id == id }); i >= 0 {
+				ranks[i].score = min(ranks[i].score+b, 1)
+				continue
+			}
+			f := (r.score(id) + w*learnedOf(v.indexOf(s, id))) / (1 + w)
+			ranks = append(ranks, ranked{score: min(f+b, 1), key: s.seqs[id], id: id})
+		}
+		slices.SortFunc(ranks, func(a, b ranked) int {
+			if worse(a, b) {
+				return 1
+			}
+			if worse(b, a) {
+				return -1
+			}
+			return 0
+		})
+		ranks = ranks[:min(len(ranks), k)]
+	}
+	sc.ranked = ranks
+
+	hits := make([]Hit, 0, len(ranks))
+	for _, rk := range ranks {
+		idx := v.indexOf(s, rk.id)
+		reason, ex := r.explain(rk.id, req.Debug)
+		lr := learnedOf(idx)
+		var matched []string
+		if lr > 0 {
+			matched = sc.matched(idx)
+			reason = learnedReason(reason, matched, int(v.nreq[idx]))
+		}
+		var co float64
+		if b, ok := bonus[rk.id]; ok {
+			co = b
+			reason += "; used with " + with
+		}
+		h := Hit{ID: rk.id, Score: rk.score, Reason: reason}
+		if req.Debug {
+			d := &LearnedDetails{Cold: r.score(rk.id), Learned: lr, Weight: w, CoUsage: co, Terms: matched, BM25: ex}
+			if co > 0 {
+				d.With = with
+			}
+			if idx != ^uint32(0) {
+				d.Requests = int(v.nreq[idx])
+			}
+			h.Details = d
+		}
+		hits = append(hits, h)
+	}
+	return hits, nil
+}
+
+// scoreField scores the learned fields of v against text into sc.acc (sc.touched the
+// tools matched) and returns the raw score's upper bound: the sum of the idf of every
+// query term, those found in no learned field included (at their highest idf), so that
+// a tool matching one word of a long request by usage scores a small share of it.
+//
+// As for the cold score, the terms are read rarest first and past a budget of postings
+// (see learnedBudgetDiv) the commoner ones are not read:
+// they still count in the bound.
+func (ls *learnedScorer) scoreField(v *learnedView, snap *Snapshot, text string, n int, sc *learnedScratch) float64 {
+	if cap(sc.acc) < len(v.names) {
+		sc.acc = make([]float32, len(v.names))
+	}
+	sc.acc = sc.acc[:len(v.names)]
+	sc.touched = sc.touched[:0]
+	terms := sc.terms[:0]
+	idfUnknown := math.Log(1 + (float64(n)+0.5)/0.5)
+	splitWords(text, func(w []byte) {
+		if len(terms) >= maxLearnedQueryTerms {
+			return
+		}
+		// A word spelled as in some tool has its term in the catalog: no stemming.
+		var t string
+		if id, ok := getBytes(snap.words, w); ok {
+			if id == noTerm {
+				return // a stop word
+			}
+			t = snap.texts[id]
+		} else if t, ok = analyseWord(w); !ok {
+			return
+		}
+		h := termHash(t)
+		for _, o := range terms {
+			if o.hash == h {
+				return
+			}
+		}
+		list := v.postings[h]
+		idf := idfUnknown
+		if len(list) > 0 {
+			df := float64(len(list))
+			idf = math.Log(1 + (float64(n)-df+0.5)/(df+0.5))
+		}
+		terms = append(terms, learnedQueryTerm{text: t, hash: h, list: list, idf: idf})
+	})
+	var qmax float64
+	for _, qt := range terms {
+		qmax += qt.idf
+	}
+	// Rarest first (ties in query order), sorting small keys and moving the terms once.
+	keys := sc.keys[:0]
+	for i, qt := range terms {
+		keys = append(keys, termKey{bound: float64(len(qt.list)), at: i})
+	}
+	slices.SortFunc(keys, func(a, b termKey) int {
+		if a.bound != b.bound {
+			return cmp.Compare(a.bound, b.bound)
+		}
+		return a.at - b.at
+	})
+	sorted := sc.sorted[:0]
+	for _, k := range keys {
+		sorted = append(sorted, terms[k.at])
+	}
+	sc.keys, sc.sorted, terms = keys, terms, sorted
+	budget := max(len(v.names)/learnedBudgetDiv, minLearnedBudget)
+	for i, qt := range terms {
+		if budget -= len(qt.list); budget < 0 && i > 0 {
+			clear(terms[i:])
+			terms = terms[:i]
+			break
+		}
+	}
+	sc.terms = terms
+	acc, touched := sc.acc, sc.touched
+	for _, qt := range terms {
+		idf := float32(qt.idf)
+		for _, p := range qt.list {
+			if acc[p.tool] == 0 {
+				touched = append(touched, p.tool)
+			}
+			acc[p.tool] += idf * p.impact
+		}
+	}
+	sc.touched = touched
+	return qmax
+}
+
+// matched lists the query terms found in learned tool idx's field.
+func (sc *learnedScratch) matched(idx uint32) []string {
+	var out []string
+	for _, qt := range sc.terms {
+		if _, ok := slices.BinarySearchFunc(qt.list, idx, func(p learnedPosting, t uint32) int {
+			return int(p.tool) - int(t)
+		}); ok {
+			out = append(out, qt.text)
+		}
+	}
+	return out
+}
+
+// indexOf is the learned index of tool id of s, or ^0 when it has learned nothing (or
+// learned it for another definition).
+func (v *learnedView) indexOf(s *Snapshot, id DocID) uint32 {
+	i, ok := v.index[s.docs[id].def.Name]
+	if !ok || (v.keys[i] != "" && v.keys[i] != s.docs[id].learnKey) {
+		return ^uint32(0)
+	}
+	return i
+}
+
+func learnedReason(cold string, matched []string, requests int) string {
+	var b strings.Builder
+	if cold != "no query term matched" {
+		b.WriteString(cold)
+		b.WriteString("; ")
+	}
+	b.WriteString("learned ")
+	for i, t := range matched {
+		if i == 5 {
+			b.WriteString(" and more")
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Quote(t))
+	}
+	b.WriteString(" from ")
+	b.WriteString(strconv.Itoa(requests))
+	b.WriteString(" requests")
+	return b.String()
+}
