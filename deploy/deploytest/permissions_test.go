@@ -549,3 +549,42 @@ func next(t *testing.T, ch <-chan jsutil.CatalogChange) jsutil.CatalogChange {
 	}
 	return jsutil.CatalogChange{}
 }
+
+// A planner started on the stores of an earlier version copies its run log
+// (TOOLFLEET_RUNLOG) into the journal under its own user: the migration's stream updates,
+// reads and the copy are allowed by auth.conf, and the copied record is readable.
+func TestPlannerMigratesTheOldRunLogUnderItsUser(t *testing.T) {
+	srv := startAuthServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	cfg := events.DefaultConfig()
+	planner := srv.connect(t, "planner")
+
+	// What an earlier planner made under the same user: a plain runs bucket and its run log.
+	if _, err := planner.js.CreateKeyValue(ctx, cfg.RunsBucket()); err != nil {
+		t.Fatalf("planner: old runs bucket: %v", err)
+	}
+	c := cfg.WithDefaults()
+	if _, err := planner.js.CreateStream(ctx, jetstream.StreamConfig{Name: events.StreamRunLog,
+		Subjects: []string{events.AllRunLog}, Storage: jetstream.FileStorage, Replicas: c.Replicas,
+		MaxAge: c.RunsMaxAge.D() + 24*time.Hour, Discard: jetstream.DiscardOld, AllowDirect: true}); err != nil {
+		t.Fatalf("planner: old run log: %v", err)
+	}
+	if _, err := planner.js.Publish(ctx, "toolfleet.runlog.r1.input", []byte(`[{"role":"user","text":"hi"}]`)); err != nil {
+		t.Fatalf("planner: old record: %v", err)
+	}
+
+	if _, err := jsutil.EnsurePlanner(ctx, planner.js, cfg); err != nil {
+		t.Fatalf("planner: EnsurePlanner over the old run log: %v", err)
+	}
+	journal, err := planner.js.Stream(ctx, events.StreamJournal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := journal.GetLastMsgForSubject(ctx, "toolfleet.runlog.r1.input"); err != nil || string(m.Data) != `[{"role":"user","text":"hi"}]` {
+		t.Fatalf("planner: the copied record: %v, %v", m, err)
+	}
+	if retired, err := jsutil.RunLogRetired(ctx, planner.js); err != nil || !retired {
+		t.Fatalf("planner: RunLogRetired = %v, %v; want true", retired, err)
+	}
+}

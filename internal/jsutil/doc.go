@@ -1,6 +1,8 @@
 // Package jsutil is how toolfleet's own parts talk to NATS JetStream robustly, on top of
 // the contract in pkg/events: creating the streams and buckets an [events.Config]
-// describes ([Ensure], [EnsurePlanner], [EnsureLimits]), starting while a server or a
+// describes ([Ensure], [EnsurePlanner], [EnsureLimits]) and moving the run log of an
+// earlier version into the runs' journal when a planner starts ([RunLogRetired]),
+// starting while a server or a
 // cluster is not ready yet ([RetrySetup]), writing through a server restart or a leader
 // election ([RetryWrite], [PublishSettled], [MayPass], [IsWriteInProgress],
 // [IsAlreadyAnswered]), reading what a replicated stream stored ([DirectGetLast],

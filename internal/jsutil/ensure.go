@@ -100,19 +100,35 @@ func isRace(err error) bool {
 		errors.Is(err, jetstream.ErrStreamNotFound)
 }
 
-// EnsurePlanner creates or updates what only planners use, the plan and run log streams
-// and the runs bucket, on top of [Ensure]; it returns the runs bucket. Other parts neither need nor
-// may create them.
+// EnsurePlanner creates or updates what only planners use, the plan stream and the
+// runs' journal (the runs bucket, whose stream also holds the run log:
+// [events.Config.JournalStream]), on top of [Ensure]; it returns the runs bucket. Other
+// parts neither need nor may create them. Where the run log of an earlier version, the
+// stream [events.StreamRunLog], still holds the run log's subjects, it first copies its
+// records into the journal (see migrateRunLog) and retires it; [RunLogRetired] then
+// tells that the operator may delete it.
 func EnsurePlanner(ctx context.Context, js jetstream.JetStream, cfg events.Config) (jetstream.KeyValue, error) {
 	if err := Ensure(ctx, js, cfg); err != nil {
 		return nil, err
 	}
-	for _, sc := range []jetstream.StreamConfig{cfg.PlanStream(), cfg.RunLogStream()} {
-		if err := ensureStream(ctx, js, sc); err != nil {
-			return nil, err
-		}
+	if err := ensureStream(ctx, js, cfg.PlanStream()); err != nil {
+		return nil, err
 	}
-	return ensureBucket(ctx, js, cfg.RunsBucket())
+	if err := migrateRunLog(ctx, js, cfg); err != nil {
+		return nil, err
+	}
+	// The bucket's stream is made as nats.go makes a bucket, with the run log's subjects
+	// and atomic batches besides: created or updated in one request, so that no planner
+	// starting meanwhile sees it without them. This also drops the source a migration
+	// of the old run log added.
+	if err := ensureStream(ctx, js, cfg.JournalStream()); err != nil {
+		return nil, err
+	}
+	kv, err := js.KeyValue(ctx, events.BucketRuns)
+	if err != nil {
+		return nil, fmt.Errorf("bucket %s: %w", events.BucketRuns, err)
+	}
+	return kv, nil
 }
 
 // EnsureLimits creates or updates [events.BucketLimits] and returns it. Executors call it

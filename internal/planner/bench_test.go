@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/nats-io/nuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
@@ -76,6 +78,11 @@ func runOfEvent(subject string) string { return strings.Split(subject, ".")[3] }
 // its first step is recorded, the call, the final compare-and-set, the done event (see
 // chainRun). writes-only ÷ raw is the floor the loop's ratio has without any planner
 // work; loop ÷ writes-only is what the planner adds to it.
+//
+// Two more measure a later step's writes alone (a step whose run is stored: every step
+// but a first one whose model answered before its run's create did): the step's
+// record and the state it leaves, written as the journal's one atomic batch (step-batch)
+// and as two awaited writes, the record then the compare-and-set (step-parts).
 //
 // The three take turns going first, so that the work one leaves behind when it is heard
 // (acks, the calls stream's clean-up, the planner reading a result) weighs on all alike.
@@ -176,12 +183,52 @@ func BenchmarkLoopStep(b *testing.B) {
 		}
 		chain = append(chain, time.Since(t0))
 	}
-	order := [][]func(){{rawCall, chainRun, loopRun}, {loopRun, rawCall, chainRun}, {chainRun, loopRun, rawCall}}
+	var batched, parts []time.Duration
+	stepped := value(900)
+	stepWrites := func(batch bool) {
+		runID := "w" + nuid.Next()
+		rev, err := runs.Create(tb.ctx, runID, created)
+		if err != nil {
+			b.Fatal(err)
+		}
+		record := &nats.Msg{Subject: "toolfleet.runlog." + runID + ".step.0", Data: stepRecord,
+			Header: nats.Header{events.HeaderExpectedLastSubjectSeq: []string{"0"}}}
+		t0 := time.Now()
+		if batch {
+			bp, err := jetstreamext.NewBatchPublisher(tb.js, jetstreamext.BatchFlowControl{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := bp.AddMsg(record); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := bp.CommitMsg(tb.ctx, &nats.Msg{Subject: "$KV." + events.BucketRuns + "." + runID, Data: stepped},
+				jetstreamext.WithBatchExpectLastSequencePerSubject(rev)); err != nil {
+				b.Fatal(err)
+			}
+			batched = append(batched, time.Since(t0))
+			return
+		}
+		if _, err := tb.js.PublishMsg(tb.ctx, record); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := runs.Update(tb.ctx, runID, stepped, rev); err != nil {
+			b.Fatal(err)
+		}
+		parts = append(parts, time.Since(t0))
+	}
+	stepBatch, stepParts := func() { stepWrites(true) }, func() { stepWrites(false) }
+	order := [][]func(){{rawCall, chainRun, loopRun, stepBatch, stepParts}, {loopRun, rawCall, chainRun, stepParts, stepBatch},
+		{chainRun, loopRun, rawCall, stepBatch, stepParts}}
 	for i := 0; b.Loop(); i++ {
 		for _, f := range order[i%len(order)] {
 			f()
 		}
 	}
+	batchP50, partsP50 := percentile(batched, 50), percentile(parts, 50)
+	b.ReportMetric(ms(batchP50), "step-batch-p50-ms")
+	b.ReportMetric(ms(partsP50), "step-parts-p50-ms")
+	b.ReportMetric(float64(batchP50)/float64(partsP50), "step-batch/parts")
 	rawP50, loopP50, chainP50 := percentile(raw, 50), percentile(loop, 50), percentile(chain, 50)
 	b.ReportMetric(ms(rawP50), "raw-call-p50-ms")
 	b.ReportMetric(ms(loopP50), "loop-step-p50-ms")
@@ -203,6 +250,9 @@ func BenchmarkLoopStep(b *testing.B) {
 // count bounds what it can show: runs/s is at most in-flight ÷ run latency, whatever the
 // replicas (32 in flight at 12 ms a run is 2,600 runs/s), so on a machine with many
 // cores give it enough runs to keep them all busy.
+//
+// cpu-us/run is the process's CPU time (user and system: the replicas, the embedded
+// server and the scripted fleet together) over the runs, what a run costs the machine.
 func BenchmarkConcurrentRuns(b *testing.B) {
 	inFlight := envInt(b, "TOOLFLEET_BENCH_RUNS_IN_FLIGHT", 256)
 	for _, replicas := range []int{1, 2, 4} {
@@ -229,6 +279,7 @@ func BenchmarkConcurrentRuns(b *testing.B) {
 			sem := make(chan struct{}, inFlight)
 			var wg sync.WaitGroup
 			runs := 0
+			cpu0 := cpuTime(b)
 			start := time.Now()
 			for b.Loop() {
 				sem <- struct{}{}
@@ -253,6 +304,7 @@ func BenchmarkConcurrentRuns(b *testing.B) {
 			}
 			wg.Wait()
 			b.ReportMetric(float64(runs)/time.Since(start).Seconds(), "runs/s")
+			b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(time.Microsecond)/float64(max(runs, 1)), "cpu-us/run")
 			turns := make([]float64, replicas)
 			total := 0.0
 			for i, reg := range regs {
@@ -264,6 +316,15 @@ func BenchmarkConcurrentRuns(b *testing.B) {
 			}
 		})
 	}
+}
+
+// cpuTime is the CPU time this process used so far, user and system.
+func cpuTime(tb testing.TB) time.Duration {
+	var u syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &u); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
 }
 
 // counterValue reads the counter name from reg.

@@ -34,30 +34,7 @@ func TestCompositeFromAToolsFileInARun(t *testing.T) {
 			"command": map[string]any{"argv": []string{"/bin/sh", "-c", `tr a-z A-Z | sed 's/.*"TEXT":"\([^"]*\)".*/"\1"/'`}}},
 		{"name": "trip", "description": "Add, fail and shout in one call.", "safe": true, "composite": map[string]any{"tools": []string{"add", "fail", "shout"}}},
 	}}
-	data, _ := json.Marshal(file)
-	path := filepath.Join(t.TempDir(), "tools.json")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	f, err := toolsfile.LoadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := tools.NewRegistry()
-	servers, err := f.Start(b.ctx, reg, zerolog.Nop(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(servers.Close)
-	ex, err := executor.New(b.srv.Connect(), reg, executor.WithStreamConfig(b.cfg), executor.WithLogger(zerolog.Nop()),
-		executor.WithExecutorID("file"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	serve(t, ex.Run)
-	for _, name := range []string{"shout", "trip"} {
-		natstest.Eventually(t, waitTimeout, "the catalog to list "+name, func() bool { _, ok := b.p.cat.get(name); return ok })
-	}
+	serveToolsFile(t, b, t.TempDir(), file)
 
 	args := `{"calls":[{"name":"add","args":{"a":2,"b":3}},{"name":"fail","args":{}},{"name":"shout","args":{"text":"hi"}}]}`
 	model := &sequenceModel{answers: []provider.Message{
@@ -148,29 +125,7 @@ func TestToolsFileCallbacksAndRetryRulesInARun(t *testing.T) {
 		{"name": "broken", "safe": true, "parameters": obj, "retry": rule,
 			"command": map[string]any{"argv": []string{"/bin/sh", "-c", `echo "permanently broken" >&2; exit 75`}}},
 	}}
-	data, _ := json.Marshal(file)
-	path := filepath.Join(dir, "tools.json")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	f, err := toolsfile.LoadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := tools.NewRegistry()
-	servers, err := f.Start(b.ctx, reg, zerolog.Nop(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(servers.Close)
-	ex, err := executor.New(b.srv.Connect(), reg, executor.WithStreamConfig(b.cfg), executor.WithLogger(zerolog.Nop()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	serve(t, ex.Run)
-	for _, name := range []string{"lookup", "flaky", "broken"} {
-		natstest.Eventually(t, waitTimeout, "the catalog to list "+name, func() bool { _, ok := b.p.cat.get(name); return ok })
-	}
+	serveToolsFile(t, b, dir, file)
 
 	model := &sequenceModel{answers: []provider.Message{
 		{ToolCalls: []provider.ToolCall{callOf("l1", "lookup", `{"city":"Paris","n":1}`), callOf("f", "flaky", `{}`), callOf("x", "broken", `{}`)}},
@@ -222,4 +177,35 @@ func lastResult(msgs []provider.Message, tool string) json.RawMessage {
 		}
 	}
 	return out
+}
+
+// serveToolsFile writes file (a tools file's JSON) in dir and serves it from an executor
+// of its own, "file", until the test ends, once the planner's catalog lists its tools.
+func serveToolsFile(t *testing.T, b *testBundle, dir string, file map[string]any) {
+	t.Helper()
+	data, _ := json.Marshal(file)
+	path := filepath.Join(dir, "tools.json")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := toolsfile.LoadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := tools.NewRegistry()
+	servers, err := f.Start(b.ctx, reg, zerolog.Nop(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(servers.Close)
+	ex, err := executor.New(b.srv.Connect(), reg, executor.WithStreamConfig(b.cfg), executor.WithLogger(zerolog.Nop()),
+		executor.WithExecutorID("file"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve(t, ex.Run)
+	for _, entry := range file["tools"].([]map[string]any) {
+		name := entry["name"].(string)
+		natstest.Eventually(t, waitTimeout, "the catalog to list "+name, func() bool { _, ok := b.p.cat.get(name); return ok })
+	}
 }

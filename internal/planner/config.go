@@ -72,6 +72,10 @@ type Config struct {
 	TracerProvider trace.TracerProvider
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// BeforeStepCommit, when set, is called between the parts of a step's atomic batch
+	// and its commit (see Durability in the package doc), for fault-injection tests (a
+	// planner, or the journal's leader, killed mid-batch); an error abandons the batch.
+	BeforeStepCommit func(run string) error
 }
 
 func (c Config) withDefaults() (Config, error) {

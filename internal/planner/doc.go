@@ -107,20 +107,71 @@
 //
 // # Durability
 //
-// A run's state is in three places, none of which grows per write with the run's
-// length. Its control state (status, step, counters, limits, the loop detector's window,
-// the current step's tool set and calls without their arguments or outputs) is one
-// entry of the KV bucket toolfleet-runs, changed only by compare-and-set, so every
-// change writes a value of the same small size. What the run accumulates is written
-// once, on the stream TOOLFLEET_RUNLOG (toolfleet.runlog.<run>.input, .step.<n>, and
-// .args.<attempt>.<i> for large arguments): the input, and per step the model's message,
+// A run's state is in two places, neither of which grows per write with the run's
+// length: its journal and the results stream. The journal is one stream,
+// KV_toolfleet-runs ([events.Config.JournalStream]): the runs bucket's stream, whose
+// subjects also take the run log. The run's control state (status, step, counters,
+// limits, the loop detector's window, the current step's tool set and calls without
+// their arguments or outputs) is the bucket's entry for the run, changed only by
+// compare-and-set, so every change writes a value of the same small size. What the run
+// accumulates is written once, on toolfleet.runlog.<run>.input, .step.<n>, and
+// .args.<attempt>.<i> for large arguments: the input, and per step the model's message,
 // the calls it made and how the previous step's calls ended (the answer that completes
 // the run is the control state's Answer). Tool outputs are not
 // copied: they stay in the results stream where the executors stored them, read by call
 // id (so a run shows them as long as events.Config.ResultsMaxAge keeps results; a run's
 // own steps never outlast them, since a run lasts at most a day and results are kept at
-// least that long by default). [Planner.Get] assembles the run from the three; a replica caches a run's
+// least that long by default). [Planner.Get] assembles the run from the two; a replica caches a run's
 // conversation and control state between steps, and the stored parts are the truth.
+//
+// On a replicated journal (or one in memory), a step whose model made calls is one
+// append: its record and the control state it leaves, in one atomic batch
+// (nats-server 2.12+, AllowAtomicPublish) whose commit alone is awaited — the record
+// only if the step has none (Nats-Expected-Last-Subject-Sequence 0), the state only if
+// the run is still at the revision the step started from. Its events and calls go out
+// once the batch is stored. At R3 a batch takes 0.58x the time of the two writes it
+// replaces (BenchmarkJournalStep in clustertest, p50 0.44–0.55 ms against 0.75–0.95 ms
+// on 2 shared cores). A single file-stored server stages each batch in a file store of
+// its own, synced at the commit, which makes a batch 16–19x its two writes
+// (BenchmarkLoopStep's step-batch/parts: 2.4–3.0 ms against 0.15 ms): there a step is
+// written in two parts, as described next.
+// In two parts, the record is written first (the first writer wins) and the
+// compare-and-set while the step's calls go out. A batch refused (another replica
+// recorded the step, or the run changed meanwhile: a cancel, a nested run's charge) or
+// whose outcome is unknown (no answer, its stream's leader lost) leaves nothing that
+// may be assumed stored: the step is then written in two parts, which settles what the
+// batch did. So is a first step whose model answered before its run's create was
+// stored (below): waiting for the create to batch would put one more write on its path.
+//
+// The guarantees, and the write that carries each:
+//
+//   - A step's calls exist only if its record does: they are published once the batch,
+//     or the record written alone, is stored, with ids derived from run, step and
+//     position.
+//   - Exactly one continuation per step: the compare-and-set on the revision the step
+//     started from (in the batch or alone). Of two replicas taking the same step one
+//     write wins; the other's batch stores nothing, and it makes the recorded step (the
+//     first writer's record) part of the run. A result that completes a step is stored
+//     with the next step's write, so the step after it is taken once.
+//   - Nothing half-stored: a batch is all or nothing; one cut by a planner's death
+//     before its commit stores nothing (TestPlannerKilledMidBatch), nor one whose
+//     stream leader dies mid-batch (clustertest's TestStepBatchRidesOutLeaderLoss).
+//   - Honest results after crashes: each result is recorded on its call by
+//     compare-and-set, once (a repeated result finds the call done); a call published
+//     again carries its id, which JetStream drops as a duplicate.
+//   - Replicas take over: all of a run is in the journal and the results; a step is
+//     claimed by a message (a plan step, a result) that another replica gets when the
+//     claim is not acknowledged, or by a lease the sweeper ends.
+//   - The end is announced after it is stored: the done event follows the
+//     compare-and-set that ends the run, and is published again (same id, dropped by
+//     JetStream) whenever a finished run is seen, so an end whose event was lost is
+//     announced.
+//
+// Upgrading from a version that kept the run log in its own stream, TOOLFLEET_RUNLOG,
+// loses nothing: the planner's start copies its records into the journal before it
+// serves (jsutil.EnsurePlanner: the old stream's subjects are retired, the journal
+// sources it, each record keeping its subject, so a record written once stays written
+// once), and logs that the old stream may be deleted (TestUpgradeKeepsTheConversationOfAnEarlierRun).
 //
 // A replica that starts a run (not a nested one) and serves steps asks the model for its
 // first step while the run is being stored (firststep.go): Start still returns only

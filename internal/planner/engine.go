@@ -102,6 +102,13 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Planner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("planner: %w", err)
 	}
+	// The old run log stays until the operator deletes it: the planner's NATS user may not.
+	if retired, err := jsutil.RunLogRetired(ctx, js); err != nil {
+		cfg.Log.Warn().Err(err).Msg("planner start: cannot tell whether the old run log is retired")
+	} else if retired {
+		cfg.Log.Info().Str("stream", events.StreamRunLog).Str("journal", events.StreamJournal).
+			Msg("the run log of an earlier version is copied into the journal and no longer used; delete it: nats stream rm " + events.StreamRunLog)
+	}
 	cfg.NoUsage = cfg.NoUsage || !ensureUsage(ctx, js, cfg)
 	m, err := newMetrics(cfg.Metrics)
 	if err != nil {
@@ -110,7 +117,9 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Planner, error) {
 	p := &Planner{nc: nc, js: js, cfg: cfg, log: cfg.Log.With().Str("planner", cfg.ID).Logger(),
 		cat: newCatalogView(catalog, cfg.Log), deadlines: map[string]time.Time{}, leases: map[string]leaseDue{}, m: m,
 		replica: cfg.ID + "-" + nuid.Next(), tracer: newTracer(cfg), index: newRunIndex()}
-	p.runs = newStore(kv, nc, p.finished)
+	p.runs = newStore(kv, js, nc, p.finished)
+	p.runs.beforeCommit = cfg.BeforeStepCommit
+	p.runs.batches = batchesStagedInMemory(rlog.log.CachedInfo().Config)
 	p.rlog = rlog
 	if err := p.cat.load(ctx); err != nil {
 		return nil, fmt.Errorf("planner: catalog: %w", err)

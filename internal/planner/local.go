@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolfleet/toolfleet/internal/tick"
@@ -140,13 +141,35 @@ func (b *stepBase) awaitCreate(ctx context.Context) error {
 	return nil
 }
 
+// createdNow reports whether the step's run is stored, without waiting: a first step
+// whose run is still being created writes its record at once, beside the create,
+// rather than in one batch with its state after it.
+func (b *stepBase) createdNow() bool {
+	if b.created == nil {
+		return true
+	}
+	select {
+	case <-b.created.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // update stores change of the step's run (with pre) by compare-and-set, and with it the
 // end of the step's lease.
 func (b stepBase) update(ctx context.Context, p *Planner, step int, change func(*Run) (bool, error)) (*Run, error) {
+	r, _, err := b.updateWith(ctx, p, step, change, nil)
+	return r, err
+}
+
+// updateWith is update storing the messages with (the step's record) in one atomic
+// batch with the change ([store.updateWith]); it reports whether it wrote.
+func (b stepBase) updateWith(ctx context.Context, p *Planner, step int, change func(*Run) (bool, error), with []*nats.Msg) (*Run, bool, error) {
 	if err := b.awaitCreate(ctx); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return p.runs.updateFrom(ctx, b.run.ID, b.stored, b.rev, b.fresh, func(r *Run) (bool, error) {
+	return p.runs.updateWith(ctx, b.run.ID, b.stored, b.rev, b.fresh, func(r *Run) (bool, error) {
 		changed := false
 		if b.pre != nil {
 			var err error
@@ -162,7 +185,7 @@ func (b stepBase) update(ctx context.Context, p *Planner, step int, change func(
 			r.Lease = nil
 		}
 		return changed || ch, nil
-	})
+	}, with)
 }
 
 // localSteps runs the steps this replica takes itself while Run serves: Run waits for

@@ -59,8 +59,8 @@ const (
 // Offered and RetriedSteps of earlier steps, and the earlier steps' Calls — is one entry
 // of the runs KV bucket, changed only by compare-and-set on its revision, so any planner
 // replica can continue any run. Its size does not grow with the run's length (see
-// [Run.control]). What a run accumulates is written once, in the run log
-// (events.StreamRunLog): the input messages, and one record per step with the model's
+// [Run.control]). What a run accumulates is written once, in the run log (on the
+// bucket's stream, the journal: events.StreamJournal): the input messages, and one record per step with the model's
 // message, the calls it made and how the previous step's calls ended; tool outputs stay
 // in the results stream where the executors stored them, referenced by call id.
 // [Planner.Get] and [Planner.Wait] return the run assembled from those parts.

@@ -18,8 +18,8 @@ import (
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
-// The run log: what a run accumulates, written once on the stream events.StreamRunLog,
-// one subject per record:
+// The run log: what a run accumulates, written once on the journal (the runs bucket's
+// stream, events.StreamJournal), one subject per record:
 //
 //	toolfleet.runlog.<run>.input              the messages the run started with
 //	toolfleet.runlog.<run>.step.<n>           step n: the model's message, the calls it made
@@ -34,7 +34,8 @@ import (
 // A record is published with Nats-Expected-Last-Subject-Sequence: 0, so the first writer
 // wins: two replicas taking the same step (a redelivery) may both ask the model, but only
 // one answer is recorded, and the compare-and-set that makes it part of the run applies
-// the recorded one, whichever replica does it. Tool outputs are not copied here: they
+// the recorded one, whichever replica does it; on a replicated journal a step's record
+// and that compare-and-set are one atomic batch (commitStep). Tool outputs are not copied here: they
 // are the results the executors stored in the results stream, read by call id.
 type runLog struct {
 	js      jetstream.JetStream
@@ -116,9 +117,9 @@ const inlineArgsMax = 64 << 10
 const retryNudge = "toolChoice is required: answer by calling one of the offered tools, not in text."
 
 func newRunLog(ctx context.Context, js jetstream.JetStream, cfg events.Config) (*runLog, error) {
-	log, err := js.Stream(ctx, events.StreamRunLog) // made by jsutil.EnsurePlanner
+	log, err := js.Stream(ctx, events.StreamJournal) // made by jsutil.EnsurePlanner
 	if err != nil {
-		return nil, fmt.Errorf("stream %s: %w", events.StreamRunLog, err)
+		return nil, fmt.Errorf("stream %s: %w", events.StreamJournal, err)
 	}
 	var results []jetstream.Stream // one per shard
 	for _, name := range cfg.ResultStreams() {
@@ -148,11 +149,16 @@ func (l *runLog) putOnce(ctx context.Context, subject string, v any) (bool, erro
 	if err != nil {
 		return false, err
 	}
+	return l.putMsgOnce(ctx, msg)
+}
+
+// putMsgOnce is putOnce of msg, a record made by [runLog.record].
+func (l *runLog) putMsgOnce(ctx context.Context, msg *nats.Msg) (bool, error) {
 	if _, err := jsutil.PublishSettled(ctx, l.js, msg); err != nil {
 		if jsutil.IsAlreadyAnswered(err) {
 			return false, nil
 		}
-		return false, fmt.Errorf("write %s (%d bytes): %w", subject, len(msg.Data), err)
+		return false, fmt.Errorf("write %s (%d bytes): %w", msg.Subject, len(msg.Data), err)
 	}
 	return true, nil
 }
@@ -299,6 +305,25 @@ func (l *runLog) input(ctx context.Context, run string) ([]provider.Message, err
 // writeStep records step rec.Step of run, unless a record of that step is there: then it
 // returns that one, which is the step as it happened.
 func (l *runLog) writeStep(ctx context.Context, run string, rec *stepRecord) (*stepRecord, error) {
+	msg, err := l.stepMessage(ctx, run, rec)
+	if err != nil {
+		return nil, err
+	}
+	ok, err := l.putMsgOnce(ctx, msg)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		// Another replica recorded the step first: its record is the step.
+		return l.readStep(ctx, run, rec.Step)
+	}
+	l.keepStep(run, rec)
+	return rec, nil
+}
+
+// stepMessage is the record of step rec.Step of run, to be written once; arguments too
+// large to share it are written first, each in its own record.
+func (l *runLog) stepMessage(ctx context.Context, run string, rec *stepRecord) (*nats.Msg, error) {
 	if err := l.storeLargeArguments(ctx, rec); err != nil {
 		return nil, err
 	}
@@ -361,16 +386,7 @@ func (l *runLog) writeStep(ctx context.Context, run string, rec *stepRecord) (*s
 			stored.Calls[i] = &cc
 		}
 	}
-	ok, err := l.putOnce(ctx, logSubject(run, "step", strconv.Itoa(rec.Step)), &stored)
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		// Another replica recorded the step first: its record is the step.
-		return l.readStep(ctx, run, rec.Step)
-	}
-	l.keepStep(run, rec)
-	return rec, nil
+	return l.record(logSubject(run, "step", strconv.Itoa(rec.Step)), &stored)
 }
 
 func (l *runLog) keepStep(run string, rec *stepRecord) {

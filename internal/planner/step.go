@@ -170,6 +170,18 @@ func (p *Planner) stepFrom(ctx context.Context, cl claim, b stepBase, step int) 
 			}
 			charged = rec.State
 		}
+		if p.runs.batches && b.createdNow() {
+			// One append to the journal: the record and the state the step leaves, in
+			// one atomic batch, before the calls go out (commitStep).
+			run, sent, err := p.commitStep(ctx, b, step, rec)
+			if !errors.Is(err, errBatchFailed) {
+				return p.stepStored(ctx, run, sent, charged, err)
+			}
+			// Refused, or its outcome unknown: the record is written on its own, which
+			// settles what the batch did (its record, or the one stored first), and the
+			// state after it.
+			p.log.Debug().Err(err).Str("run_id", runID).Int("step", step).Msg("step batch not stored; writing its parts")
+		}
 		stored, err = p.rlog.writeStep(ctx, runID, rec)
 		if err != nil {
 			if isPermanent(err) {
@@ -209,32 +221,86 @@ func (p *Planner) stepFrom(ctx context.Context, cl claim, b stepBase, step int) 
 			return err
 		}
 	}
-	base := run.TreeSeq // the run's tree totals as the step found them
-	run, err = b.update(ctx, p, step, func(r *Run) (bool, error) {
+	run, err = b.update(ctx, p, step, applyStep(step, &state, run.TreeSeq))
+	doneStoring()
+	var sentCalls []*CallRecord
+	if sent != nil {
+		sentCalls = state.stepCalls()
+		if serr := sent(ctx); serr != nil && err == nil {
+			err = serr
+		}
+	}
+	return p.stepStored(ctx, run, sentCalls, charged, err)
+}
+
+// applyStep is the change that makes the recorded step whose state is state part of
+// the run: base is the run's tree totals as the step found them.
+func applyStep(step int, state *Run, base int) func(r *Run) (bool, error) {
+	return func(r *Run) (bool, error) {
 		if r.canceledAt(step) {
-			return r.keepCanceledStep(&state), nil // its calls went out: they are the run's
+			return r.keepCanceledStep(state), nil // its calls went out: they are the run's
 		}
 		if r.Status == StatusDone || r.Step != step || len(r.stepCalls()) > 0 || r.Recorded > step {
 			return false, nil // another replica took the step meanwhile
 		}
 		ctl, deadline, tree := r.runControls, r.Deadline, r.treeState()
-		*r = state
+		*r = *state
 		r.keepControls(ctl, deadline) // what callers changed while the model answered
 		r.keepNested(base, tree)      // and nested runs' charges
 		r.Calls = slices.Clone(state.Calls)
 		return true, nil
-	})
-	doneStoring()
-	if sent != nil {
-		if serr := sent(ctx); serr != nil && err == nil {
-			err = serr
-		}
 	}
+}
+
+// commitStep stores step's record rec, which this replica's model call made, and the
+// state it leaves, in one atomic batch of the journal (see [store.putBatch]): the
+// record only if the step has none, the state only if the run is still at the revision
+// the step started from. Once they are stored the step is announced and its calls go
+// out: sent are the calls sent, once acknowledged. When the run moved on meanwhile (another
+// replica took the step, a cancel), nothing is written and run is the run as stored.
+// errBatchFailed: nothing may be assumed stored; the caller writes the parts one by one.
+func (p *Planner) commitStep(ctx context.Context, b stepBase, step int, rec *stepRecord) (run *Run, sent []*CallRecord, err error) {
+	runID, before := b.run.ID, b.run.Usage
+	msg, err := p.rlog.stepMessage(ctx, runID, rec)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", errBatchFailed, err) // writeStep says why, or ends the run
+	}
+	state := *rec.State
+	state.Calls = slices.Clone(state.Calls)
+	state.Lease = nil
+	if err := b.awaitCreate(ctx); err != nil {
+		return nil, nil, err
+	}
+	run, wrote, err := b.updateWith(ctx, p, step, applyStep(step, &state, b.run.TreeSeq), []*nats.Msg{msg})
+	if err != nil || !wrote {
+		return run, nil, err
+	}
+	p.rlog.keepStep(runID, rec)
+	p.modelAnswered(ctx, &state, step, rec.Message, rec.Calls, rec.Warnings, before)
+	if state.Status != StatusRunning || state.Step != step || len(state.stepCalls()) == 0 || state.nests() {
+		return run, nil, nil // no calls, or nested runs: dispatched from the stored state
+	}
+	calls, err := p.callMessages(ctx, &state)
+	if err != nil {
+		return run, nil, err
+	}
+	wait, err := p.sendCalls(calls)
+	if err != nil {
+		return run, nil, err
+	}
+	return run, state.stepCalls(), wait(ctx)
+}
+
+// stepStored does what the stored step calls for (err: storing it or sending its calls
+// failed): the cancels of calls sent (sent) to a run canceled meanwhile, the charge of a
+// nested run's step to its ancestors (charged: the state whose totals reserveStep
+// charged), the next step or the run's end, or its calls when they did not go out yet.
+func (p *Planner) stepStored(ctx context.Context, run *Run, sent []*CallRecord, charged *Run, err error) error {
 	if err != nil {
 		return err
 	}
 	if sent != nil && run.Termination == TerminationCanceled {
-		p.cancelCalls(ctx, run, state.stepCalls()) // canceled while its calls went out
+		p.cancelCalls(ctx, run, sent) // canceled while its calls went out
 	}
 	if run.ParentID != "" && run.Status == StatusRunning &&
 		(charged == nil || charged.TreeSeq != run.TreeSeq || charged.Tree() != run.Tree()) {

@@ -374,35 +374,49 @@ func (c Config) PlanStream() jetstream.StreamConfig {
 }
 
 // RunsBucket holds each planner run's control state (status, step, counters, the
-// current step's calls without their arguments or outputs), key = run id; the rest of a
-// run is in [Config.RunLogStream].
+// current step's calls without their arguments or outputs), key = run id. Its stream is
+// the run's journal ([Config.JournalStream]), which also holds the rest of the run.
 func (c Config) RunsBucket() jetstream.KeyValueConfig {
 	c = c.WithDefaults()
 	return jetstream.KeyValueConfig{Bucket: BucketRuns, Description: "toolfleet run state", History: 1,
 		TTL: c.RunsMaxAge.D(), Storage: c.storage(), Replicas: c.Replicas}
 }
 
-// StreamRunLog is the planner's run log ([Config.RunLogStream]); AllRunLog is its
-// subjects, toolfleet.runlog.<run>.<kind>[.<more>].
+// StreamJournal is the planner runs' journal ([Config.JournalStream]): the stream of the
+// runs bucket, whose subjects also take the run log, AllRunLog,
+// toolfleet.runlog.<run>.<kind>[.<more>].
+//
+// StreamRunLog is the stream that held the run log before it joined the journal; a
+// planner that finds it copies its records into the journal and retires it.
 const (
-	StreamRunLog = "TOOLFLEET_RUNLOG"
-	AllRunLog    = "toolfleet.runlog.>"
+	StreamJournal = "KV_" + BucketRuns
+	StreamRunLog  = "TOOLFLEET_RUNLOG"
+	AllRunLog     = "toolfleet.runlog.>"
 )
 
-// RunLogStream holds what a planner run writes once and never changes: its input, and
-// one record per step (the model's message, the calls it made, how the previous step's
-// calls ended). The compare-and-set state in [Config.RunsBucket] holds only the run's
-// small control data and points into this log, so a run's state write does not grow
-// with its length. Each subject is written once: a writer sends
-// Nats-Expected-Last-Subject-Sequence: 0, so of two planner replicas writing the same
-// record the first wins and the second reads it back. A record is kept RunsMaxAge plus a
-// day (the longest a run may last) after it was written, so that it outlives the run
-// state, which is kept RunsMaxAge after the run's last change; direct get is allowed so
-// a record is one request. The runs' tool outputs are not copied here: they are read
-// from the results stream, so a run shows them as long as ResultsMaxAge keeps them.
-func (c Config) RunLogStream() jetstream.StreamConfig {
+// JournalStream is the stream of [Config.RunsBucket] with the run log in it: one stream
+// holds each run's control state ($KV.toolfleet-runs.<run>, changed by compare-and-set)
+// and what the run writes once and never changes (AllRunLog: its input, and one record
+// per step with the model's message, the calls it made and how the previous step's calls
+// ended). Sharing a stream lets a step store its record and its control state in one
+// atomic batch (AllowAtomicPublish): both or neither, the record written only if its
+// subject has none (Nats-Expected-Last-Subject-Sequence: 0) and the state only if it is
+// still at the revision the step started from. The control state holds only the run's
+// small control data and points into the log, so a run's state write does not grow with
+// its length. Values and records are kept RunsMaxAge plus a day (the longest a run may
+// last) after they were written, so that a run's first records outlive its last state;
+// direct get is allowed so a record is one request. The runs' tool outputs are not
+// copied here: they are read from the results stream, so a run shows them as long as
+// ResultsMaxAge keeps them.
+//
+// The other settings are those nats.go gives a bucket of RunsBucket's configuration, so
+// that the stream is still a key-value bucket to every client.
+func (c Config) JournalStream() jetstream.StreamConfig {
 	c = c.WithDefaults()
-	return jetstream.StreamConfig{Name: StreamRunLog, Description: "toolfleet run logs: inputs and steps of planner runs",
-		Subjects: []string{AllRunLog}, Retention: jetstream.LimitsPolicy, Storage: c.storage(),
-		Replicas: c.Replicas, MaxAge: c.RunsMaxAge.D() + 24*time.Hour, Discard: jetstream.DiscardOld, AllowDirect: true}
+	kv := c.RunsBucket()
+	return jetstream.StreamConfig{Name: StreamJournal, Description: "toolfleet run journal: state, inputs and steps of planner runs",
+		Subjects: []string{"$KV." + BucketRuns + ".>", AllRunLog}, MaxMsgsPerSubject: int64(kv.History),
+		MaxBytes: -1, MaxAge: kv.TTL + 24*time.Hour, MaxMsgSize: -1, Storage: kv.Storage, Replicas: kv.Replicas,
+		AllowRollup: true, DenyDelete: true, Duplicates: 2 * time.Minute, MaxMsgs: -1, MaxConsumers: -1,
+		AllowDirect: true, Discard: jetstream.DiscardNew, AllowAtomicPublish: true}
 }

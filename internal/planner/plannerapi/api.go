@@ -235,6 +235,15 @@ func requestErrorf(format string, args ...any) error {
 	return &planner.APIError{Status: http.StatusBadRequest, Message: fmt.Sprintf(format, args...)}
 }
 
+// decodeOptionalBody is decodeBody for a request whose body may be left out: none
+// leaves v as it is.
+func decodeOptionalBody(r *http.Request, v any) error {
+	if r.ContentLength == 0 {
+		return nil
+	}
+	return decodeBody(r, v)
+}
+
 // decodeBody reads a JSON body strictly: unknown fields and trailing data are errors.
 func decodeBody(r *http.Request, v any) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {

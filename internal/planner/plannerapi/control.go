@@ -12,11 +12,9 @@ import (
 // {"error", "run"} for a run that has ended; 404 for another tenant's run.
 func (a *api) postCancel(w http.ResponseWriter, r *http.Request) {
 	var req planner.CancelRequest
-	if r.ContentLength != 0 {
-		if err := decodeBody(r, &req); err != nil {
-			writeError(w, err)
-			return
-		}
+	if err := decodeOptionalBody(r, &req); err != nil {
+		writeError(w, err)
+		return
 	}
 	caller := callerOf(r)
 	if req.By == "" {

@@ -11,11 +11,9 @@ import (
 // {"error","run"} for a run that ended or a nested run.
 func (a *api) postPause(w http.ResponseWriter, r *http.Request) {
 	var req planner.PauseRequest
-	if r.ContentLength != 0 {
-		if err := decodeBody(r, &req); err != nil {
-			writeError(w, err)
-			return
-		}
+	if err := decodeOptionalBody(r, &req); err != nil {
+		writeError(w, err)
+		return
 	}
 	caller := callerOf(r)
 	if req.By == "" {
@@ -30,11 +28,9 @@ func (a *api) postPause(w http.ResponseWriter, r *http.Request) {
 // {"error","run"} for a run that is not paused.
 func (a *api) postResume(w http.ResponseWriter, r *http.Request) {
 	var req planner.ResumeRequest
-	if r.ContentLength != 0 {
-		if err := decodeBody(r, &req); err != nil {
-			writeError(w, err)
-			return
-		}
+	if err := decodeOptionalBody(r, &req); err != nil {
+		writeError(w, err)
+		return
 	}
 	req.Caller = callerOf(r)
 	run, err := a.p.Resume(r.Context(), r.PathValue("id"), req)
