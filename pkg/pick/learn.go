@@ -430,7 +430,7 @@ type binding struct {
 	ids  []DocID  // by learned index; noDoc: not in the snapshot, or learned for another definition
 	rev  []uint32 // by the snapshot's DocID: the learned index, ^0 for none
 	// idf by term index (v.lists), over n = max(learned tools, s's live tools), and
-	// idfUnknown, a term's found in no learned field: computed once per snapshot rather
+	// idfUnknown, that of a term found in no learned field: computed once per snapshot rather
 	// than a logarithm per query term.
 	idf        []float64
 	idfUnknown float64
