@@ -127,6 +127,7 @@ type scratch struct {
 	keys    []termKey
 	sorted  []queryTerm
 	seed    []DocID
+	words   []queryWord
 }
 
 // termKey is a query term's place in the order terms are read.
@@ -180,12 +181,45 @@ func hashID(id uint32) int { return int((id * 0x9E3779B1) >> 16) }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 
-// analyseQuery returns the distinct query terms known to s, with their counts and idf,
-// in order of first appearance, and the words the index does not know. With a phrase
-// weight, each pair of adjacent words that the index holds as a phrase is a term too.
-// A word spelled as in some tool costs one lookup (s.words), a phrase one more by the
-// two term ids; only other words are stemmed and looked up by their term.
-func analyseQuery(s *Snapshot, text string, phraseWeight float64, sc *scratch) (terms []queryTerm, unknown []string) {
+// queryWord is a word of a request, analysed once for every scorer that reads it (the
+// catalog's BM25 and the learned fields): a long request's words cost most of a pick's
+// time outside the postings.
+type queryWord struct {
+	text    string // its term: as some tool spells it, else stemmed
+	id      uint32 // the catalog's term id; noTerm when the catalog has no such term
+	spelled bool   // found as spelled in some tool (s.words), so not stemmed
+}
+
+// analyseWords splits text into its words' terms, stop words left out, into words.
+// A word spelled as in some tool costs one lookup (s.words); only other words are
+// stemmed and looked up by their term.
+func analyseWords(s *Snapshot, text string, words []queryWord) []queryWord {
+	words = words[:0]
+	splitWords(text, func(w []byte) {
+		if id, ok := getBytes(s.words, w); ok {
+			if id != noTerm { // else a stop word
+				words = append(words, queryWord{text: s.texts[id], id: id, spelled: true})
+			}
+			return
+		}
+		t, ok := analyseWord(w)
+		if !ok {
+			return // a stop word
+		}
+		id, ok := s.dict.get(t)
+		if !ok {
+			id = noTerm
+		}
+		words = append(words, queryWord{text: t, id: id})
+	})
+	return words
+}
+
+// analyseQuery returns the distinct query terms known to s among words (analyseWords),
+// with their counts and idf, in order of first appearance, and the words the index does
+// not know. With a phrase weight, each pair of adjacent words that the index holds as a
+// phrase is a term too (a phrase costs one lookup by the two term ids).
+func analyseQuery(s *Snapshot, words []queryWord, phraseWeight float64, sc *scratch) (terms []queryTerm, unknown []string) {
 	terms = sc.terms[:0]
 	n := float64(s.live)
 	set := &sc.set
@@ -203,22 +237,14 @@ func analyseQuery(s *Snapshot, text string, phraseWeight float64, sc *scratch) (
 		set.insert(terms, len(terms)-1)
 	}
 	prev := noTerm // the previous word's term id; noTerm when not in the index
-	splitWords(text, func(w []byte) {
-		id, ok := getBytes(s.words, w)
-		if !ok {
-			t, ok := analyseWord(w)
-			if !ok {
-				return // a stop word
+	for _, w := range words {
+		id := w.id
+		if !w.spelled && (id == noTerm || s.df[id] == 0) {
+			if len(unknown) < maxQueryTerms {
+				unknown = append(unknown, w.text)
 			}
-			if id, ok = s.dict.get(t); !ok || s.df[id] == 0 {
-				if len(unknown) < maxQueryTerms {
-					unknown = append(unknown, t)
-				}
-				prev = noTerm
-				return
-			}
-		} else if id == noTerm {
-			return // a stop word
+			prev = noTerm
+			continue
 		}
 		if phraseWeight > 0 && prev != noTerm {
 			if ph, ok := s.phrases.get(pairKey(prev, id)); ok && s.df[ph] > 0 {
@@ -228,12 +254,12 @@ func analyseQuery(s *Snapshot, text string, phraseWeight float64, sc *scratch) (
 		prev = id
 		if s.df[id] == 0 {
 			if len(unknown) < maxQueryTerms {
-				unknown = append(unknown, s.texts[id])
+				unknown = append(unknown, w.text)
 			}
-			return
+			continue
 		}
 		add(id, 1)
-	})
+	}
 	return terms, unknown
 }
 
@@ -245,8 +271,11 @@ func sortByBound(terms []queryTerm, sc *scratch) []queryTerm {
 		keys = append(keys, termKey{qt.bound(), i})
 	}
 	slices.SortFunc(keys, func(a, b termKey) int {
-		if a.bound != b.bound {
-			return cmp.Compare(b.bound, a.bound)
+		switch { // bounds are finite: no NaN to order, as cmp.Compare would
+		case a.bound > b.bound:
+			return -1
+		case a.bound < b.bound:
+			return 1
 		}
 		return a.at - b.at
 	})
@@ -290,7 +319,7 @@ const minPostingBudget = 4096
 // Zobel). Either way the result is exactly that of scoring every posting of the terms
 // read.
 func (b BM25) Score(ctx context.Context, req *Request) ([]Hit, error) {
-	r, err := b.rank(ctx, req, nil)
+	r, err := b.rank(ctx, req, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -367,8 +396,9 @@ func (r *coldRank) score(id DocID) float64 {
 // the ranking is by raw score plus what pre adds to the accumulators (indexed by tool
 // id) before any posting is read, given the scale of a raw score (maxRaw, or 1 when the
 // query has no known term); pre appends the tools it added to to seed and returns it,
-// so that term-by-term scoring counts them as matched.
-func (b BM25) rank(ctx context.Context, req *Request, pre func(acc []float32, scale float64, seed []DocID) []DocID) (*coldRank, error) {
+// so that term-by-term scoring counts them as matched. words are req.Text's words
+// (analyseWords) when the caller has them already; nil analyses req.Text.
+func (b BM25) rank(ctx context.Context, req *Request, words []queryWord, pre func(acc []float32, scale float64, seed []DocID) []DocID) (*coldRank, error) {
 	s := req.Snapshot
 	p := s.params
 	if b.Params.K1 > 0 {
@@ -381,7 +411,11 @@ func (b BM25) rank(ctx context.Context, req *Request, pre func(acc []float32, sc
 
 	sc := scratchPool.Get().(*scratch)
 	r := &coldRank{s: s, ix: ix, sc: sc}
-	sc.terms, r.unknown = analyseQuery(s, req.Text, p.Phrase, sc)
+	if words == nil {
+		sc.words = analyseWords(s, req.Text, sc.words)
+		words = sc.words
+	}
+	sc.terms, r.unknown = analyseQuery(s, words, p.Phrase, sc)
 	terms := sc.terms
 	terms = sortByBound(terms, sc)
 	for _, qt := range terms {
@@ -738,16 +772,30 @@ func explain(s *Snapshot, ix *impactIndex, terms []queryTerm, set *termSet, id D
 		}
 	}
 	sc.hits = hits
-	// Largest contribution first, ties in query order.
-	slices.SortFunc(hits, func(a, b termHit) int {
-		if a.contrib != b.contrib {
-			if a.contrib > b.contrib {
+	// Largest contribution first, ties in query order. The reason names the first
+	// reasonTerms only: without debug, selecting them costs less than sorting a long
+	// request's matches.
+	if debug || len(hits) <= 2*reasonTerms {
+		slices.SortFunc(hits, func(a, b termHit) int {
+			if a.before(b) {
 				return -1
 			}
-			return 1
+			if b.before(a) {
+				return 1
+			}
+			return 0
+		})
+	} else {
+		for i := range reasonTerms {
+			m := i
+			for j := i + 1; j < len(hits); j++ {
+				if hits[j].before(hits[m]) {
+					m = j
+				}
+			}
+			hits[i], hits[m] = hits[m], hits[i]
 		}
-		return a.term - b.term
-	})
+	}
 	reason := explainReason(terms, hits)
 	if !debug {
 		return reason, nil
@@ -768,6 +816,17 @@ func explain(s *Snapshot, ix *impactIndex, terms []queryTerm, set *termSet, id D
 	return reason, ex
 }
 
+// reasonTerms is how many of a tool's matches its reason names, the strongest.
+const reasonTerms = 5
+
+// before orders matches: larger contribution first, ties in query order.
+func (h termHit) before(o termHit) bool {
+	if h.contrib != o.contrib {
+		return h.contrib > o.contrib
+	}
+	return h.term < o.term
+}
+
 // explainReason renders the strongest matches in a line: `matched "weather" in name,
 // description; "citi" in param_names`.
 func explainReason(terms []queryTerm, hits []termHit) string {
@@ -777,9 +836,9 @@ func explainReason(terms []queryTerm, hits []termHit) string {
 	b := make([]byte, 0, 128)
 	b = append(b, "matched "...)
 	for i, h := range hits {
-		if i == 5 {
+		if i == reasonTerms {
 			b = append(b, " and "...)
-			b = strconv.AppendInt(b, int64(len(hits)-5), 10)
+			b = strconv.AppendInt(b, int64(len(hits)-reasonTerms), 10)
 			b = append(b, " more"...)
 			break
 		}

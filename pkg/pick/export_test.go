@@ -1,5 +1,10 @@
 package pick
 
+import (
+	"context"
+	"time"
+)
+
 // ExhaustiveBM25 scores every posting, without early termination: the reference the
 // tests compare the default BM25 with.
 var ExhaustiveBM25 Scorer = BM25{path: pathBlocks}
@@ -12,4 +17,37 @@ func LearnedWithPath(l *Learned, tenant string, blocks bool) Scorer {
 		p = pathBlocks
 	}
 	return &learnedScorer{l: l, tenant: tenant, cold: BM25{path: p}}
+}
+
+// LearnedStages times the stages of a learned pick of text (tenant "") over c, one
+// after the other: analysing the request's words, scoring the learned fields, ranking
+// the catalog by BM25 from the analysed words, and the whole learned Score (those
+// stages, the fused ranking, co-usage and the reasons).
+func LearnedStages(ctx context.Context, l *Learned, c *Catalog, text string) (analyse, field, cold, total time.Duration) {
+	s := c.Snapshot()
+	o, _ := Options{}.withDefaults()
+	req := &Request{Text: text, Snapshot: s, Limit: o.MaxCandidates, filter: newFilter(s, o)}
+	v := l.viewFor("")
+	ls := &learnedScorer{l: l}
+	sc := learnedPool.Get().(*learnedScratch)
+	defer learnedPool.Put(sc)
+	t0 := time.Now()
+	sc.words = analyseWords(s, text, sc.words)
+	t1 := time.Now()
+	ls.scoreField(v, v.bind(s), sc.words, sc)
+	t2 := time.Now()
+	for _, i := range sc.touched {
+		sc.acc[i] = 0
+	}
+	clear(sc.terms)
+	r, err := ls.cold.rank(ctx, req, sc.words, nil)
+	t3 := time.Now()
+	if err != nil {
+		panic(err)
+	}
+	r.release()
+	if _, err := ls.Score(ctx, req); err != nil {
+		panic(err)
+	}
+	return t1.Sub(t0), t2.Sub(t1), t3.Sub(t2), time.Since(t3)
 }

@@ -112,6 +112,9 @@ type Learned struct {
 
 	mu   sync.Mutex
 	sets map[string]*usageSet // by tenant ("" for all, when shared)
+	// readable is a copy of sets, replaced when a tenant is added: picks find their
+	// tenant's set without l.mu, which a rebuild holds for the whole of its build.
+	readable atomic.Pointer[map[string]*usageSet]
 	// folded counts the records learned from, dropped those refused.
 	folded, dropped atomic.Int64
 }
@@ -135,8 +138,8 @@ type usageSet struct {
 	runs    map[string][]string
 	ring    []string
 	ringAt  int
-	dirty   bool
-	built   time.Time
+	dirty   atomic.Bool  // new usage since the view was built; set under l.mu
+	built   atomic.Int64 // when the view was built, Unix nanoseconds
 	view    atomic.Pointer[learnedView]
 	rebuild sync.Mutex
 }
@@ -187,8 +190,10 @@ func (l *Learned) Learn(u Usage) error {
 	if set == nil {
 		set = &usageSet{tools: map[string]*toolUsage{}, runs: map[string][]string{}, ring: make([]string, 0, 64)}
 		l.sets[tenant] = set
+		readable := maps.Clone(l.sets)
+		l.readable.Store(&readable)
 	}
-	set.dirty = true
+	set.dirty.Store(true)
 	t := set.tools[u.Tool]
 	if t == nil {
 		t = &toolUsage{key: u.Key}
@@ -347,9 +352,11 @@ func (l *Learned) viewFor(tenant string) *learnedView {
 	if l.cfg.Share {
 		tenant = ""
 	}
-	l.mu.Lock()
-	set := l.sets[tenant]
-	l.mu.Unlock()
+	sets := l.readable.Load()
+	if sets == nil {
+		return nil
+	}
+	set := (*sets)[tenant]
 	if set == nil {
 		return nil
 	}
@@ -359,10 +366,10 @@ func (l *Learned) viewFor(tenant string) *learnedView {
 // refresh rebuilds set's view if it has new usage (and, unless now, its last build is
 // old enough); one caller rebuilds while the others read the previous view.
 func (l *Learned) refresh(set *usageSet, now bool) *learnedView {
+	// Without l.mu: a pick must not wait for another's rebuild, nor for Learn.
 	v := set.view.Load()
-	l.mu.Lock()
-	stale := set.dirty && (now || v == nil || l.cfg.RefreshEvery < 0 || time.Since(set.built) >= l.cfg.RefreshEvery)
-	l.mu.Unlock()
+	stale := set.dirty.Load() && (now || v == nil || l.cfg.RefreshEvery < 0 ||
+		time.Since(time.Unix(0, set.built.Load())) >= l.cfg.RefreshEvery)
 	if !stale {
 		return v
 	}
@@ -375,12 +382,13 @@ func (l *Learned) refresh(set *usageSet, now bool) *learnedView {
 	}
 	defer set.rebuild.Unlock()
 	l.mu.Lock()
-	if !set.dirty {
+	if !set.dirty.Load() {
 		l.mu.Unlock()
 		return set.view.Load()
 	}
 	nv := buildView(set, l.cfg)
-	set.dirty, set.built = false, time.Now()
+	set.dirty.Store(false)
+	set.built.Store(time.Now().UnixNano())
 	l.mu.Unlock()
 	set.view.Store(nv)
 	return nv
@@ -392,9 +400,10 @@ type learnedView struct {
 	index    map[string]uint32
 	keys     []string
 	nreq     []int32
-	lens     []float32                   // field length: terms over the tool's requests
-	avgLen   float64                     // the lengths' average, for the impacts
-	postings map[uint32][]learnedPosting // by term hash, sorted by tool index
+	lens     []float32          // field length: terms over the tool's requests
+	avgLen   float64            // the lengths' average, for the impacts
+	terms    map[uint32]uint32  // term hash → index in lists
+	lists    [][]learnedPosting // by term index, sorted by tool index
 	partners [][]viewPartner
 	bound    atomic.Pointer[binding]
 }
@@ -418,14 +427,20 @@ const liftPartners = 4
 // binding maps a view's tools to a snapshot's ids.
 type binding struct {
 	snap *Snapshot
-	ids  []DocID // noDoc: not in the snapshot, or learned for another definition
+	ids  []DocID  // by learned index; noDoc: not in the snapshot, or learned for another definition
+	rev  []uint32 // by the snapshot's DocID: the learned index, ^0 for none
+	// idf by term index (v.lists), over n = max(learned tools, s's live tools), and
+	// idfUnknown, that of a term found in no learned field: computed once per snapshot rather
+	// than a logarithm per query term.
+	idf        []float64
+	idfUnknown float64
 }
 
 const noDoc = ^DocID(0)
 
 // buildView indexes set (l.mu held).
 func buildView(set *usageSet, cfg LearnConfig) *learnedView {
-	v := &learnedView{postings: map[uint32][]learnedPosting{}}
+	v := &learnedView{terms: map[uint32]uint32{}}
 	index := make(map[string]uint32, len(set.tools))
 	v.index = index
 	for name := range set.tools {
@@ -467,26 +482,43 @@ func buildView(set *usageSet, cfg LearnConfig) *learnedView {
 	for i, tf := range tfs {
 		norm := learnedK1 * (1 - learnedB + learnedB*float64(v.lens[i])/v.avgLen)
 		for h, n := range tf {
-			v.postings[h] = append(v.postings[h], learnedPosting{tool: uint32(i), impact: float32(float64(n) / (float64(n) + norm))})
+			t, ok := v.terms[h]
+			if !ok {
+				t = uint32(len(v.lists))
+				v.terms[h] = t
+				v.lists = append(v.lists, nil)
+			}
+			v.lists[t] = append(v.lists[t], learnedPosting{tool: uint32(i), impact: float32(float64(n) / (float64(n) + norm))})
 		}
 	}
 	return v
 }
 
 // bind returns v's tools as ids of s.
-func (v *learnedView) bind(s *Snapshot) []DocID {
+func (v *learnedView) bind(s *Snapshot) *binding {
 	if b := v.bound.Load(); b != nil && b.snap == s {
-		return b.ids
+		return b
 	}
 	ids := make([]DocID, len(v.names))
+	rev := make([]uint32, len(s.docs))
+	for i := range rev {
+		rev[i] = ^uint32(0)
+	}
 	for i, name := range v.names {
 		ids[i] = noDoc
 		if id, ok := s.Lookup(name); ok && s.isLive(id) && (v.keys[i] == "" || v.keys[i] == s.docs[id].learnKey) {
-			ids[i] = id
+			ids[i], rev[id] = id, uint32(i)
 		}
 	}
-	v.bound.Store(&binding{snap: s, ids: ids})
-	return ids
+	n := float64(max(len(v.names), s.live))
+	idf := make([]float64, len(v.lists))
+	for t, list := range v.lists {
+		df := float64(len(list))
+		idf[t] = math.Log(1 + (n-df+0.5)/(df+0.5))
+	}
+	b := &binding{snap: s, ids: ids, rev: rev, idf: idf, idfUnknown: math.Log(1 + (n+0.5)/0.5)}
+	v.bound.Store(b)
+	return b
 }
 
 // requestTerms analyses a request as tools and queries are, and returns its distinct

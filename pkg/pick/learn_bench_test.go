@@ -109,3 +109,40 @@ func BenchmarkLearn(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
 	b.ReportMetric(0, "ns/op")
 }
+
+// BenchmarkLearnedStages shows where a learned pick's time goes at 10,000 tools: each
+// benchmark query's pick is timed stage by stage (pick.LearnedStages) and each stage's
+// p50 and p99 over the picks are reported in µs: analysing the words, scoring the
+// learned fields, ranking by BM25 alone, and the whole learned Score after them.
+func BenchmarkLearnedStages(b *testing.B) {
+	defs, queries := syntheticCatalog(b, 10_000)
+	cat, err := pick.NewCatalog(defs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	names := make([]string, len(defs))
+	for i, d := range defs {
+		names[i] = d.Name
+	}
+	l := learnedFor(b, names, queries)
+	var stages [4][]time.Duration
+	ctx := b.Context()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	i := 0
+	for b.Loop() {
+		a, f, c, t := pick.LearnedStages(ctx, l, cat, queries[i%len(queries)])
+		i++
+		for j, d := range []time.Duration{a, f, c, t} {
+			stages[j] = append(stages[j], d)
+		}
+	}
+	b.StopTimer()
+	for j, name := range []string{"analyse", "learned-field", "cold-rank", "score"} {
+		d := stages[j]
+		slices.Sort(d)
+		b.ReportMetric(float64(d[len(d)/2].Nanoseconds())/1e3, name+"-p50-µs")
+		b.ReportMetric(float64(d[len(d)*99/100].Nanoseconds())/1e3, name+"-p99-µs")
+	}
+	b.ReportMetric(0, "ns/op")
+}

@@ -303,3 +303,35 @@ func TestLearnedConcurrentLearnAndPick(t *testing.T) {
 		}
 	}
 }
+
+// A pick reads the last index built without the lock that learning and rebuilding
+// hold: while a rebuild (or a Learn) holds it, picks still answer, from the previous
+// index, with what it learned.
+func TestLearnedPickDoesNotWaitForRebuild(t *testing.T) {
+	t.Parallel()
+	cat := testCatalog(t)
+	l, err := NewLearned(LearnConfig{RefreshEvery: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	learn(t, l, Usage{Tenant: "acme", Run: "r1", Tool: "getForecast", Request: "will it rain tomorrow in Oslo"})
+	l.Refresh()
+	learn(t, l, Usage{Tenant: "acme", Run: "r2", Tool: "getForecast", Request: "is rain likely this weekend"})
+	l.mu.Lock() // as a rebuild of a large index does for the whole of its build
+	got := make(chan []Result, 1)
+	go func() {
+		res, _ := Pick(t.Context(), "will it rain on saturday?", cat, Options{Scorer: l.Scorer("acme"), MinScore: new(0.0)})
+		got <- res
+	}()
+	select {
+	case res := <-got:
+		l.mu.Unlock()
+		if len(res) == 0 || res[0].Name != "getForecast" || !strings.Contains(res[0].Reason, "from 1 requests") {
+			t.Fatalf("pick during a rebuild: %+v; want getForecast first, from the index built before", res)
+		}
+	case <-time.After(30 * time.Second):
+		l.mu.Unlock()
+		<-got
+		t.Fatal("a pick waited for the lock that learning and rebuilding hold")
+	}
+}

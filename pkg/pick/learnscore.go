@@ -1,9 +1,7 @@
 package pick
 
 import (
-	"cmp"
 	"context"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -70,12 +68,46 @@ type learnedQueryTerm struct {
 }
 
 type learnedScratch struct {
-	keys    []termKey
+	words   []queryWord
+	keys    []uint64
 	sorted  []learnedQueryTerm
 	acc     []float32
 	touched []uint32
 	terms   []learnedQueryTerm
 	ranked  []ranked
+	seen    hashSet
+	bonus   []coBonus
+}
+
+// coBonus is what a partner of the best tool gains for being used with it.
+type coBonus struct {
+	id   DocID
+	gain float64
+}
+
+// hashSet finds a learned query term by its hash: an open-addressing table of indexes
+// into the query's terms, sized for maxLearnedQueryTerms, cleared for each pick.
+type hashSet [2 * maxLearnedQueryTerms]uint8 // index+1 into terms; 0 is empty
+
+// has reports whether h is among terms, the terms inserted.
+func (hs *hashSet) has(h uint32, terms []learnedQueryTerm) bool {
+	const mask = len(hs) - 1
+	for i := hashID(h) & mask; hs[i] != 0; i = (i + 1) & mask {
+		if terms[hs[i]-1].hash == h {
+			return true
+		}
+	}
+	return false
+}
+
+// insert adds h, terms[at-1]'s hash.
+func (hs *hashSet) insert(h uint32, at int) {
+	const mask = len(hs) - 1
+	i := hashID(h) & mask
+	for hs[i] != 0 {
+		i = (i + 1) & mask
+	}
+	hs[i] = uint8(at)
 }
 
 var learnedPool = sync.Pool{New: func() any { return new(learnedScratch) }}
@@ -93,10 +125,13 @@ func (ls *learnedScorer) Score(ctx context.Context, req *Request) ([]Hit, error)
 		return ls.cold.Score(ctx, req)
 	}
 	s := req.Snapshot
-	ids := v.bind(s)
+	bd := v.bind(s)
+	ids := bd.ids
 	sc := learnedPool.Get().(*learnedScratch)
 	defer learnedPool.Put(sc)
-	qmax := ls.scoreField(v, s, req.Text, max(len(v.names), s.live), sc)
+	// The words are analysed once, for the learned fields and the tools' own text.
+	sc.words = analyseWords(s, req.Text, sc.words)
+	qmax := ls.scoreField(v, bd, sc.words, sc)
 	defer func() {
 		for _, i := range sc.touched {
 			sc.acc[i] = 0
@@ -133,7 +168,7 @@ func (ls *learnedScorer) Score(ctx context.Context, req *Request) ([]Hit, error)
 			return seed
 		}
 	}
-	r, err := ls.cold.rank(ctx, req, pre)
+	r, err := ls.cold.rank(ctx, req, sc.words, pre)
 	if err != nil {
 		return nil, err
 	}
@@ -151,31 +186,29 @@ func (ls *learnedScorer) Score(ctx context.Context, req *Request) ([]Hit, error)
 
 	// Co-usage: the tools used with the best one gain a share of its score.
 	var with string
-	var bonus map[DocID]float64
+	bonus := sc.bonus[:0] // at most liftPartners, distinct tools
 	if len(ranks) > 0 && ls.l.cfg.CoUsage > 0 {
 		best := ranks[0]
-		if bi := v.indexOf(s, best.id); bi != ^uint32(0) {
+		if bi := bd.indexOf(best.id); bi != ^uint32(0) {
 			for _, p := range v.partners[bi] {
 				id := ids[p.tool]
 				if id == noDoc || id == best.id || !req.Allowed(id) {
 					continue
 				}
-				if bonus == nil {
-					bonus = map[DocID]float64{}
-					with = s.docs[best.id].def.Name
-				}
-				bonus[id] = ls.l.cfg.CoUsage * float64(p.share) * best.score
+				with = s.docs[best.id].def.Name
+				bonus = append(bonus, coBonus{id: id, gain: ls.l.cfg.CoUsage * float64(p.share) * best.score})
 			}
 		}
 	}
 	if len(bonus) > 0 {
 		n := len(ranks)
-		for id, b := range bonus {
+		for _, cb := range bonus {
+			id, b := cb.id, cb.gain
 			if i := slices.IndexFunc(ranks[:n], func(rk ranked) bool { return rk.id == id }); i >= 0 {
 				ranks[i].score = min(ranks[i].score+b, 1)
 				continue
 			}
-			f := (r.score(id) + w*learnedOf(v.indexOf(s, id))) / (1 + w)
+			f := (r.score(id) + w*learnedOf(bd.indexOf(id))) / (1 + w)
 			ranks = append(ranks, ranked{score: min(f+b, 1), key: s.seqs[id], id: id})
 		}
 		slices.SortFunc(ranks, func(a, b ranked) int {
@@ -189,11 +222,11 @@ func (ls *learnedScorer) Score(ctx context.Context, req *Request) ([]Hit, error)
 		})
 		ranks = ranks[:min(len(ranks), k)]
 	}
-	sc.ranked = ranks
+	sc.ranked, sc.bonus = ranks, bonus
 
 	hits := make([]Hit, 0, len(ranks))
 	for _, rk := range ranks {
-		idx := v.indexOf(s, rk.id)
+		idx := bd.indexOf(rk.id)
 		reason, ex := r.explain(rk.id, req.Debug)
 		lr := learnedOf(idx)
 		var matched []string
@@ -202,8 +235,8 @@ func (ls *learnedScorer) Score(ctx context.Context, req *Request) ([]Hit, error)
 			reason = learnedReason(reason, matched, int(v.nreq[idx]))
 		}
 		var co float64
-		if b, ok := bonus[rk.id]; ok {
-			co = b
+		if i := slices.IndexFunc(bonus, func(cb coBonus) bool { return cb.id == rk.id }); i >= 0 {
+			co = bonus[i].gain
 			reason += "; used with " + with
 		}
 		h := Hit{ID: rk.id, Score: rk.score, Reason: reason}
@@ -230,60 +263,44 @@ func (ls *learnedScorer) Score(ctx context.Context, req *Request) ([]Hit, error)
 // As for the cold score, the terms are read rarest first and past a budget of postings
 // (see learnedBudgetDiv) the commoner ones are not read:
 // they still count in the bound.
-func (ls *learnedScorer) scoreField(v *learnedView, snap *Snapshot, text string, n int, sc *learnedScratch) float64 {
+func (ls *learnedScorer) scoreField(v *learnedView, bd *binding, words []queryWord, sc *learnedScratch) float64 {
 	if cap(sc.acc) < len(v.names) {
 		sc.acc = make([]float32, len(v.names))
 	}
 	sc.acc = sc.acc[:len(v.names)]
 	sc.touched = sc.touched[:0]
 	terms := sc.terms[:0]
-	idfUnknown := math.Log(1 + (float64(n)+0.5)/0.5)
-	splitWords(text, func(w []byte) {
+	seen := &sc.seen
+	clear(seen[:])
+	for _, w := range words {
 		if len(terms) >= maxLearnedQueryTerms {
-			return
+			break
 		}
-		// A word spelled as in some tool has its term in the catalog: no stemming.
-		var t string
-		if id, ok := getBytes(snap.words, w); ok {
-			if id == noTerm {
-				return // a stop word
-			}
-			t = snap.texts[id]
-		} else if t, ok = analyseWord(w); !ok {
-			return
+		h := termHash(w.text)
+		if seen.has(h, terms) {
+			continue
 		}
-		h := termHash(t)
-		for _, o := range terms {
-			if o.hash == h {
-				return
-			}
+		qt := learnedQueryTerm{text: w.text, hash: h, idf: bd.idfUnknown}
+		if t, ok := v.terms[h]; ok {
+			qt.list, qt.idf = v.lists[t], bd.idf[t]
 		}
-		list := v.postings[h]
-		idf := idfUnknown
-		if len(list) > 0 {
-			df := float64(len(list))
-			idf = math.Log(1 + (float64(n)-df+0.5)/(df+0.5))
-		}
-		terms = append(terms, learnedQueryTerm{text: t, hash: h, list: list, idf: idf})
-	})
+		terms = append(terms, qt)
+		seen.insert(h, len(terms))
+	}
 	var qmax float64
 	for _, qt := range terms {
 		qmax += qt.idf
 	}
-	// Rarest first (ties in query order), sorting small keys and moving the terms once.
+	// Rarest first (ties in query order), sorting packed integer keys (list length, then
+	// query position) and moving the terms once.
 	keys := sc.keys[:0]
 	for i, qt := range terms {
-		keys = append(keys, termKey{bound: float64(len(qt.list)), at: i})
+		keys = append(keys, uint64(len(qt.list))<<32|uint64(i))
 	}
-	slices.SortFunc(keys, func(a, b termKey) int {
-		if a.bound != b.bound {
-			return cmp.Compare(a.bound, b.bound)
-		}
-		return a.at - b.at
-	})
+	slices.Sort(keys)
 	sorted := sc.sorted[:0]
 	for _, k := range keys {
-		sorted = append(sorted, terms[k.at])
+		sorted = append(sorted, terms[uint32(k)])
 	}
 	sc.keys, sc.sorted, terms = keys, terms, sorted
 	budget := max(len(v.names)/learnedBudgetDiv, minLearnedBudget)
@@ -322,15 +339,9 @@ func (sc *learnedScratch) matched(idx uint32) []string {
 	return out
 }
 
-// indexOf is the learned index of tool id of s, or ^0 when it has learned nothing (or
-// learned it for another definition).
-func (v *learnedView) indexOf(s *Snapshot, id DocID) uint32 {
-	i, ok := v.index[s.docs[id].def.Name]
-	if !ok || (v.keys[i] != "" && v.keys[i] != s.docs[id].learnKey) {
-		return ^uint32(0)
-	}
-	return i
-}
+// indexOf is the learned index of the binding's tool id, or ^0 when it has learned
+// nothing (or learned it for another definition).
+func (b *binding) indexOf(id DocID) uint32 { return b.rev[id] }
 
 func learnedReason(cold string, matched []string, requests int) string {
 	var b strings.Builder

@@ -26,6 +26,9 @@ import (
 // with what was learned. Lines whose text is that of a scored query are skipped, so the
 // eval never learns from what it scores. -usage-cv cross-validates learning on -data's
 // own queries: usage from k−1 folds, figures on the fold left out, beside plain BM25.
+// The learned scorer's weights are chosen for each fold among toolret.UsageGrid by a
+// (k−1)-fold cross-validation of its training folds alone, never on the fold scored;
+// the fixed defaults are printed beside them on the same folds.
 func Eval(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
 	fs.SetOutput(out)
@@ -54,10 +57,10 @@ func Eval(ctx context.Context, args []string, out io.Writer) error {
 		toolret.WriteUsage(out, res)
 		return nil
 	case *usageCV:
-		if *folds < 2 {
-			return ops.ConfigError(fmt.Errorf("-usage-cv needs -folds of at least 2, got %d", *folds))
+		if *folds < 3 {
+			return ops.ConfigError(fmt.Errorf("-usage-cv needs -folds of at least 3 (the weights are chosen by cross-validating the training folds), got %d", *folds))
 		}
-		cv, err := toolret.CrossValidateUsage(ctx, *dir, *folds, pick.LearnConfig{})
+		cv, err := toolret.CrossValidateUsage(ctx, *dir, *folds, pick.LearnConfig{}, toolret.UsageGrid(pick.LearnConfig{}))
 		if err != nil {
 			return err
 		}

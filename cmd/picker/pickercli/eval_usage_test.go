@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -42,5 +43,36 @@ func TestEvalUsage(t *testing.T) {
 	}
 	if err := Eval(t.Context(), []string{"-data", data, "-usage", t.TempDir()}, &out); err == nil || !strings.Contains(err.Error(), "no benchmark") {
 		t.Fatalf("a directory without usage: %v", err)
+	}
+}
+
+// -usage-cv chooses the learned scorer's weights for each held-out fold on its training
+// folds alone and prints them, beside the fixed defaults on the same fold, the cold
+// picker and plain BM25.
+func TestEvalUsageCVChoosesWeightsPerFold(t *testing.T) {
+	data := shareddata.Require(t, "toolret")
+	var out bytes.Buffer
+	if err := Eval(t.Context(), []string{"-data", data, "-usage-cv", "-folds", "3"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	if !strings.Contains(got, "weights chosen per fold among 16 by a 2-fold cross-validation of its training folds alone") ||
+		!strings.Contains(got, "fixed nDCG/R") {
+		t.Fatalf("eval -usage-cv printed:\n%s", got)
+	}
+	folds := 0
+	for line := range strings.Lines(got) {
+		f := strings.Fields(line)
+		if len(f) < 5 || (f[0] != "toollens" && f[0] != "sealtools") || f[1] == "mean" {
+			continue
+		}
+		folds++
+		w, co, ok := strings.Cut(f[4], "/")
+		if !ok || !slices.Contains([]string{"0.5", "1", "2", "4"}, w) || !slices.Contains([]string{"-1", "0.1", "0.3", "0.6"}, co) {
+			t.Errorf("fold row %q: chosen weights %q are not of the grid", strings.TrimSpace(line), f[4])
+		}
+	}
+	if folds != 6 {
+		t.Fatalf("want 3 folds of each benchmark, got %d rows:\n%s", folds, got)
 	}
 }
