@@ -2,9 +2,11 @@ package jsutil
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -34,9 +36,13 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg events.Config) erro
 	return nil
 }
 
-// ensureStream creates or updates the stream sc, retrying lost races (see retryRace).
+// ensureStream creates or updates the stream sc, retrying lost races (see retryRace). A
+// stream that already has every setting of sc is left alone (streamUpToDate).
 func ensureStream(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig) error {
 	err := retryRace(ctx, func(ctx context.Context) error {
+		if s, err := js.Stream(ctx, sc.Name); err == nil && streamUpToDate(s.CachedInfo().Config, sc) {
+			return nil
+		}
 		_, err := js.CreateOrUpdateStream(ctx, sc)
 		return err
 	})
@@ -44,6 +50,67 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, sc jetstream.Stre
 		return fmt.Errorf("ensure stream %s: %w", sc.Name, err)
 	}
 	return nil
+}
+
+// streamUpToDate reports whether a stream configured as have already has every setting
+// of want, so that an update to want would change nothing: each member want sets has
+// the same value in have (maps member by member, since the server adds metadata of its
+// own), and have has none of the members whose absence from want is itself a setting
+// (a source or mirror to drop). An update that changes nothing is not free: nats-server
+// 2.15 rewrites the store's configuration, which races with a consumer created on the
+// stream at that moment (a data race inside the server, which the race detector
+// reports), and every part that starts would do it to every stream.
+func streamUpToDate(have, want jetstream.StreamConfig) bool {
+	h, w := jsonMap(have), jsonMap(want)
+	if h == nil || w == nil {
+		return false
+	}
+	for _, k := range []string{"max_consumers", "max_msgs", "max_bytes", "max_msgs_per_subject", "max_msg_size"} {
+		if w[k] == 0.0 { // sent as 0, which the server stores as -1: no limit
+			w[k] = -1.0
+		}
+	}
+	for _, k := range []string{"sources", "mirror", "subject_transform", "republish"} {
+		if _, set := w[k]; !set && h[k] != nil {
+			return false
+		}
+	}
+	return hasAll(h, w)
+}
+
+// hasAll reports whether have has every member of want with the same value, maps
+// compared member by member.
+func hasAll(have, want map[string]any) bool {
+	for k, wv := range want {
+		hv, ok := have[k]
+		if !ok {
+			return false
+		}
+		wm, wIsMap := wv.(map[string]any)
+		hm, hIsMap := hv.(map[string]any)
+		switch {
+		case wIsMap && hIsMap:
+			if !hasAll(hm, wm) {
+				return false
+			}
+		case !reflect.DeepEqual(hv, wv):
+			return false
+		}
+	}
+	return true
+}
+
+// jsonMap is v as its JSON object (zero members left out, as the API sends it).
+func jsonMap(v any) map[string]any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	var m map[string]any
+	if json.Unmarshal(b, &m) != nil {
+		return nil
+	}
+	return m
 }
 
 // ensureBucket creates or updates the key-value bucket kc, retrying lost races, and
