@@ -45,6 +45,13 @@ func (c *runCounter) of(id string) int {
 	return c.runs[id]
 }
 
+// started is how many calls ran at least once.
+func (c *runCounter) started() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.runs)
+}
+
 // slowTool adds tool name to reg: each run is counted in runs, then waits for d or
 // until release is closed (nil: d alone) and answers "done".
 func slowTool(t testing.TB, reg *tools.Registry, name string, idempotent bool, runs *runCounter, d time.Duration, release <-chan struct{}) {
@@ -131,9 +138,11 @@ func TestStoppedReplicaHandsBackWaitingCalls(t *testing.T) {
 		ids[i] = fmt.Sprintf("slow-%d", i)
 		b.call(t, "slow", ids[i], "r", `{"text":"x"}`)
 	}
-	// a runs two calls and holds at least one more waiting for a slot.
-	natstest.Eventually(t, 10*time.Second, "a to hold calls beyond its slots", func() bool {
-		return b.heldByExecutors(t, "slow") > 2
+	// a runs two calls and holds at least one more waiting for a slot. (Both runs must
+	// have begun: held calls alone can all be handed back at a's stop, on a loaded
+	// machine, before a's slots start any.)
+	natstest.Eventually(t, 10*time.Second, "a to run two calls and hold more beyond its slots", func() bool {
+		return runsA.started() == 2 && b.heldByExecutors(t, "slow") > 2
 	})
 	regB := tools.NewRegistry()
 	slowTool(t, regB, "slow", false, &runsB, 0, nil)
