@@ -219,23 +219,33 @@ func (c *cli) runsCancel() *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: c.completeRuns,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			api, err := c.api()
-			if err != nil {
-				return err
-			}
-			run, err := api.Cancel(cmd.Context(), args[0], reason)
-			if err != nil {
-				return c.failed(api, err)
-			}
-			if c.output == "json" {
-				return c.printJSON(run)
-			}
-			fmt.Fprintf(c.stdout, "run %s canceled: %s\n", run.ID, run.Detail)
-			return nil
+			return c.controlRun(func(api *runs.Client) (*runs.Run, error) {
+				return api.Cancel(cmd.Context(), args[0], reason)
+			}, func(run *runs.Run) {
+				fmt.Fprintf(c.stdout, "run %s canceled: %s\n", run.ID, run.Detail)
+			})
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why, for the record")
 	return cmd
+}
+
+// controlRun asks the API to act on a run (do) and prints the run it answers: as JSON
+// with -o json, else what say writes.
+func (c *cli) controlRun(do func(*runs.Client) (*runs.Run, error), say func(*runs.Run)) error {
+	api, err := c.api()
+	if err != nil {
+		return err
+	}
+	run, err := do(api)
+	if err != nil {
+		return c.failed(api, err)
+	}
+	if c.output == "json" {
+		return c.printJSON(run)
+	}
+	say(run)
+	return nil
 }
 
 func (c *cli) runsPause() *cobra.Command {
@@ -246,23 +256,15 @@ func (c *cli) runsPause() *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: c.completeRuns,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			api, err := c.api()
-			if err != nil {
-				return err
-			}
-			run, err := api.Pause(cmd.Context(), args[0], reason)
-			if err != nil {
-				return c.failed(api, err)
-			}
-			if c.output == "json" {
-				return c.printJSON(run)
-			}
-			if run.Status == runs.StatusPaused {
-				fmt.Fprintf(c.stdout, "run %s is paused (before step %d)\n", run.ID, run.Paused.Step)
-			} else {
-				fmt.Fprintf(c.stdout, "run %s pauses at its next step boundary\n", run.ID)
-			}
-			return nil
+			return c.controlRun(func(api *runs.Client) (*runs.Run, error) {
+				return api.Pause(cmd.Context(), args[0], reason)
+			}, func(run *runs.Run) {
+				if run.Status == runs.StatusPaused {
+					fmt.Fprintf(c.stdout, "run %s is paused (before step %d)\n", run.ID, run.Paused.Step)
+				} else {
+					fmt.Fprintf(c.stdout, "run %s pauses at its next step boundary\n", run.ID)
+				}
+			})
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why, for the record")
@@ -299,19 +301,11 @@ func (c *cli) runsResume() *cobra.Command {
 			if stopPausing {
 				r.Pause = &runs.PauseOptions{}
 			}
-			api, err := c.api()
-			if err != nil {
-				return err
-			}
-			run, err := api.Resume(cmd.Context(), args[0], r)
-			if err != nil {
-				return c.failed(api, err)
-			}
-			if c.output == "json" {
-				return c.printJSON(run)
-			}
-			fmt.Fprintf(c.stdout, "run %s resumed (%s)\n", run.ID, run.Status)
-			return nil
+			return c.controlRun(func(api *runs.Client) (*runs.Run, error) {
+				return api.Resume(cmd.Context(), args[0], r)
+			}, func(run *runs.Run) {
+				fmt.Fprintf(c.stdout, "run %s resumed (%s)\n", run.ID, run.Status)
+			})
 		},
 	}
 	cmd.Flags().StringVar(&r.Input, "input", "", "a user message added after the conversation")
