@@ -56,8 +56,9 @@ type LearnConfig struct {
 	// tenant's usage shapes only its own picks.
 	Share bool
 	// RefreshEvery is how often at most a tenant's index is rebuilt for picks after
-	// new usage (a pick that finds it older rebuilds it). Default 1s; negative: at
-	// every pick after new usage.
+	// new usage: a pick that finds it older starts a rebuild in the background and
+	// reads the index it has meanwhile. Default 1s; negative: the pick itself
+	// rebuilds it, at every pick after new usage.
 	RefreshEvery time.Duration
 }
 
@@ -364,7 +365,9 @@ func (l *Learned) viewFor(tenant string) *learnedView {
 }
 
 // refresh rebuilds set's view if it has new usage (and, unless now, its last build is
-// old enough); one caller rebuilds while the others read the previous view.
+// old enough). A pick with a view to read rebuilds in the background (a rebuild of
+// 500,000 records takes about a second, which no pick should wait out); the first
+// view, Refresh and RefreshEvery < 0 are built by the caller.
 func (l *Learned) refresh(set *usageSet, now bool) *learnedView {
 	// Without l.mu: a pick must not wait for another's rebuild, nor for Learn.
 	v := set.view.Load()
@@ -373,14 +376,23 @@ func (l *Learned) refresh(set *usageSet, now bool) *learnedView {
 	if !stale {
 		return v
 	}
-	if v != nil && !now {
-		if !set.rebuild.TryLock() {
-			return v // another pick is rebuilding it
+	if v != nil && !now && l.cfg.RefreshEvery >= 0 {
+		if set.rebuild.TryLock() { // else another rebuild is under way
+			go func() {
+				defer set.rebuild.Unlock()
+				l.build(set)
+			}()
 		}
-	} else {
-		set.rebuild.Lock()
+		return v
 	}
+	set.rebuild.Lock()
 	defer set.rebuild.Unlock()
+	return l.build(set)
+}
+
+// build makes set's view from its records, unless another build took their news
+// since; the caller holds set.rebuild.
+func (l *Learned) build(set *usageSet) *learnedView {
 	l.mu.Lock()
 	if !set.dirty.Load() {
 		l.mu.Unlock()
