@@ -84,7 +84,7 @@ func (c *Catalog) Get(ctx context.Context, name string) (def tools.Definition, o
 // List returns every valid definition in the catalog ([events.CatalogEntry]), sorted
 // by name.
 func (c *Catalog) List(ctx context.Context) ([]tools.Definition, error) {
-	w, err := c.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	w, err := Watch(ctx, c.kv, jetstream.AllKeys, jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, fmt.Errorf("catalog list: %w", err)
 	}
@@ -125,7 +125,7 @@ type CatalogChange struct {
 // Removed with Err set, whether or not the tool was there before. The channel is closed
 // when ctx ends or the watch fails.
 func (c *Catalog) Watch(ctx context.Context) (<-chan CatalogChange, error) {
-	w, err := c.kv.WatchAll(ctx)
+	w, err := Watch(ctx, c.kv, jetstream.AllKeys)
 	if err != nil {
 		return nil, fmt.Errorf("catalog watch: %w", err)
 	}

@@ -181,7 +181,7 @@ func (p *Planner) Run(ctx context.Context) error {
 	// watches, the sweeper, and the handlers of messages taken.
 	var background sync.WaitGroup
 	defer func() { cancel(); background.Wait() }()
-	runsWatch, err := p.runs.kv.WatchAll(ctx)
+	runsWatch, err := jsutil.Watch(ctx, p.runs.kv, jetstream.AllKeys)
 	if err != nil {
 		return fmt.Errorf("planner: watch runs: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -259,7 +260,7 @@ func (p *Planner) Get(ctx context.Context, id string) (*Run, error) {
 // Wait returns the run once it is done or paused, or when ctx ends (with the run as it
 // is then).
 func (p *Planner) Wait(ctx context.Context, id string) (*Run, error) {
-	w, err := p.runs.kv.Watch(ctx, id)
+	w, err := jsutil.Watch(ctx, p.runs.kv, id)
 	if err != nil {
 		return nil, fmt.Errorf("watch run %s: %w", id, err)
 	}

@@ -2,6 +2,7 @@ package clustertest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -28,12 +29,14 @@ import (
 // the death of the journal's leader, SIGKILLed between the batch's parts and its commit
 // on an R3 cluster, is stored whole or not at all: the planner, whose commit fails or
 // goes unanswered, stores the step by its parts, and the run finishes as on a single
-// server, each call run once and each step recorded once.
+// server, each call run once and each step recorded once. The node also leads the
+// cluster's meta group, whose election drops the requests that create consumers (a
+// run's wait watches the run through one): they are asked again.
 func TestStepBatchRidesOutLeaderLoss(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-node NATS cluster and kills a node")
 	}
-	c := startCluster(t, buildNATSServer(t))
+	c := startNodes(t, buildNATSServer(t), 3, func(int) string { return withSystemUser })
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cfg := events.Config{Replicas: 3}
@@ -98,6 +101,7 @@ func TestStepBatchRidesOutLeaderLoss(t *testing.T) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+	c.leadMeta(t, 1)
 	var run *planner.Run
 	for run == nil { // the planner's catalog lists the tool once the executor announced it
 		run, err = p.Start(ctx, planner.StartRequest{Input: "echo three numbers", Tools: []string{toolIdem}})
@@ -123,7 +127,7 @@ func TestStepBatchRidesOutLeaderLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("killed %s, the journal's leader, mid-batch", killedNode)
+	t.Logf("killed %s, the journal's and the meta group's leader, mid-batch", killedNode)
 	if done.Termination != planner.TerminationCompleted || done.Answer != "three echoed" {
 		t.Fatalf("run ended %s (%s) with %q", done.Termination, done.Detail, done.Answer)
 	}
@@ -203,4 +207,46 @@ func BenchmarkJournalStep(b *testing.B) {
 	b.ReportMetric(float64(batchP50)/float64(time.Millisecond), "step-batch-p50-ms")
 	b.ReportMetric(float64(partsP50)/float64(time.Millisecond), "step-parts-p50-ms")
 	b.ReportMetric(float64(batchP50)/float64(partsP50), "step-batch/parts")
+}
+
+// withSystemUser is a node's configuration with a user in the system account (sys,
+// password sys), for the meta group's API; clients without credentials are the
+// application's, as on a cluster without accounts.
+const withSystemUser = `accounts {
+  SYS { users: [{user: sys, password: sys}] }
+  APP { jetstream: enabled, users: [{user: app, password: app}] }
+}
+system_account: SYS
+no_auth_user: app
+`
+
+// leadMeta makes node i the leader of the cluster's meta group (the cluster must be
+// configured withSystemUser).
+func (c *cluster) leadMeta(t *testing.T, i int) {
+	t.Helper()
+	sys, err := nats.Connect(c.urls(0), nats.UserInfo("sys", "sys"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	want := c.nodes[i].name
+	natstest.Eventually(t, time.Minute, "the meta group led by "+want, func() bool {
+		var jsz struct {
+			Data struct {
+				Meta struct {
+					Leader string `json:"leader"`
+				} `json:"meta_cluster"`
+			} `json:"data"`
+		}
+		m, err := sys.Request("$SYS.REQ.SERVER.PING.JSZ", nil, 2*time.Second)
+		if err != nil || json.Unmarshal(m.Data, &jsz) != nil {
+			return false
+		}
+		if jsz.Data.Meta.Leader == want {
+			return true
+		}
+		_, _ = sys.Request("$JS.API.META.LEADER.STEPDOWN", fmt.Appendf(nil, `{"placement":{"preferred":%q}}`, want), 5*time.Second)
+		time.Sleep(500 * time.Millisecond)
+		return false
+	})
 }
