@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
 
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
@@ -15,6 +16,9 @@ import (
 type Fleet struct {
 	Conn   *nats.Conn
 	Events events.Config
+	// Log is the executor's log, for what a tool notices without failing its call (a
+	// cache bucket it cannot reach). The zero Logger logs nothing.
+	Log zerolog.Logger
 }
 
 type fleetKey struct{}

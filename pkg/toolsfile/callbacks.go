@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"text/template"
 	"time"
 
@@ -55,7 +56,9 @@ type BeforeCall struct {
 // output stored is the one onSuccess leaves, so a hit answers what a miss would, and
 // formatOutput applies to both. Entries are per tenant: a tenant never sees another's.
 // A bucket that cannot be read or written costs the call its cache, never its answer:
-// the tool runs.
+// the tool runs, and the executor logs why (at most once a minute per tool). After a
+// failure the cache rests for 10s, so that a bucket out of reach does not add its
+// timeout to every call.
 type Cache struct {
 	// Key lists the JSON pointers (RFC 6901) of the arguments that make up the key; an
 	// absent member counts as null. Empty: the whole arguments.
@@ -65,8 +68,10 @@ type Cache struct {
 	// Bucket is the key-value bucket; tools may share one. Empty: toolfleet-cache.
 	Bucket string `json:"bucket,omitempty"`
 
-	mu  sync.Mutex
-	kvs map[*nats.Conn]jetstream.KeyValue
+	mu     sync.Mutex
+	kvs    map[*nats.Conn]jetstream.KeyValue
+	warned atomic.Int64 // when the last failure was logged (Unix ns)
+	rests  atomic.Int64 // until when it is not used after a failure (Unix ns)
 }
 
 // DefaultCacheBucket is the bucket of a cache that names none.
@@ -422,14 +427,21 @@ const cacheWait = 2 * time.Second
 // lookup returns the stored output of the call, or nil (a miss, or the bucket cannot
 // be read: the tool runs).
 func (c *Cache) lookup(ctx context.Context, tool string, input json.RawMessage) any {
+	if c.resting() {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, cacheWait)
 	defer cancel()
 	kv, err := c.bucket(ctx)
 	if err != nil {
+		c.failed(ctx, tool, "reading", err)
 		return nil
 	}
 	e, err := kv.Get(ctx, c.key(ctx, tool, input))
 	if err != nil {
+		if !errors.Is(err, jetstream.ErrKeyNotFound) {
+			c.failed(ctx, tool, "reading", err)
+		}
 		return nil
 	}
 	return json.RawMessage(e.Value())
@@ -439,18 +451,50 @@ func (c *Cache) lookup(ctx context.Context, tool string, input json.RawMessage) 
 // their hit.
 func (c *Cache) store(ctx context.Context, tool string, input json.RawMessage, output any) {
 	b, err := tools.MarshalJSON(output)
-	if err != nil {
+	if err != nil || c.resting() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cacheWait)
 	defer cancel()
 	kv, err := c.bucket(ctx)
-	if err != nil {
+	if err == nil {
+		// Create, not Put: the entry's TTL is set when it is created; one stored by
+		// another call meanwhile is as good.
+		_, err = kv.Create(ctx, c.key(ctx, tool, input), b, jetstream.KeyTTL(c.TTL.D()))
+	}
+	if err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		c.failed(ctx, tool, "storing", err)
+	}
+}
+
+// After a failure, a cache rests for cacheRest; it logs failures at most every
+// cacheWarnEvery: often enough to be seen, not at every call of a tool whose bucket is
+// down.
+const (
+	cacheRest      = 10 * time.Second
+	cacheWarnEvery = time.Minute
+)
+
+func (c *Cache) resting() bool { return time.Now().UnixNano() < c.rests.Load() }
+
+// failed puts the cache to rest and logs, on the executor's log, that reading or
+// storing (what) an entry failed.
+func (c *Cache) failed(ctx context.Context, tool, what string, err error) {
+	now, last := time.Now().UnixNano(), c.warned.Load()
+	c.rests.Store(now + int64(cacheRest))
+	fleet, _ := executor.FleetFrom(ctx)
+	if last != 0 && now-last < int64(cacheWarnEvery) || !c.warned.CompareAndSwap(last, now) {
 		return
 	}
-	// Create, not Put: the entry's TTL is set when it is created; one stored by another
-	// call meanwhile is as good.
-	_, _ = kv.Create(ctx, c.key(ctx, tool, input), b, jetstream.KeyTTL(c.TTL.D()))
+	fleet.Log.Warn().Err(err).Str("tool", tool).Str("bucket", c.bucketName()).
+		Msgf("cache: %s an entry failed; the tool runs without its cache for %s", what, cacheRest)
+}
+
+func (c *Cache) bucketName() string {
+	if c.Bucket == "" {
+		return DefaultCacheBucket
+	}
+	return c.Bucket
 }
 
 // bucket opens (creating it the first time) the cache's bucket on the executor's
@@ -469,10 +513,7 @@ func (c *Cache) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 	if err != nil {
 		return nil, err
 	}
-	name := c.Bucket
-	if name == "" {
-		name = DefaultCacheBucket
-	}
+	name := c.bucketName()
 	kv, err := js.KeyValue(ctx, name)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: name, History: 1,

@@ -1,6 +1,7 @@
 package toolsfile_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,11 +10,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
@@ -306,6 +309,82 @@ tools:
 	if err != nil || len(keys) != 2 || !strings.HasPrefix(keys[0], "lookup.") {
 		t.Fatalf("cache keys %v %v, want two of lookup", keys, err)
 	}
+}
+
+// A cache whose bucket the executor may not reach (its NATS user lacks the bucket's
+// permissions, as in a deployment that kept an older auth.conf) costs the calls their
+// cache, never their answers: both calls of one key run the tool and answer (the
+// second without trying the bucket: the cache rests after a failure), and the
+// executor's log says why, once for the two.
+func TestCacheOutOfReachRunsTheToolAndSaysWhy(t *testing.T) {
+	ran := filepath.Join(t.TempDir(), "ran.log")
+	path := writeFile(t, "tools.yaml", `
+tools:
+  - name: lookup
+    safe: true
+    parameters: {type: object, properties: {q: {type: string}}}
+    command: {argv: `+countingScript(ran, `{"answer":42}`)+`}
+    callbacks:
+      beforeCall: {cache: {key: [/q], ttl: 10m}}
+`)
+	srv := natstest.StartWith(t, func(o *server.Options) {
+		o.Users = []*server.User{{Username: "admin", Password: "admin"}, {Username: "exec", Password: "exec",
+			Permissions: &server.Permissions{Publish: &server.SubjectPermission{Allow: []string{">"},
+				Deny: []string{"$JS.API.*.*.KV_toolfleet-cache", "$JS.API.DIRECT.GET.KV_toolfleet-cache.>", "$KV.toolfleet-cache.>"}}}}}
+		o.NoAuthUser = "admin"
+	})
+	fx := natstest.JetStreamOn(t, srv, events.Config{})
+	var logged syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	ex, err := executor.New(srv.Connect(nats.UserInfo("exec", "exec")), startFile(t, path), executor.WithExecutorID("file"),
+		executor.WithGracePeriod(time.Second), executor.WithLogger(zerolog.New(&logged).Level(zerolog.WarnLevel)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- ex.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	<-ex.Ready()
+	c, err := client.New(fx.NC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		res, err := callTool(context.Background(), t, c, "lookup", `{"q":"a"}`)
+		if err != nil || res.Status != events.StatusOK || string(res.Output) != `{"answer":42}` {
+			t.Fatalf("call %d: %s %s %v", i, res.Status, res.Output, err)
+		}
+	}
+	if n := lines(t, ran); n != 2 {
+		t.Errorf("the tool ran %d times for two calls without a cache, want 2", n)
+	}
+	var warnings []string
+	for line := range strings.Lines(logged.String()) {
+		if strings.Contains(line, "cache:") {
+			warnings = append(warnings, line)
+		}
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], `"tool":"lookup"`) || !strings.Contains(warnings[0], `"bucket":"toolfleet-cache"`) {
+		t.Fatalf("the executor logged %d cache warnings, want one naming the tool and the bucket:\n%s", len(warnings), logged.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer that a logger and a test may share.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // onSuccess as a pointer replaces the output by a part of it; formatOutput as a template
