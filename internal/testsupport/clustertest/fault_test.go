@@ -517,7 +517,7 @@ type runningExecutor struct {
 
 // startExecutor runs executor i on its own connection (to node i first), serving an
 // idempotent and a non-idempotent tool that count their runs.
-func startExecutor(t *testing.T, c *cluster, i int, cfg events.Config, runs *runCounter) *runningExecutor {
+func startExecutor(t testing.TB, c *cluster, i int, cfg events.Config, runs *runCounter) *runningExecutor {
 	t.Helper()
 	schema := json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}}}`)
 	reg := tools.NewRegistry()
@@ -548,7 +548,7 @@ func startExecutor(t *testing.T, c *cluster, i int, cfg events.Config, runs *run
 	return r
 }
 
-func (r *runningExecutor) stop(t *testing.T) {
+func (r *runningExecutor) stop(t testing.TB) {
 	if r.cancel == nil {
 		return
 	}
