@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/internal/tick"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
@@ -41,10 +42,36 @@ func (p *Planner) sendRunEvent(ctx context.Context, run *Run, what string, msg *
 	}
 }
 
-// watchRuns follows the runs bucket (w watches it) to know the deadlines of running
-// runs, for sweep, and to keep the run index (runindex.go), until ctx ends or the watch
-// breaks.
+// watchRuns follows the runs bucket (w watches it) to know the deadlines and leases of
+// running runs, for sweep, and to keep the run index (runindex.go), until ctx ends. A
+// watch that breaks (nats.go closes one whose consumer it cannot create again, as when
+// a restarting server answers "no responders") is started again from the revision after
+// the last one seen: no change is missed, none is applied twice.
 func (p *Planner) watchRuns(ctx context.Context, w jetstream.KeyWatcher) {
+	var last uint64
+	for {
+		last = p.followRuns(ctx, w, last)
+		if ctx.Err() != nil {
+			return
+		}
+		p.log.Warn().Uint64("revision", last).Msg("the runs watch broke; watching again from the next revision")
+		var opts []jetstream.WatchOpt
+		if last > 0 {
+			opts = append(opts, jetstream.ResumeFromRevision(last+1))
+		}
+		var err error
+		if w, err = jsutil.Watch(ctx, p.runs.kv, jetstream.AllKeys, opts...); err != nil {
+			if ctx.Err() == nil {
+				p.log.Error().Err(err).Msg("watching runs failed for good: this replica's run index and deadlines stop")
+			}
+			return
+		}
+	}
+}
+
+// followRuns applies w's changes until ctx ends or w breaks, and returns the last
+// revision applied (last if none).
+func (p *Planner) followRuns(ctx context.Context, w jetstream.KeyWatcher, last uint64) uint64 {
 	defer func() { _ = w.Stop() }()
 	// A stopped watch closes its updates, which ends the loop.
 	defer context.AfterFunc(ctx, func() { _ = w.Stop() })()
@@ -53,6 +80,7 @@ func (p *Planner) watchRuns(ctx context.Context, w jetstream.KeyWatcher) {
 			p.index.loaded()
 			continue
 		}
+		last = e.Revision()
 		r := p.index.observe(e, p.cfg.Now())
 		if r == nil || r.Status != StatusRunning {
 			p.forget(e.Key())
@@ -71,6 +99,7 @@ func (p *Planner) watchRuns(ctx context.Context, w jetstream.KeyWatcher) {
 		}
 		p.mu.Unlock()
 	}
+	return last
 }
 
 func (p *Planner) forget(run string) {
