@@ -2,6 +2,7 @@ package jsutil
 
 import (
 	"context"
+	"errors"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -46,4 +47,30 @@ type ownedWatch struct {
 func (w ownedWatch) Stop() error {
 	defer w.cancel()
 	return w.KeyWatcher.Stop()
+}
+
+// ListKeys returns the keys of kv that match filter (those with a value), asking again
+// as [Watch] does when a request is lost: kv.ListKeysFiltered is a watch too, and would
+// wait for the lost request as long as ctx lasts (a sweeper's whole life).
+func ListKeys(ctx context.Context, kv jetstream.KeyValue, filter string) ([]string, error) {
+	w, err := Watch(ctx, kv, filter, jetstream.IgnoreDeletes(), jetstream.MetaOnly())
+	if err != nil {
+		return nil, err
+	}
+	defer w.Stop()
+	var keys []string
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, errors.New("list keys: the watch closed before the last key")
+			}
+			if e == nil { // the initial values are all in
+				return keys, nil
+			}
+			keys = append(keys, e.Key())
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 }

@@ -250,11 +250,11 @@ func approvalRecord(e events.Event, ans events.ApprovalAnswer, c events.Call) *e
 func (ex *Executor) sweepApprovals(ctx context.Context, w *worker) {
 	every := min(max(ex.o.approvalTimeout/4, 100*time.Millisecond), 5*time.Second)
 	tick.Every(ctx, every, func(ctx context.Context) {
-		lister, err := ex.approvals.ListKeysFiltered(ctx, w.def.Name+".>")
+		keys, err := jsutil.ListKeys(ctx, ex.approvals, w.def.Name+".>")
 		if err != nil {
 			return
 		}
-		for key := range lister.Keys() {
+		for _, key := range keys {
 			ex.expireIfDue(ctx, w, key)
 		}
 	})
