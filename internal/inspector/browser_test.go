@@ -213,16 +213,21 @@ func js(expr string, dest any) chromedp.Action[chromedp.Void] {
 	})
 }
 
-// text returns the text of the first element matching sel, once there is one.
+// text returns the text of the first element matching sel, once there is one. The
+// element is found and read in one evaluation: a view that renders it again between a
+// query and a read (chromedp.Text's two steps) would answer "No node with given id
+// found".
 func (f *fleet) text(t *testing.T, tab context.Context, sel string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(tab, 20*time.Second)
 	defer cancel()
-	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
-	if err != nil {
+	read := chromedp.Poll[[]string](fmt.Sprintf(`(e => e ? [e.innerText] : null)(document.querySelector(%q))`, sel),
+		chromedp.WithPollingInterval(50*time.Millisecond))
+	s, err := chromedp.Run(ctx, read)
+	if err != nil || len(s) != 1 {
 		t.Fatalf("the text of %s: %v", sel, err)
 	}
-	return s
+	return s[0]
 }
 
 func (f *fleet) needLists(t *testing.T) {
