@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/toolfleet/toolfleet/internal/jsutil"
+	"github.com/toolfleet/toolfleet/pkg/pick"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
@@ -23,10 +24,14 @@ type catalogView struct {
 	mu   sync.RWMutex
 	reg  *tools.Registry
 	defs map[string]tools.Definition
+	// learnKeys holds each tool's pick.LearnKey, which usage records carry: a hash of
+	// its definition, made once per definition rather than at every call's result.
+	learnKeys map[string]string
 }
 
 func newCatalogView(c *jsutil.Catalog, log zerolog.Logger) *catalogView {
-	return &catalogView{catalog: c, log: log, reg: tools.NewRegistry(), defs: map[string]tools.Definition{}}
+	return &catalogView{catalog: c, log: log, reg: tools.NewRegistry(),
+		defs: map[string]tools.Definition{}, learnKeys: map[string]string{}}
 }
 
 // runsOnTheFleet stands in for a tool's code in the planner's registry.
@@ -76,13 +81,14 @@ func (v *catalogView) follow(ctx context.Context) {
 }
 
 func (v *catalogView) put(d tools.Definition) {
+	key := pick.LearnKey(d)
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if err := v.reg.AddFunc(d, runsOnTheFleet); err != nil {
 		v.log.Warn().Err(err).Str("tool", d.Name).Msg("catalog entry cannot be registered; calls of it will be refused")
 		return
 	}
-	v.defs[d.Name] = d
+	v.defs[d.Name], v.learnKeys[d.Name] = d, key
 }
 
 func (v *catalogView) remove(name string) {
@@ -90,6 +96,14 @@ func (v *catalogView) remove(name string) {
 	defer v.mu.Unlock()
 	v.reg.Remove(name)
 	delete(v.defs, name)
+	delete(v.learnKeys, name)
+}
+
+// learnKey is the tool's pick.LearnKey; "" for a tool the catalog does not list.
+func (v *catalogView) learnKey(name string) string {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.learnKeys[name]
 }
 
 // hydrate validates a call's arguments against the tool's schema.

@@ -7,7 +7,6 @@ import (
 
 	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/pkg/events"
-	"github.com/toolfleet/toolfleet/pkg/pick"
 )
 
 // Usage records: for every call of a run that returned ok, the planner publishes the
@@ -39,12 +38,7 @@ func (p *Planner) recordUsage(r *Run, c *CallRecord) {
 		return
 	}
 	u := events.Usage{Tenant: r.Tenant, RunID: r.ID, CallID: c.ID, Step: c.Step, Tool: c.Name,
-		Request: r.InputPreview, At: p.cfg.Now()}
-	p.cat.mu.RLock()
-	if d, ok := p.cat.defs[c.Name]; ok {
-		u.ToolKey = pick.LearnKey(d)
-	}
-	p.cat.mu.RUnlock()
+		Request: r.InputPreview, At: p.cfg.Now(), ToolKey: p.cat.learnKey(c.Name)}
 	msg, err := events.NewUsage(p.cfg.Source, u)
 	if err == nil {
 		_, err = p.js.PublishMsgAsync(msg)

@@ -81,6 +81,17 @@ func TestUsageTeachesThePicker(t *testing.T) {
 	if info, _ := st.Info(b.ctx); info.State.Msgs != 3 {
 		t.Fatalf("usage stream holds %d records, want 3", info.State.Msgs)
 	}
+	// A record names the definition it was learned for: a tool whose definition changes
+	// drops what it learned.
+	m, err := st.GetLastMsgForSubject(b.ctx, "toolfleet.usage.echo.acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, u, err := events.DecodeUsage(events.StoredMsg(m))
+	echo, _ := b.p.cat.get("echo")
+	if err != nil || u.ToolKey == "" || u.ToolKey != pick.LearnKey(echo) {
+		t.Fatalf("echo's usage record has tool key %q (%v), want its definition's %q", u.ToolKey, err, pick.LearnKey(echo))
+	}
 }
 
 // With NoUsage the planner publishes no usage record.
