@@ -102,16 +102,25 @@ func (s store) cached(id string) (cachedRun, bool) {
 	return c, ok
 }
 
-// put stores ctl, a run's control state, as the value of id at rev (or as a new key).
-func (s store) put(ctx context.Context, id string, ctl *Run, rev uint64, create bool) (uint64, error) {
+// encode is ctl as the value of id, told to wrote (when set) before it is written.
+func (s store) encode(id string, ctl *Run) ([]byte, error) {
 	b, err := json.Marshal(ctl)
 	if err != nil {
-		return 0, fmt.Errorf("encode run %s: %w", id, err)
+		return nil, fmt.Errorf("encode run %s: %w", id, err)
 	}
 	if s.wrote != nil {
 		if err := s.wrote(id, len(b)); err != nil {
-			return 0, err
+			return nil, err
 		}
+	}
+	return b, nil
+}
+
+// put stores ctl, a run's control state, as the value of id at rev (or as a new key).
+func (s store) put(ctx context.Context, id string, ctl *Run, rev uint64, create bool) (uint64, error) {
+	b, err := s.encode(id, ctl)
+	if err != nil {
+		return 0, err
 	}
 	if create {
 		rev, err = s.createSettled(ctx, id, b)
@@ -132,14 +141,9 @@ func (s store) put(ctx context.Context, id string, ctl *Run, rev uint64, create 
 // does not say which part was refused (a record already there, or a value changed
 // meanwhile): the caller falls back to writing them one by one.
 func (s store) putBatch(ctx context.Context, id string, ctl *Run, rev uint64, msgs []*nats.Msg) (uint64, error) {
-	b, err := json.Marshal(ctl)
+	b, err := s.encode(id, ctl)
 	if err != nil {
-		return 0, fmt.Errorf("encode run %s: %w", id, err)
-	}
-	if s.wrote != nil {
-		if err := s.wrote(id, len(b)); err != nil {
-			return 0, err
-		}
+		return 0, err
 	}
 	batch, err := jetstreamext.NewBatchPublisher(s.js, jetstreamext.BatchFlowControl{})
 	if err != nil {
