@@ -3,19 +3,12 @@ package toolsfile_test
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/rs/zerolog"
 
 	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
 	"github.com/toolfleet/toolfleet/pkg/client"
 	"github.com/toolfleet/toolfleet/pkg/events"
-	"github.com/toolfleet/toolfleet/pkg/executor"
-	"github.com/toolfleet/toolfleet/pkg/tools"
-	"github.com/toolfleet/toolfleet/pkg/toolsfile"
 )
 
 // BenchmarkCacheCallback calls one command tool through an executor, without a cache
@@ -23,7 +16,6 @@ import (
 // a bucket read, the process, a bucket write) and on one key (a hit: a bucket read, no
 // process). Compare the three ns/op of one run.
 func BenchmarkCacheCallback(b *testing.B) {
-	path := filepath.Join(b.TempDir(), "tools.yaml")
 	tool := func(name, cb string) string {
 		return `
   - name: ` + name + `
@@ -33,31 +25,7 @@ func BenchmarkCacheCallback(b *testing.B) {
 	}
 	body := "tools:" + tool("plain", "") + tool("cached", `
     callbacks: {beforeCall: {cache: {key: [/q], ttl: 10m}}}`)
-	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	file, err := toolsfile.LoadFile(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	reg := tools.NewRegistry()
-	if _, err := file.Start(context.Background(), reg, zerolog.Nop(), nil); err != nil {
-		b.Fatal(err)
-	}
-	fx := natstest.StartJetStream(b, events.Config{})
-	ctx, cancel := context.WithCancel(context.Background())
-	ex, err := executor.New(fx.Srv.Connect(), reg, executor.WithGracePeriod(time.Second))
-	if err != nil {
-		b.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- ex.Run(ctx) }()
-	b.Cleanup(func() { cancel(); <-done })
-	<-ex.Ready()
-	c, err := client.New(fx.NC)
-	if err != nil {
-		b.Fatal(err)
-	}
+	c := fileFleet(b, body)
 	call := func(b *testing.B, tool string, q int) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
@@ -90,7 +58,6 @@ func BenchmarkCacheCallback(b *testing.B) {
 // calls made one after the other by the caller (the baseline): the composite adds its
 // own call and a catalog look-up per sub-call, and saves the caller two round trips.
 func BenchmarkComposite(b *testing.B) {
-	path := filepath.Join(b.TempDir(), "tools.yaml")
 	body := `
 tools:
   - name: hello
@@ -101,31 +68,7 @@ tools:
   - name: three
     composite: {tools: [hello]}
 `
-	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	file, err := toolsfile.LoadFile(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	reg := tools.NewRegistry()
-	if _, err := file.Start(context.Background(), reg, zerolog.Nop(), nil); err != nil {
-		b.Fatal(err)
-	}
-	fx := natstest.StartJetStream(b, events.Config{})
-	ctx, cancel := context.WithCancel(context.Background())
-	ex, err := executor.New(fx.Srv.Connect(), reg, executor.WithGracePeriod(time.Second))
-	if err != nil {
-		b.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- ex.Run(ctx) }()
-	b.Cleanup(func() { cancel(); <-done })
-	<-ex.Ready()
-	c, err := client.New(fx.NC)
-	if err != nil {
-		b.Fatal(err)
-	}
+	c := fileFleet(b, body)
 	call := func(b *testing.B, tool, args string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
@@ -145,4 +88,17 @@ tools:
 			call(b, "three", `{"calls":[{"name":"hello","args":{}},{"name":"hello","args":{}},{"name":"hello","args":{}}]}`)
 		}
 	})
+}
+
+// fileFleet serves the tools file body from an executor on an embedded JetStream and
+// returns a client of it.
+func fileFleet(b *testing.B, body string) *client.Client {
+	b.Helper()
+	fx := natstest.StartJetStream(b, events.Config{})
+	runExecutor(b, fx, startFile(b, writeFile(b, "tools.yaml", body)), "file")
+	c, err := client.New(fx.NC)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c
 }

@@ -1,7 +1,6 @@
 package toolsfile_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,6 +20,7 @@ import (
 
 	"github.com/toolfleet/toolfleet/internal/testsupport/mcptooltest"
 	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
+	"github.com/toolfleet/toolfleet/internal/testsupport/opstest"
 	"github.com/toolfleet/toolfleet/pkg/builtin"
 	"github.com/toolfleet/toolfleet/pkg/client"
 	"github.com/toolfleet/toolfleet/pkg/events"
@@ -31,13 +30,20 @@ import (
 )
 
 // runExecutor runs an executor of reg, called id, on fx until the test ends.
-func runExecutor(t *testing.T, fx *natstest.JetStream, reg *tools.Registry, id string) {
+func runExecutor(t testing.TB, fx *natstest.JetStream, reg *tools.Registry, id string) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	ex, err := executor.New(fx.Srv.Connect(), reg, executor.WithExecutorID(id), executor.WithGracePeriod(time.Second))
+	serveExecutor(t, fx.Srv.Connect(), reg, executor.WithExecutorID(id))
+}
+
+// serveExecutor runs an executor of reg on nc, with opts, until the test ends, and
+// returns once it serves.
+func serveExecutor(t testing.TB, nc *nats.Conn, reg *tools.Registry, opts ...executor.Option) {
+	t.Helper()
+	ex, err := executor.New(nc, reg, append([]executor.Option{executor.WithGracePeriod(time.Second)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- ex.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
@@ -46,7 +52,7 @@ func runExecutor(t *testing.T, fx *natstest.JetStream, reg *tools.Registry, id s
 
 // startFile loads a tools file and starts it (tools, MCP servers, composites) in a
 // fresh registry.
-func startFile(t *testing.T, path string) *tools.Registry {
+func startFile(t testing.TB, path string) *tools.Registry {
 	t.Helper()
 	file, err := toolsfile.LoadFile(path)
 	if err != nil {
@@ -334,17 +340,9 @@ tools:
 		o.NoAuthUser = "admin"
 	})
 	fx := natstest.JetStreamOn(t, srv, events.Config{})
-	var logged syncBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	ex, err := executor.New(srv.Connect(nats.UserInfo("exec", "exec")), startFile(t, path), executor.WithExecutorID("file"),
-		executor.WithGracePeriod(time.Second), executor.WithLogger(zerolog.New(&logged).Level(zerolog.WarnLevel)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- ex.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	<-ex.Ready()
+	var logged opstest.Log
+	serveExecutor(t, srv.Connect(nats.UserInfo("exec", "exec")), startFile(t, path), executor.WithExecutorID("file"),
+		executor.WithLogger(zerolog.New(&logged).Level(zerolog.WarnLevel)))
 	c, err := client.New(fx.NC)
 	if err != nil {
 		t.Fatal(err)
@@ -358,33 +356,10 @@ tools:
 	if n := lines(t, ran); n != 2 {
 		t.Errorf("the tool ran %d times for two calls without a cache, want 2", n)
 	}
-	var warnings []string
-	for line := range strings.Lines(logged.String()) {
-		if strings.Contains(line, "cache:") {
-			warnings = append(warnings, line)
-		}
-	}
+	warnings := logged.Lines("cache:")
 	if len(warnings) != 1 || !strings.Contains(warnings[0], `"tool":"lookup"`) || !strings.Contains(warnings[0], `"bucket":"toolfleet-cache"`) {
 		t.Fatalf("the executor logged %d cache warnings, want one naming the tool and the bucket:\n%s", len(warnings), logged.String())
 	}
-}
-
-// syncBuffer is a bytes.Buffer that a logger and a test may share.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // onSuccess as a pointer replaces the output by a part of it; formatOutput as a template

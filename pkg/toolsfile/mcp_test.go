@@ -23,7 +23,7 @@ import (
 	"github.com/toolfleet/toolfleet/pkg/toolsfile"
 )
 
-func writeFile(t *testing.T, name, body string) string {
+func writeFile(t testing.TB, name, body string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), name)
 	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
