@@ -15,12 +15,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
-	"github.com/rs/zerolog"
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/internal/planner"
-	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
@@ -48,19 +46,6 @@ func TestStepBatchRidesOutLeaderLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	script, err := provider.ParseScript([]byte(fmt.Sprintf(`steps:
-  - calls: [{name: %[1]s, arguments: {n: 1}}]
-  - calls: [{name: %[1]s, arguments: {n: 2}}]
-  - calls: [{name: %[1]s, arguments: {n: 3}}]
-  - text: three echoed
-`, toolIdem)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	model, err := provider.NewScripted(script)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var once sync.Once
 	var killedNode string
 	killed := make(chan struct{})
@@ -80,19 +65,12 @@ func TestStepBatchRidesOutLeaderLoss(t *testing.T) {
 		})
 		return nil
 	}
-	nc := c.connect(t, "planner", 1)
-	p, err := planner.New(ctx, nc, planner.Config{
-		Models: map[string]provider.Model{"main": model}, DefaultModel: "main", ID: "p",
-		Events: cfg, BeforeStepCommit: cut,
-		Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- p.Run(runCtx) }()
-	t.Cleanup(func() { stop(); <-served })
+	p, _ := startScriptedPlanner(t, ctx, c, 1, fmt.Sprintf(`steps:
+  - calls: [{name: %[1]s, arguments: {n: 1}}]
+  - calls: [{name: %[1]s, arguments: {n: 2}}]
+  - calls: [{name: %[1]s, arguments: {n: 3}}]
+  - text: three echoed
+`, toolIdem), func(cfg *planner.Config) { cfg.BeforeStepCommit = cut })
 
 	// The journal's leader moves to the planner's node, whose connection dies with it.
 	for c.streamLeader(t, js, events.StreamJournal) != 1 {

@@ -13,10 +13,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
-	"github.com/rs/zerolog"
 
 	"github.com/toolfleet/toolfleet/internal/planner"
-	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
@@ -29,26 +27,8 @@ func BenchmarkLoopStepR3(b *testing.B) {
 	c := startNodes(b, buildNATSServer(b), 3, nil)
 	cfg := events.Config{Replicas: 3}
 	startExecutor(b, c, 2, cfg, &runCounter{n: map[string]int{}})
-	script, err := provider.ParseScript(fmt.Appendf(nil, "steps:\n  - calls: [{name: %s, arguments: {n: 1}}]\n  - text: one\n", toolIdem))
-	if err != nil {
-		b.Fatal(err)
-	}
-	model, err := provider.NewScripted(script)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	p, err := planner.New(ctx, c.connect(b, "planner", 1), planner.Config{
-		Models: map[string]provider.Model{"main": model}, DefaultModel: "main", ID: "p", Events: cfg,
-		Log: zerolog.New(zerolog.NewTestWriter(b)).Level(zerolog.WarnLevel),
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- p.Run(ctx) }()
-	defer func() { cancel(); <-served }()
+	ctx := context.Background()
+	p, _ := startScriptedPlanner(b, ctx, c, 1, fmt.Sprintf("steps:\n  - calls: [{name: %s, arguments: {n: 1}}]\n  - text: one\n", toolIdem), nil)
 
 	caller := c.connect(b, "caller", 0)
 	js, err := jetstream.New(caller)

@@ -109,21 +109,31 @@ func TestConcurrentFollowUpsOnReplicatedStreams(t *testing.T) {
 // answers text, on R3 streams; it serves until the test ends. nc is its connection.
 func startPlanner(t *testing.T, ctx context.Context, c *cluster, i int) (p *planner.Planner, nc *nats.Conn) {
 	t.Helper()
-	script, err := provider.ParseScript([]byte("steps:\n" + strings.Repeat("  - text: noted\n", 12)))
+	return startScriptedPlanner(t, ctx, c, i, "steps:\n"+strings.Repeat("  - text: noted\n", 12), nil)
+}
+
+// startScriptedPlanner is startPlanner with a model that answers script (provider's
+// script format); tweak, when set, changes the planner's configuration first.
+func startScriptedPlanner(t testing.TB, ctx context.Context, c *cluster, i int, script string, tweak func(*planner.Config)) (p *planner.Planner, nc *nats.Conn) {
+	t.Helper()
+	parsed, err := provider.ParseScript([]byte(script))
 	if err != nil {
 		t.Fatal(err)
 	}
-	model, err := provider.NewScripted(script)
+	model, err := provider.NewScripted(parsed)
 	if err != nil {
 		t.Fatal(err)
 	}
 	nc = c.connect(t, fmt.Sprintf("planner-%d", i), i)
-	p, err = planner.New(ctx, nc, planner.Config{
+	cfg := planner.Config{
 		Models: map[string]provider.Model{"main": model}, DefaultModel: "main", ID: fmt.Sprintf("p%d", i),
 		Events: events.Config{Replicas: 3},
 		Log:    zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel).With().Int("planner", i).Logger(),
-	})
-	if err != nil {
+	}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	if p, err = planner.New(ctx, nc, cfg); err != nil {
 		t.Fatal(err)
 	}
 	runCtx, stop := context.WithCancel(context.Background())
