@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
+	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
@@ -28,39 +29,6 @@ steps:
   - calls: [{name: add, arguments: {a: 1, b: 2}}]
   - text: three
 `
-
-// signals delivers the keys of messages on subject (the last token, or the run id of a
-// run event) to whoever waits for them.
-type signals struct {
-	mu      sync.Mutex
-	waiting map[string]chan struct{}
-}
-
-func listen(tb testing.TB, nc *nats.Conn, subject string, key func(subject string) string) *signals {
-	s := &signals{waiting: map[string]chan struct{}{}}
-	sub, err := nc.Subscribe(subject, func(m *nats.Msg) {
-		s.mu.Lock()
-		ch := s.waiting[key(m.Subject)]
-		delete(s.waiting, key(m.Subject))
-		s.mu.Unlock()
-		if ch != nil {
-			close(ch)
-		}
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = sub.Unsubscribe() })
-	return s
-}
-
-func (s *signals) expect(key string) chan struct{} {
-	ch := make(chan struct{})
-	s.mu.Lock()
-	s.waiting[key] = ch
-	s.mu.Unlock()
-	return ch
-}
 
 func lastToken(subject string) string { return subject[strings.LastIndexByte(subject, '.')+1:] }
 
@@ -88,15 +56,15 @@ func runOfEvent(subject string) string { return strings.Split(subject, ".")[3] }
 // (acks, the calls stream's clean-up, the planner reading a result) weighs on all alike.
 func BenchmarkLoopStep(b *testing.B) {
 	tb := setup(b, map[string]string{"main": benchScript})
-	results := listen(b, tb.nc, "toolfleet.result.*.*", lastToken)
-	dones := listen(b, tb.nc, "toolfleet.event.run.*.done", runOfEvent)
+	results := natstest.Listen(b, tb.nc, "toolfleet.result.*.*", lastToken)
+	dones := natstest.Listen(b, tb.nc, "toolfleet.event.run.*.done", runOfEvent)
 	args := json.RawMessage(`{"a":1,"b":2}`)
 	timeout := func() <-chan time.Time { return time.After(30 * time.Second) }
 
 	var raw, loop []time.Duration
 	rawCall := func() {
 		id := "c" + nuid.Next()
-		ch := results.expect(id)
+		ch := results.Of(id)
 		msg, err := events.NewCall(events.CallOptions{Source: "/bench", ID: id, RunID: "braw"}, events.Call{Tool: "add", Arguments: args})
 		if err != nil {
 			b.Fatal(err)
@@ -114,7 +82,7 @@ func BenchmarkLoopStep(b *testing.B) {
 	}
 	loopRun := func() {
 		runID := newRunID()
-		ch := dones.expect(runID)
+		ch := dones.Of(runID)
 		t0 := time.Now()
 		if _, err := tb.p.start(context.Background(), StartRequest{Input: "add", Tools: []string{"add"}}, runID, nil, ""); err != nil {
 			b.Fatal(err)
@@ -138,7 +106,7 @@ func BenchmarkLoopStep(b *testing.B) {
 	chainRun := func() {
 		runID := "w" + nuid.Next()
 		callID := runID + "-0-0"
-		resultCh, doneCh := results.expect(callID), dones.expect(runID)
+		resultCh, doneCh := results.Of(callID), dones.Of(runID)
 		call, err := events.NewCall(events.CallOptions{Source: "/bench", ID: callID, RunID: runID}, events.Call{Tool: "add", Arguments: args})
 		if err != nil {
 			b.Fatal(err)
@@ -275,7 +243,7 @@ func BenchmarkConcurrentRuns(b *testing.B) {
 				serve(b, p.Run)
 				planners[i] = p
 			}
-			dones := listen(b, tb.nc, "toolfleet.event.run.*.done", runOfEvent)
+			dones := natstest.Listen(b, tb.nc, "toolfleet.event.run.*.done", runOfEvent)
 			sem := make(chan struct{}, inFlight)
 			var wg sync.WaitGroup
 			runs := 0
@@ -287,7 +255,7 @@ func BenchmarkConcurrentRuns(b *testing.B) {
 				p := planners[runs%replicas]
 				runs++
 				id := newRunID()
-				ch := dones.expect(id)
+				ch := dones.Of(id)
 				go func() {
 					defer wg.Done()
 					defer func() { <-sem }()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
 )
 
 // BenchmarkNestedRun measures, one at a time, a run that delegates one tool-call step to
@@ -23,11 +25,11 @@ steps:
   - text: three
 `,
 	})
-	dones := listen(b, tb.nc, "toolfleet.event.run.*.done", runOfEvent)
+	dones := natstest.Listen(b, tb.nc, "toolfleet.event.run.*.done", runOfEvent)
 	var took []time.Duration
 	for b.Loop() {
 		runID := newRunID()
-		ch := dones.expect(runID)
+		ch := dones.Of(runID)
 		t0 := time.Now()
 		if _, err := tb.p.start(context.Background(), StartRequest{Input: "delegate", Tools: []string{"add", "run_agent"},
 			Limits: Limits{TokenBudget: 1 << 30}}, runID, nil, ""); err != nil {

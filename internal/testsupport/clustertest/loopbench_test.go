@@ -6,15 +6,14 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
 	"github.com/toolfleet/toolfleet/internal/planner"
+	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
@@ -35,8 +34,8 @@ func BenchmarkLoopStepR3(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	results := heard(b, caller, "toolfleet.result.*.*", func(s string) string { return s[strings.LastIndexByte(s, '.')+1:] })
-	dones := heard(b, caller, "toolfleet.event.run.*.done", func(s string) string { return strings.Split(s, ".")[3] })
+	results := natstest.Listen(b, caller, "toolfleet.result.*.*", func(s string) string { return s[strings.LastIndexByte(s, '.')+1:] })
+	dones := natstest.Listen(b, caller, "toolfleet.event.run.*.done", func(s string) string { return strings.Split(s, ".")[3] })
 	wait := func(ch <-chan struct{}, what string) {
 		select {
 		case <-ch:
@@ -56,7 +55,7 @@ func BenchmarkLoopStepR3(b *testing.B) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	wait(dones.of(start().ID), "the first run did not end")
+	wait(dones.Of(start().ID), "the first run did not end")
 
 	var raw, loop []time.Duration
 	rawCall := func() {
@@ -70,7 +69,7 @@ func BenchmarkLoopStepR3(b *testing.B) {
 		if _, err := js.PublishMsg(ctx, msg); err != nil {
 			b.Fatal(err)
 		}
-		wait(results.of(id), "no result")
+		wait(results.Of(id), "no result")
 		raw = append(raw, time.Since(t0))
 	}
 	// Where a run's time goes, from the run's own record: until its call is published
@@ -83,7 +82,7 @@ func BenchmarkLoopStepR3(b *testing.B) {
 	loopRun := func() {
 		t0 := time.Now()
 		run := start()
-		wait(dones.of(run.ID), "run not done")
+		wait(dones.Of(run.ID), "run not done")
 		heard := time.Now()
 		loop = append(loop, heard.Sub(t0))
 		done, err := p.Get(ctx, run.ID)
@@ -113,41 +112,4 @@ func BenchmarkLoopStepR3(b *testing.B) {
 	for name, d := range parts {
 		b.ReportMetric(float64(p50(d).Microseconds()), name+"-p50-µs")
 	}
-}
-
-// arrivals hands out, by key, a channel closed when a message with that key is heard,
-// whether it is asked for before or after.
-type arrivals struct {
-	mu sync.Mutex
-	ch map[string]chan struct{}
-}
-
-func heard(tb testing.TB, nc *nats.Conn, subject string, key func(string) string) *arrivals {
-	a := &arrivals{ch: map[string]chan struct{}{}}
-	sub, err := nc.Subscribe(subject, func(m *nats.Msg) {
-		ch := a.of(key(m.Subject))
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		select {
-		case <-ch:
-		default:
-			close(ch)
-		}
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = sub.Unsubscribe() })
-	return a
-}
-
-func (a *arrivals) of(key string) chan struct{} {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	ch, ok := a.ch[key]
-	if !ok {
-		ch = make(chan struct{})
-		a.ch[key] = ch
-	}
-	return ch
 }

@@ -58,3 +58,33 @@ func TestStartJetStreamEnsures(t *testing.T) {
 	n := 0
 	Eventually(t, time.Second, "the third poll", func() bool { n++; return n == 3 })
 }
+
+// Arrivals answers a key asked for before its message and one asked for after, and
+// not one that never came.
+func TestArrivalsBeforeAndAfter(t *testing.T) {
+	nc := Start(t).Connect()
+	a := Listen(t, nc, "done.*", func(s string) string { return s[len("done."):] })
+	early := a.Of("early")
+	// late goes first: once early has arrived, so has late (one subscription delivers in
+	// order), and late is asked for after its arrival.
+	for _, k := range []string{"late", "early"} {
+		if err := nc.Publish("done."+k, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	arrived := func(what string, ch <-chan struct{}) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("a key %s its message never arrived", what)
+		}
+	}
+	arrived("asked before", early)
+	arrived("asked after", a.Of("late"))
+	select {
+	case <-a.Of("never"):
+		t.Fatal("a key without a message arrived")
+	default:
+	}
+}
