@@ -1,15 +1,11 @@
 package jsutil_test
 
 import (
-	"context"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/toolfleet/toolfleet/internal/jsutil"
-	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
@@ -19,13 +15,7 @@ import (
 // version, or by hand) gets the journal's settings.
 func TestEnsurePlannerMakesTheJournal(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	js, err := jetstream.New(srv.Connect())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	js, ctx := bareJetStream(t, 20*time.Second)
 	cfg := events.Config{}
 	if _, err := js.CreateKeyValue(ctx, cfg.RunsBucket()); err != nil { // as an earlier version made it
 		t.Fatal(err)

@@ -37,18 +37,25 @@ var oldRecords = []struct{ subject, data string }{
 	{"toolfleet.runlog.r2.args.0.0", `{"a":1}`},
 }
 
+// bareJetStream is a server without toolfleet's streams, and a context that ends after
+// timeout (or with the test).
+func bareJetStream(t *testing.T, timeout time.Duration) (jetstream.JetStream, context.Context) {
+	t.Helper()
+	js, err := jetstream.New(natstest.Start(t).Connect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	return js, ctx
+}
+
 // oldStore is a server with the stores an earlier planner left: the runs bucket as a
 // plain bucket, with a run's state, and its run log on TOOLFLEET_RUNLOG, each record
 // written once as that planner wrote it (expecting no message on its subject).
 func oldStore(t *testing.T) (jetstream.JetStream, context.Context) {
 	t.Helper()
-	srv := natstest.Start(t)
-	js, err := jetstream.New(srv.Connect())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
+	js, ctx := bareJetStream(t, 60*time.Second)
 	cfg := events.Config{}
 	kv, err := js.CreateKeyValue(ctx, cfg.RunsBucket())
 	if err != nil {
@@ -238,17 +245,11 @@ func TestEnsurePlannerMigratesWithPlannersStartingTogether(t *testing.T) {
 // touched: the planner does not start, and the error says why.
 func TestEnsurePlannerLeavesAForeignRunLogStream(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	js, err := jetstream.New(srv.Connect())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	js, ctx := bareJetStream(t, 20*time.Second)
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: events.StreamRunLog, Subjects: []string{"audit.>"}}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = jsutil.EnsurePlanner(ctx, js, events.Config{})
+	_, err := jsutil.EnsurePlanner(ctx, js, events.Config{})
 	if err == nil || !strings.Contains(err.Error(), "not the run log of an earlier version") {
 		t.Fatalf("EnsurePlanner with a foreign %s: %v, want an error saying it is not the run log", events.StreamRunLog, err)
 	}
