@@ -1,7 +1,6 @@
 package planner
 
 import (
-	"encoding/json"
 	"slices"
 	"strings"
 	"sync"
@@ -128,14 +127,6 @@ type watchedCall struct {
 
 func (c *watchedCall) done() bool {
 	return c.Status != string(CallPending) && c.Status != string(CallAwaitingApproval)
-}
-
-func decodeWatched(b []byte) (*watchedRun, error) {
-	var w watchedRun
-	if err := json.Unmarshal(b, &w); err != nil {
-		return nil, err
-	}
-	return &w, nil
 }
 
 func (w *watchedRun) summary() RunSummary {
