@@ -29,10 +29,11 @@ func agreesWithEncodingJSON(t *testing.T, b []byte) {
 	}
 }
 
-// TestDecodeWatchedAgreesWithEncodingJSON reads every value the runs bucket held through
-// runs that called tools, waited for an approval, failed a call and ended, with the
-// watch's decoder and with encoding/json, and the values a planner never writes but a
-// bucket could hold: escapes, nulls, other types, garbage.
+// TestDecodeWatchedAgreesWithEncodingJSON reads, with the watch's decoder and with
+// encoding/json, every value the runs bucket was given by a run of two tool steps
+// (arguments and texts with escapes and non-ASCII, a call refused as invalid), a state
+// with every field the watch reads set, and values a planner never writes but a bucket
+// could hold: escapes, case-folded keys, nulls, other types, garbage.
 func TestDecodeWatchedAgreesWithEncodingJSON(t *testing.T) {
 	tb := setup(t, map[string]string{"main": `
 name: two steps
