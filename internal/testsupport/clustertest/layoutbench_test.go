@@ -3,6 +3,7 @@ package clustertest
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,7 +23,7 @@ import (
 // BenchmarkJournalLayout measures the floor a one-tool-step run has under its
 // guarantees in two layouts of the durable record: only the writes the guarantees
 // chain, with no planner and no executor code (a bare worker answers each call), against
-// a raw call through the same worker, taking turns:
+// a raw call through the same worker, in a new random order each round:
 //
 //   - raw: the call stored on a work-queue stream, the worker's result stored on a
 //     results stream and heard by the caller;
@@ -225,9 +226,12 @@ func benchLayouts(b *testing.B, c *cluster, replicas int) {
 	for name, prefix := range journals {
 		order = append(order, oneAppend(name, prefix, false), oneAppend(name+"-derived", prefix, true))
 	}
-	for i := 0; b.Loop(); i++ {
-		for j := range order { // each goes first in turn
-			order[(i+j)%len(order)]()
+	// A new order each round: the work one leaves behind (acknowledgements, a
+	// work-queue stream's clean-up) falls on each of the others alike.
+	for b.Loop() {
+		rand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		for _, f := range order {
+			f()
 		}
 	}
 	p50 := func(d []time.Duration) time.Duration { s := slices.Clone(d); slices.Sort(s); return s[len(s)/2] }
