@@ -38,7 +38,7 @@ func decodeWatched(b []byte) (*watchedRun, error) {
 
 // scan fills w from the JSON object b; false when b is not read exactly.
 func (w *watchedRun) scan(b []byte) bool {
-	return scanObject(b, func(key []byte, v []byte) bool {
+	return scanObject(b, func(key, v []byte) bool {
 		switch string(key) {
 		case "id":
 			return scanString(v, &w.ID)
@@ -121,7 +121,7 @@ func lowerKeys(keys ...string) map[string]bool {
 func foldsTo(key []byte, keys map[string]bool) bool {
 	var buf [32]byte
 	if len(key) > len(buf) {
-		return false // longer than any key read
+		return false // longer than any spelling of a key read (at most 15 bytes)
 	}
 	lower := buf[:len(key)]
 	for i, c := range key {
@@ -183,7 +183,7 @@ func scanArray[T any](v []byte, dst *[]T, elem func([]byte) (T, bool)) bool {
 }
 
 func (c *watchedCall) scan(b []byte) bool {
-	return scanObject(b, func(key []byte, v []byte) bool {
+	return scanObject(b, func(key, v []byte) bool {
 		switch string(key) {
 		case "id":
 			return scanString(v, &c.ID)

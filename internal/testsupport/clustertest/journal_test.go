@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -139,10 +138,7 @@ func BenchmarkJournalStep(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	value := func(n int) []byte {
-		return fmt.Appendf(nil, `{"status":"running","pad":"%s"}`, strings.Repeat("x", n-32))
-	}
-	created, stepped, record := value(535), value(900), value(1108)
+	created, stepped, record := runValue(535), runValue(900), runValue(1108)
 	var batched, parts []time.Duration
 	step := func(batch bool) {
 		id := "w" + nuid.Next()

@@ -21,7 +21,7 @@ import (
 )
 
 // BenchmarkJournalLayout measures the floor a one-tool-step run has under its
-// guarantees in two layouts of the durable record: only the writes the guarantees
+// guarantees in the layouts of the durable record below: only the writes the guarantees
 // chain, with no planner and no executor code (a bare worker answers each call), against
 // a raw call through the same worker, in a new random order each round:
 //
@@ -53,8 +53,8 @@ func BenchmarkJournalLayout(b *testing.B) {
 	}
 }
 
-// layoutValue is a run value of n bytes, the size toolfleet's writes of it have.
-func layoutValue(n int) []byte {
+// runValue is a run's value of n bytes, the size toolfleet's writes of it have.
+func runValue(n int) []byte {
 	return fmt.Appendf(nil, `{"status":"running","pad":"%s"}`, strings.Repeat("x", n-32))
 }
 
@@ -146,7 +146,7 @@ func benchLayouts(b *testing.B, c *cluster, replicas int) {
 		m.Header.Set(jetstream.MsgIDHeader, id)
 		return m
 	}
-	created, final, record := layoutValue(535), layoutValue(946), layoutValue(1108)
+	created, final, record := runValue(535), runValue(946), runValue(1108)
 	took := map[string][]time.Duration{}
 
 	rawCall := func() {
