@@ -61,7 +61,6 @@ func BenchmarkLoopStep(b *testing.B) {
 	results := natstest.Listen(b, tb.nc, "toolfleet.result.*.*", lastToken)
 	dones := natstest.Listen(b, tb.nc, "toolfleet.event.run.*.done", runOfEvent)
 	args := json.RawMessage(`{"a":1,"b":2}`)
-	timeout := func() <-chan time.Time { return time.After(30 * time.Second) }
 
 	var raw, loop []time.Duration
 	rawCall := func() {
@@ -75,11 +74,7 @@ func BenchmarkLoopStep(b *testing.B) {
 		if _, err := tb.js.PublishMsg(tb.ctx, msg); err != nil {
 			b.Fatal(err)
 		}
-		select {
-		case <-ch:
-		case <-timeout():
-			b.Fatal("no result")
-		}
+		natstest.Await(b, ch, "no result")
 		raw = append(raw, time.Since(t0))
 	}
 	// Where a run's time goes, from its own record (as BenchmarkLoopStepR3 reports it):
@@ -94,11 +89,7 @@ func BenchmarkLoopStep(b *testing.B) {
 		if _, err := tb.p.start(context.Background(), StartRequest{Input: "add", Tools: []string{"add"}}, runID, nil, ""); err != nil {
 			b.Fatal(err)
 		}
-		select {
-		case <-ch:
-		case <-timeout():
-			b.Fatal("run not done")
-		}
+		natstest.Await(b, ch, "run not done")
 		heard := time.Now()
 		loop = append(loop, heard.Sub(t0))
 		run, err := tb.p.Get(tb.ctx, runID)
@@ -151,22 +142,14 @@ func BenchmarkLoopStep(b *testing.B) {
 		if _, err := tb.js.PublishMsg(tb.ctx, call); err != nil {
 			b.Fatal(err)
 		}
-		select {
-		case <-resultCh:
-		case <-timeout():
-			b.Fatal("no result")
-		}
+		natstest.Await(b, resultCh, "no result")
 		if _, err := runs.Update(tb.ctx, runID, final, rev); err != nil {
 			b.Fatal(err)
 		}
 		if _, err := tb.js.PublishMsgAsync(done); err != nil {
 			b.Fatal(err)
 		}
-		select {
-		case <-doneCh:
-		case <-timeout():
-			b.Fatal("no done")
-		}
+		natstest.Await(b, doneCh, "no done")
 		chain = append(chain, time.Since(t0))
 	}
 	var batched, parts []time.Duration

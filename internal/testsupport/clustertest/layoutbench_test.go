@@ -126,13 +126,6 @@ func benchLayouts(b *testing.B, c *cluster, replicas int) {
 
 	results := natstest.Listen(b, caller, "layout.result.*", func(s string) string { return s[strings.LastIndexByte(s, '.')+1:] })
 	dones := natstest.Listen(b, caller, "layout.ev.*.done", func(s string) string { return strings.Split(s, ".")[2] })
-	wait := func(ch <-chan struct{}, what string) {
-		select {
-		case <-ch:
-		case <-time.After(30 * time.Second):
-			b.Fatal(what)
-		}
-	}
 	expect := func(m *nats.Msg, seq uint64) *nats.Msg {
 		m.Header.Set(events.HeaderExpectedLastSubjectSeq, strconv.FormatUint(seq, 10))
 		return m
@@ -156,7 +149,7 @@ func benchLayouts(b *testing.B, c *cluster, replicas int) {
 		if _, err := js.PublishMsg(ctx, call("layout.calls."+id, id)); err != nil {
 			b.Fatal(err)
 		}
-		wait(heard, "no result")
+		natstest.Await(b, heard, "no result")
 		took["raw"] = append(took["raw"], time.Since(t0))
 	}
 	today := func() {
@@ -180,14 +173,14 @@ func benchLayouts(b *testing.B, c *cluster, replicas int) {
 		if _, err := js.PublishMsg(ctx, call("layout.calls."+id, id)); err != nil {
 			b.Fatal(err)
 		}
-		wait(heard, "no result")
+		natstest.Await(b, heard, "no result")
 		if _, err := js.PublishMsg(ctx, expect(msg("layout.j."+run+".state", final), ack.Sequence)); err != nil {
 			b.Fatal(err)
 		}
 		if _, err := js.PublishMsgAsync(msg("layout.ev."+run+".done", []byte(`{"termination":"completed"}`))); err != nil {
 			b.Fatal(err)
 		}
-		wait(done, "no done")
+		natstest.Await(b, done, "no done")
 		took["today"] = append(took["today"], time.Since(t0))
 	}
 	// oneAppend is the journal layout on the journal whose subjects start with prefix;
@@ -207,7 +200,7 @@ func benchLayouts(b *testing.B, c *cluster, replicas int) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			wait(heard, "no result")
+			natstest.Await(b, heard, "no result")
 			end := expect(msg(prefix+"."+run+".state", final), ack.Sequence-uint64(ack.BatchSize)+1)
 			if derived {
 				_, err = js.PublishMsg(ctx, end)

@@ -36,13 +36,6 @@ func BenchmarkLoopStepR3(b *testing.B) {
 	}
 	results := natstest.Listen(b, caller, "toolfleet.result.*.*", func(s string) string { return s[strings.LastIndexByte(s, '.')+1:] })
 	dones := natstest.Listen(b, caller, "toolfleet.event.run.*.done", func(s string) string { return strings.Split(s, ".")[3] })
-	wait := func(ch <-chan struct{}, what string) {
-		select {
-		case <-ch:
-		case <-time.After(30 * time.Second):
-			b.Fatal(what)
-		}
-	}
 	start := func() *planner.Run {
 		for { // the planner's catalog lists the tool once the executor announced it
 			run, err := p.Start(ctx, planner.StartRequest{Input: "echo one", Tools: []string{toolIdem}})
@@ -55,7 +48,7 @@ func BenchmarkLoopStepR3(b *testing.B) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	wait(dones.Of(start().ID), "the first run did not end")
+	natstest.Await(b, dones.Of(start().ID), "the first run did not end")
 
 	var raw, loop []time.Duration
 	rawCall := func() {
@@ -69,7 +62,7 @@ func BenchmarkLoopStepR3(b *testing.B) {
 		if _, err := js.PublishMsg(ctx, msg); err != nil {
 			b.Fatal(err)
 		}
-		wait(results.Of(id), "no result")
+		natstest.Await(b, results.Of(id), "no result")
 		raw = append(raw, time.Since(t0))
 	}
 	// Where a run's time goes, from the run's own record: until its call is published
@@ -82,7 +75,7 @@ func BenchmarkLoopStepR3(b *testing.B) {
 	loopRun := func() {
 		t0 := time.Now()
 		run := start()
-		wait(dones.Of(run.ID), "run not done")
+		natstest.Await(b, dones.Of(run.ID), "run not done")
 		heard := time.Now()
 		loop = append(loop, heard.Sub(t0))
 		done, err := p.Get(ctx, run.ID)

@@ -3,6 +3,7 @@ package natstest
 import (
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 )
@@ -60,4 +61,15 @@ func (a *Arrivals) Of(key string) <-chan struct{} {
 	default:
 	}
 	return ch
+}
+
+// Await waits for ch (an [Arrivals.Of] taken before the clock started) and fails tb with
+// what when nothing arrives within 30 seconds.
+func Await(tb testing.TB, ch <-chan struct{}, what string) {
+	tb.Helper()
+	select {
+	case <-ch:
+	case <-time.After(30 * time.Second):
+		tb.Fatal(what)
+	}
 }
