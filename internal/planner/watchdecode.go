@@ -3,12 +3,14 @@ package planner
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/toolfleet/toolfleet/internal/jsonscan"
+	"github.com/toolfleet/toolfleet/internal/provider"
 )
 
 // decodeWatched reads what the watch of the runs bucket needs of a run's value: every
@@ -97,20 +99,21 @@ func (w *watchedRun) scan(b []byte) bool {
 	})
 }
 
-// The keys the decoders read, in lower case: encoding/json matches a key to a field
-// whatever its case, which the decoders leave to it (foldsTo).
+// The keys the decoders read, in lower case, taken from the json tags of the types they
+// fill (the tags json.Unmarshal, the fallback, reads by): encoding/json matches a key to
+// a field whatever its case, which the decoders leave to it (foldsTo).
 var (
-	watchedRunKeys = lowerKeys("id", "parentId", "depth", "status", "termination", "detail", "model", "tenant",
-		"role", "step", "recorded", "calls", "usage", "cost", "createdAt", "finishedAt", "deadline", "lease", "turn",
-		"inputPreview", "callCount", "called")
-	watchedCallKeys = lowerKeys("id", "name", "status", "executor", "local", "approval", "calledAt", "finishedAt")
-	usageKeys       = lowerKeys("inputTokens", "outputTokens")
+	watchedRunKeys  = foldedKeys[watchedRun]()
+	watchedCallKeys = foldedKeys[watchedCall]()
+	usageKeys       = foldedKeys[provider.Usage]()
 )
 
-func lowerKeys(keys ...string) map[string]bool {
+func foldedKeys[T any]() map[string]bool {
 	m := map[string]bool{}
-	for _, k := range keys {
-		m[strings.ToLower(k)] = true
+	t := reflect.TypeFor[T]()
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		m[strings.ToLower(name)] = true
 	}
 	return m
 }
