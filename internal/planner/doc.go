@@ -268,8 +268,9 @@
 // applied where the model's conversation reaches it, so the model sees the edited
 // conversation from then on while GET /v1/runs/{id}/messages, the run log and the
 // resumed event keep the original and the edit (?view=model shows a paused run's
-// edited conversation, whose indices edits name). An edit that would leave a tool
-// result without its call, or calls without their results, is refused (400). Who may
+// edited conversation, whose indices edits name). An edit that would leave a call id
+// without exactly one result after it, or a result without its call, is refused (400,
+// naming the call), whatever the conversation was before it. Who may
 // pause and resume: the rule of follow-ups (auth.go). A follow-up to a paused run is
 // kept and the run stays paused (the model sees it after the resume); a paused run can
 // be canceled; nested runs pause with their parent only (409). A replica that remembers

@@ -33,8 +33,9 @@ import (
 // on, while the run log, GET /v1/runs/{id}/messages and the run's events keep the
 // original (the record says what was replaced, dropped and summarized, by whom). Edits
 // name messages by their index in the conversation as the model would be asked it at
-// the resume (GET /v1/runs/{id}/messages?view=model), and may not leave a tool result
-// without its call or a call without its results. A resume may also change the run's
+// the resume (GET /v1/runs/{id}/messages?view=model), and must leave every call id
+// with exactly one result after it and no result without its call ([pairedCalls],
+// checked on the whole edited conversation). A resume may also change the run's
 // limits (within their ranges, as at start) and its pause options.
 //
 // Who may: the rule of follow-ups (auth.go): the owner's role or an operator role of
@@ -288,10 +289,24 @@ func (e *conversationEdit) apply(msgs []provider.Message) ([]provider.Message, e
 	if len(out) == 0 {
 		return nil, errors.New("the edit leaves no message")
 	}
-	if pairedCalls(msgs) == nil {
-		if err := pairedCalls(out); err != nil {
-			return nil, fmt.Errorf("the edited conversation is not one a model takes: %v", err)
+	return out, nil
+}
+
+// check is apply for a resume that makes the edit: the edited conversation must pair
+// every call with one result, whatever the conversation was before. A run's own steps
+// always leave it paired at a pause; only the messages a run was started with can
+// leave it otherwise (a start does not check them), and an edit of such a run must then
+// pair them too, which the error says.
+func (e *conversationEdit) check(msgs []provider.Message) ([]provider.Message, error) {
+	out, err := e.apply(msgs)
+	if err != nil || e.empty() {
+		return out, err
+	}
+	if err := pairedCalls(out); err != nil {
+		if before := pairedCalls(msgs); before != nil {
+			return nil, fmt.Errorf("the edited conversation is not one a model takes: %v (before the edit: %v; an edit must leave every call paired)", err, before)
 		}
+		return nil, fmt.Errorf("the edited conversation is not one a model takes: %v", err)
 	}
 	return out, nil
 }
@@ -316,26 +331,65 @@ func checkEditMessage(m provider.Message) error {
 	return nil
 }
 
-// pairedCalls says why msgs is not a conversation a model takes: a tool message must
-// answer the calls of the assistant message just before it, and an assistant message
-// that makes calls must be followed by their results.
+// pairedCalls says why msgs is not a conversation a model takes, naming the call: each
+// call of an assistant message has exactly one result in the tool message or messages
+// right after it (the planner writes one tool message per step; a conversation given at
+// the start may hold one per result, as OpenAI's format does), and every result
+// answers a call of that assistant message.
 func pairedCalls(msgs []provider.Message) error {
+	var made *provider.Message // the last assistant message that made calls, while its results follow
+	from := -1                 // its index
+	answered := map[string]bool{}
 	for i, m := range msgs {
 		if m.Role == provider.RoleTool {
-			if i == 0 || len(msgs[i-1].ToolCalls) == 0 {
-				return fmt.Errorf("message %d holds tool results that follow no tool call", i)
-			}
 			for _, tr := range m.ToolResults {
-				if !slices.ContainsFunc(msgs[i-1].ToolCalls, func(tc provider.ToolCall) bool { return tc.ID == tr.CallID }) {
-					return fmt.Errorf("message %d answers call %q, which message %d did not make", i, tr.CallID, i-1)
+				switch {
+				case made == nil:
+					return fmt.Errorf("message %d answers call %q, which no message before it made", i, tr.CallID)
+				case !slices.ContainsFunc(made.ToolCalls, func(tc provider.ToolCall) bool { return tc.ID == tr.CallID }):
+					return fmt.Errorf("message %d answers call %q, which message %d did not make", i, tr.CallID, from)
+				case answered[tr.CallID]:
+					return fmt.Errorf("message %d answers call %q of message %d a second time", i, tr.CallID, from)
+				}
+				answered[tr.CallID] = true
+			}
+			continue
+		}
+		if err := unanswered(made, from, answered); err != nil {
+			return err
+		}
+		made, from = nil, -1
+		clear(answered)
+		if len(m.ToolCalls) > 0 {
+			made, from = &msgs[i], i
+			for k, tc := range m.ToolCalls {
+				if slices.ContainsFunc(m.ToolCalls[:k], func(o provider.ToolCall) bool { return o.ID == tc.ID }) {
+					return fmt.Errorf("message %d makes call %q twice", i, tc.ID)
 				}
 			}
 		}
-		if len(m.ToolCalls) > 0 && (i+1 == len(msgs) || msgs[i+1].Role != provider.RoleTool) {
-			return fmt.Errorf("the calls of message %d have no results after it", i)
+	}
+	return unanswered(made, from, answered)
+}
+
+// unanswered names the calls of made (message from) that have no result in answered.
+func unanswered(made *provider.Message, from int, answered map[string]bool) error {
+	if made == nil {
+		return nil
+	}
+	var missing []string
+	for _, tc := range made.ToolCalls {
+		if !answered[tc.ID] {
+			missing = append(missing, strconv.Quote(tc.ID))
 		}
 	}
-	return nil
+	switch len(missing) {
+	case 0:
+		return nil
+	case 1:
+		return fmt.Errorf("call %s of message %d has no result after it", missing[0], from)
+	}
+	return fmt.Errorf("calls %s of message %d have no result after them", strings.Join(missing, ", "), from)
 }
 
 // check refuses what is wrong with the request itself.
@@ -432,7 +486,7 @@ func (p *Planner) Resume(ctx context.Context, id string, req ResumeRequest) (*Ru
 				return nil, err
 			}
 			rec.Edit = &conversationEdit{Replace: req.Replace, Drop: req.Drop, Compact: req.Compact, Before: len(msgs)}
-			if _, err := rec.Edit.apply(msgs); err != nil {
+			if _, err := rec.Edit.check(msgs); err != nil {
 				return nil, requestErrorf("%v", err)
 			}
 		}
