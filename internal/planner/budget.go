@@ -22,8 +22,9 @@ import (
 // the same way, up to the root (at most Limits.MaxDepth, ≤ 10, writes). A charge carries
 // the totals, not an increment: repeating one (a step taken again after a crash) changes
 // nothing, a later one replaces an earlier one whatever order they arrive in, and a
-// charge that was lost is made good by the next. A run's value stays the same size: the
-// parent keeps one charge per call of its current step.
+// charge that was lost is made good by the next. A run's value does not grow with its
+// length: the parent keeps one charge per call of its current step, and one reservation
+// per model call under way in its tree (reserve.go), which the charges settle.
 
 // Totals is what a run used: its model's tokens, its cost (model and tool calls, see
 // PriceTable), and the model's steps.
@@ -179,16 +180,7 @@ func (p *Planner) ancestorsStop(ctx context.Context, r *Run) (Termination, strin
 		if err != nil {
 			return "", "", err
 		}
-		t, why := Termination(""), ""
-		switch {
-		case a.stepsStop() != "":
-			t, why = TerminationMaxSteps, a.stepsStop()
-		case a.tokensStop() != "":
-			t, why = TerminationTokenBudget, a.tokensStop()
-		case a.overCostBudget() != "":
-			t, why = TerminationCostBudget, a.overCostBudget()
-		}
-		if t != "" {
+		if t, why := a.spent(); t != "" {
 			return t, fmt.Sprintf("run %s, which this run is nested in, has nothing left: %s", a.ID, why), nil
 		}
 		id = a.ParentID
@@ -196,42 +188,63 @@ func (p *Planner) ancestorsStop(ctx context.Context, r *Run) (Termination, strin
 	return "", "", nil
 }
 
+// spent says which of r's budgets its tree used up (steps, tokens, cost) and how, or "".
+func (r *Run) spent() (Termination, string) {
+	switch {
+	case r.stepsStop() != "":
+		return TerminationMaxSteps, r.stepsStop()
+	case r.tokensStop() != "":
+		return TerminationTokenBudget, r.tokensStop()
+	case r.overCostBudget() != "":
+		return TerminationCostBudget, r.overCostBudget()
+	}
+	return "", ""
+}
+
 // rollUp charges run's tree totals to its ancestors, its parent first: the parent keeps
 // them on the run_agent call that started run, its Nested changes by the difference, and
 // its own tree totals go on to its parent. reserve is the price of the calls run is
 // about to send, included in its totals: an ancestor whose cost budget the charge would
-// take over refuses it (changing nothing), and rollUp returns that ancestor. The charges
-// it made below that ancestor stay until run's next charge (see reserveStep) replaces
-// them; until then they count, so a sibling may be refused for them, never let through.
+// take over (with what it holds for other runs' answers under way) refuses it (changing
+// nothing), and rollUp returns that ancestor. The charges it made below that ancestor
+// stay until run's next charge (see reserveStep) replaces them; until then they count,
+// so a sibling may be refused for them, never let through. Each ancestor's change also
+// settles the reservations of run's answers its totals include (reserve.go), even where
+// a later charge carried them already.
 func (p *Planner) rollUp(ctx context.Context, run *Run, reserve float64) (refusedBy *Run, err error) {
 	from, charge := run, NestedCharge{Seq: run.TreeSeq, Totals: run.Tree()}
+	settled := run.answeredThrough()
 	for from.ParentID != "" {
 		refused := false
 		parent, err := p.runs.update(ctx, from.ParentID, func(r *Run) (bool, error) {
 			refused = false
+			now := p.cfg.Now()
 			c := r.call(from.ParentCallID)
-			if c == nil || c.Name != AgentToolName {
-				return false, nil // the parent moved on: it had the run's answer, after its last charge
-			}
-			var old Totals
-			if c.Nested != nil {
-				if c.Nested.Seq > charge.Seq || c.Nested.Seq == charge.Seq && c.Nested.Totals == charge.Totals {
-					return false, nil // this charge, or a later one, is in
+			// When the parent moved on, it had the run's answer, after its last charge;
+			// when a later charge is in, it carried this one.
+			charged := c != nil && c.Name == AgentToolName &&
+				(c.Nested == nil || c.Nested.Seq < charge.Seq || c.Nested.Seq == charge.Seq && c.Nested.Totals != charge.Totals)
+			if charged {
+				var old Totals
+				if c.Nested != nil {
+					old = c.Nested.Totals
 				}
-				old = c.Nested.Totals
+				nested := r.Nested.plus(charge.minus(old))
+				if b := r.Limits.CostBudget; reserve > 0 && b > 0 {
+					if held, _ := r.held(run.ID, now); r.Cost+nested.Cost+held > b+costEpsilon {
+						refused = true
+						return false, nil
+					}
+				}
+				if r.NestedTurn.Turn != r.Turn {
+					r.NestedTurn = nestedTurn{Turn: r.Turn, Steps: r.Nested.Steps}
+				}
+				r.Nested = nested
+				c.Nested = &NestedCharge{Seq: charge.Seq, Totals: charge.Totals}
+				r.TreeSeq++
 			}
-			nested := r.Nested.plus(charge.minus(old))
-			if b := r.Limits.CostBudget; reserve > 0 && b > 0 && r.Cost+nested.Cost > b+costEpsilon {
-				refused = true
-				return false, nil
-			}
-			if r.NestedTurn.Turn != r.Turn {
-				r.NestedTurn = nestedTurn{Turn: r.Turn, Steps: r.Nested.Steps}
-			}
-			r.Nested = nested
-			c.Nested = &NestedCharge{Seq: charge.Seq, Totals: charge.Totals}
-			r.TreeSeq++
-			return true, nil
+			released := r.release(run.ID, settled, now)
+			return charged || released, nil
 		})
 		if errors.Is(err, errRunNotFound) {
 			return nil, nil
@@ -292,19 +305,23 @@ func (p *Planner) callsPrice(r *Run) float64 {
 	return sum
 }
 
-// treeState is the part of a run's control state its nested runs' charges change.
+// treeState is the part of a run's control state its nested runs' charges and
+// reservations change.
 type treeState struct {
-	seq    int
-	nested Totals
-	turn   nestedTurn
+	seq      int
+	nested   Totals
+	turn     nestedTurn
+	reserved []Reservation
 }
 
-func (r *Run) treeState() treeState { return treeState{r.TreeSeq, r.Nested, r.NestedTurn} }
+func (r *Run) treeState() treeState { return treeState{r.TreeSeq, r.Nested, r.NestedTurn, r.Reserved} }
 
 // keepNested keeps, in a step's state built from the run as it was loaded (base: its
 // TreeSeq then), the charges of nested runs that reached the stored run meanwhile
-// (stored: the stored run's treeState).
+// (stored: the stored run's treeState), and the reservations the stored run holds (a
+// run's own step never changes them).
 func (r *Run) keepNested(base int, stored treeState) {
+	r.Reserved = stored.reserved
 	if stored.seq == base {
 		return
 	}

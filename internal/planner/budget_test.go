@@ -130,48 +130,50 @@ func TestCostBudgetHoldsForTheTree(t *testing.T) {
 	}
 }
 
-// A token budget holds for the tree too. Each answer is 100 tokens: the root's (100),
-// the child's (100) and the two grandchildren's at once (200) use the root's 400; the
-// child is not asked again, and neither is the root. Before, the tree used 600.
+// A token budget holds for the tree too. Each answer is 10,000 tokens: the root's, the
+// child's and the two grandchildren's at once (20,000) use the root's 40,000; the child
+// is not asked again, and neither is the root. Before, the tree used 60,000. (Each
+// answer is reserved at its input's bound, a few thousand tokens here, and charged
+// what the script says.)
 func TestTokenBudgetHoldsForTheTree(t *testing.T) {
 	b := setup(t, map[string]string{
 		"main": `
 steps:
   - calls: [{name: run_agent, arguments: {task: "do it", model: child}}]
-    usage: {input: 100, output: 0}
+    usage: {input: 10000, output: 0}
   - text: root done
-    usage: {input: 100, output: 0}
+    usage: {input: 10000, output: 0}
 `,
 		"child": `
 steps:
   - calls:
       - {name: run_agent, arguments: {task: "left", model: grand}}
       - {name: run_agent, arguments: {task: "right", model: grand}}
-    usage: {input: 100, output: 0}
+    usage: {input: 10000, output: 0}
   - text: child done
-    usage: {input: 100, output: 0}
+    usage: {input: 10000, output: 0}
 `,
 		"grand": `
 steps:
   - text: leaf
-    usage: {input: 60, output: 40}
+    usage: {input: 6000, output: 4000}
 `,
 	})
-	root := b.run(t, StartRequest{Input: "go", Tools: []string{"run_agent"}, Limits: Limits{TokenBudget: 400}})
+	root := b.run(t, StartRequest{Input: "go", Tools: []string{"run_agent"}, Limits: Limits{TokenBudget: 40000}})
 	runs := b.tree(t, root)
 	if len(runs) != 4 {
 		t.Fatalf("%d runs in the tree: %v", len(runs), terminations(runs))
 	}
 	total := sumOwn(runs)
-	if total.Usage.Total() > 400 {
-		t.Fatalf("the tree used %d tokens of the root's budget of 400 (%v)", total.Usage.Total(), terminations(runs))
+	if total.Usage.Total() > 40000 {
+		t.Fatalf("the tree used %d tokens of the root's budget of 40000 (%v)", total.Usage.Total(), terminations(runs))
 	}
-	if total.Usage.Total() != 400 || root.Tree().Usage != total.Usage || root.Tree().Steps != total.Steps || total.Steps != 4 {
+	if total.Usage.Total() != 40000 || root.Tree().Usage != total.Usage || root.Tree().Steps != total.Steps || total.Steps != 4 {
 		t.Fatalf("the tree used %+v, the root counts %+v", total, root.Tree())
 	}
 	child := runs[1]
-	if child.Termination != TerminationTokenBudget || child.Limits.TokenBudget != 300 {
-		t.Fatalf("the child ended %s (%s) with a budget of %d; want token_budget, 300 (what the root had left)",
+	if child.Termination != TerminationTokenBudget || child.Limits.TokenBudget != 30000 {
+		t.Fatalf("the child ended %s (%s) with a budget of %d; want token_budget, 30000 (what the root had left)",
 			child.Termination, child.Detail, child.Limits.TokenBudget)
 	}
 	if root.Termination != TerminationTokenBudget {

@@ -45,6 +45,7 @@ func (r *Run) clone() *Run {
 	c.Offered = cloneOffered(r.Offered)
 	c.RetriedSteps = slices.Clone(r.RetriedSteps)
 	c.Lease = clonePtr(r.Lease)
+	c.Reserved = slices.Clone(r.Reserved)
 	c.FinishedAt = clonePtr(r.FinishedAt)
 	return &c
 }

@@ -14,8 +14,9 @@ import (
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
-// TerminationCostBudget: the run's next model call or the calls of its step would have
-// taken its cost over Limits.CostBudget; a step's calls that would are not run.
+// TerminationCostBudget: what the run's tree had left of Limits.CostBudget could not pay
+// for the shortest answer of its next model call (reserve.go), or the calls of its step
+// would have taken its cost over; a step's calls that would are not run.
 const TerminationCostBudget Termination = "cost_budget"
 
 // codeCostBudget is the error code of a call not run because of the run's cost budget.
@@ -26,6 +27,11 @@ const codeCostBudget tools.Code = "cost_budget"
 type ModelPrice struct {
 	InputPerMTok  float64 `json:"inputPerMTok" yaml:"inputPerMTok"`
 	OutputPerMTok float64 `json:"outputPerMTok" yaml:"outputPerMTok"`
+	// MaxOutputTokens is the longest answer the model is asked for under a budget (its
+	// provider's limit on max_tokens, or less): a run with a budget caps each request's
+	// max_tokens to what its tree has left, and at most this (reserve.go). Default
+	// provider.DefaultMaxTokens (4096).
+	MaxOutputTokens int `json:"maxOutputTokens,omitempty" yaml:"maxOutputTokens,omitempty"`
 }
 
 // PriceTable prices the planner's models, by the names runs use (Config.Models' keys),
@@ -67,6 +73,9 @@ func (t PriceTable) validate() error {
 		if bad(p.InputPerMTok) || bad(p.OutputPerMTok) {
 			return fmt.Errorf("price of model %q must be a non-negative number", name)
 		}
+		if p.MaxOutputTokens < 0 {
+			return fmt.Errorf("maxOutputTokens of model %q must not be negative, got %d", name, p.MaxOutputTokens)
+		}
 	}
 	for name, v := range t.Tools {
 		if bad(v) {
@@ -83,6 +92,14 @@ func (p *Planner) modelCost(model string, u provider.Usage) float64 {
 		return 0
 	}
 	return (float64(u.InputTokens)*pr.InputPerMTok + float64(u.OutputTokens)*pr.OutputPerMTok) / 1e6
+}
+
+// maxOutput is the most output tokens a request of model asks for under a budget.
+func (p *Planner) maxOutput(model string) int {
+	if n := p.cfg.Prices.Models[model].MaxOutputTokens; n > 0 {
+		return n
+	}
+	return provider.DefaultMaxTokens
 }
 
 // priced reports whether the planner can count a run's cost on model.

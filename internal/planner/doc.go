@@ -37,10 +37,12 @@
 //
 // A run's cost (Run.Cost, shown by GET /v1/runs/{id}) is its model's tokens at the
 // price of Config.Prices ([PriceTable], a YAML or JSON file for cmd/planner's -prices)
-// plus the price of each call sent to the fleet. Limits.CostBudget is checked before
-// each model call and before a step's calls are sent: a step whose calls would take the
-// run over it sends none (each is answered cost_budget) and the run ends with
-// cost_budget; the model's answer that got there is paid for and recorded.
+// plus the price of each call sent to the fleet. Limits.CostBudget and TokenBudget hold
+// (reserve.go): before each model call the most the answer can cost (its input at
+// provider.InputTokensBound, its output at the request's MaxTokens, which the planner
+// caps to fit) must fit what the run's tree has left, or the run ends with cost_budget
+// or token_budget without asking; a step whose calls would take the run over its cost
+// budget sends none (each is answered cost_budget) and the run ends with cost_budget.
 //
 // # Budgets over a tree of runs
 //
@@ -54,13 +56,15 @@
 // totals are charged to its parent as they change, by compare-and-set on the parent's
 // entry of the runs bucket, kept on the run_agent call that started it
 // (CallRecord.Nested); the parent's Nested changes by the difference, and its own new
-// totals go on to its parent the same way, up to the root. A nested run also checks, before
-// each model call, every ancestor's budgets against that ancestor's tree, read fresh; and
-// a step with priced calls is charged to its ancestors before its calls are sent, each
-// ancestor refusing a charge its cost budget cannot take (no call is sent; the run ends
-// with cost_budget). So siblings running at once cannot send calls past a budget
-// between them; a model's answer, paid for once made, can take a tree over by the answers
-// of model calls under way at that moment, as one run's answer can take it over.
+// totals go on to its parent the same way, up to the root. A nested run with a budget
+// also reserves, before each model call, the most its answer can cost from every
+// ancestor's budgets, by compare-and-set on the ancestor's entry ([Reservation], in
+// Run.Reserved), which the charge carrying the answer's usage settles; a nested run
+// without one checks every ancestor's steps, read fresh. A step with priced calls is
+// charged to its ancestors before its calls are sent, each ancestor refusing a charge
+// its cost budget cannot take with what it holds for answers under way (no call is
+// sent; the run ends with cost_budget). So runs of a tree asking or calling at once
+// cannot spend past a budget between them, however wide the tree fans out.
 //
 // Why this and not JetStream counters (Nats-Incr, one per ancestor): a charge carries
 // the nested run's totals with a sequence number, not an increment, so it is idempotent
@@ -69,7 +73,8 @@
 // within its stream's duplicate window; a refusal is part of the same compare-and-set
 // that would have stored the charge, where a counter overspends first and gives back;
 // the totals are read with the run itself (GET, the checks) instead of from a second
-// stream; and no new stream, server setting or NATS permission is needed. What it costs:
+// stream; and no new stream, server setting or NATS permission is needed (a reservation
+// is held the same way, on the same entries, for the same reasons). What it costs:
 // a run without nested runs writes and reads what it did before (BenchmarkLoopStep,
 // before and after, same session, alternating: loop p50 new/old 0.80–1.26, median 0.91,
 // i.e. noise). A nested run at depth d pays, per step, d fresh reads (the ancestors'

@@ -33,12 +33,14 @@ type Limits struct {
 	// ends by its parent's deadline at the latest.
 	Timeout tools.Duration `json:"timeout,omitempty"`
 	// TokenBudget bounds input+output tokens over all steps of the run and its nested
-	// runs. 0 means none.
+	// runs: each answer's most (its input at its bound, its capped max_tokens) is
+	// reserved before the model is asked (reserve.go). 0 means none.
 	TokenBudget int `json:"tokenBudget,omitempty"`
 	// CostBudget bounds the cost of the run and its nested runs (Run.Tree, in the
-	// planner's price table's currency). It is checked before each model call and
-	// before a step's calls are sent: a step whose calls would exceed it is not
-	// dispatched. 0 means none; a budget needs a price for the run's model.
+	// planner's price table's currency): each answer's most is reserved before the
+	// model is asked, its max_tokens capped to fit (reserve.go), and a step whose calls
+	// would exceed it is not dispatched. 0 means none; a budget needs a price for the
+	// run's model.
 	CostBudget float64 `json:"costBudget,omitempty"`
 	// ErrorThreshold ends the run when this many tool calls have failed. Default 5. The
 	// first invalid call of each tool is a free repair and does not count.

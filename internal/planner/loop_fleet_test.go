@@ -147,9 +147,9 @@ func TestLoopStopConditions(t *testing.T) {
 	steady := `
 name: steady
 steps:
-  - {calls: [{name: add, arguments: {a: 1, b: 1}}], usage: {input: 60, output: 40}}
-  - {calls: [{name: add, arguments: {a: 2, b: 2}}], usage: {input: 60, output: 40}}
-  - {calls: [{name: add, arguments: {a: 3, b: 3}}], usage: {input: 60, output: 40}}
+  - {calls: [{name: add, arguments: {a: 1, b: 1}}], usage: {input: 6000, output: 4000}}
+  - {calls: [{name: add, arguments: {a: 2, b: 2}}], usage: {input: 6000, output: 4000}}
+  - {calls: [{name: add, arguments: {a: 3, b: 3}}], usage: {input: 6000, output: 4000}}
   - text: done
 `
 	tests := []struct {
@@ -160,7 +160,7 @@ steps:
 		want   Termination
 	}{
 		{"max steps", steady, Limits{MaxSteps: 2}, nil, TerminationMaxSteps},
-		{"token budget", steady, Limits{TokenBudget: 150}, nil, TerminationTokenBudget},
+		{"token budget", steady, Limits{TokenBudget: 20000}, nil, TerminationTokenBudget},
 		{"no stop needed", steady, Limits{}, nil, TerminationCompleted},
 		{"final tool", "steps:\n  - calls: [{name: finish, arguments: {answer: fin}}]\n  - text: never\n", Limits{}, nil, TerminationFinalTool},
 		{"timeout while a tool runs", "steps:\n  - calls: [{name: slow}]\n  - text: never\n", Limits{Timeout: tools.Duration(300 * time.Millisecond)}, nil, TerminationTimeout},
@@ -183,8 +183,8 @@ steps:
 					t.Fatalf("step %d, %d calls; want 2 model turns", run.Step, len(run.Calls))
 				}
 			case TerminationTokenBudget:
-				if run.Usage.Total() != 200 {
-					t.Fatalf("usage %d, want 200 (stopped after the second turn)", run.Usage.Total())
+				if run.Usage.Total() != 20000 {
+					t.Fatalf("usage %d, want 20000 (stopped after the second turn, with nothing left)", run.Usage.Total())
 				}
 			case TerminationFinalTool:
 				if !strings.Contains(run.Answer, "fin") {

@@ -34,7 +34,8 @@ const (
 	TerminationMaxSteps Termination = "max_steps"
 	// TerminationTimeout: the run's wall-clock time ran out.
 	TerminationTimeout Termination = "timeout"
-	// TerminationTokenBudget: the run used its token budget.
+	// TerminationTokenBudget: the run's tree used its token budget, or what it had left
+	// could not pay for the shortest answer of its next model call (reserve.go).
 	TerminationTokenBudget Termination = "token_budget"
 	// TerminationErrorThreshold: too many tool calls failed.
 	TerminationErrorThreshold Termination = "error_threshold"
@@ -139,6 +140,9 @@ type Run struct {
 	Nested     Totals     `json:"nested,omitzero"`
 	TreeSeq    int        `json:"treeSeq,omitempty"`
 	NestedTurn nestedTurn `json:"nestedTurn,omitzero"`
+	// Reserved holds, from the run's budgets, the answers of model calls under way in
+	// its nested runs: the most each can cost, until it is charged (reserve.go).
+	Reserved []Reservation `json:"reserved,omitempty"`
 	// StopWhen and StopHook are the run's custom stop conditions (stop.go); StopMatch
 	// is the condition a call of the current step matched, until the step completes.
 	StopWhen  []StopCondition `json:"stopWhen,omitempty"`

@@ -114,7 +114,7 @@ func (p *Planner) stepFrom(ctx context.Context, cl claim, b stepBase, step int) 
 	if t, detail := p.stopBeforeModel(run); t != "" {
 		return p.end(ctx, b, step, t, detail)
 	}
-	if run.ParentID != "" {
+	if run.ParentID != "" && !run.budgeted() { // a budget's reservation checks them (reserve.go)
 		t, detail, err := p.ancestorsStop(ctx, run)
 		if err != nil {
 			return err
@@ -146,6 +146,13 @@ func (p *Planner) stepFrom(ctx context.Context, cl claim, b stepBase, step int) 
 			return ctx.Err()
 		}
 		now := p.cfg.Now()
+		var unpaid *budgetStop
+		if errors.As(modelErr, &unpaid) { // the model was not asked (reserve.go)
+			return p.end(ctx, b, step, unpaid.T, unpaid.Detail)
+		}
+		if errors.Is(modelErr, errNotReserved) {
+			return modelErr
+		}
 		if modelErr != nil {
 			if !run.Deadline.IsZero() && !now.Before(run.Deadline) {
 				return p.end(ctx, b, step, TerminationTimeout,
@@ -238,7 +245,10 @@ func (p *Planner) stepFrom(ctx context.Context, cl claim, b stepBase, step int) 
 func applyStep(step int, state *Run, base int) func(r *Run) (bool, error) {
 	return func(r *Run) (bool, error) {
 		if r.canceledAt(step) {
-			return r.keepCanceledStep(state), nil // its calls went out: they are the run's
+			held := r.Reserved
+			kept := r.keepCanceledStep(state) // its calls went out: they are the run's
+			r.Reserved = held
+			return kept, nil
 		}
 		if r.Status == StatusDone || r.Step != step || len(r.stepCalls()) > 0 || r.Recorded > step {
 			return false, nil // another replica took the step meanwhile
@@ -378,6 +388,7 @@ func (p *Planner) newStepRecord(ctx context.Context, cl claim, run *Run, resp *p
 	rec := &stepRecord{Step: step, Closed: next.Calls, Offered: &offered, Seen: run.Injected}
 	next.Seen = run.Injected
 	next.Calls, next.Warnings, next.Lease = nil, nil, nil
+	next.Reserved = nil // what the run holds for its tree stays the stored run's (applyStep)
 	next.Offered = []StepTools{offered}
 	msg := resp.Message
 	msg.Role = provider.RoleAssistant
@@ -436,6 +447,12 @@ func (p *Planner) askModel(ctx context.Context, cl claim, run *Run, msgs []provi
 	if err != nil {
 		return nil, offered, err
 	}
+	req := provider.Request{System: run.System, Messages: msgs, Tools: defs, ToolChoice: run.ToolChoice}
+	if run.budgeted() { // the most the answer may cost is reserved, its max_tokens capped to fit
+		if err := p.budgetAnswer(ctx, cl, run, &req); err != nil {
+			return nil, offered, err
+		}
+	}
 	mctx, cancel := run.within(ctx, p.cfg.ModelTimeout)
 	defer cancel()
 	stop := cl.hold()
@@ -443,9 +460,7 @@ func (p *Planner) askModel(ctx context.Context, cl claim, run *Run, msgs []provi
 	mctx, span := p.chatSpan(mctx, run, model)
 	began := time.Now()
 	offered.AskedAt = p.cfg.Now()
-	resp, err := p.generate(mctx, run, model, provider.Request{
-		System: run.System, Messages: msgs, Tools: defs, ToolChoice: run.ToolChoice,
-	})
+	resp, err := p.generate(mctx, run, model, req)
 	endChat(span, resp, err)
 	var usage provider.Usage
 	if err == nil {

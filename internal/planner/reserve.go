@@ -1,0 +1,323 @@
+package planner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/toolfleet/toolfleet/internal/jsutil"
+	"github.com/toolfleet/toolfleet/internal/provider"
+)
+
+// Reservations: budgets that hold however wide a tree of runs fans out.
+//
+// Before a run with a budget (Limits.CostBudget or TokenBudget) asks its model, the
+// planner works out the most the answer can cost: its input at most
+// provider.InputTokensBound of the request (one token per byte, plus a chat
+// template's), its output at most the request's MaxTokens, which the planner sets. The
+// run's own budgets must pay for it; nothing else spends them while it asks (its nested
+// runs have ended). A nested run's answer is also held, by compare-and-set, from the
+// budgets of every run it is nested in, its parent first and the root last: a
+// [Reservation] in that run's Reserved. What a run's tree has left is its budget less
+// its tree's totals and less what it holds for answers under way, so two runs of a tree
+// asking at once, on any replicas, cannot both take the last of it. MaxTokens is the
+// most output that fits what each of those runs has left, and at most the model's
+// ModelPrice.MaxOutputTokens.
+//
+// A reservation is settled when its answer is charged: the charge that carries the
+// answer's usage up the tree (rollUp) removes it in the same compare-and-set at each
+// run, so no run counts the answer twice or not at all. It is keyed by run and step: a
+// step taken again (its replica died while the model answered) replaces it, and the
+// answer another replica recorded settles it. A reservation of a planner that died is
+// released when another replica takes the step over (it replaces it, then settles it),
+// when the run ends (its last charge settles all of its), and at the latest at Until:
+// the model call's deadline (the run's deadline or Config.ModelTimeout, the sooner)
+// plus the ack wait. A run holds at most one reservation at each run above it.
+//
+// A step whose budgets cannot pay for the shortest answer (minAnswerTokens of output
+// after its input at its bound) ends before its model is asked, with cost_budget or
+// token_budget. When what it lacks is held for other runs' answers under way, it waits
+// for one of them to be settled or to expire (a watch of that run's value), keeping its
+// step, until its run's deadline.
+//
+// The guarantee rests on the provider honouring max_tokens and counting the input
+// within its bound. A model that does not (the scripted model ignores max_tokens and
+// reports the usage its script says) is charged what it reports: its tree can go over
+// by the difference.
+//
+// What it costs: a run without a budget pays nothing (no bound, no write, no
+// max_tokens: BenchmarkLoopStep's loop/raw new/old 0.97-1.22, median 1.01, i.e.
+// noise); a root run with one sums its request's lengths; a nested run with one makes
+// one compare-and-set on each run above it per step instead of reading each
+// (ancestorsStop), and its settlement rides on the charge it made already.
+
+// minAnswerTokens is the shortest answer a step with a budget asks for: a step whose
+// budgets cannot pay for this many output tokens, after its input at its bound, ends.
+const minAnswerTokens = 16
+
+// Reservation is a model answer under way in a run's tree, held from the run's budgets
+// until the answer is charged (Run.Reserved, reserve.go): the most it can cost.
+type Reservation struct {
+	Run    string    `json:"run"`
+	Step   int       `json:"step"`
+	Cost   float64   `json:"cost,omitempty"`
+	Tokens int       `json:"tokens,omitempty"`
+	Until  time.Time `json:"until"`
+}
+
+// budgeted reports whether r has a budget its answers are reserved from.
+func (r *Run) budgeted() bool { return r.Limits.CostBudget > 0 || r.Limits.TokenBudget > 0 }
+
+// held sums what r holds, at now, for answers under way other than run's.
+func (r *Run) held(run string, now time.Time) (cost float64, tokens int) {
+	for _, h := range r.Reserved {
+		if h.Run != run && now.Before(h.Until) {
+			cost += h.Cost
+			tokens += h.Tokens
+		}
+	}
+	return cost, tokens
+}
+
+// release removes the reservations of run's steps up to through, and those expired at
+// now; it reports whether it removed any.
+func (r *Run) release(run string, through int, now time.Time) bool {
+	n := len(r.Reserved)
+	r.Reserved = slices.DeleteFunc(r.Reserved, func(h Reservation) bool {
+		return h.Run == run && h.Step <= through || !now.Before(h.Until)
+	})
+	if len(r.Reserved) == 0 {
+		r.Reserved = nil
+	}
+	return len(r.Reserved) != n
+}
+
+// reserve holds h, in place of any reservation of the same run.
+func (r *Run) reserve(h Reservation) {
+	r.Reserved = slices.DeleteFunc(r.Reserved, func(o Reservation) bool { return o.Run == h.Run })
+	r.Reserved = append(r.Reserved, h)
+}
+
+// answeredThrough is the last step of r whose model answer r's totals include.
+func (r *Run) answeredThrough() int {
+	switch {
+	case r.Status == StatusDone:
+		return math.MaxInt
+	case len(r.stepCalls()) > 0:
+		return r.Step
+	}
+	return r.Step - 1
+}
+
+// budgetStop: a step cannot be paid for; its run ends with T before its model is asked.
+type budgetStop struct {
+	T      Termination
+	Detail string
+}
+
+func (e *budgetStop) Error() string { return e.Detail }
+
+// errNotReserved: an answer could not be reserved (NATS failed); the model was not asked,
+// and the step is tried again.
+var errNotReserved = errors.New("the answer's reservation failed")
+
+// answerFit is how many output tokens an answer of model to in input tokens may have
+// within what x has left, holding back what x holds for answers other than run's
+// (held), or without holding it back (free): the termination and why when fit is
+// below minAnswerTokens. math.MaxInt when x has no budget that bounds it.
+func (p *Planner) answerFit(x *Run, model, run string, in int, now time.Time) (fit, free int, t Termination, why string) {
+	heldCost, heldTokens := x.held(run, now)
+	fit, free = math.MaxInt, math.MaxInt
+	if b := x.Limits.TokenBudget; b > 0 {
+		left := b - x.treeTokens()
+		fit, free = left-heldTokens-in, left-in
+		if fit < minAnswerTokens {
+			t, why = TerminationTokenBudget, fmt.Sprintf(
+				"has %d tokens left of its budget of %d (%d more held for answers under way): not enough for an answer of %d tokens to its input of at most %d",
+				max(left-heldTokens, 0), b, heldTokens, minAnswerTokens, in)
+		}
+	}
+	price, priced := p.cfg.Prices.Models[model]
+	if b := x.Limits.CostBudget; b > 0 && priced {
+		left := b - x.treeCost()
+		out := func(left float64) int {
+			rest := left - float64(in)*price.InputPerMTok/1e6
+			switch {
+			case rest < -costEpsilon:
+				return -1
+			case price.OutputPerMTok == 0:
+				return math.MaxInt
+			}
+			return int(min(math.Floor(max(rest, 0)*1e6/price.OutputPerMTok), math.MaxInt32))
+		}
+		f, fr := out(left-heldCost), out(left)
+		if f < fit && f < minAnswerTokens {
+			t, why = TerminationCostBudget, fmt.Sprintf(
+				"has %.6g left of its cost budget of %.6g (%.6g more held for answers under way): not enough for an answer of %d tokens to its input of at most %d tokens (%.6g)",
+				max(left-heldCost, 0), b, heldCost, minAnswerTokens, in, p.modelCost(model, provider.Usage{InputTokens: in, OutputTokens: minAnswerTokens}))
+		}
+		fit, free = min(fit, f), min(free, fr)
+	}
+	return fit, free, t, why
+}
+
+// budgetAnswer caps req's MaxTokens to what run's budgets can pay for, and holds the
+// answer from the budgets of the runs it is nested in (see above). A *budgetStop says
+// the step cannot be paid for. cl is the step's claim, kept while it waits.
+func (p *Planner) budgetAnswer(ctx context.Context, cl claim, run *Run, req *provider.Request) error {
+	in := provider.InputTokensBound(*req)
+	out, _, t, why := p.answerFit(run, run.Model, run.ID, in, p.cfg.Now())
+	if out < minAnswerTokens {
+		if run.hasNested() {
+			why = "with its nested runs " + why
+		}
+		return &budgetStop{T: t, Detail: "the run " + why}
+	}
+	out = min(out, p.maxOutput(run.Model))
+	if run.ParentID != "" {
+		var err error
+		if out, err = p.reserveAnswer(ctx, cl, run, in, out); err != nil {
+			var unpaid *budgetStop
+			if errors.As(err, &unpaid) {
+				return err
+			}
+			return fmt.Errorf("%w: %w", errNotReserved, err)
+		}
+	}
+	req.MaxTokens = out
+	return nil
+}
+
+// heldAbove: what a run above lacks for an answer is held for others' answers under way.
+type heldAbove struct {
+	id    string
+	until time.Time // when the first of those reservations expires
+}
+
+// reserveAnswer holds an answer of run to in input tokens and at most out output tokens
+// from each run it is nested in, and returns the output tokens that fit them all; it
+// waits while what one of them lacks is held for others.
+func (p *Planner) reserveAnswer(ctx context.Context, cl claim, run *Run, in, out int) (int, error) {
+	var w jetstream.KeyWatcher
+	watched, release := "", func() {}
+	defer func() {
+		if w != nil {
+			_ = w.Stop()
+		}
+		release()
+	}()
+	holding := false
+	for {
+		fit, held, err := p.reserveUp(ctx, run, in, out)
+		if err != nil || held == nil {
+			return fit, err
+		}
+		if !holding {
+			release, holding = cl.hold(), true // waiting may outlast the step's claim
+		}
+		if watched != held.id {
+			if w != nil {
+				_ = w.Stop()
+			}
+			if w, err = jsutil.Watch(ctx, p.runs.kv, held.id, jetstream.UpdatesOnly()); err != nil {
+				return 0, fmt.Errorf("watch run %s for its budget: %w", held.id, err)
+			}
+			watched = held.id
+			continue // a settlement before the watch began is seen by trying again
+		}
+		timer := time.NewTimer(max(sooner(held.until, run.Deadline).Sub(p.cfg.Now()), time.Millisecond))
+		select {
+		case _, ok := <-w.Updates():
+			if !ok {
+				watched = "" // the watch ended: a new one
+				w = nil
+			}
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return 0, ctx.Err()
+		}
+		timer.Stop()
+		if !run.Deadline.IsZero() && !p.cfg.Now().Before(run.Deadline) {
+			return 0, &budgetStop{T: TerminationTimeout, Detail: fmt.Sprintf(
+				"the run's time limit of %s ran out while what run %s had left was held for other answers under way", run.Limits.Timeout.D(), held.id)}
+		}
+	}
+}
+
+// reserveUp makes one try of reserveAnswer: up from run's parent, each run it is nested
+// in holds the answer (the output that fits all so far), or says what stops it (a
+// *budgetStop), or that what it lacks is held for others (held, its reservations made
+// below it stay, to be replaced by the next try).
+func (p *Planner) reserveUp(ctx context.Context, run *Run, in, out int) (int, *heldAbove, error) {
+	for id := run.ParentID; id != ""; {
+		var stop *budgetStop
+		var held *heldAbove
+		fit := out
+		a, err := p.runs.update(ctx, id, func(a *Run) (bool, error) {
+			stop, held, fit = nil, nil, out
+			now := p.cfg.Now()
+			pruned := a.release("", -1, now) // expired reservations only
+			if t, why := a.spent(); t != "" {
+				stop = &budgetStop{T: t, Detail: fmt.Sprintf("run %s, which this run is nested in, has nothing left: %s", a.ID, why)}
+				return pruned, nil
+			}
+			if !a.budgeted() {
+				return pruned, nil
+			}
+			f, free, t, why := p.answerFit(a, run.Model, run.ID, in, now)
+			if f < minAnswerTokens {
+				if free >= minAnswerTokens {
+					held = &heldAbove{id: a.ID, until: a.firstExpiry(run.ID)}
+				} else {
+					stop = &budgetStop{T: t, Detail: fmt.Sprintf("run %s, which this run is nested in, with its nested runs %s", a.ID, why)}
+				}
+				return pruned, nil
+			}
+			fit = min(out, f)
+			a.reserve(Reservation{Run: run.ID, Step: run.Step, Tokens: in + fit,
+				Cost:  p.modelCost(run.Model, provider.Usage{InputTokens: in, OutputTokens: fit}),
+				Until: sooner(now.Add(p.cfg.ModelTimeout), run.Deadline).Add(p.leaseDuration())})
+			return true, nil
+		})
+		if errors.Is(err, errRunNotFound) {
+			return out, nil, nil
+		}
+		if err != nil {
+			return 0, nil, fmt.Errorf("reserve run %s's answer from run %s: %w", run.ID, id, err)
+		}
+		if stop != nil {
+			return 0, nil, stop
+		}
+		if held != nil {
+			return 0, held, nil
+		}
+		out, id = fit, a.ParentID
+	}
+	return out, nil, nil
+}
+
+// firstExpiry is when the first of the reservations r holds for runs other than run
+// expires.
+func (r *Run) firstExpiry(run string) time.Time {
+	var first time.Time
+	for _, h := range r.Reserved {
+		if h.Run != run && (first.IsZero() || h.Until.Before(first)) {
+			first = h.Until
+		}
+	}
+	return first
+}
+
+// sooner is the sooner of a and b, the other when one is zero.
+func sooner(a, b time.Time) time.Time {
+	if a.IsZero() || !b.IsZero() && b.Before(a) {
+		return b
+	}
+	return a
+}
