@@ -92,8 +92,16 @@ type Client struct {
 }
 
 // New returns a client on nc. The fleet's streams must exist (any executor or planner
-// creates them at start).
+// creates them at start). Without [WithShards] it asks the server how many results
+// shards there are, for up to 5 seconds: a program that has a context for that, or
+// makes clients per request, uses [NewContext].
 func New(nc *nats.Conn, opts ...Option) (*Client, error) {
+	return NewContext(context.Background(), nc, opts...)
+}
+
+// NewContext is [New] whose look-up of the results shards (the only network I/O it
+// does, and none with [WithShards]) ends with ctx, and in any case after 5 seconds.
+func NewContext(ctx context.Context, nc *nats.Conn, opts ...Option) (*Client, error) {
 	o := options{source: "/toolfleet/client"}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
@@ -105,7 +113,7 @@ func New(nc *nats.Conn, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("client: jetstream: %w", err)
 	}
 	if o.shards == 0 {
-		o.shards = discoverShards(js)
+		o.shards = discoverShards(ctx, js)
 	}
 	cfg := events.Config{}.WithDefaults()
 	claimCheck := cfg.ClaimCheckBytes
@@ -117,9 +125,9 @@ func New(nc *nats.Conn, opts ...Option) (*Client, error) {
 }
 
 // discoverShards counts the fleet's results shards (TOOLFLEET_RESULTS_<n>); 1 when there
-// are none or the server does not say.
-func discoverShards(js jetstream.JetStream) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+// are none or the server does not say within 5 seconds or before ctx ends.
+func discoverShards(ctx context.Context, js jetstream.JetStream) int {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	names := js.StreamNames(ctx, jetstream.WithStreamListSubject(events.AllResultShards))
 	n := 0

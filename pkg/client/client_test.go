@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolfleet/toolfleet/internal/jsutil"
@@ -141,5 +143,38 @@ func TestWatchEnds(t *testing.T) {
 	w2.Stop()
 	if _, _, err := w2.Next(); !errors.Is(err, client.ErrStopped) {
 		t.Errorf("after Stop: %v", err)
+	}
+}
+
+// NewContext's look-up of the results shards ends with its context: a server that
+// takes the request and never answers does not hold a client being made for a call
+// whose caller has given up (New waits up to 5 seconds for it).
+func TestNewContextEndsWithItsContext(t *testing.T) {
+	srv := natstest.StartWith(t, func(o *server.Options) { o.JetStream = false })
+	nc := srv.Connect()
+	asked := make(chan struct{}, 1)
+	sub, err := nc.Subscribe("$JS.API.STREAM.NAMES", func(*nats.Msg) { asked <- struct{}{} }) // never answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := client.NewContext(ctx, srv.Connect())
+		done <- err
+	}()
+	natstest.Await(t, asked, "the shards look-up")
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("NewContext: %v", err)
+		}
+	case <-time.After(4 * time.Second): // New's own limit is 5s
+		t.Fatal("NewContext still waits for the server after its context ended")
 	}
 }

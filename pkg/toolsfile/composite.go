@@ -126,7 +126,7 @@ func (c *Composite) run(ctx context.Context, name string, args json.RawMessage) 
 	if id := (events.Identity{Tenant: info.Tenant, Role: info.Role}); !id.IsZero() {
 		opts = append(opts, client.WithIdentity(id))
 	}
-	cl, err := client.New(fleet.Conn, opts...)
+	cl, err := client.NewContext(ctx, fleet.Conn, opts...)
 	if err != nil {
 		return nil, tools.Wrap(tools.CodeInternal, err, fmt.Sprintf("composite %s: %v", name, err))
 	}

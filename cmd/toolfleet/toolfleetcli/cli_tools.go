@@ -183,7 +183,7 @@ or no answer comes within --timeout.`,
 				return &exitError{code: exitFailure, err: fmt.Errorf("no NATS at %s: %v (is 'toolfleet dev' running? set --nats-url or TOOLFLEET_NATS_URL)", conf.URL, err)}
 			}
 			defer nc.Close()
-			fleet, err := client.New(nc, clientOpts...)
+			fleet, err := client.NewContext(cmd.Context(), nc, clientOpts...)
 			if err != nil {
 				return &exitError{code: exitFailure, err: err}
 			}
