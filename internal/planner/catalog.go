@@ -84,7 +84,9 @@ func (v *catalogView) put(d tools.Definition) {
 	key := pick.LearnKey(d)
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if err := v.reg.AddFunc(d, runsOnTheFleet); err != nil {
+	checked := d
+	checked.Composite = nil // a composite's calls are checked against the union of its sub-tools
+	if err := v.reg.AddFunc(checked, runsOnTheFleet); err != nil {
 		v.log.Warn().Err(err).Str("tool", d.Name).Msg("catalog entry cannot be registered; calls of it will be refused")
 		return
 	}

@@ -3,6 +3,7 @@ package events
 import (
 	"crypto/sha256"
 	"encoding/base64"
+	"strconv"
 	"unicode/utf8"
 
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -80,4 +81,12 @@ func ReplyID(id string) string {
 		return id
 	}
 	return IDToken(id)
+}
+
+// SubCallID is the call id of the i-th (from 0) sub-call of the composite call callID:
+// callID followed by "-sub-" and i+1. A tools file's composite publishes its sub-calls
+// under it, so a composite retried or redelivered finds the results of the sub-calls
+// that ran; the planner checks and follows a run's sub-calls by it.
+func SubCallID(callID string, i int) string {
+	return callID + "-sub-" + strconv.Itoa(i+1)
 }

@@ -81,15 +81,14 @@ func CompositeDefinition(name, description string, subs []Definition) (Definitio
 	doc.WriteString(description)
 	doc.WriteString("\n\nRuns several tools in one call, in order: {\"calls\":[{\"name\":TOOL,\"args\":{...}}]}. " +
 		"The result lists each call's result in order. Tools:")
-	seen := make(map[string]bool, len(subs))
+	comp := &Composite{Tools: make([]string, len(subs))}
+	for i, d := range subs {
+		comp.Tools[i] = d.Name
+	}
+	if err := comp.check(name); err != nil {
+		return Definition{}, err
+	}
 	for _, d := range subs {
-		if d.Name == name {
-			return Definition{}, Errorf(CodeInvalidDefinition, "composite %q cannot contain itself", name)
-		}
-		if seen[d.Name] {
-			return Definition{}, Errorf(CodeInvalidDefinition, "composite %q lists sub-tool %q twice", name, d.Name)
-		}
-		seen[d.Name] = true
 		safe = safe && d.Safe
 		idempotent = idempotent && d.IsIdempotent()
 		fmt.Fprintf(&doc, "\n- %s: %s", d.Name, strings.ReplaceAll(d.Description, "\n", " "))
@@ -98,7 +97,7 @@ func CompositeDefinition(name, description string, subs []Definition) (Definitio
 	if err != nil {
 		return Definition{}, Wrap(CodeInvalidDefinition, err, fmt.Sprintf("composite %q: cannot build its schema: %v", name, err))
 	}
-	def := Definition{Name: name, Description: doc.String(), Parameters: params, Safe: safe}
+	def := Definition{Name: name, Description: doc.String(), Parameters: params, Safe: safe, Composite: comp}
 	if !idempotent {
 		def.Idempotent = new(false)
 	}

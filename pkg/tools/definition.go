@@ -109,6 +109,44 @@ type Definition struct {
 	// it only when it asks: a Go tool in [CallInfo].Run, a command tool in the file named
 	// by TOOLFLEET_RUN_CONTEXT, an HTTP tool in its request body (pkg/toolsfile).
 	RunContext bool `json:"runContext,omitempty"`
+	// Composite, on a composite tool, names the tools its calls call: its arguments are
+	// {"calls":[{"name":TOOL,"args":{...}}, ...]} with each TOOL one of Composite.Tools.
+	// [Registry.AddComposite] and [CompositeDefinition] (which a tools file's composite
+	// entry uses) set it, and the catalog carries it, so that a planner can check each
+	// sub-call of a run's call like a call of the model; a definition that sets it is
+	// registered only as a composite (AddComposite, or with [WithCompositeEnvelope]).
+	// Nil for any other tool.
+	Composite *Composite `json:"composite,omitempty"`
+}
+
+// Composite lists the sub-tools of a composite tool ([Definition.Composite]): the same
+// {"tools": [...]} a tools file's composite entry declares.
+type Composite struct {
+	Tools []string `json:"tools"`
+}
+
+// Has reports whether name is one of the composite's sub-tools; false on nil.
+func (c *Composite) Has(name string) bool { return c != nil && slices.Contains(c.Tools, name) }
+
+// check says what is wrong with the sub-tools of the composite self: none, a name that
+// is not a tool name, itself, or a name listed twice.
+func (c *Composite) check(self string) error {
+	if len(c.Tools) == 0 {
+		return Errorf(CodeInvalidDefinition, "composite %q: list at least one sub-tool", self)
+	}
+	seen := make(map[string]bool, len(c.Tools))
+	for _, t := range c.Tools {
+		switch {
+		case !NamePattern.MatchString(t):
+			return Errorf(CodeInvalidDefinition, "composite %q: sub-tool name %q must match %s", self, t, NamePattern)
+		case t == self:
+			return Errorf(CodeInvalidDefinition, "composite %q cannot contain itself", self)
+		case seen[t]:
+			return Errorf(CodeInvalidDefinition, "composite %q lists sub-tool %q twice", self, t)
+		}
+		seen[t] = true
+	}
+	return nil
 }
 
 // AllowsCaller reports whether a caller of tenant and role (empty for an anonymous

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -49,6 +50,14 @@ func newEntry(def Definition, im impl, opts []Option) (*entry, error) {
 	def.Parameters = bytes.Clone(def.Parameters)
 	def.ResponseSchema = bytes.Clone(def.ResponseSchema)
 	o := collectOptions(opts)
+	if def.Composite != nil {
+		// Whoever reads the catalog takes a composite's calls for the envelope: it must be one.
+		if _, ok := im.(*compositeImpl); !ok && !o.envelope {
+			return nil, Errorf(CodeInvalidDefinition,
+				"tool %q names sub-tools (composite) but is not registered as a composite: use AddComposite, or WithCompositeEnvelope", def.Name)
+		}
+		def.Composite = &Composite{Tools: slices.Clone(def.Composite.Tools)}
+	}
 	e := &entry{def: def, impl: im, callbacks: o.callbacks, confinement: o.confinement}
 	if len(def.Parameters) > 0 {
 		sch, err := compileSchema(def.Name, "parameters", def.Parameters)
@@ -117,6 +126,11 @@ func checkDefinition(def Definition) error {
 				"tool %q has noSchemaMode \"read-only\" but does not declare itself read-only: add \"read-only\" to its "+
 					"capabilities (capabilities: [\"read-only\"]) if it has no side effects, or use noSchemaMode "+
 					"\"human-approval\" or \"full\", or give it a parameters schema", def.Name)
+		}
+	}
+	if def.Composite != nil {
+		if err := def.Composite.check(def.Name); err != nil {
+			return err
 		}
 	}
 	if def.Timeout < 0 {

@@ -89,7 +89,7 @@ func (s *Spec) compositeDefinition(reg *tools.Registry) (tools.Definition, error
 		return def, err
 	}
 	own := s.Definition
-	own.Parameters, own.Description, own.Idempotent = def.Parameters, def.Description, def.Idempotent
+	own.Parameters, own.Description, own.Idempotent, own.Composite = def.Parameters, def.Description, def.Idempotent, def.Composite
 	if !s.safeDeclared {
 		own.Safe = def.Safe
 	}
@@ -185,10 +185,9 @@ func (c *Composite) subCall(ctx context.Context, cl *client.Client, cat *jsutil.
 	return nil, tools.Wrap(tools.CodeInternal, err, fmt.Sprintf("sub-call %d (%s): %v", i+1, call.Name, err))
 }
 
-// SubCallID is the call id of the i-th (from 0) sub-call of the composite call callID.
-func SubCallID(callID string, i int) string {
-	return fmt.Sprintf("%s-sub-%d", callID, i+1)
-}
+// SubCallID is the call id of the i-th (from 0) sub-call of the composite call callID
+// ([events.SubCallID]).
+func SubCallID(callID string, i int) string { return events.SubCallID(callID, i) }
 
 // compositeCycles reports each composite of the file that reaches itself through other
 // composites of the file: its calls would nest without end, each level holding a slot

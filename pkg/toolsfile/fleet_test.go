@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -250,11 +251,15 @@ tools:
 `)
 	fx := natstest.StartJetStream(t, events.Config{})
 	reg := startFile(t, path)
-	// Safety: a tool served elsewhere counts as unsafe, unless the composite says.
+	// Safety: a tool served elsewhere counts as unsafe, unless the composite says. Its
+	// definition names its sub-tools, those served elsewhere too, for the catalog.
 	for name, safe := range map[string]bool{"pair": false, "safe_pair": true, "pair_of_safe": true} {
 		if d, _ := reg.Lookup(name); d.Safe != safe {
 			t.Errorf("%s: safe %v, want %v", name, d.Safe, safe)
 		}
+	}
+	if d, _ := reg.Lookup("pair"); d.Composite == nil || !slices.Equal(d.Composite.Tools, []string{"hello", "ghost"}) {
+		t.Errorf("pair's definition names sub-tools %+v, want [hello ghost]", d.Composite)
 	}
 	runExecutor(t, fx, reg, "file")
 	c, err := client.New(fx.NC)
