@@ -32,6 +32,8 @@ type ApprovalItem struct {
 	CallID string `json:"callId"`
 	RunID  string `json:"runId"`
 	Tool   string `json:"tool"`
+	// ParentCallID, for a sub-call of a composite call, is the composite call's id.
+	ParentCallID string `json:"parentCallId,omitempty"`
 	// Arguments are the call's, or ArgumentsRef points at them (stored by reference).
 	Arguments    json.RawMessage    `json:"arguments,omitempty"`
 	ArgumentsRef *events.PayloadRef `json:"argumentsRef,omitempty"`

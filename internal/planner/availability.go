@@ -96,14 +96,6 @@ func (r *Run) available(catalog []string) []string {
 	return slices.DeleteFunc(slices.Clone(names), func(n string) bool { return slices.Contains(r.Disabled, n) })
 }
 
-// disabledRefusal says why a call of name is refused when the tool is disabled, or "".
-func (r *Run) disabledRefusal(name string) string {
-	if slices.Contains(r.Disabled, name) {
-		return "tool \"" + name + "\" was not run: it is disabled for this run"
-	}
-	return ""
-}
-
 // ChangeTools enables and disables tools of the run id for its next steps, acting for
 // caller, and adds the change's reminder (if any) for the model's next step. A running
 // run is changed for its next model call; a run that ended keeps the change for its

@@ -84,9 +84,13 @@ func (v *catalogView) put(d tools.Definition) {
 	key := pick.LearnKey(d)
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	checked := d
-	checked.Composite = nil // a composite's calls are checked against the union of its sub-tools
-	if err := v.reg.AddFunc(checked, runsOnTheFleet); err != nil {
+	var opts []tools.Option
+	if d.Composite != nil {
+		// A composite's calls are checked as the envelope, then each sub-call against its
+		// own tool's schema and the run's rules (composite.go).
+		opts = append(opts, tools.WithCompositeEnvelope())
+	}
+	if err := v.reg.AddFunc(d, runsOnTheFleet, opts...); err != nil {
 		v.log.Warn().Err(err).Str("tool", d.Name).Msg("catalog entry cannot be registered; calls of it will be refused")
 		return
 	}

@@ -88,7 +88,24 @@ func (c *CallRecord) clone() *CallRecord {
 	cc.ApprovalRequestedAt = clonePtr(c.ApprovalRequestedAt)
 	cc.AttemptSpans = slices.Clone(c.AttemptSpans)
 	cc.Nested = clonePtr(c.Nested)
+	cc.Subs = cloneSubs(c.Subs)
 	return &cc
+}
+
+func cloneSubs(subs []*SubCall) []*SubCall {
+	if subs == nil {
+		return nil
+	}
+	out := make([]*SubCall, len(subs))
+	for i, s := range subs {
+		c := *s
+		c.Policy = clonePolicy(s.Policy)
+		c.Approval = cloneApproval(s.Approval)
+		c.ApprovalRequestedAt = clonePtr(s.ApprovalRequestedAt)
+		c.FinishedAt = clonePtr(s.FinishedAt)
+		out[i] = &c
+	}
+	return out
 }
 
 // cloneRaw copies a JSON value, keeping nil nil.

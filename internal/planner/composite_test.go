@@ -8,23 +8,21 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rs/zerolog"
-
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
+	"github.com/toolfleet/toolfleet/internal/testsupport/plannertest"
 	"github.com/toolfleet/toolfleet/pkg/client"
 	"github.com/toolfleet/toolfleet/pkg/events"
-	"github.com/toolfleet/toolfleet/pkg/executor"
-	"github.com/toolfleet/toolfleet/pkg/tools"
 	"github.com/toolfleet/toolfleet/pkg/toolsfile"
 )
 
 // A composite declared in a tools file is one tool to the model; a run's call of it
 // makes each sub-call a fleet call of the run (a Go tool on the fleet's executor, a
 // command tool beside the composite), a failing sub-call does not stop the next, and
-// the composite's result gathers them in order. (Its sub-tools add and fail are served
-// by another executor, so the entry says it is safe: each sub-call would still wait for
-// its own tool's approval.)
+// the composite's result gathers them in order. Its sub-tools are among the run's tools,
+// as they must be for its sub-calls to run, and its record lists them as they ended.
+// (Its sub-tools add and fail are served by another executor, so the entry says it is
+// safe: each sub-call would still wait for its own tool's approval.)
 func TestCompositeFromAToolsFileInARun(t *testing.T) {
 	b := setup(t, map[string]string{"main": plannerAnswerScript})
 	file := map[string]any{"tools": []map[string]any{
@@ -42,7 +40,7 @@ func TestCompositeFromAToolsFileInARun(t *testing.T) {
 		{Text: "done"},
 	}}
 	b.swapPlanner(t, Config{Models: map[string]provider.Model{"main": model}, DefaultModel: "main"})
-	run, err := b.p.Start(b.ctx, StartRequest{Input: "plan a trip", Tools: []string{"trip"}})
+	run, err := b.p.Start(b.ctx, StartRequest{Input: "plan a trip", Tools: []string{"trip", "add", "fail", "shout"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,12 +52,19 @@ func TestCompositeFromAToolsFileInARun(t *testing.T) {
 	for _, d := range model.request(t, 0).Tools {
 		offered = append(offered, d.Name)
 	}
-	if !slices.Equal(offered, []string{"trip"}) {
-		t.Fatalf("the model was offered %v, want the composite alone", offered)
+	if !slices.Contains(offered, "trip") {
+		t.Fatalf("the model was offered %v, want the composite among them", offered)
 	}
 	trip := run.Calls[0]
 	if trip.Status != "ok" {
 		t.Fatalf("the composite's call: %s %v", trip.Status, trip.Error)
+	}
+	var subs []string
+	for _, s := range trip.Subs {
+		subs = append(subs, s.ID+" "+s.Name+" "+s.Status)
+	}
+	if want := []string{trip.ID + "-sub-1 add ok", trip.ID + "-sub-2 fail error", trip.ID + "-sub-3 shout ok"}; !slices.Equal(subs, want) {
+		t.Errorf("the composite's record lists its sub-calls %q, want %q", subs, want)
 	}
 	var out struct {
 		Results []struct {
@@ -183,27 +188,7 @@ func lastResult(msgs []provider.Message, tool string) json.RawMessage {
 // of its own, "file", until the test ends, once the planner's catalog lists its tools.
 func serveToolsFile(t *testing.T, b *testBundle, dir string, file map[string]any) {
 	t.Helper()
-	data, _ := json.Marshal(file)
-	path := filepath.Join(dir, "tools.json")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	f, err := toolsfile.LoadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := tools.NewRegistry()
-	servers, err := f.Start(b.ctx, reg, zerolog.Nop(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(servers.Close)
-	ex, err := executor.New(b.srv.Connect(), reg, executor.WithStreamConfig(b.cfg), executor.WithLogger(zerolog.Nop()),
-		executor.WithExecutorID("file"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	serve(t, ex.Run)
+	plannertest.StartToolsFile(t, b.ctx, b.srv, b.cfg, dir, file)
 	for _, entry := range file["tools"].([]map[string]any) {
 		name := entry["name"].(string)
 		natstest.Eventually(t, waitTimeout, "the catalog to list "+name, func() bool { _, ok := b.p.cat.get(name); return ok })

@@ -110,6 +110,14 @@
 // (where a tool's own hook, asked by its executor, adds its decision from the result).
 // No usable answer in time is its onError: deny (the default) or allow.
 //
+// A composite is a caller like any other (composite.go): each sub-call of a model's call
+// of a composite tool (tools.Definition.Composite names its sub-tools) is checked like a
+// call of the model before the composite call goes out — the run's tool set without
+// toolChoice, the roles of its owner and actors, the sub-tool's schema, the policy hook
+// (asked about each sub-call under its own id) — and any refusal refuses the composite
+// call, naming the sub-call. The call's record lists its sub-calls (CallRecord.Subs),
+// whose approvals are listed and answered like the run's calls'.
+//
 // # Durability
 //
 // A run's state is in two places, neither of which grows per write with the run's

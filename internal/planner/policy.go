@@ -30,7 +30,10 @@ import (
 // because the run does not allow it. The calls of a step are asked about in parallel,
 // and their decisions are stored with the step's record: a step taken again after a
 // crash does not ask again. run_agent calls are not asked about: the nested run's calls
-// are, with the same hook.
+// are, with the same hook. A composite call is asked about, and so is each of its
+// sub-calls, under the sub-call's own id, tool and arguments (composite.go): a deny of a
+// sub-call refuses the composite call, and a modification replaces that sub-call's
+// arguments within the composite's.
 type PolicyHook = events.Hook
 
 // validatePolicy checks a run request's policy hook.
@@ -42,21 +45,25 @@ func validatePolicy(h *PolicyHook) error {
 }
 
 // askPolicy asks the run's policy hook about each call of r's current step that is to
-// go to the fleet, in parallel, and applies the decisions to the calls (r is the copy of
-// the state the step's record is made of). The step's claim is kept while the hook
+// go to the fleet, and each sub-call of a composite call among them, in parallel, and
+// applies the decisions to the calls (r is the copy of the state the step's record is
+// made of). A decision that replaces the arguments of a composite call (or of a
+// composite sub-call) is followed by a round about the sub-calls of the new arguments,
+// each round a level deeper (composite.go). The step's claim is kept while the hook
 // thinks.
 func (p *Planner) askPolicy(ctx context.Context, cl claim, r *Run) {
 	h := r.PolicyHook
 	if h == nil {
 		return
 	}
-	var asked []*CallRecord
+	var items []policyItem
 	for _, c := range r.stepCalls() {
 		if !c.Local && !c.Done() && c.Name != AgentToolName {
-			asked = append(asked, c)
+			items = append(items, policyItem{call: c})
+			items = append(items, subItems(c, c.ID)...)
 		}
 	}
-	if len(asked) == 0 {
+	if len(items) == 0 {
 		return
 	}
 	if cl != nil {
@@ -66,24 +73,36 @@ func (p *Planner) askPolicy(ctx context.Context, cl claim, r *Run) {
 	hctx, cancel := r.within(ctx, h.Wait())
 	defer cancel()
 	header := events.TraceHeader(r.TraceParent, r.TraceState)
-	recs := make([]events.PolicyRecord, len(asked))
-	var wg sync.WaitGroup
-	for i, c := range asked {
-		wg.Go(func() {
-			recs[i] = jsutil.AskPolicy(hctx, p.nc, *h, header, events.PolicyRequest{
-				Level: events.PolicyLevelRun, Tool: c.Name, CallID: c.ID, RunID: r.ID, Step: c.Step,
-				Arguments: c.Arguments, Validated: c.Validated, Metadata: r.Metadata, Caller: r.caller()})
-		})
-	}
-	wg.Wait()
-	now := p.cfg.Now()
-	for i, c := range asked {
-		p.applyPolicy(r, c, recs[i], now)
+	for len(items) > 0 {
+		recs := make([]events.PolicyRecord, len(items))
+		var wg sync.WaitGroup
+		for i, it := range items {
+			req, err := it.policyRequest(r)
+			if err != nil { // its composite's arguments cannot be read: the hook cannot be asked
+				recs[i] = events.PolicyRecord{Level: events.PolicyLevelRun, Hook: h.Subject, Decision: events.PolicyDeny,
+					Error: err.Error(), At: p.cfg.Now().UTC()}
+				continue
+			}
+			wg.Go(func() { recs[i] = jsutil.AskPolicy(hctx, p.nc, *h, header, req) })
+		}
+		wg.Wait()
+		now := p.cfg.Now()
+		var next []policyItem
+		for i, it := range items {
+			switch {
+			case it.sub == nil:
+				next = append(next, p.applyPolicy(r, it.call, recs[i], now)...)
+			case slices.Contains(it.call.Subs, it.sub): // else replaced by a modification meanwhile
+				next = append(next, p.applySubPolicy(r, it, recs[i], now)...)
+			}
+		}
+		items = next
 	}
 }
 
-// applyPolicy carries out the decision rec on the call c of r.
-func (p *Planner) applyPolicy(r *Run, c *CallRecord, rec events.PolicyRecord, now time.Time) {
+// applyPolicy carries out the decision rec on the call c of r. It returns the items to
+// ask about next: the sub-calls of a composite call whose arguments were replaced.
+func (p *Planner) applyPolicy(r *Run, c *CallRecord, rec events.PolicyRecord, now time.Time) []policyItem {
 	log := p.log.With().Str("run_id", r.ID).Str("call_id", c.ID).Str("tool", c.Name).Str("hook", rec.Hook).
 		Str("decision", string(rec.Decision)).Logger()
 	by := "hook"
@@ -92,6 +111,7 @@ func (p *Planner) applyPolicy(r *Run, c *CallRecord, rec events.PolicyRecord, no
 		log.Warn().Str("error", rec.Error).Msg("policy hook gave no usable answer; its onError applies")
 	}
 	c.Policy = append(c.Policy, rec)
+	var next []policyItem
 	switch rec.Decision {
 	case events.PolicyDeny:
 		c.answerLocal(string(events.StatusDenied), rec.Denial(c.Name), now)
@@ -105,14 +125,18 @@ func (p *Planner) applyPolicy(r *Run, c *CallRecord, rec events.PolicyRecord, no
 			r.Errors++
 			p.m.policyDecision("invalid", by)
 			log.Info().Str("error", te.Message).Msg("policy hook modified the call's arguments into invalid ones; the call is refused")
-			return
+			return nil
 		}
 		c.ArgumentsOriginal, c.Arguments = c.Arguments, call.Arguments()
 		log.Info().Str("reason", rec.Reason).Msg("policy hook modified the call's arguments")
+		if d := call.Definition(); d.Composite != nil {
+			next = p.recheckSubs(r, c, c.ID, nil, d, c.Arguments, rec, now)
+		}
 	default:
 		log.Debug().Msg("policy hook allowed the call")
 	}
 	p.m.policyDecision(string(rec.Decision), by)
+	return next
 }
 
 // addToolPolicy records the decision of the tool's policy hook, carried by the call's

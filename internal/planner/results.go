@@ -2,6 +2,7 @@ package planner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -84,7 +85,16 @@ func (p *Planner) recordResult(ctx context.Context, m jetstream.Msg, res events.
 		ahead = c == nil && r.ahead(res.CallID)
 		// A result for another tenant's call of the same ids (its caller chose them) is
 		// not this run's.
-		if c == nil || c.Done() || res.Caller.Tenant != r.Tenant {
+		if res.Caller.Tenant != r.Tenant {
+			return false, nil
+		}
+		if c == nil {
+			// A composite call's sub-call settles; the call goes on until its own result.
+			if _, s := r.subCall(res.CallID); s != nil {
+				return s.subResult(res, now), nil
+			}
+		}
+		if c == nil || c.Done() {
 			return false, nil
 		}
 		c.Status, c.Output, c.Error = string(res.Status), res.Output, res.Error
@@ -110,6 +120,7 @@ func (p *Planner) recordResult(ctx context.Context, m jetstream.Msg, res events.
 			c.StartedAt = &started
 		}
 		c.LimitWaitMS, c.AttemptSpans = res.LimitWaitMS, res.AttemptSpans
+		c.settleSubs(res.Status, res.Output, finished)
 		if r.Sequential {
 			r.calledNext(now)
 		}
@@ -251,7 +262,7 @@ func (r *Run) ahead(call string) bool {
 	if r.Status != StatusRunning {
 		return false
 	}
-	parts := strings.Split(call, "-")
+	parts := strings.Split(topCallID(call), "-") // a sub-call is its call's
 	if len(parts) != 3 || parts[0] != r.ID {
 		return false
 	}
@@ -398,11 +409,21 @@ func (p *Planner) handleApprovalRequest(ctx context.Context, m jetstream.Msg) {
 	run, err := p.runs.update(ctx, req.RunID, func(r *Run) (bool, error) {
 		c := r.call(req.CallID)
 		ahead = c == nil && r.ahead(req.CallID)
-		if c == nil || c.Done() || c.Status == string(CallAwaitingApproval) || req.Caller.Tenant != r.Tenant || r.Status == StatusDone {
+		if req.Caller.Tenant != r.Tenant || r.Status == StatusDone {
+			return false, nil
+		}
+		parked := now
+		if c == nil {
+			// A sub-call of a composite call waits like a call of the run.
+			if pc, s := r.subCall(req.CallID); s != nil && !pc.Done() && !s.Done() && s.Status != string(CallAwaitingApproval) {
+				s.Status, s.ApprovalRequestedAt = string(CallAwaitingApproval), &parked
+				return true, nil
+			}
+		}
+		if c == nil || c.Done() || c.Status == string(CallAwaitingApproval) {
 			return false, nil
 		}
 		c.Status = string(CallAwaitingApproval)
-		parked := now
 		c.ApprovalRequestedAt = &parked
 		return true, nil
 	})
@@ -420,6 +441,8 @@ func (p *Planner) handleApprovalRequest(ctx context.Context, m jetstream.Msg) {
 	}
 	if c := run.call(req.CallID); c != nil {
 		p.emit(ctx, run, "approval_needed", c.Step, c.ID, req)
+	} else if c, s := run.subCall(req.CallID); s != nil {
+		p.emit(ctx, run, "approval_needed", c.Step, s.ID, req)
 	}
 	p.ack(m)
 }
@@ -434,6 +457,10 @@ func (p *Planner) handleApprovalRequest(ctx context.Context, m jetstream.Msg) {
 // a role that is neither the owner's nor an operator role) and to call the tool itself
 // (403), since an approval lets the call run. The answer records who gave it: ans.By,
 // or the caller's identity when it is empty.
+//
+// callID may name a sub-call of a composite call of the run (<call>-sub-<n>): it is
+// answered the same way, for its own tool, and recorded on the composite call's record
+// (CallRecord.Subs); once the composite call has its result, it takes no answer.
 func (p *Planner) Approve(ctx context.Context, callID string, caller events.Identity, ans events.ApprovalAnswer) error {
 	if err := CheckDecision(&ans); err != nil {
 		return err
@@ -442,7 +469,7 @@ func (p *Planner) Approve(ctx context.Context, callID string, caller events.Iden
 	if !ok {
 		return notFoundf("no call %q", callID)
 	}
-	run, rev, c, err := p.loadCall(ctx, runID, callID)
+	run, rev, _, err := p.loadCall(ctx, runID, callID)
 	if errors.Is(err, errRunNotFound) {
 		return notFoundf("no call %q", callID)
 	}
@@ -452,7 +479,8 @@ func (p *Planner) Approve(ctx context.Context, callID string, caller events.Iden
 	if err := p.mayAct(run, caller, "answer the approvals of"); err != nil {
 		return err
 	}
-	if c == nil {
+	slot := run.approvalSlot(callID)
+	if slot.call == nil {
 		// Not a call of the current step: an earlier one has ended; look it up.
 		full, err := p.rlog.assemble(ctx, run)
 		if err != nil {
@@ -462,13 +490,19 @@ func (p *Planner) Approve(ctx context.Context, callID string, caller events.Iden
 			if fc.ID == callID {
 				return answerable(fc)
 			}
+			for _, s := range fc.Subs {
+				if s.ID == callID {
+					return approvalSlot{call: fc, sub: s}.answerable()
+				}
+			}
 		}
 		return notFoundf("no call %q", callID)
 	}
-	if err := answerable(c); err != nil {
+	if err := slot.answerable(); err != nil {
 		return err
 	}
-	if d, ok := p.cat.get(c.Name); ok {
+	tool := slot.tool()
+	if d, ok := p.cat.get(tool); ok {
 		if err := refuseTool(d, caller, "an approval (it lets the call run)"); err != nil {
 			return err
 		}
@@ -476,47 +510,40 @@ func (p *Planner) Approve(ctx context.Context, callID string, caller events.Iden
 	if ans.By == "" {
 		ans.By = DescribeCaller(caller)
 	}
-	withArgs, err := p.withArguments(ctx, run, []*CallRecord{c})
+	args, err := p.slotArguments(ctx, run, slot)
 	if err != nil {
 		return err
 	}
-	c = withArgs[0]
 	if len(ans.Arguments) > 0 {
-		if _, err := p.cat.hydrate(c.Name, ans.Arguments); err != nil {
+		if _, err := p.cat.hydrate(tool, ans.Arguments); err != nil {
 			te := tools.AsError(err, tools.CodeInvalidInput)
 			return &APIError{Status: 400, Message: "the modified arguments are invalid: " + te.Message, Violations: te.Violations}
 		}
 	}
 	rec := &events.Approval{Decision: ans.Decision, By: ans.By, Reason: ans.Reason, At: p.cfg.Now().UTC()}
 	if ans.Decision == events.DecisionApprove && len(ans.Arguments) > 0 {
-		rec.ArgumentsOriginal, rec.ArgumentsApproved = c.Arguments, ans.Arguments
+		rec.ArgumentsOriginal, rec.ArgumentsApproved = args, ans.Arguments
 	}
 	run, err = p.runs.updateFrom(ctx, runID, run, rev, true, func(r *Run) (bool, error) {
-		c := r.call(callID)
-		if c == nil {
+		slot := r.approvalSlot(callID)
+		if slot.call == nil {
 			return false, notFoundf("no call %q", callID)
 		}
-		if err := answerable(c); err != nil {
+		if err := slot.answerable(); err != nil {
 			return false, err
 		}
-		c.setApproval(rec)
+		slot.setApproval(rec)
 		return true, nil
 	})
 	if err != nil {
 		return err
 	}
-	dup, err := publishApproval(ctx, p.js, p.cfg.Source, caller, c.Name, callID, ans)
+	dup, err := publishApproval(ctx, p.js, p.cfg.Source, caller, tool, callID, ans)
 	if err != nil || dup {
 		// Not published, or an answer over NATS came first (same answer id): take the
 		// record back; the result will carry the decision that stood.
 		if _, uerr := p.runs.update(context.WithoutCancel(ctx), runID, func(r *Run) (bool, error) {
-			c := r.call(callID)
-			if c == nil || c.Approval == nil || !c.Approval.At.Equal(rec.At) || c.Approval.Decision != rec.Decision || c.Approval.By != rec.By {
-				return false, nil
-			}
-			c.Approval = nil
-			c.undoApprovalArguments()
-			return true, nil
+			return r.approvalSlot(callID).takeBack(rec), nil
 		}); uerr != nil {
 			p.log.Warn().Err(uerr).Str("run_id", runID).Str("call_id", callID).Msg("taking back an approval that was not published")
 		}
@@ -525,10 +552,92 @@ func (p *Planner) Approve(ctx context.Context, callID string, caller events.Iden
 		}
 		return conflictf("call %s was answered already, over NATS", callID)
 	}
-	if c := run.call(callID); c != nil {
-		p.emit(ctx, run, "approval_answered", c.Step, c.ID, rec)
+	if slot := run.approvalSlot(callID); slot.call != nil {
+		p.emit(ctx, run, "approval_answered", slot.call.Step, callID, rec)
 	}
 	return nil
+}
+
+// approvalSlot is what an approval answers in a run: a call of its current step (sub
+// nil), or a sub-call of a composite call among them; call is nil when the run has
+// neither.
+type approvalSlot struct {
+	call *CallRecord
+	sub  *SubCall
+}
+
+// approvalSlot returns the call or sub-call id of r's current step.
+func (r *Run) approvalSlot(id string) approvalSlot {
+	if c := r.call(id); c != nil {
+		return approvalSlot{call: c}
+	}
+	c, s := r.subCall(id)
+	return approvalSlot{call: c, sub: s}
+}
+
+func (a approvalSlot) tool() string {
+	if a.sub != nil {
+		return a.sub.Name
+	}
+	return a.call.Name
+}
+
+// answerable is [answerable] for the slot: a sub-call whose composite call has ended
+// takes no answer either.
+func (a approvalSlot) answerable() error {
+	if a.sub == nil {
+		return answerable(a.call)
+	}
+	if a.call.Done() && !a.sub.Done() {
+		return conflictf("call %s is not awaiting approval: its composite call %s has ended (%s)", a.sub.ID, a.call.ID, a.call.Status)
+	}
+	return approvalConflict(a.sub.ID, a.sub.Status, a.sub.Approval)
+}
+
+// setApproval records the decision rec.
+func (a approvalSlot) setApproval(rec *events.Approval) {
+	if a.sub == nil {
+		a.call.setApproval(rec)
+		return
+	}
+	a.sub.Approval = rec // the sub-call's approved arguments are the record's
+}
+
+// takeBack removes rec, when it is the decision recorded, and reports whether it was.
+func (a approvalSlot) takeBack(rec *events.Approval) bool {
+	if a.call == nil {
+		return false
+	}
+	ptr := &a.call.Approval
+	if a.sub != nil {
+		ptr = &a.sub.Approval
+	}
+	if got := *ptr; got == nil || !got.At.Equal(rec.At) || got.Decision != rec.Decision || got.By != rec.By {
+		return false
+	}
+	*ptr = nil
+	if a.sub == nil {
+		a.call.undoApprovalArguments()
+	}
+	return true
+}
+
+// slotArguments returns the arguments of the call or sub-call of the slot, from the
+// step's record when the control state does not hold them.
+func (p *Planner) slotArguments(ctx context.Context, run *Run, a approvalSlot) (json.RawMessage, error) {
+	withArgs, err := p.withArguments(ctx, run, []*CallRecord{a.call})
+	if err != nil {
+		return nil, err
+	}
+	args := withArgs[0].Arguments
+	if a.sub == nil {
+		return args, nil
+	}
+	path, ok := subPath(a.call.ID, a.sub.ID)
+	if !ok {
+		return nil, fmt.Errorf("call %s is not a sub-call of %s", a.sub.ID, a.call.ID)
+	}
+	return subArgs(args, path)
 }
 
 // CheckDecision says, as a 400, what is wrong with an approval answer: a decision other
@@ -549,15 +658,18 @@ func CheckDecision(ans *events.ApprovalAnswer) error {
 // answerable reports, as an API error, why the call cannot take an approval answer: it
 // was answered before (409 with the decision that stood), it has its result, or it never
 // asked for an approval.
-func answerable(c *CallRecord) error {
+func answerable(c *CallRecord) error { return approvalConflict(c.ID, c.Status, c.Approval) }
+
+// approvalConflict is answerable for the call id of status whose decision is a.
+func approvalConflict(id, status string, a *events.Approval) error {
 	switch {
-	case c.Approval != nil:
-		return &APIError{Status: http.StatusConflict, Approval: c.Approval,
-			Message: fmt.Sprintf("call %s was answered already: %s", c.ID, c.Approval.Decision)}
-	case c.Done():
-		return conflictf("call %s already has its result (%s)", c.ID, c.Status)
-	case c.Status != string(CallAwaitingApproval):
-		return conflictf("call %s is not awaiting approval", c.ID)
+	case a != nil:
+		return &APIError{Status: http.StatusConflict, Approval: a,
+			Message: fmt.Sprintf("call %s was answered already: %s", id, a.Decision)}
+	case status != string(CallPending) && status != string(CallAwaitingApproval):
+		return conflictf("call %s already has its result (%s)", id, status)
+	case status != string(CallAwaitingApproval):
+		return conflictf("call %s is not awaiting approval", id)
 	}
 	return nil
 }

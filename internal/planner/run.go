@@ -286,6 +286,10 @@ type CallRecord struct {
 	// hook that modified the arguments replaced Arguments too; ArgumentsOriginal keeps
 	// the model's.
 	Policy []events.PolicyRecord `json:"policy,omitempty"`
+	// Subs, on a call of a composite tool, are its sub-calls, depth first (a sub-call of
+	// a composite sub-tool follows it): each checked like a call of the model before the
+	// call went out, and followed as the fleet answers it (composite.go).
+	Subs []*SubCall `json:"subs,omitempty"`
 
 	// ArgumentsRef is set when the arguments were larger than the claim-check size: they
 	// are stored once as a payload, and the call went to the fleet by this reference.

@@ -123,6 +123,22 @@ type watchedCall struct {
 	Approval   *events.Approval `json:"approval"`
 	CalledAt   time.Time        `json:"calledAt"`
 	FinishedAt *time.Time       `json:"finishedAt"`
+	// Subs are a composite call's sub-calls, which wait for approvals like calls.
+	Subs []watchedCall `json:"subs"`
+}
+
+// approvable calls fn with each call of w that may wait for an approval: its calls and
+// their sub-calls (with their composite call's id and time).
+func (w *watchedRun) approvable(fn func(c *watchedCall, parent string)) {
+	for i := range w.Calls {
+		c := &w.Calls[i]
+		fn(c, "")
+		for k := range c.Subs {
+			s := c.Subs[k]
+			s.CalledAt = c.CalledAt
+			fn(&s, c.ID)
+		}
+	}
 }
 
 func (c *watchedCall) done() bool {
@@ -138,11 +154,11 @@ func (w *watchedRun) summary() RunSummary {
 	if s.Tools == nil {
 		s.Tools = []string{}
 	}
-	for i := range w.Calls {
-		if w.Calls[i].Status == string(CallAwaitingApproval) {
+	w.approvable(func(c *watchedCall, _ string) {
+		if c.Status == string(CallAwaitingApproval) {
 			s.PendingApprovals++
 		}
-	}
+	})
 	return s
 }
 
@@ -333,19 +349,18 @@ func removeRun(runs []*indexedRun, ir *indexedRun) []*indexedRun {
 func (x *runIndex) trackApprovals(tr *tenantRuns, ir *indexedRun, w *watchedRun) {
 	was := ir.pending
 	ir.pending = nil
-	for i := range w.Calls {
-		c := &w.Calls[i]
+	w.approvable(func(c *watchedCall, parent string) {
 		switch {
 		case c.Status == string(CallAwaitingApproval):
 			ir.pending = append(ir.pending, c.ID)
 			if tr.pending[c.ID] == nil {
-				tr.pending[c.ID] = &ApprovalItem{CallID: c.ID, RunID: w.ID, Tool: c.Name, RequestedAt: c.CalledAt,
+				tr.pending[c.ID] = &ApprovalItem{CallID: c.ID, RunID: w.ID, Tool: c.Name, ParentCallID: parent, RequestedAt: c.CalledAt,
 					Caller: events.Identity{Tenant: w.Tenant, Role: w.Role}, Status: ApprovalPending}
 			}
 		case c.Approval != nil || slices.Contains(was, c.ID):
-			x.answer(tr, w, c)
+			x.answer(tr, w, c, parent)
 		}
-	}
+	})
 	for _, id := range was {
 		if !slices.Contains(ir.pending, id) {
 			delete(tr.pending, id)
@@ -354,13 +369,13 @@ func (x *runIndex) trackApprovals(tr *tenantRuns, ir *indexedRun, w *watchedRun)
 }
 
 // answer records an answered approval (once).
-func (x *runIndex) answer(tr *tenantRuns, w *watchedRun, c *watchedCall) {
+func (x *runIndex) answer(tr *tenantRuns, w *watchedRun, c *watchedCall, parent string) {
 	if tr.answeredIDs[c.ID] {
 		return
 	}
 	item := tr.pending[c.ID]
 	if item == nil {
-		item = &ApprovalItem{CallID: c.ID, RunID: w.ID, Tool: c.Name, RequestedAt: c.CalledAt,
+		item = &ApprovalItem{CallID: c.ID, RunID: w.ID, Tool: c.Name, ParentCallID: parent, RequestedAt: c.CalledAt,
 			Caller: events.Identity{Tenant: w.Tenant, Role: w.Role}}
 	} else {
 		copied := *item

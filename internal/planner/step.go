@@ -574,20 +574,31 @@ func (p *Planner) checkCall(r *Run, c *CallRecord, now time.Time) {
 		}
 		return
 	}
-	call, err := p.cat.hydrateModelCall(c.Name, c.Arguments)
-	if err != nil {
-		te := tools.AsError(err, tools.CodeInvalidInput)
+	refuse := func(te *tools.Error) {
 		c.answerLocal(string(events.StatusOf(te)), te, now)
 		if te.Code == tools.CodeInvalidInput && !r.repaired(c.Name) {
 			r.Repaired = append(r.Repaired, c.Name) // the one free repair
 			return
 		}
 		r.Errors++
+	}
+	call, err := p.cat.hydrateModelCall(c.Name, c.Arguments)
+	if err != nil {
+		refuse(tools.AsError(err, tools.CodeInvalidInput))
 		return
 	}
 	c.Validated = call.Validated()
 	c.NoSchemaMode = call.Definition().NoSchema()
 	c.Arguments = call.Arguments()
+	if d := call.Definition(); d.Composite != nil {
+		// Each sub-call is held to the same rules (composite.go).
+		subs, validated, te := p.checkSubCalls(r, c.Name, c.ID, nil, d, c.Arguments)
+		if te != nil {
+			refuse(te)
+			return
+		}
+		c.Subs, c.Validated = subs, c.Validated && validated
+	}
 }
 
 // refusal says why the run may not call name at its current step, or "" when it may.
@@ -598,15 +609,29 @@ func (r *Run) refusal(name string) string {
 		return fmt.Sprintf("tool %q was not run: toolChoice is none, so no tool may be called", name)
 	case r.ToolChoice.Mode == provider.ChoiceTool && name != r.ToolChoice.Tool:
 		return fmt.Sprintf("tool %q was not run: toolChoice names %q, the only tool that may be called", name, r.ToolChoice.Tool)
+	}
+	if why := r.toolSetRefusal(name); why != "" {
+		return fmt.Sprintf("tool %q was not run: %s", name, why)
+	}
+	return ""
+}
+
+// toolSetRefusal says why name is outside the run's tool set at its current step (its
+// tools or activeTools, less the tools disabled for it, narrowed to the tools offered
+// at the step), or "" when it is inside. It is refusal without toolChoice, which only
+// says which tool the model itself calls: a composite's sub-calls are held to it
+// (composite.go).
+func (r *Run) toolSetRefusal(name string) string {
+	switch {
 	case !r.allows(name):
-		return fmt.Sprintf("tool %q was not run: it is not among this run's tools", name)
-	case r.disabledRefusal(name) != "":
-		return r.disabledRefusal(name)
+		return "it is not among this run's tools"
+	case slices.Contains(r.Disabled, name):
+		return "it is disabled for this run"
 	case name == AgentToolName && r.Depth >= r.Limits.MaxDepth:
 		return ""
 	}
 	if o := r.offered(r.Step); o != nil && !slices.Contains(o.Tools, name) {
-		return fmt.Sprintf("tool %q was not run: it was not offered at this step", name)
+		return "it was not offered at this step"
 	}
 	return ""
 }

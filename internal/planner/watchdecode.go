@@ -204,6 +204,8 @@ func (c *watchedCall) scan(b []byte) bool {
 			return scanTime(v, &c.CalledAt)
 		case "finishedAt":
 			return scanTimePtr(v, &c.FinishedAt)
+		case "subs":
+			return scanCalls(v, &c.Subs)
 		}
 		return !foldsTo(key, watchedCallKeys)
 	})

@@ -90,3 +90,12 @@ func ReplyID(id string) string {
 func SubCallID(callID string, i int) string {
 	return callID + "-sub-" + strconv.Itoa(i+1)
 }
+
+// The metadata keys a composite's sub-call carries besides its composite call's: the
+// composite tool and its call id. A tools file's composite sets them on each sub-call
+// it publishes (a tool's policy hook sees them there); the planner sets them on the
+// policy requests about a run's sub-calls.
+const (
+	MetaCompositeTool = "toolfleet.composite"
+	MetaCompositeCall = "toolfleet.composite_call"
+)

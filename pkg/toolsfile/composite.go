@@ -34,12 +34,6 @@ type Composite struct {
 	Tools []string `json:"tools"`
 }
 
-// compositeMeta are the metadata keys a sub-call carries besides its parent's.
-const (
-	metaCompositeTool = "toolfleet.composite"
-	metaCompositeCall = "toolfleet.composite_call"
-)
-
 func (c *Composite) check(self string) []string {
 	var p []string
 	if len(c.Tools) == 0 {
@@ -142,7 +136,7 @@ func (c *Composite) run(ctx context.Context, name string, args json.RawMessage) 
 	for k, v := range info.Metadata {
 		meta[k] = v
 	}
-	meta[metaCompositeTool], meta[metaCompositeCall] = name, info.CallID
+	meta[events.MetaCompositeTool], meta[events.MetaCompositeCall] = name, info.CallID
 	results := make([]subResult, 0, len(in.Calls))
 	for i, call := range in.Calls {
 		out, err := c.subCall(ctx, cl, cat, info, meta, i, call)

@@ -12,6 +12,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -26,6 +28,7 @@ import (
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/executor"
 	"github.com/toolfleet/toolfleet/pkg/tools"
+	"github.com/toolfleet/toolfleet/pkg/toolsfile"
 )
 
 // WaitTimeout bounds the planner tests' waits (natstest.Eventually).
@@ -133,6 +136,37 @@ func StartExecutor(t testing.TB, srv *natstest.Server, cfg events.Config, def to
 	}
 	opts = append([]executor.Option{executor.WithStreamConfig(cfg), executor.WithLogger(zerolog.Nop())}, opts...)
 	ex, err := executor.New(srv.Connect(), reg, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	Serve(t, ex.Run)
+}
+
+// StartToolsFile writes file (a tools file's JSON) in dir and serves its tools from an
+// executor of its own, "file", on srv's streams of cfg until the test ends. The caller
+// waits for its planner's catalog to list them.
+func StartToolsFile(t testing.TB, ctx context.Context, srv *natstest.Server, cfg events.Config, dir string, file map[string]any) {
+	t.Helper()
+	data, err := json.Marshal(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "tools.json")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := toolsfile.LoadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := tools.NewRegistry()
+	servers, err := f.Start(ctx, reg, zerolog.Nop(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(servers.Close)
+	ex, err := executor.New(srv.Connect(), reg, executor.WithStreamConfig(cfg), executor.WithLogger(zerolog.Nop()),
+		executor.WithExecutorID("file"))
 	if err != nil {
 		t.Fatal(err)
 	}

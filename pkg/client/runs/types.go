@@ -177,10 +177,25 @@ type Call struct {
 	Executor          string           `json:"executor,omitempty"`
 	Approval          *events.Approval `json:"approval,omitempty"`
 	ArgumentsOriginal json.RawMessage  `json:"argumentsOriginal,omitempty"`
-	Local             bool             `json:"local,omitempty"`
-	CalledAt          time.Time        `json:"calledAt"`
-	FinishedAt        *time.Time       `json:"finishedAt,omitempty"`
-	DurationMS        int64            `json:"durationMs,omitempty"`
+	// Subs, on a call of a composite tool, are its sub-calls, depth first.
+	Subs       []SubCall  `json:"subs,omitempty"`
+	Local      bool       `json:"local,omitempty"`
+	CalledAt   time.Time  `json:"calledAt"`
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+	DurationMS int64      `json:"durationMs,omitempty"`
+}
+
+// SubCall is a sub-call of a composite call of a run: its id is the composite call's,
+// "-sub-" and its position from 1; it waits for an approval like a call, and is
+// answered by its id.
+type SubCall struct {
+	ID                  string           `json:"id"`
+	Name                string           `json:"name"`
+	Validated           bool             `json:"validated"`
+	Status              string           `json:"status"`
+	Approval            *events.Approval `json:"approval,omitempty"`
+	ApprovalRequestedAt *time.Time       `json:"approvalRequestedAt,omitempty"`
+	FinishedAt          *time.Time       `json:"finishedAt,omitempty"`
 }
 
 // FollowUp is the body of POST /v1/runs/{id}/messages: a message that continues the
@@ -262,9 +277,11 @@ type ApprovalPage struct {
 
 // Approval is a call that asked for an approval, and its answer once it has one.
 type Approval struct {
-	CallID       string             `json:"callId"`
-	RunID        string             `json:"runId,omitempty"`
-	Tool         string             `json:"tool"`
+	CallID string `json:"callId"`
+	RunID  string `json:"runId,omitempty"`
+	Tool   string `json:"tool"`
+	// ParentCallID, for a sub-call of a composite call, is the composite call's id.
+	ParentCallID string             `json:"parentCallId,omitempty"`
 	Arguments    json.RawMessage    `json:"arguments,omitempty"`
 	ArgumentsRef *events.PayloadRef `json:"argumentsRef,omitempty"`
 	Reason       string             `json:"reason,omitempty"`
