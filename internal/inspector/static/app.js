@@ -618,7 +618,7 @@
       let node = st.callNodes.get(c.id);
       if (!node) {
         // A call that waits for an approval opens with its answer form.
-        const d = h('details.call', {'data-call': c.id, id: 'call-' + c.id, open: c.status === 'awaiting_approval'});
+        const d = h('details.call', {'data-call': c.id, id: 'call-' + c.id, open: c.status === 'awaiting_approval' || subWaits(c)});
         node = {el: d, key: ''};
         d.addEventListener('toggle', () => { if (d.open && !node.built) { node.built = true; fillCall(node, run.id, refresh); } });
         st.callNodes.set(c.id, node);
@@ -629,6 +629,7 @@
         replace(node.el, h('summary', {},
           h('span.mono', {text: `#${c.step}`}), h('strong.mono', {text: c.name}), status(c.status),
           c.status === 'awaiting_approval' ? h('span', {text: 'needs your approval'}) : null,
+          subWaits(c) ? h('span', {text: 'a sub-call needs your approval'}) : null,
           h('span.muted', {text: [c.finishedAt ? fmtMs(c.durationMs) : '', c.attempts > 1 ? `${c.attempts} attempts` : '', c.executor || ''].filter(Boolean).join(' · ')})));
         node.built = false;
         if (node.el.open && !(editing && c.status === 'awaiting_approval')) { node.built = true; fillCall(node, run.id, refresh); }
@@ -676,12 +677,27 @@
     if ((c.policy || []).length) {
       body.append(h('h3', {text: 'Policy'}), h('ul', {}, c.policy.map(p => h('li', {}, h('code', {text: JSON.stringify(p)})))));
     }
+    if ((c.subs || []).length) {
+      // A composite's sub-calls, each checked like a call; one that waits is answered here.
+      body.append(h('h3', {text: 'Sub-calls'}), h('ol.subs', {}, c.subs.map(s => h('li', {'data-call': s.id},
+        h('span.mono', {text: s.id.slice(c.id.length + 1)}), ' ', h('strong.mono', {text: s.name}), ' ', status(s.status),
+        s.approval ? ` ${s.approval.decision} by ${s.approval.by || '?'}` : '',
+        (s.policy || []).map(p => h('code', {text: ' ' + JSON.stringify(p)})),
+        s.status === 'awaiting_approval' ? approvalForm({callId: s.id, runId: runID, tool: s.name, arguments: subArgs(c, s.id)}, refresh) : null))));
+    }
     if (c.name === 'run_agent') {
       const child = childRunID(c);
       body.append(h('h3', {text: 'Nested run'}), h('p', {}, runLink(child)), nestedRun(child));
     }
     node.el.append(body);
   }
+  const subWaits = c => (c.subs || []).some(s => s.status === 'awaiting_approval');
+  // subArgs are the arguments of the sub-call id within those of its composite call c.
+  const subArgs = (c, id) => {
+    let args = c.arguments;
+    for (const n of id.slice(c.id.length).split('-sub-').slice(1)) args = (((args || {}).calls || [])[n - 1] || {}).args;
+    return args;
+  };
   const parkedMs = c => c.approvalRequestedAt ? ((c.approval ? ms(c.approval.at) : Date.now()) - ms(c.approvalRequestedAt)) : 0;
   function childRunID(c) {
     try { const o = typeof c.output === 'string' ? JSON.parse(c.output) : c.output; if (o && o.runId) return o.runId; } catch { /* derive it */ }
