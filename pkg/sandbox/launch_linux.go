@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"runtime"
 	"syscall"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
 	llsyscall "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
 )
 
 // selfExe is the running binary, whatever became of its file since it started.
@@ -39,23 +41,36 @@ func Init() {
 }
 
 // launch confines this process to the policy and replaces it with prog; it returns only
-// on failure.
-func launch(policy, prog string, argv []string) error {
-	var p Policy
-	if err := json.Unmarshal([]byte(policy), &p); err != nil {
+// on failure. In order: Landlock (on every thread); then, on this thread, which execs
+// the program: the bounding set emptied, the user switched (runAs), every other
+// capability dropped, the parent-death signal, no_new_privs, the seccomp filter.
+func launch(spec, prog string, argv []string) error {
+	var s launchSpec
+	if err := json.Unmarshal([]byte(spec), &s); err != nil {
 		return fmt.Errorf("policy: %w", err)
 	}
+	p := s.Policy
 	abi, _ := ABI() // no Landlock: 0, refused just below
 	if err := p.CheckABI(abi); err != nil {
 		return err
 	}
+	if err := CheckSeccomp(); err != nil {
+		return err
+	}
+	filters, err := filterPrograms(p)
+	if err != nil {
+		return err
+	}
+	// The executor's thread that started this process; once it is gone, so is the
+	// parent-death signal's reason to exist.
+	parent := os.Getppid()
 	cwd, err := os.Getwd()
 	if err != nil {
 		return fmt.Errorf("working directory: %w", err)
 	}
 	read := append([]string{prog, cwd}, p.Read...)
 	rules := []landlock.Rule{
-		landlock.RODirs(SystemPaths...).IgnoreIfMissing(),
+		landlock.RODirs(systemPaths...).IgnoreIfMissing(),
 		landlock.RWFiles("/dev/null").IgnoreIfMissing(),
 	}
 	for _, path := range read {
@@ -82,6 +97,35 @@ func launch(policy, prog string, argv []string) error {
 	if err := cfg.BestEffort().Restrict(rules...); err != nil {
 		return fmt.Errorf("landlock: %w", err)
 	}
+	// Capabilities, the parent-death signal, no_new_privs and seccomp filters belong to
+	// a thread: this goroutine keeps its thread, never unlocked, and execs from it.
+	runtime.LockOSThread()
+	if err := dropBoundingSet(); err != nil {
+		return err
+	}
+	if s.RunAs != nil {
+		if err := switchUser(*s.RunAs); err != nil {
+			return err
+		}
+	}
+	if err := dropCapabilities(); err != nil {
+		return err
+	}
+	// The signal Go set in the child is on the thread that forked (another one, maybe)
+	// and a change of user clears it: set it on this one, which becomes the program,
+	// and make sure the parent did not die before.
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+		return fmt.Errorf("parent-death signal: %w", err)
+	}
+	if os.Getppid() != parent {
+		return fmt.Errorf("the executor that started the program is gone")
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %w", err)
+	}
+	if err := loadFilters(filters); err != nil {
+		return err
+	}
 	if err := syscall.Exec(prog, argv, os.Environ()); err != nil {
 		return fmt.Errorf("exec %s: %w", prog, err)
 	}
@@ -105,4 +149,19 @@ func pathRule(path string, write bool) (landlock.Rule, error) {
 	default:
 		return landlock.ROFiles(path), nil
 	}
+}
+
+// switchUser makes the process run as u, with no supplementary groups. It needs the
+// launcher to be root (CAP_SETUID and CAP_SETGID); the switch clears its capabilities.
+func switchUser(u User) error {
+	if err := syscall.Setgroups(nil); err != nil {
+		return fmt.Errorf("runAs %s: drop the supplementary groups: %w", u, err)
+	}
+	if err := syscall.Setresgid(int(u.GID), int(u.GID), int(u.GID)); err != nil {
+		return fmt.Errorf("runAs %s: %w", u, err)
+	}
+	if err := syscall.Setresuid(int(u.UID), int(u.UID), int(u.UID)); err != nil {
+		return fmt.Errorf("runAs %s: %w", u, err)
+	}
+	return nil
 }

@@ -2,13 +2,21 @@
 
 package sandbox
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // selfExe is unused where there is no launcher.
 const selfExe = ""
 
 // ABI returns 0 and an error: Landlock is Linux's.
 func ABI() (int, error) { return 0, errors.New("Landlock exists only on Linux") }
+
+// CheckSeccomp returns an error wrapping [ErrUnsupported]: seccomp is Linux's.
+func CheckSeccomp() error {
+	return fmt.Errorf("%w: seccomp exists only on Linux", ErrUnsupported)
+}
 
 // Init marks the program as initialized; there is no launcher outside Linux, and
 // [Command] fails with [ErrUnsupported] for want of Landlock.

@@ -7,30 +7,49 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 )
 
 // Policy is what a sandboxed program may do beyond starting: the paths it may read, the
-// paths it may write (and read), and whether it may use TCP. Paths are absolute.
+// paths it may write (and read), whether it may use the network, and whom it runs as.
+// Paths are absolute.
 type Policy struct {
 	// Read are files or directories (with everything beneath) granted read and execute.
 	Read []string `json:"read,omitempty"`
 	// Write are files or directories (with everything beneath) granted read and write:
 	// create, remove, rename within them, truncate.
 	Write []string `json:"write,omitempty"`
-	// Network allows TCP connect and bind; false denies both.
+	// Network allows IP sockets: TCP and UDP over IPv4 and IPv6. False denies every
+	// socket. Unix, netlink, packet and raw sockets are denied either way.
 	Network bool `json:"network,omitempty"`
+	// RunAs, when set, is the user and group the program runs as, with no supplementary
+	// groups: the launcher, started by a root process, switches to them before it execs
+	// the program. Not part of a policy's JSON (a tools file sets it on the command).
+	RunAs *User `json:"-"`
 }
 
-// SystemPaths are granted read and execute to every sandboxed program, so that a
-// normal program (a shell, a dynamically linked binary, an interpreter) can start:
-// where programs, libraries and configuration live, and /proc and /dev. Those that do
-// not exist are skipped. /dev/null may also be written.
-var SystemPaths = []string{"/bin", "/sbin", "/usr", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/proc", "/dev"}
+// User is an unprivileged user and group a program runs as.
+type User struct {
+	UID uint32 `json:"uid"`
+	GID uint32 `json:"gid"`
+}
+
+func (u User) String() string { return fmt.Sprintf("uid %d, gid %d", u.UID, u.GID) }
+
+// systemPaths are granted read and execute to every sandboxed program, so that a
+// normal program (a shell, a dynamically linked binary, an interpreter) can start.
+var systemPaths = []string{"/bin", "/sbin", "/usr", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/proc", "/dev"}
+
+// SystemPaths returns the paths granted read and execute to every sandboxed program,
+// so that a normal program (a shell, a dynamically linked binary, an interpreter) can
+// start: where programs, libraries and configuration live, and /proc and /dev. Those
+// that do not exist are skipped. /dev/null may also be written. The slice is a copy.
+func SystemPaths() []string { return slices.Clone(systemPaths) }
 
 // ReadOnly is the policy of a tool that may only read: nothing written but /dev/null,
-// no TCP, and these paths readable besides [SystemPaths], the program and its working
-// directory.
+// no change to any file's mode, owner, extended attributes or times, no socket, and
+// these paths readable besides [SystemPaths], the program and its working directory.
 func ReadOnly(read ...string) Policy { return Policy{Read: read} }
 
 // MinABI is the lowest Landlock ABI that enforces p: 3 (truncation is confined), 4 when
@@ -93,11 +112,18 @@ var ErrNoInit = errors.New("sandbox: Init was not called at the start of main (o
 // Initialized reports whether [Init] was called.
 func Initialized() bool { return initialized.Load() }
 
+// launchSpec is what the launcher is told besides the program and its arguments.
+type launchSpec struct {
+	Policy Policy `json:"policy"`
+	RunAs  *User  `json:"runAs,omitempty"`
+}
+
 // Command returns the command that runs name with args under p, through the launcher:
-// set its Dir, Env, standard streams and SysProcAttr as for any command; Args[0] and
+// set its Dir, Env, standard streams, ExtraFiles and SysProcAttr as for any command
+// (but not SysProcAttr.Credential: p.RunAs says whom the program runs as); Args[0] and
 // Path are the launcher's. name is looked up in PATH (of this process) unless it holds
-// a slash. It fails where [Init] was not called, the kernel cannot enforce p, or name is
-// not found.
+// a slash. It fails where [Init] was not called, the kernel cannot enforce p (Landlock,
+// seccomp), or name is not found.
 func Command(ctx context.Context, p Policy, name string, args ...string) (*exec.Cmd, error) {
 	if !initialized.Load() {
 		return nil, ErrNoInit
@@ -109,6 +135,9 @@ func Command(ctx context.Context, p Policy, name string, args ...string) (*exec.
 	if err := p.CheckABI(abi); err != nil {
 		return nil, err
 	}
+	if err := CheckSeccomp(); err != nil {
+		return nil, err
+	}
 	prog, err := exec.LookPath(name)
 	if err != nil {
 		return nil, err
@@ -116,11 +145,11 @@ func Command(ctx context.Context, p Policy, name string, args ...string) (*exec.
 	if prog, err = filepath.Abs(prog); err != nil {
 		return nil, err
 	}
-	policy, err := json.Marshal(p)
+	spec, err := json.Marshal(launchSpec{Policy: p, RunAs: p.RunAs})
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, selfExe, append([]string{string(policy), prog}, args...)...)
+	cmd := exec.CommandContext(ctx, selfExe, append([]string{string(spec), prog}, args...)...)
 	cmd.Args[0] = launcherArg0
 	return cmd, nil
 }
