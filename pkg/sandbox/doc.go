@@ -57,6 +57,16 @@
 // policy decides which it may read or write); [Policy].RunAs runs it as an
 // unprivileged user instead, which the launcher (root) switches to before it execs.
 //
+// # Dying with the process that started it
+//
+// The launcher's parent-death signal kills the program when the executor's thread that
+// started it ends. What the program starts (a shell's pipeline, a server's workers) is
+// out of that signal's reach: [Guard] has a whole process group killed when the calling
+// process dies, SIGKILL included. The guard is the running binary started once more
+// (marked, like the launcher, by its argv[0]; [Init] runs it), in a group of its own,
+// reading a pipe whose other end only the calling process holds: when that process
+// dies, the kernel closes the pipe, and the guard kills the groups still listed.
+//
 // # Kernels without Landlock
 //
 // A policy needs ABI 3 (Linux 6.2: truncation is confined, so a granted read cannot be

@@ -32,6 +32,9 @@ func ABI() (int, error) {
 // process and execs the program, and never returns; elsewhere it returns at once.
 func Init() {
 	initialized.Store(true)
+	if len(os.Args) == 1 && os.Args[0] == guardArg0 {
+		os.Exit(runGuard(os.Stdin))
+	}
 	if len(os.Args) < 3 || os.Args[0] != launcherArg0 {
 		return
 	}

@@ -18,6 +18,11 @@ func CheckSeccomp() error {
 	return fmt.Errorf("%w: seccomp exists only on Linux", ErrUnsupported)
 }
 
+// Guard returns an error wrapping [ErrUnsupported]: the guard is Linux's.
+func Guard(pgid int) (release func(), err error) {
+	return nil, fmt.Errorf("%w: the process guard exists only on Linux", ErrUnsupported)
+}
+
 // Init marks the program as initialized; there is no launcher outside Linux, and
 // [Command] fails with [ErrUnsupported] for want of Landlock.
 func Init() { initialized.Store(true) }

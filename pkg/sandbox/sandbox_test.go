@@ -20,6 +20,9 @@ func TestMain(m *testing.M) {
 	if attempts, ok := os.LookupEnv(probeEnv); ok {
 		os.Exit(probe(attempts))
 	}
+	if os.Getenv(guardParentEnv) != "" {
+		os.Exit(guardParent())
+	}
 	os.Exit(m.Run())
 }
 

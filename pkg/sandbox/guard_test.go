@@ -1,0 +1,100 @@
+package sandbox_test
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/toolfleet/toolfleet/pkg/sandbox"
+)
+
+// guardParentEnv, when set, makes the test binary a parent that starts a shell whose
+// child sleeps, in a group of its own, has the guard watch the group, prints the
+// shell's pid and its child's, and waits to be killed.
+const guardParentEnv = "TOOLFLEET_SANDBOX_GUARD_PARENT"
+
+func guardParent() int {
+	cmd := exec.Command("/bin/sh", "-c", "sleep 600 & echo $$ $!; wait")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err == nil {
+		err = cmd.Start()
+	}
+	var pids string
+	if err == nil {
+		pids, err = bufio.NewReader(out).ReadString('\n')
+	}
+	if err == nil {
+		_, err = sandbox.Guard(cmd.Process.Pid)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Print(pids) // only now: the group is guarded
+	_ = cmd.Wait()  // killed with its group: the parent is killed first
+	return 0
+}
+
+// A process group under the guard dies with the process that asked for it, SIGKILL
+// included: the shell and the child it started (which no parent-death signal reaches).
+func TestGuardKillsTheGroupWhenItsProcessDies(t *testing.T) {
+	parent := exec.Command(os.Args[0], "-test.run=^$")
+	parent.Env = append(os.Environ(), guardParentEnv+"=1")
+	out, err := parent.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent.Stderr = os.Stderr
+	if err := parent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		_ = parent.Process.Kill()
+		_ = parent.Wait()
+		t.Fatalf("the parent said nothing: %v", err)
+	}
+	var pids []int
+	for _, f := range strings.Fields(line) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			t.Fatalf("the parent said %q", line)
+		}
+		pids = append(pids, pid)
+	}
+	t.Cleanup(func() {
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	if err := parent.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = parent.Wait() // killed: its end says nothing
+	for _, pid := range pids {
+		deadline := time.Now().Add(10 * time.Second)
+		for running(pid) {
+			if time.Now().After(deadline) {
+				t.Fatalf("process %d of the guarded group outlived its parent by 10s", pid)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// running reports whether pid is a process that is neither gone nor a zombie.
+func running(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(stat), ')')
+	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
+}
