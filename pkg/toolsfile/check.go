@@ -149,6 +149,9 @@ func (c *Command) check(base string) []string {
 	if c.Timeout < 0 || c.MaxOutputBytes < 0 {
 		p = append(p, "command: timeout and maxOutputBytes cannot be negative")
 	}
+	if c.RunAs != nil && (c.RunAs.UID == 0 || c.RunAs.GID == 0) {
+		p = append(p, fmt.Sprintf("command: runAs {uid: %d, gid: %d}: give an unprivileged user and group, neither 0", c.RunAs.UID, c.RunAs.GID))
+	}
 	return p
 }
 
@@ -223,6 +226,7 @@ func (c *Command) checkSandbox(base string, readOnly bool) []string {
 	if readOnly && pol.Network {
 		p = append(p, `command: sandbox: a tool that declares itself read-only ("capabilities": ["read-only"]) cannot be granted the network`)
 	}
+	pol.RunAs = c.RunAs // the launcher switches
 	c.policy = &pol
 	return p
 }

@@ -1,7 +1,6 @@
 package toolsfile
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	"runtime"
 	"sort"
 	"strconv"
 	"syscall"
@@ -37,10 +37,10 @@ func (e *ExitError) Error() string {
 	return fmt.Sprintf("exit code %d: %s", e.ExitCode, e.Stderr)
 }
 
-// run starts the process, writes args to its stdin and reads its output. A non-zero
-// exit is tool_error (retried by default: a program may fail for passing reasons); a
-// timeout kills the whole process group and is timeout; stdout larger than the limit is
-// tool_error_permanent.
+// run starts the process with args on its stdin (a file holding them whole, see
+// sealedFile) and reads its output. A non-zero exit is tool_error (retried by default:
+// a program may fail for passing reasons); a timeout kills the whole process group and
+// is timeout; stdout larger than the limit is tool_error_permanent.
 func (c *Command) run(ctx context.Context, tool string, secrets []tools.Secret, args json.RawMessage) (any, error) {
 	if len(c.Argv) == 0 || c.Argv[0] == "" {
 		return nil, tools.Errorf(tools.CodeInvalidDefinition, "tool %s: command has no argv", tool)
@@ -57,14 +57,27 @@ func (c *Command) run(ctx context.Context, tool string, secrets []tools.Secret, 
 	if err != nil {
 		return nil, err
 	}
-	ctxFile, removeCtx, err := writeRunContext(ctx, tool) // only for a tool that asked (runcontext.go)
+	// The whole input is in a file before the program starts: it never reads a cut one,
+	// whatever becomes of the executor.
+	stdin, closeStdin, err := sealedFile("toolfleet-input", args)
+	if err != nil {
+		return nil, tools.Wrap(tools.CodeToolFailed, err, fmt.Sprintf("tool %s: prepare the input: %v", tool, err))
+	}
+	defer closeStdin()
+	rcFile, closeRC, err := runContextFile(ctx, tool) // only for a tool that asked (runcontext.go)
 	if err != nil {
 		return nil, err
 	}
-	defer removeCtx()
-	if ctxFile != "" {
-		env = append(env, RunContextEnv+"="+ctxFile)
+	defer closeRC()
+	var extra []*os.File
+	if rcFile != nil {
+		env = append(env, RunContextEnv+"="+runContextPath)
+		extra = []*os.File{rcFile}
 	}
+	// The parent-death signal belongs to the thread that starts the process: this
+	// goroutine keeps it until the process has been waited for (procattr_linux.go).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	// "text file busy": the program was being written when another process forked (its
 	// copy of the write descriptor lives until that child execs). It passes in a moment.
 	for try := range 4 {
@@ -73,15 +86,21 @@ func (c *Command) run(ctx context.Context, tool string, secrets []tools.Secret, 
 		}
 		cmd.Dir = c.Dir
 		cmd.Env = env
-		cmd.Stdin = bytes.NewReader(args)
+		cmd.Stdin = stdin
+		cmd.ExtraFiles = extra
 		stdout = &limitBuffer{max: limitOr(c.MaxOutputBytes)}
 		stderr = &tailBuffer{max: stderrTailBytes}
 		errLines = &progressWriter{ctx: ctx, out: stderr}
 		cmd.Stdout, cmd.Stderr = stdout, errLines
 		// The process gets its own group so that a timeout kills what it started too (a
-		// shell's children); WaitDelay stops Wait from hanging on pipes a stray grandchild
-		// still holds.
-		startInGroup(cmd)
+		// shell's children), and dies with the executor; WaitDelay stops Wait from
+		// hanging on pipes a stray grandchild still holds. A sandboxed command switches
+		// user in the launcher (its policy's RunAs).
+		var as *sandbox.User
+		if c.policy == nil {
+			as = c.RunAs
+		}
+		startInGroup(cmd, as)
 		cmd.WaitDelay = time.Second
 		if err = cmd.Start(); !errors.Is(err, syscall.ETXTBSY) {
 			break
@@ -91,10 +110,22 @@ func (c *Command) run(ctx context.Context, tool string, secrets []tools.Secret, 
 	if err != nil {
 		return nil, tools.Wrap(tools.CodeToolFailed, err, fmt.Sprintf("tool %s: cannot start %s: %v", tool, c.Argv[0], err))
 	}
+	// The command holds its own descriptors now: the executor's go, so that no one
+	// finds the input or the run context among the executor's open files.
+	closeStdin()
+	closeRC()
+	// What the command starts dies with the executor too, SIGKILL included.
+	release, err := guardGroup(cmd)
+	if err != nil {
+		killGroup(cmd)
+		_ = cmd.Wait() // killed just above: its end says nothing more
+		return nil, tools.Wrap(tools.CodeToolFailed, err, fmt.Sprintf("tool %s: %v; the command was killed", tool, err))
+	}
 	err = cmd.Wait()
 	errLines.flush()
 	// Whatever happened, nothing the command started outlives the call.
 	killGroup(cmd)
+	release()
 
 	if runCtx.Err() != nil {
 		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {

@@ -21,10 +21,11 @@
 //	      passEnv: [PATH, LANG]          # all the process sees of the executor's environment
 //	      env: {MODE: strict}            # plus these
 //	      timeout: 5s                    # then the process group is killed
-//	      sandbox:                       # optional: a Landlock sandbox (see below)
+//	      sandbox:                       # optional: Landlock and seccomp (see below)
 //	        read: [/srv/dictionaries]    # read besides the system paths, the program, dir
 //	        write: [./scratch]           # write only here (and /dev/null)
-//	        network: false               # no TCP connect or bind (the default)
+//	        network: false               # no socket at all (the default)
+//	      runAs: {uid: 1001, gid: 1001}  # optional: run as this user (a root executor)
 //	  - name: weather
 //	    parameters: {type: object, properties: {city: {type: string}}, required: [city]}
 //	    secrets:
@@ -41,23 +42,26 @@
 // that does not exist or cannot be executed, a header that references a variable not in
 // passEnv or a secret the tool does not declare, a malformed or duplicate secret, a
 // sandbox path that does not exist, a read-only tool granted sandbox writes or the
-// network. [Register] then adds the tools to a registry, whose rules also apply (the
-// schema compiles, no remote $ref), and refuses a sandboxed tool (read-only, or with
-// the sandbox option) on a kernel whose Landlock cannot enforce its sandbox, or in a
-// program that did not call sandbox.Init.
+// network, runAs with uid or gid 0. [Register] then adds the tools to a registry, whose
+// rules also apply (the schema compiles, no remote $ref), and refuses a sandboxed tool
+// (read-only, or with the sandbox option) on a kernel whose Landlock or seccomp cannot
+// enforce its sandbox, or in a program that did not call sandbox.Init, and a tool with
+// runAs in an executor that does not run as root ([ErrNotRoot]).
 //
 // # Read-only tools and the sandbox
 //
 // A tool that declares itself read-only ("capabilities": ["read-only"], which
 // noSchemaMode read-only requires) runs only where it is kept to reads; otherwise each
 // call waits for an approval whose reason says why (see tools.Registry.ApprovalReason):
-//   - a command runs in the read-only Landlock sandbox (package sandbox): it may read
-//     the system's paths (/bin, /sbin, /usr, /lib*, /etc, /opt, /proc, /dev), its
-//     program, its working directory and its sandbox read paths; it may write nothing
-//     but /dev/null, and may neither connect nor bind a TCP socket. A write or a connect
-//     fails inside the program (permission denied). It needs Landlock ABI 4 (Linux ≥
-//     6.7); with less, Register refuses the tool and the executor does not start: it is
-//     never run unconfined;
+//   - a command runs in the read-only sandbox (package sandbox: Landlock and a seccomp
+//     filter): it may read the system's paths (/bin, /sbin, /usr, /lib*, /etc, /opt,
+//     /proc, /dev), its program, its working directory and its sandbox read paths; it
+//     may write nothing but /dev/null, change no file's mode, owner, extended
+//     attributes or times, open no socket of any kind (TCP, UDP, unix, netlink, raw),
+//     and holds no capability, even under a root executor. What it may not do fails
+//     inside the program (permission denied, operation not permitted). It needs
+//     Landlock ABI 4 (Linux ≥ 6.7) and seccomp on amd64 or arm64; with less, Register
+//     refuses the tool and the executor does not start: it is never run unconfined;
 //   - an HTTP tool counts as reads with method GET or HEAD only; a read-only POST, PUT
 //     or PATCH tool waits for an approval for every call;
 //   - an MCP tool counts as reads only when its server declares readOnlyHint for it.
@@ -65,13 +69,23 @@
 // Any command tool may ask for a sandbox of its own with sandbox: read and write list
 // files or directories (everything beneath), relative to the tools file's directory;
 // each must exist when the file is loaded (Landlock grants existing paths only).
-// network: true allows TCP; without it TCP connect and bind are denied (ABI 4), with
-// it ABI 3 (Linux ≥ 6.2) is enough. UDP is confined only from Landlock ABI 10. A
+// network: true allows IPv4 and IPv6 TCP and UDP sockets (ABI 3, Linux ≥ 6.2, is then
+// enough); without it no socket can be opened (and Landlock denies TCP connect and
+// bind, ABI 4). Unix, netlink, packet and raw sockets are denied either way. A
 // sandboxed command is started through the executor's own binary, re-executed as a
 // launcher that confines itself and then execs the program (about 15 ms more per call
 // on a 2-core machine); the process group, timeout, kill and output limits are as for
 // any command. The launcher exits with code 125 (sandbox.ExitSetup) and says why on
 // stderr when it cannot confine itself or start the program.
+//
+// A command's runAs: {uid, gid} runs it as that user and group (neither 0), with no
+// supplementary groups: it then cannot read or signal the executor, nor the tools of
+// other users. An unsandboxed tool without runAs runs as the executor's user and can
+// read the memory, environment and open files of that user's processes (the other
+// tools', the executor's); a sandboxed one cannot reach any process outside its
+// sandbox. Only a root executor can switch users; a sandboxed tool switches in its
+// launcher. [File.Unconfined] lists what would run as root unconfined under a root
+// executor (the executor program warns of it).
 //
 // A tool may name a policyHook beside its runner, a service the executor asks before
 // each call of the tool runs: allow, deny or modify its arguments (see
@@ -94,21 +108,28 @@
 //     plain program (date, wc) is a tool too;
 //   - more than maxOutputBytes (1 MiB) of stdout is tool_error_permanent.
 //
+// Its stdin is a file (a sealed memfd on Linux), not a pipe: it holds the arguments
+// whole before the process starts, so that a process never reads a cut input.
+//
 // A non-zero exit is tool_error (retried by the tool's policy: a program may fail for
 // passing reasons), with the exit code and the last 2 KiB of stderr in the message and in
 // an [ExitError]. When the timeout or the call's deadline passes, the whole process group
 // is killed (what the program started dies with it) and the call is a timeout. The
-// environment holds only passEnv, env, the tool's secrets (each as a variable of its
-// name), and TOOLFLEET_TOOL, TOOLFLEET_CALL_ID, TOOLFLEET_RUN_ID, TOOLFLEET_ATTEMPT, so
-// that a program can make its effects idempotent per call.
+// process group also dies with the executor, SIGKILL included: the leader by its
+// parent-death signal (Linux), the rest by the guard (sandbox.Guard, in a program that
+// calls sandbox.Init). The environment holds only passEnv, env, the tool's secrets
+// (each as a variable of its name), and TOOLFLEET_TOOL, TOOLFLEET_CALL_ID,
+// TOOLFLEET_RUN_ID, TOOLFLEET_ATTEMPT, so that a program can make its effects
+// idempotent per call.
 //
 // A tool whose entry says "runContext": true gets, with each call a planner run makes,
 // the run context (tools.RunContext: runId, step, metadata, and messages, the
 // conversation so far ending with the model's message that made the call): a command
-// in a file of its own (mode 0600, removed when the command ends) whose path is in
-// TOOLFLEET_RUN_CONTEXT. A tool that did not ask gets nothing: no variable, no file
-// (TOOLFLEET_RUN_CONTEXT is never passed through from the executor's environment). A
-// sandboxed command must be allowed to read the temporary directory ($TMPDIR) for it.
+// on the file descriptor 3 it inherits, whose path, /dev/fd/3, is in
+// TOOLFLEET_RUN_CONTEXT (a memfd on Linux: in no directory, so no other tool can find
+// it, and nothing is left after a crash; a sandboxed command reads it with no grant). A
+// tool that did not ask gets nothing: no variable, no descriptor (TOOLFLEET_RUN_CONTEXT
+// is never passed through from the executor's environment).
 //
 // A command reports its progress with lines on stderr that start with "::progress "
 // ([ProgressPrefix]) followed by a JSON object, one per line:
@@ -162,8 +183,9 @@
 // A file may also list mcpServers (beside tools, or alone): MCP servers whose tools the
 // executor serves, through package mcptool. A server is a command speaking MCP over
 // stdio, started like a command tool (argv, dir, passEnv, env; no shell; its own process
-// group, killed when the connection ends), or a URL speaking streamable HTTP, with
-// headers like an HTTP tool's (${NAME} from passEnv, ${secret:NAME}):
+// group, killed when the connection ends or the executor dies), or a URL speaking
+// streamable HTTP, with headers like an HTTP tool's (${NAME} from passEnv,
+// ${secret:NAME}):
 //
 //	mcpServers:
 //	  - name: fs                      # in messages, logs and tags

@@ -46,6 +46,25 @@ type File struct {
 	MCPServers []MCPServer
 }
 
+// Unconfined names what of f runs as the executor's own user with nothing taken away:
+// the command tools ("tool NAME") neither sandboxed nor given runAs, and the stdio MCP
+// servers ("MCP server NAME"). Under a root executor they hold every power root has;
+// the executor warns of them.
+func (f *File) Unconfined() []string {
+	var out []string
+	for _, s := range f.Tools {
+		if c := s.Command; c != nil && c.policy == nil && c.RunAs == nil {
+			out = append(out, "tool "+s.Definition.Name)
+		}
+	}
+	for _, m := range f.MCPServers {
+		if m.Command != nil {
+			out = append(out, "MCP server "+m.Name)
+		}
+	}
+	return out
+}
+
 // LoadFile reads a tools file as [Load] does, with its mcpServers: each is checked (a
 // name, one transport, the program or URL, the secrets its headers use, the policy) and
 // returned unconnected; [StartMCP] connects them.

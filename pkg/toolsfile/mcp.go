@@ -185,12 +185,20 @@ type groupTransport struct {
 	secrets tools.Secrets
 }
 
+// Connect starts the server. It dies with the executor, with what it started (npx's
+// node, say): the leader by its parent-death signal (its thread is one of the Go
+// runtime's, which outlive it), its group by the guard.
 func (t *groupTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	conn, err := t.CommandTransport.Connect(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &groupConn{Connection: conn, cmd: t.Command}, nil
+	release, err := guardGroup(t.Command)
+	if err != nil {
+		killGroup(t.Command)
+		return nil, errors.Join(err, conn.Close())
+	}
+	return &groupConn{Connection: conn, cmd: t.Command, release: release}, nil
 }
 
 // Diagnose says what the process last wrote to stderr (its secrets scrubbed).
@@ -203,12 +211,14 @@ func (t *groupTransport) Diagnose() string {
 
 type groupConn struct {
 	mcp.Connection
-	cmd *exec.Cmd
+	cmd     *exec.Cmd
+	release func() // the guard's
 }
 
 func (c *groupConn) Close() error {
 	err := c.Connection.Close()
 	killGroup(c.cmd)
+	c.release()
 	return err
 }
 

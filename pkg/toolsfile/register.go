@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 
 	"github.com/rs/zerolog"
 
@@ -39,6 +40,9 @@ func Register(reg *tools.Registry, specs []Spec) error {
 			errs = append(errs, fmt.Errorf("%w %s: a tool needs exactly one runner, command, http or composite", ErrInvalidFile, s.Source))
 		}
 		if err := s.checkSandboxSupport(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", s.Source, err))
+		}
+		if err := s.checkRunAs(); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", s.Source, err))
 		}
 	}
@@ -126,9 +130,32 @@ func (f *File) Start(ctx context.Context, reg *tools.Registry, log zerolog.Logge
 	return servers, nil
 }
 
-// landlockABI is the kernel's Landlock ABI, as the checks at registration see it (a
-// test pretends a kernel without it).
-var landlockABI = sandbox.ABI
+// landlockABI is the kernel's Landlock ABI, and checkSeccomp whether it can filter
+// system calls, as the checks at registration see them (a test pretends a kernel
+// without them).
+var (
+	landlockABI  = sandbox.ABI
+	checkSeccomp = sandbox.CheckSeccomp
+)
+
+// geteuid is the executor's user, as the checks at registration see it (a test
+// pretends an unprivileged executor).
+var geteuid = os.Geteuid
+
+// ErrNotRoot is wrapped by the error that refuses a tool with runAs in an executor that
+// does not run as root, and so cannot switch users.
+var ErrNotRoot = errors.New("runAs needs the executor to run as root")
+
+// checkRunAs refuses a command with runAs where the executor cannot switch users.
+func (s *Spec) checkRunAs() error {
+	if s.Command == nil || s.Command.RunAs == nil {
+		return nil
+	}
+	if uid := geteuid(); uid != 0 {
+		return fmt.Errorf("tool %q cannot be served: %w (it runs as uid %d); run it as root, or remove runAs and run the executor as the tool's user", s.Definition.Name, ErrNotRoot, uid)
+	}
+	return nil
+}
 
 // checkSandboxSupport refuses a tool that runs sandboxed where the sandbox cannot be
 // had: the kernel's Landlock is missing or too old for the policy, or the program did
@@ -145,6 +172,9 @@ func (s *Spec) checkSandboxSupport() error {
 	if err := s.Command.policy.CheckABI(abi); err != nil {
 		return fmt.Errorf("tool %q cannot be served: %s %w", s.Definition.Name, what, err)
 	}
+	if err := checkSeccomp(); err != nil {
+		return fmt.Errorf("tool %q cannot be served: %s %w", s.Definition.Name, what, err)
+	}
 	if !sandbox.Initialized() {
 		return fmt.Errorf("tool %q cannot be served: %s %w", s.Definition.Name, what, sandbox.ErrNoInit)
 	}
@@ -156,7 +186,7 @@ func (s *Spec) checkSandboxSupport() error {
 func (s *Spec) confinement() tools.Confinement {
 	switch {
 	case s.Command != nil && s.Command.policy != nil && len(s.Command.policy.Write) == 0 && !s.Command.policy.Network:
-		return tools.Confinement{Confined: true, Why: "a command in the read-only Landlock sandbox (no writes, no TCP)"}
+		return tools.Confinement{Confined: true, Why: "a command in the read-only sandbox (no writes, no network)"}
 	case s.Command != nil:
 		return tools.Confinement{Why: "a command outside the read-only sandbox"}
 	case s.HTTP != nil && (s.HTTP.Method == http.MethodGet || s.HTTP.Method == http.MethodHead):

@@ -13,8 +13,9 @@ import (
 // ("runContext": true) gets, with each call a planner run makes, the run context
 // (tools.RunContext: runId, step, metadata, messages, omitted):
 //
-//   - a command tool in a file, whose path is in TOOLFLEET_RUN_CONTEXT (removed when the
-//     command ends; its arguments stay alone on stdin);
+//   - a command tool on an inherited file descriptor (3), whose path, /dev/fd/3, is in
+//     TOOLFLEET_RUN_CONTEXT: a memfd no other process can list, and that no directory
+//     ever holds (its arguments stay alone on stdin);
 //   - an HTTP tool in its request body, which is then {"arguments": …, "runContext": …}
 //     instead of the arguments alone (a GET or HEAD tool, whose arguments go in the query,
 //     cannot take it, and gets none).
@@ -26,6 +27,10 @@ import (
 // RunContextEnv names the variable that holds the path of a command tool's run context.
 const RunContextEnv = "TOOLFLEET_RUN_CONTEXT"
 
+// runContextPath is where a command reads its run context: the descriptor the
+// executor passes it (the first of cmd.ExtraFiles), as a path to open.
+const runContextPath = "/dev/fd/3"
+
 // runContextOf returns the run context ctx carries for the tool, nil when none.
 func runContextOf(ctx context.Context) *tools.RunContext {
 	if info, ok := tools.CallInfoFrom(ctx); ok {
@@ -34,32 +39,24 @@ func runContextOf(ctx context.Context) *tools.RunContext {
 	return nil
 }
 
-// writeRunContext writes the run context in ctx, if any, to a file of its own (readable
-// by its owner only: the conversation may be private) and returns its path and the
-// function that removes it; an empty path when there is none.
-func writeRunContext(ctx context.Context, tool string) (path string, remove func(), err error) {
+// runContextFile returns the run context in ctx, if any, in a file of its own for the
+// command to inherit (see sealedFile: in no directory, so no other tool can find it,
+// and nothing is left after a crash), and the function that closes it; a nil file when
+// there is none.
+func runContextFile(ctx context.Context, tool string) (*os.File, func(), error) {
 	rc := runContextOf(ctx)
 	if rc == nil {
-		return "", func() {}, nil
+		return nil, func() {}, nil
 	}
 	data, err := json.Marshal(rc)
 	if err != nil {
-		return "", nil, tools.Wrap(tools.CodeInternal, err, fmt.Sprintf("tool %s: encode the run context: %v", tool, err))
+		return nil, nil, tools.Wrap(tools.CodeInternal, err, fmt.Sprintf("tool %s: encode the run context: %v", tool, err))
 	}
-	f, err := os.CreateTemp("", "toolfleet-run-context-*.json") // mode 0600
+	f, done, err := sealedFile("toolfleet-run-context", data)
 	if err != nil {
-		return "", nil, tools.Wrap(tools.CodeToolFailed, err, fmt.Sprintf("tool %s: write the run context: %v", tool, err))
+		return nil, nil, tools.Wrap(tools.CodeToolFailed, err, fmt.Sprintf("tool %s: pass the run context: %v", tool, err))
 	}
-	_, werr := f.Write(data)
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	remove = func() { _ = os.Remove(f.Name()) }
-	if werr != nil {
-		remove()
-		return "", nil, tools.Wrap(tools.CodeToolFailed, werr, fmt.Sprintf("tool %s: write the run context: %v", tool, werr))
-	}
-	return f.Name(), remove, nil
+	return f, done, nil
 }
 
 // withRunContext is the body of an HTTP tool's request: the arguments alone, or, when ctx

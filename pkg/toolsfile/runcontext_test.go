@@ -3,10 +3,9 @@ package toolsfile
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"strings"
 	"testing"
 
+	"github.com/toolfleet/toolfleet/pkg/sandbox"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
@@ -45,26 +44,35 @@ func TestHTTPRunnerSendsTheRunContext(t *testing.T) {
 	}
 }
 
-// A command tool's run context file is its owner's only, and is gone once the command
-// ended.
-func TestCommandRunContextFileIsPrivateAndRemoved(t *testing.T) {
-	spec := Spec{Definition: tools.Definition{Name: "reader"},
-		Command: &Command{Argv: []string{"/bin/sh", "-c", `stat -c '"%a %n"' "$TOOLFLEET_RUN_CONTEXT"`}}}
-	rc := &tools.RunContext{RunID: "r-1", Messages: json.RawMessage(`[]`)}
+// A command tool's run context is on an inherited descriptor whose path is in
+// TOOLFLEET_RUN_CONTEXT, /dev/fd/3: the tool can open it (twice, even), sandboxed or
+// not, and no file of it is ever in the temporary directory.
+func TestCommandRunContextOnAnInheritedDescriptor(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	rc := &tools.RunContext{RunID: "r-1", Messages: json.RawMessage(`[{"role":"user","text":"private"}]`)}
 	ctx := tools.WithCallInfo(context.Background(), tools.CallInfo{CallID: "c-1", RunID: "r-1", Attempt: 1, Run: rc})
-	out, err := spec.Run(ctx, json.RawMessage(`{}`))
+	want, err := json.Marshal(rc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var line string
-	if err := json.Unmarshal(out.(json.RawMessage), &line); err != nil {
-		t.Fatalf("output %s: %v", out, err)
+	policies := []*sandbox.Policy{nil}
+	if abi, _ := sandbox.ABI(); abi >= 4 {
+		policies = append(policies, &sandbox.Policy{Read: []string{tmp}}) // read-only, the temporary directory listed
 	}
-	mode, path, ok := strings.Cut(line, " ")
-	if !ok || mode != "600" {
-		t.Fatalf("the run context file is %q, want mode 600", line)
-	}
-	if _, err := os.Stat(path); !os.IsNotExist(err) {
-		t.Fatalf("the run context file %s is still there after the call (%v)", path, err)
+	for _, pol := range policies {
+		c := &Command{Argv: []string{"/bin/sh", "-c", `echo "$TOOLFLEET_RUN_CONTEXT"; cat "$TOOLFLEET_RUN_CONTEXT"; echo; cat "$TOOLFLEET_RUN_CONTEXT"; ls -A "$TMPDIR"`},
+			Env: map[string]string{"TMPDIR": tmp}, policy: pol}
+		out, err := c.run(ctx, "reader", nil, json.RawMessage(`{}`))
+		if err != nil {
+			t.Fatalf("sandboxed %v: %v", pol != nil, err)
+		}
+		var text string
+		if err := json.Unmarshal(out.(json.RawMessage), &text); err != nil {
+			t.Fatalf("output %s: %v", out, err)
+		}
+		if w := "/dev/fd/3\n" + string(want) + "\n" + string(want); text != w {
+			t.Errorf("sandboxed %v: the tool printed %q, want %q (and nothing in $TMPDIR)", pol != nil, text, w)
+		}
 	}
 }

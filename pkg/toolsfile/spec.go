@@ -64,13 +64,19 @@ type Command struct {
 	Timeout tools.Duration `json:"timeout,omitempty"`
 	// MaxOutputBytes is the largest stdout accepted. Zero: 1 MiB.
 	MaxOutputBytes int64 `json:"maxOutputBytes,omitempty"`
-	// Sandbox, when set, runs the process in a Landlock sandbox (package sandbox): it
-	// may read the system's paths, its program, its working directory and Sandbox.Read,
-	// write only Sandbox.Write (and /dev/null), and use TCP only with network: true.
-	// Paths are relative to the tools file's directory and must exist. A tool that
-	// declares itself read-only always runs sandboxed, with no write path and no
-	// network; Sandbox may then add read paths only.
+	// Sandbox, when set, runs the process in a Landlock and seccomp sandbox (package
+	// sandbox): it may read the system's paths, its program, its working directory and
+	// Sandbox.Read, write only Sandbox.Write (and /dev/null), open no socket unless
+	// network: true (then TCP and UDP only), and holds no capability. Paths are relative
+	// to the tools file's directory and must exist. A tool that declares itself
+	// read-only always runs sandboxed, with no write path and no network; Sandbox may
+	// then add read paths only.
 	Sandbox *sandbox.Policy `json:"sandbox,omitempty"`
+	// RunAs, when set, runs the process as this user and group (neither 0), with no
+	// supplementary groups: a tool then cannot read or signal the executor, nor the
+	// tools that run as other users. Only an executor running as root can switch, and
+	// one that is not refuses to serve the tool.
+	RunAs *sandbox.User `json:"runAs,omitempty"`
 
 	// policy is the sandbox the process runs in, nil for none: Sandbox, or the read-only
 	// one (set by check).
