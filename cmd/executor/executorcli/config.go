@@ -213,6 +213,7 @@ func (c Config) Tools(ctx context.Context, log zerolog.Logger, onChange func(ser
 		if err != nil {
 			return nil, nil, nil, ops.ConfigError(err)
 		}
+		warnUnconfinedRoot(log, file, os.Geteuid())
 		servers, err = file.Start(ctx, reg, log, onChange)
 		if errors.Is(err, executor.ErrMissingSecret) {
 			return nil, nil, nil, ops.ConfigError(err) // exit 2; an MCP server that cannot start is 1
@@ -227,6 +228,19 @@ func (c Config) Tools(ctx context.Context, log zerolog.Logger, onChange func(ser
 		return nil, nil, nil, ops.ConfigError(err)
 	}
 	return reg, hooks, servers, nil
+}
+
+// warnUnconfinedRoot warns, when the executor runs as root (euid 0), of the command
+// tools and stdio servers of file that would run as root with every power it has.
+func warnUnconfinedRoot(log zerolog.Logger, file *toolsfile.File, euid int) {
+	if euid != 0 {
+		return
+	}
+	if names := file.Unconfined(); len(names) > 0 {
+		log.Warn().Strs("unconfined", names).Msg("the executor runs as root, so these command tools run as root with every power it has " +
+			"(any file, other processes' memory and environment, the network): give each a sandbox or runAs: {uid, gid} in the tools file, " +
+			"or run the executor as an unprivileged user")
+	}
 }
 
 func (c Config) builtins() (*tools.Registry, error) {
