@@ -74,7 +74,7 @@ func TestClientUser(t *testing.T) {
 	if _, err := cl.js.Publish(ctx, answer, []byte(`{"decision":"approve"}`)); err != nil {
 		t.Errorf("client: answer an approval: %v", err)
 	}
-	if m, err := events.NewCancel("/me", "", "calculator", "call2", events.Cancel{}); err != nil {
+	if m, err := events.NewCancel("/me", events.Identity{}, "calculator", "call2", events.Cancel{}); err != nil {
 		t.Fatal(err)
 	} else if _, err := cl.js.PublishMsg(ctx, m); err != nil {
 		t.Errorf("client: cancel a call: %v", err)

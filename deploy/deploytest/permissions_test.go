@@ -266,7 +266,7 @@ func TestLeastPrivilege(t *testing.T) {
 		t.Fatalf("executor: subscribe to cancels: %v", err)
 	}
 	must(t, executor.nc.Flush())
-	cancelMsg, err := events.NewCancel("/toolfleet/planner", "", "echo", "call4", events.Cancel{Reason: "run canceled"})
+	cancelMsg, err := events.NewCancel("/toolfleet/planner", events.Identity{}, "echo", "call4", events.Cancel{Reason: "run canceled"})
 	must(t, err)
 	if _, err := planner.js.PublishMsg(ctx, cancelMsg); err != nil {
 		t.Fatalf("planner: publish a cancel: %v", err)
@@ -366,7 +366,7 @@ func TestLeastPrivilege(t *testing.T) {
 			_, err := executor.js.Publish(ctx, doneSubj, []byte(`{}`))
 			return err
 		})
-		cancelSubj, _ := events.CancelSubject("", "echo", "call5")
+		cancelSubj, _ := events.CancelSubject(events.Identity{}, "echo", "call5")
 		executor.denied("cancel a call", cancelSubj, func(ctx context.Context) error {
 			_, err := executor.js.Publish(ctx, cancelSubj, []byte(`{}`))
 			return err

@@ -308,10 +308,10 @@ func TestTenantUsers(t *testing.T) {
 	if err := acme.nc.Publish(ownCancel, nil); err != nil {
 		t.Errorf("acme publishing a run cancel as itself: %v", err)
 	}
-	// Cancels: each tenant may cancel its own calls only.
-	acmeCancel, _ := events.CancelSubject("acme", "wipe", "w9")
+	// Cancels: each user may cancel as its own tenant and role only.
+	acmeCancel, _ := events.CancelSubject(acmeAdminID, "wipe", "w9")
 	globex.denied("cancel acme's call", acmeCancel, func(ctx context.Context) error {
-		m, err := events.NewCancel("/spoof", "acme", "wipe", "w9", events.Cancel{})
+		m, err := events.NewCancel("/spoof", acmeAdminID, "wipe", "w9", events.Cancel{})
 		if err != nil {
 			return err
 		}
@@ -319,14 +319,27 @@ func TestTenantUsers(t *testing.T) {
 		return err
 	})
 	globex.denied("cancel an anonymous call", "toolfleet.event.cancel.wipe.w9", func(ctx context.Context) error {
-		m, err := events.NewCancel("/spoof", "", "wipe", "w9", events.Cancel{})
+		m, err := events.NewCancel("/spoof", events.Identity{}, "wipe", "w9", events.Cancel{})
 		if err != nil {
 			return err
 		}
 		_, err = globex.js.PublishMsg(ctx, m)
 		return err
 	})
-	if m, err := events.NewCancel("/acme", "acme", "wipe", "w9", events.Cancel{}); err != nil {
+	asUserCancel, _ := events.CancelSubject(acmeUser, "wipe", "w9")
+	acme.denied("cancel as another role", asUserCancel, func(ctx context.Context) error {
+		m, err := events.NewCancel("/spoof", acmeUser, "wipe", "w9", events.Cancel{})
+		if err != nil {
+			return err
+		}
+		_, err = acme.js.PublishMsg(ctx, m)
+		return err
+	})
+	acme.denied("cancel without a role (the shape before roles)", "toolfleet.event.cancel.wipe.w9.acme", func(ctx context.Context) error {
+		_, err := acme.js.Publish(ctx, "toolfleet.event.cancel.wipe.w9.acme", []byte(`{}`))
+		return err
+	})
+	if m, err := events.NewCancel("/acme", acmeAdminID, "wipe", "w9", events.Cancel{}); err != nil {
 		t.Fatal(err)
 	} else if _, err := acme.js.PublishMsg(ctx, m); err != nil {
 		t.Errorf("acme cancelling its own call: %v", err)

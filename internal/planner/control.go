@@ -171,7 +171,7 @@ func (p *Planner) cancelCalls(ctx context.Context, run *Run, calls []*CallRecord
 			}
 			continue
 		}
-		msg, err := events.NewCancel(p.cfg.Source, run.Tenant, c.Name, c.ID,
+		msg, err := events.NewCancel(p.cfg.Source, run.caller(), c.Name, c.ID,
 			events.Cancel{RunID: run.ID, Reason: why.Reason, By: why.By})
 		if err == nil {
 			_, err = jsutil.PublishSettled(ctx, p.js, msg)

@@ -291,7 +291,7 @@ func (c *Client) Answer(ctx context.Context, tool, callID string, a events.Appro
 // non-idempotent tool was cut mid-run (its effect may be partly done); or the call's
 // normal result when it had finished already. Cancelling twice is harmless.
 func (c *Client) Cancel(ctx context.Context, tool, callID string) error {
-	msg, err := events.NewCancel(c.source, c.caller.Tenant, tool, callID, events.Cancel{By: c.source})
+	msg, err := events.NewCancel(c.source, c.caller, tool, callID, events.Cancel{By: c.source})
 	if err != nil {
 		return err
 	}

@@ -294,12 +294,12 @@ func TestNewApprovalAnswer(t *testing.T) {
 
 func TestNewCancel(t *testing.T) {
 	t.Parallel()
-	for _, tenant := range []string{"", "acme"} {
-		m, err := events.NewCancel("/planner", tenant, "slow", "urn:c 1", events.Cancel{RunID: "r1", Reason: "run canceled", By: "ann"})
+	for _, sender := range []events.Identity{{}, {Tenant: "acme", Role: "admin"}} {
+		m, err := events.NewCancel("/planner", sender, "slow", "urn:c 1", events.Cancel{RunID: "r1", Reason: "run canceled", By: "ann"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, _ := events.CancelSubject(tenant, "slow", "urn:c 1")
+		want, _ := events.CancelSubject(sender, "slow", "urn:c 1")
 		if m.Subject != want {
 			t.Errorf("subject %s, want %s", m.Subject, want)
 		}
@@ -307,21 +307,32 @@ func TestNewCancel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if e.ID != events.CancelID("urn:c 1") || e.RunID != "r1" || e.Type != events.TypeCancel ||
+		if e.ID != events.CancelID("urn:c 1", sender) || e.RunID != "r1" || e.Type != events.TypeCancel ||
 			c.Tool != "slow" || c.CallID != "urn:c 1" || c.Reason != "run canceled" || c.By != "ann" {
 			t.Errorf("cancel decoded as %+v %+v", e, c)
 		}
-		if id := m.Header.Get(events.HeaderMsgID); id != events.MsgID(tenant, events.CancelID("urn:c 1")) {
+		if id := m.Header.Get(events.HeaderMsgID); id != events.MsgID(sender.Tenant, events.CancelID("urn:c 1", sender)) {
 			t.Errorf("Nats-Msg-Id %s", id)
 		}
 	}
+	// Each role's cancel of a call has its own id: a refused role's cancel, stored first,
+	// does not make the owner's a duplicate.
+	if a, b := events.CancelID("c1", events.Identity{Tenant: "acme", Role: "user"}), events.CancelID("c1", events.Identity{Tenant: "acme", Role: "admin"}); a == b {
+		t.Errorf("two roles' cancels share the id %s", a)
+	}
 	// Data that names another call than the subject is refused: the subject is the authority.
-	m, _ := events.NewCancel("/p", "", "slow", "c1", events.Cancel{})
+	m, _ := events.NewCancel("/p", events.Identity{}, "slow", "c1", events.Cancel{})
 	m.Data = []byte(`{"tool":"slow","call_id":"c2"}`)
 	if _, _, err := events.DecodeCancel(events.CoreMsg(m), 0); !errors.Is(err, tools.ErrInvalidEvent) {
 		t.Errorf("cancel naming another call: %v", err)
 	}
-	if _, err := events.NewCancel("/p", "", "slow", "", events.Cancel{}); !errors.Is(err, tools.ErrInvalidEvent) {
+	// A cancel of the shape before roles names no sender: refused, saying so.
+	m, _ = events.NewCancel("/p", events.Identity{}, "slow", "c1", events.Cancel{})
+	m.Subject += ".acme"
+	if _, _, err := events.DecodeCancel(events.CoreMsg(m), 0); !errors.Is(err, tools.ErrInvalidEvent) || !strings.Contains(err.Error(), "sender is unknown") {
+		t.Errorf("cancel without a role: %v", err)
+	}
+	if _, err := events.NewCancel("/p", events.Identity{}, "slow", "", events.Cancel{}); !errors.Is(err, tools.ErrInvalidEvent) {
 		t.Errorf("cancel without a call id: %v", err)
 	}
 }

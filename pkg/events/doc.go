@@ -43,7 +43,9 @@
 // [DecodeApprovalAnswer]; [NewRunEvent], [DecodeRunEvent]; [NewPlanStep],
 // [DecodePlanStep]; [NewDeadLetter], [DecodeDeadLetter]; [NewCancel], [DecodeCancel]
 // (a cancel of a call, id [CancelID], stored in the events stream and heard at once by
-// the executors serving the tool; see [Cancel]). An approval request's id is its
+// the executors serving the tool; see [Cancel]). Who may answer an approval or cancel a
+// call — and act on a run — is one rule, [MayAct], which the planner and the executors
+// both apply; an act it refuses is recorded as a [RunActRefused] run event. An approval request's id is its
 // call id; every answer to it has the id [ApprovalAnswerID] (approval-<call token>), so
 // the first answer to a call wins and JetStream drops later ones in its duplicate
 // window. A [Result] of a call that waited for approval carries an [Approval] record:
@@ -63,8 +65,10 @@
 // (toolfleet.event.cancel.<tool>.<call>), [PlanSubject] and the picker's [PickSubject]. A
 // call made with an [Identity] adds its tenant and role to its subject
 // (toolfleet.call.<tool>.<tenant>.<role>), and every answer to it — result, approval
-// request and answer, the run's events, a cancel of it — adds the tenant as its last token, so NATS
-// permissions can give each tenant its own subjects and nothing else; such messages are
+// request, the run's events — adds the tenant as its last token, so NATS permissions can
+// give each tenant its own subjects and nothing else; an act on it — an approval answer,
+// a cancel — adds the actor's tenant and role, so that who acts is known and cannot be
+// claimed; such messages are
 // deduplicated under id@tenant ([MsgID]). Tool
 // names follow [tools.NamePattern]; ids of any kind reach a subject as their [IDToken];
 // anything else is refused, because a '.', '*', '>' or a space would change which

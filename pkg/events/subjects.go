@@ -146,20 +146,30 @@ func ApprovalRequestedSubject(tenant, tool, call string) (string, error) {
 // anonymous answerer (the zero [Identity]), followed by .<tenant>.<role> for an answerer
 // with an identity. The tool is part of the subject so that only the executors serving it
 // consume the answer; the tenant and role, so that NATS permissions decide who may answer
-// as whom: executors carry out an answer only from the call's tenant and from a role
-// that may call the tool itself (an approval never lets a caller run what it may not).
+// as whom: executors carry out an answer only from an answerer [MayAct] allows (the
+// call's owner's role or an operator role of its tenant, which may call the tool itself:
+// an approval never lets a caller run what it may not).
 func ApprovalAnsweredSubject(answerer Identity, tool, call string) (string, error) {
 	subj, err := approvalSubject(approvalAnsPrefix, "", tool, call)
-	if err != nil || answerer.IsZero() {
-		return subj, err
-	}
-	if err := answerer.Validate(); err != nil {
+	if err != nil {
 		return "", err
 	}
-	if answerer.Tenant == "" || answerer.Role == "" {
-		return "", tools.Errorf(tools.CodeInvalidEvent, "an approval answerer needs both a tenant and a role, got %q/%q", answerer.Tenant, answerer.Role)
+	return withActor(subj, answerer, "an approval answerer")
+}
+
+// withActor appends actor's tenant and role to subj, unless actor is the zero Identity;
+// who names the actor in the error of an identity without both.
+func withActor(subj string, actor Identity, who string) (string, error) {
+	if actor.IsZero() {
+		return subj, nil
 	}
-	return subj + "." + answerer.Tenant + "." + answerer.Role, nil
+	if err := actor.Validate(); err != nil {
+		return "", err
+	}
+	if actor.Tenant == "" || actor.Role == "" {
+		return "", tools.Errorf(tools.CodeInvalidEvent, "%s needs both a tenant and a role, got %q/%q", who, actor.Tenant, actor.Role)
+	}
+	return subj + "." + actor.Tenant + "." + actor.Role, nil
 }
 
 func approvalSubject(prefix, tenant, tool, call string) (string, error) {
@@ -172,20 +182,29 @@ func approvalSubject(prefix, tenant, tool, call string) (string, error) {
 	return withTenant(prefix+tool+"."+IDToken(call), tenant)
 }
 
-// CancelSubject is where a cancel of call of tool is published:
-// toolfleet.event.cancel.<tool>.<IDToken(call)>, followed by .<tenant> for a call of
-// tenant. The tool is part of the subject so that only the executors serving it listen;
-// the tenant, so that NATS permissions let only the call's tenant cancel it (and a
-// tenant's cancel never reaches another tenant's call of the same id).
-func CancelSubject(tenant, tool, call string) (string, error) {
-	return approvalSubject(cancelPrefix, tenant, tool, call)
+// CancelSubject is where sender publishes a cancel of call of tool:
+// toolfleet.event.cancel.<tool>.<IDToken(call)> for an anonymous sender (the zero
+// [Identity]), followed by .<tenant>.<role> for a sender with an identity — the shape of
+// [ApprovalAnsweredSubject]. The tool is part of the subject so that only the executors
+// serving it listen; the tenant, so that a tenant's cancel never reaches another
+// tenant's call of the same id; the role, so that NATS permissions decide who may cancel
+// as whom and executors stop a call only for a sender [MayAct] allows (the call's
+// owner's role or an operator role of its tenant).
+func CancelSubject(sender Identity, tool, call string) (string, error) {
+	subj, err := approvalSubject(cancelPrefix, "", tool, call)
+	if err != nil {
+		return "", err
+	}
+	return withActor(subj, sender, "a cancel's sender")
 }
 
-// ParseCancelSubject returns the tool, the call token and the tenant (empty for an
-// anonymous caller) a cancel's subject names; ok is false unless subject is exactly
-// toolfleet.event.cancel.<tool>.<token>[.<tenant>].
-func ParseCancelSubject(subject string) (tool, callToken, tenant string, ok bool) {
-	return parseTwo(subject, cancelPrefix, isTool, isToken)
+// ParseCancelSubject returns the tool, the call token and the sender (the zero Identity
+// for an anonymous one) a cancel's subject names; ok is false unless subject is exactly
+// toolfleet.event.cancel.<tool>.<token>[.<tenant>.<role>]. A cancel of the shape before
+// roles, toolfleet.event.cancel.<tool>.<token>.<tenant>, is not one: its sender is
+// unknown, so no executor acts on it.
+func ParseCancelSubject(subject string) (tool, callToken string, sender Identity, ok bool) {
+	return parseActorSubject(subject, cancelPrefix)
 }
 
 // CancelsFilter matches every cancel of a call of tool, of every tenant.
@@ -196,11 +215,32 @@ func CancelsFilter(tool string) (string, error) {
 	return cancelPrefix + tool + ".>", nil
 }
 
+// CallCancelsFilter matches every cancel of call of tool, a call owner made, whoever
+// sent it: the anonymous sender's subject for an anonymous owner, every role's of the
+// owner's tenant otherwise (toolfleet.event.cancel.<tool>.<token>.<tenant>.*).
+func CallCancelsFilter(owner Identity, tool, call string) (string, error) {
+	subj, err := approvalSubject(cancelPrefix, "", tool, call)
+	if err != nil || owner.IsZero() {
+		return subj, err
+	}
+	if subj, err = withTenant(subj, owner.Tenant); err != nil {
+		return "", err
+	}
+	return subj + ".*", nil
+}
+
 // ParseApprovalAnswerSubject returns the tool, the call token and the answerer (the zero
 // Identity for an anonymous one) an approval answer's subject names; ok is false unless
 // subject is exactly toolfleet.event.approval.answered.<tool>.<token>[.<tenant>.<role>].
 func ParseApprovalAnswerSubject(subject string) (tool, callToken string, answerer Identity, ok bool) {
-	rest, ok := strings.CutPrefix(subject, approvalAnsPrefix)
+	return parseActorSubject(subject, approvalAnsPrefix)
+}
+
+// parseActorSubject returns the tool, the call token and the actor of a subject that
+// prefix + <tool>.<token>[.<tenant>.<role>] is ([ApprovalAnsweredSubject],
+// [CancelSubject]); ok is false for a subject of any other shape.
+func parseActorSubject(subject, prefix string) (tool, callToken string, actor Identity, ok bool) {
+	rest, ok := strings.CutPrefix(subject, prefix)
 	if !ok {
 		return "", "", Identity{}, false
 	}
@@ -212,9 +252,9 @@ func ParseApprovalAnswerSubject(subject string) (tool, callToken string, answere
 		if !isIdentityToken(parts[2]) || !isIdentityToken(parts[3]) {
 			return "", "", Identity{}, false
 		}
-		answerer = Identity{Tenant: parts[2], Role: parts[3]}
+		actor = Identity{Tenant: parts[2], Role: parts[3]}
 	}
-	return parts[0], parts[1], answerer, true
+	return parts[0], parts[1], actor, true
 }
 
 // ParseApprovalRequestSubject returns the tool, the call token and the tenant an
@@ -357,7 +397,8 @@ func SubjectTenant(subject string) string {
 	case strings.HasPrefix(subject, runEventPrefix):
 		_, _, tenant, _ = ParseRunEventSubject(subject)
 	case strings.HasPrefix(subject, cancelPrefix):
-		_, _, tenant, _ = ParseCancelSubject(subject)
+		_, _, sender, _ := ParseCancelSubject(subject)
+		tenant = sender.Tenant
 	case strings.HasPrefix(subject, usagePrefix):
 		_, tenant, _ = strings.Cut(subject[len(usagePrefix):], ".")
 	}

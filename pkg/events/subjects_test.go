@@ -288,46 +288,55 @@ func FuzzParseSubjects(f *testing.F) {
 	})
 }
 
-// A cancel's subject names the tool, the call's token and the call's tenant; the parser
-// reads back exactly what the builder wrote and refuses any other shape.
+// A cancel's subject names the tool, the call's token and the sender's tenant and role;
+// the parser reads back exactly what the builder wrote and refuses any other shape — the
+// shape before roles (a tenant, no role) included: its sender is unknown.
 func TestCancelSubject(t *testing.T) {
 	t.Parallel()
-	for _, tenant := range []string{"", "acme"} {
-		s, err := events.CancelSubject(tenant, "slow", "c1")
+	for _, sender := range []events.Identity{{}, {Tenant: "acme", Role: "admin"}} {
+		s, err := events.CancelSubject(sender, "slow", "c1")
 		if err != nil {
 			t.Fatal(err)
 		}
 		want := "toolfleet.event.cancel.slow.c1"
-		if tenant != "" {
-			want += "." + tenant
+		if !sender.IsZero() {
+			want += ".acme.admin"
 		}
 		if s != want {
-			t.Errorf("CancelSubject(%q) = %s, want %s", tenant, s, want)
+			t.Errorf("CancelSubject(%v) = %s, want %s", sender, s, want)
 		}
-		if tool, call, te, ok := events.ParseCancelSubject(s); !ok || tool != "slow" || call != "c1" || te != tenant {
-			t.Errorf("ParseCancelSubject(%s) = %s, %s, %s, %v", s, tool, call, te, ok)
+		if tool, call, got, ok := events.ParseCancelSubject(s); !ok || tool != "slow" || call != "c1" || got != sender {
+			t.Errorf("ParseCancelSubject(%s) = %s, %s, %v, %v", s, tool, call, got, ok)
 		}
-		if got := events.SubjectTenant(s); got != tenant {
+		if got := events.SubjectTenant(s); got != sender.Tenant {
 			t.Errorf("SubjectTenant(%s) = %q", s, got)
 		}
 		if typ, ok := events.TypeForSubject(s); !ok || typ != events.TypeCancel {
 			t.Errorf("TypeForSubject(%s) = %s, %v", s, typ, ok)
 		}
+		// The filter of a call's cancels matches every role of the owner's tenant.
+		f, err := events.CallCancelsFilter(sender, "slow", "c1")
+		if wantF := map[bool]string{true: "toolfleet.event.cancel.slow.c1", false: "toolfleet.event.cancel.slow.c1.acme.*"}[sender.IsZero()]; err != nil || f != wantF {
+			t.Errorf("CallCancelsFilter(%v) = %s, %v; want %s", sender, f, err, wantF)
+		}
 	}
-	if s, _ := events.CancelSubject("", "slow", "urn:x.y"); s != "toolfleet.event.cancel.slow."+events.IDToken("urn:x.y") {
+	if s, _ := events.CancelSubject(events.Identity{}, "slow", "urn:x.y"); s != "toolfleet.event.cancel.slow."+events.IDToken("urn:x.y") {
 		t.Errorf("an id outside the token alphabet: %s", s)
 	}
 	for _, bad := range []string{"toolfleet.event.cancel.slow", "toolfleet.event.cancel.slow.*", "toolfleet.event.cancel.>",
-		"toolfleet.event.cancel.slow.c1.acme.x", "toolfleet.event.cancel.a b.c1", "toolfleet.event.approval.answered.slow.c1"} {
+		"toolfleet.event.cancel.slow.c1.acme", "toolfleet.event.cancel.slow.c1.acme.admin.x", "toolfleet.event.cancel.slow.c1.acme.*",
+		"toolfleet.event.cancel.a b.c1", "toolfleet.event.approval.answered.slow.c1"} {
 		if _, _, _, ok := events.ParseCancelSubject(bad); ok {
 			t.Errorf("ParseCancelSubject(%q) accepted", bad)
 		}
 	}
-	if _, err := events.CancelSubject("", "a.b", "c1"); !errors.Is(err, tools.ErrInvalidEvent) {
+	if _, err := events.CancelSubject(events.Identity{}, "a.b", "c1"); !errors.Is(err, tools.ErrInvalidEvent) {
 		t.Errorf("bad tool: %v", err)
 	}
-	if _, err := events.CancelSubject("a.b", "slow", "c1"); !errors.Is(err, tools.ErrInvalidEvent) {
-		t.Errorf("bad tenant: %v", err)
+	for _, bad := range []events.Identity{{Tenant: "a.b", Role: "admin"}, {Tenant: "acme"}, {Role: "admin"}} {
+		if _, err := events.CancelSubject(bad, "slow", "c1"); !errors.Is(err, tools.ErrInvalidEvent) {
+			t.Errorf("bad sender %+v: %v", bad, err)
+		}
 	}
 	if f, _ := events.CancelsFilter("slow"); f != "toolfleet.event.cancel.slow.>" {
 		t.Errorf("CancelsFilter = %s", f)

@@ -157,10 +157,15 @@ type AttemptSpan struct {
 // original arguments beside the approved ones that ran. A call whose approval expired
 // is recorded with [DecisionExpired] and no approver.
 type Approval struct {
-	Decision Decision  `json:"decision"`
-	By       string    `json:"by,omitempty"`
-	Reason   string    `json:"reason,omitempty"`
-	At       time.Time `json:"at"`
+	Decision Decision `json:"decision"`
+	// By is who answered: the answerer's identity as the answer's subject (or the API
+	// caller's token) names it, tenant/role or "anonymous" ([Identity.Describe]).
+	By string `json:"by,omitempty"`
+	// ClaimedBy is what the answer's own by said: the answerer's note of who it is,
+	// unchecked, kept for the record beside By.
+	ClaimedBy string    `json:"claimed_by,omitempty"`
+	Reason    string    `json:"reason,omitempty"`
+	At        time.Time `json:"at"`
 	// ArgumentsOriginal and ArgumentsApproved are set only when an approval replaced
 	// the call's arguments. Original arguments that went by reference are not copied:
 	// ArgumentsOriginalRef points at them.
@@ -221,7 +226,8 @@ type ApprovalAnswer struct {
 	// Arguments, when set on an approval, replace the call's arguments; they are
 	// validated again before the tool runs.
 	Arguments json.RawMessage `json:"arguments,omitempty"`
-	// By names the approver, for the record.
+	// By is the answerer's own note of who it is, unchecked: it is recorded as
+	// [Approval].ClaimedBy, beside the answerer the subject names ([Approval].By).
 	By string `json:"by,omitempty"`
 }
 
@@ -272,4 +278,24 @@ type RunEvent struct {
 	Attempt  int    `json:"attempt,omitempty"`
 	// Seq numbers an attempt's tool_progress events, from 1.
 	Seq int `json:"seq,omitempty"`
+}
+
+// RunActRefused is the word of the run event an executor publishes when it refuses an
+// act on a call of the run ([MayAct]): an approval answer or a cancel from an actor that
+// may not act on the call. Its Detail is a [RefusedAct]; the call is left as it was.
+const RunActRefused = "act_refused"
+
+// Acts an executor judges, as [RefusedAct].Act names them.
+const (
+	ActApprovalAnswer = "approval_answer"
+	ActCancel         = "cancel"
+)
+
+// RefusedAct is the detail of a [RunActRefused] run event: who tried what on whose call,
+// and why it was refused (the [Refusal]'s message).
+type RefusedAct struct {
+	Act     string   `json:"act"`
+	Actor   Identity `json:"actor"`
+	Owner   Identity `json:"owner"`
+	Message string   `json:"message"`
 }

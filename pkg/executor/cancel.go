@@ -137,10 +137,11 @@ func (c *cancels) close() {
 // hear takes a cancel from the subscription: the call running here is stopped, a parked
 // one answered, and the cancel remembered for a call about to start.
 func (c *cancels) hear(m *nats.Msg) {
-	tool, callToken, tenant, ok := events.ParseCancelSubject(m.Subject)
+	tool, callToken, sender, ok := events.ParseCancelSubject(m.Subject)
 	if !ok {
 		return
 	}
+	tenant := sender.Tenant
 	_, cn, err := events.DecodeCancel(events.CoreMsg(m), int(c.ex.cfg.MaxMsgSize))
 	if err != nil {
 		// A malformed cancel cancels nothing (it stays in the stream for the record).
@@ -332,7 +333,7 @@ const cancelLookupTimeout = time.Second
 // storedCancel looks up the call's cancel in the events stream; nil when there is none
 // or the look-up failed (a cancel published meanwhile is heard by the subscription).
 func (ex *Executor) storedCancel(ctx context.Context, j *job) *events.Cancel {
-	subj, err := events.CancelSubject(j.ce.Caller.Tenant, j.def.Name, j.ce.ID)
+	subj, err := events.CancelSubject(j.ce.Caller, j.def.Name, j.ce.ID)
 	if err != nil {
 		return nil
 	}

@@ -66,9 +66,9 @@ func (s *slowTools) awaitStart(t testing.TB, want string) {
 	}
 }
 
-func (b *testBundle) cancel(t testing.TB, tenant, tool, callID string) {
+func (b *testBundle) cancel(t testing.TB, sender events.Identity, tool, callID string) {
 	t.Helper()
-	m, err := events.NewCancel("/test", tenant, tool, callID, events.Cancel{RunID: "r", Reason: "run canceled", By: "ann"})
+	m, err := events.NewCancel("/test", sender, tool, callID, events.Cancel{RunID: "r", Reason: "run canceled", By: "ann"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestCancelRunningCall(t *testing.T) {
 
 	b.call(t, "slow", "long-1", "r", `{}`)
 	s.awaitStart(t, "/long-1")
-	b.cancel(t, "", "slow", "long-1")
+	b.cancel(t, events.Identity{}, "slow", "long-1")
 	r := b.results.one(t, "long-1")
 	wantCanceled(t, r, events.StatusCanceled, tools.CodeCanceled)
 	if r.Attempts != 1 {
@@ -117,7 +117,7 @@ func TestCancelRunningCall(t *testing.T) {
 
 	b.call(t, "slow_charge", "long-2", "r", `{}`)
 	s.awaitStart(t, "/long-2")
-	b.cancel(t, "", "slow_charge", "long-2")
+	b.cancel(t, events.Identity{}, "slow_charge", "long-2")
 	wantCanceled(t, b.results.one(t, "long-2"), events.StatusInterrupted, tools.CodeInterrupted)
 	natstest.Eventually(t, 10*time.Second, "both tools see their context end", func() bool { return s.sawEnd.Load() == 2 })
 }
@@ -130,12 +130,12 @@ func TestCancelBeforeDelivery(t *testing.T) {
 	b := setup(t)
 	s := newSlowTools(t)
 	// Stored before any executor runs: found by the look-up.
-	b.cancel(t, "", "slow", "early-1")
+	b.cancel(t, events.Identity{}, "slow", "early-1")
 	b.call(t, "slow", "early-1", "r", `{}`)
 	b.start(t, s.reg)
 	wantCanceled(t, b.results.one(t, "early-1"), events.StatusCanceled, tools.CodeCanceled)
 	// Published while the executor runs, before the call: heard, and stored.
-	b.cancel(t, "", "slow_charge", "early-2")
+	b.cancel(t, events.Identity{}, "slow_charge", "early-2")
 	b.call(t, "slow_charge", "early-2", "r", `{}`)
 	r := b.results.one(t, "early-2")
 	wantCanceled(t, r, events.StatusCanceled, tools.CodeCanceled)
@@ -144,7 +144,7 @@ func TestCancelBeforeDelivery(t *testing.T) {
 	}
 	// A second executor, started now, finds the cancels stored too.
 	b.start(t, s.reg)
-	b.cancel(t, "", "slow", "early-3")
+	b.cancel(t, events.Identity{}, "slow", "early-3")
 	b.call(t, "slow", "early-3", "r", `{}`)
 	wantCanceled(t, b.results.one(t, "early-3"), events.StatusCanceled, tools.CodeCanceled)
 	if n := s.runs.Load(); n != 0 {
@@ -164,7 +164,7 @@ func TestCancelAfterCompletion(t *testing.T) {
 	if r := b.results.one(t, "done-1"); r.Status != events.StatusOK {
 		t.Fatalf("result %+v", r)
 	}
-	b.cancel(t, "", "slow", "done-1")
+	b.cancel(t, events.Identity{}, "slow", "done-1")
 	// The call re-published after its cancel is still answered once, by its first result.
 	b.call(t, "slow", "done-1", "r", `{}`)
 	b.call(t, "slow", "done-2", "r", `{}`) // a later call, to know the executor went past both
@@ -187,8 +187,8 @@ func TestCancelIsTenants(t *testing.T) {
 	acme, globex := events.Identity{Tenant: "acme", Role: "user"}, events.Identity{Tenant: "globex", Role: "user"}
 	b.callAs(t, acme, "slow", "same")
 	s.awaitStart(t, "acme/same")
-	b.cancel(t, "globex", "slow", "same") // globex cancels its own "same" (not running)
-	b.cancel(t, "", "slow", "same")       // and an anonymous caller its own
+	b.cancel(t, globex, "slow", "same")            // globex cancels its own "same" (not running)
+	b.cancel(t, events.Identity{}, "slow", "same") // and an anonymous caller its own
 	// The canceled globex call is answered canceled when it comes, without running.
 	b.callAs(t, globex, "slow", "same")
 	natstest.Eventually(t, 15*time.Second, "globex's call answered", func() bool { return b.results.count("same") == 1 })
@@ -218,7 +218,7 @@ func TestCancelParkedCall(t *testing.T) {
 	requests := subscribe(t, b, "toolfleet.event.approval.requested.write_file.*")
 	b.call(t, "write_file", "parked-1", "r", `{"path":"a","text":"b"}`)
 	req := awaitRequest(t, requests)
-	b.cancel(t, "", "write_file", "parked-1")
+	b.cancel(t, events.Identity{}, "write_file", "parked-1")
 	wantCanceled(t, b.results.one(t, "parked-1"), events.StatusCanceled, tools.CodeCanceled)
 	b.answer(t, req, events.ApprovalAnswer{Decision: events.DecisionApprove, By: "ann"})
 	time.Sleep(300 * time.Millisecond)
@@ -243,7 +243,7 @@ func TestCancelDuringBackoff(t *testing.T) {
 	b.start(t, reg)
 	b.call(t, "flaky", "f1", "r", `{}`)
 	<-failed
-	b.cancel(t, "", "flaky", "f1")
+	b.cancel(t, events.Identity{}, "flaky", "f1")
 	r := b.results.one(t, "f1")
 	wantCanceled(t, r, events.StatusCanceled, tools.CodeCanceled)
 	if r.Attempts != 1 {
