@@ -351,8 +351,8 @@ func TestTenantUsers(t *testing.T) {
 	must(t, acmeClient.Answer(ctx, "wipe", "w1", events.ApprovalAnswer{Decision: events.DecisionApprove, By: "alice"}))
 	select {
 	case r := <-done:
-		if r.Status != events.StatusOK || r.Approval == nil || r.Approval.By != "alice" {
-			t.Fatalf("acme's approved call: %+v (approval %+v); want ok, approved by alice", r, r.Approval)
+		if r.Status != events.StatusOK || r.Approval == nil || r.Approval.By != "acme/admin" || r.Approval.ClaimedBy != "alice" {
+			t.Fatalf("acme's approved call: %+v (approval %+v); want ok, approved by acme/admin (claimed: alice)", r, r.Approval)
 		}
 	case <-ctx.Done():
 		t.Fatal("acme's approved call never answered")

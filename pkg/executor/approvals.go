@@ -24,9 +24,13 @@ import (
 // toolfleet.event.approval.answered.<tool>.<call>[.<tenant>.<role>], through a durable
 // consumer shared by the replicas serving the tool, so any of them resumes the call. The
 // tenant of the answer's subject is part of the key it looks up, so an answer on another
-// tenant's subject finds nothing to answer; its role must be one the tool's definition
-// allows (an approval never lets a caller run a tool it may not call itself). Each replica sweeps the
-// bucket and denies calls whose approval expired.
+// tenant's subject finds nothing to answer; its tenant and role must be allowed to act
+// on the call by events.MayAct — the call's owner's role, or an operator role
+// (WithOperatorRoles) that may call the tool itself (an approval never lets a caller run
+// a tool it may not call itself). A refused answer leaves the call waiting and is
+// recorded (refuseAct). The result's approval names the answerer of the subject
+// (tenant/role), never the by the answer wrote (kept as ClaimedBy). Each replica sweeps
+// the bucket and denies calls whose approval expired.
 
 const (
 	statePending = "pending"
@@ -113,29 +117,23 @@ func (ex *Executor) park(ctx context.Context, j *job) {
 		Time("expires_at", exp).Msg("call waits for approval")
 	j.endSpan(nil)
 	_ = j.msg.Ack()
-	if cn := j.watch.canceled(); cn != nil { // heard while it was being parked
-		go ex.cancelParked(*j.def, keyOfJob(j), *cn)
+	if h := j.watch.heard(); h != nil { // heard while it was being parked
+		def, key := *j.def, keyOfJob(j)
+		ex.goTracked(func() { ex.cancelParked(def, key, h.sender, h.cancel) })
 	}
 }
 
 // handleAnswer carries out an approval answer: deny, approve, or approve with new
-// arguments (validated again).
+// arguments (validated again). Only an answerer that may act on the call carries it
+// out (events.MayAct: the call's owner's role or an operator role of its tenant, that
+// may call the tool itself); any other answer is refused before it touches the parked
+// call, which keeps waiting for an answer it may carry out (or its expiry).
 func (ex *Executor) handleAnswer(runCtx context.Context, w *worker, msg jetstream.Msg) {
 	tool, callID, answerer, ok := events.ParseApprovalAnswerSubject(msg.Subject())
 	if !ok || tool != w.def.Name { // the consumer's filter makes this impossible; never act on a guess
 		_ = msg.TermWithReason("not an approval answer subject of tool " + w.def.Name)
 		return
 	}
-	// An approval lets the call run: only a role that may call the tool itself may give
-	// it. The answer is refused before it touches the parked call, which keeps waiting
-	// for an answer it may carry out (or its expiry).
-	if err := w.def.Forbidden(answerer.Tenant, answerer.Role); err != nil {
-		ex.o.log.Warn().Str("tool", tool).Str("call_id", callID).Str("tenant", answerer.Tenant).Str("role", answerer.Role).
-			Msg("refused approval answer: its answerer may not call the tool")
-		_ = msg.TermWithReason("the answerer may not call the tool: " + err.Message)
-		return
-	}
-	tenant := answerer.Tenant
 	ae, ans, err := events.DecodeApprovalAnswer(msg, int(ex.cfg.MaxMsgSize))
 	if err != nil {
 		// A malformed answer answers nothing; it stays in the events stream for the record
@@ -151,7 +149,9 @@ func (ex *Executor) handleAnswer(runCtx context.Context, w *worker, msg jetstrea
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(runCtx), 10*time.Second)
 	defer cancel()
-	key := approvalKey(tool, callID, tenant)
+	// The answerer's tenant is part of the key: an answer on another tenant's subject
+	// finds nothing to answer.
+	key := approvalKey(tool, callID, answerer.Tenant)
 	entry, err := ex.approvals.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		_ = msg.Ack() // answered before, or expired: nothing left to do
@@ -166,6 +166,19 @@ func (ex *Executor) handleAnswer(runCtx context.Context, w *worker, msg jetstrea
 		_ = msg.TermWithReason("parked call is unreadable: " + err.Error())
 		return
 	}
+	ce, err := events.DecodeCall(p.call(), 0)
+	if err != nil { // it decoded when it was parked
+		_ = msg.TermWithReason("parked call does not decode: " + err.Error())
+		return
+	}
+	// An approval lets the call run: the rule of who may act on a call, and the tool's
+	// own roles (an approval never lets a caller run what it may not call itself).
+	if why := events.MayAct(events.Act{Actor: answerer, Owner: ce.Caller, What: "answer the approvals of", Kind: "call", ID: ce.ID},
+		ex.o.operatorRoles, &w.def); why != nil {
+		ex.refuseAct(&w.def, ce, events.ActApprovalAnswer, answerer, why)
+		_ = msg.TermWithReason(why.Message)
+		return
+	}
 	if p.State == stateRunning && p.AnswerSeq != meta.Sequence.Stream {
 		// Another answer is being carried out: the first answer wins. Once its result is
 		// stored the entry is gone, and a later answer finds no entry (acked above).
@@ -173,15 +186,17 @@ func (ex *Executor) handleAnswer(runCtx context.Context, w *worker, msg jetstrea
 		return
 	}
 	p.State, p.AnswerSeq = stateRunning, meta.Sequence.Stream
-	v, _ := json.Marshal(p)
+	v, err := json.Marshal(p)
+	if err != nil {
+		_ = msg.TermWithReason("parked call cannot be stored: " + err.Error())
+		return
+	}
 	rev, err := ex.approvals.Update(ctx, key, v, entry.Revision())
 	if err != nil {
 		_ = msg.Ack() // lost the race to an expiry or to another answer
 		return
 	}
 
-	call := p.call()
-	ce, _ := events.DecodeCall(call, 0) // it decoded when it was parked
 	j := ex.newJob(msg, &w.def, ce, p.ParkedAt)
 	applyParkedPolicy(j, p.Policy)
 	j.afterStore = func() {
@@ -194,19 +209,19 @@ func (ex *Executor) handleAnswer(runCtx context.Context, w *worker, msg jetstrea
 		_ = msg.Ack()
 		return
 	}
-	if ex.canceledBefore(runCtx, j) { // canceled while it waited: answered canceled, whatever the answer
+	// Canceled while it waited: answered canceled, whatever the answer. Its cancel may
+	// have been published while no replica listened, so the stream is always looked up.
+	if ex.canceledBefore(runCtx, j, true) {
 		return
 	}
 	defer j.watch.release()
-	j.res.Approval = approvalRecord(ae, ans, j.ce.Call) // the policy hook's arguments, if it modified them
+	j.res.Approval = approvalRecord(ae, ans, answerer, j.ce.Call) // the policy hook's arguments, if it modified them
 	runCtx = ex.startSpan(runCtx, j)
-	ex.o.log.Info().Str("tool", tool).Str("call_id", j.res.CallID).Str("decision", string(ans.Decision)).Str("by", ans.By).
+	by := answerer.Describe()
+	ex.o.log.Info().Str("tool", tool).Str("call_id", j.res.CallID).Str("decision", string(ans.Decision)).Str("by", by).
 		Bool("modified", len(ans.Arguments) > 0).Msg("approval answered")
 	if ans.Decision == events.DecisionDeny {
-		msgText := fmt.Sprintf("call of %q was denied", tool)
-		if ans.By != "" {
-			msgText += " by " + ans.By
-		}
+		msgText := fmt.Sprintf("call of %q was denied by %s", tool, by)
 		if ans.Reason != "" {
 			msgText += ": " + ans.Reason
 		}
@@ -231,10 +246,11 @@ func (ex *Executor) handleAnswer(runCtx context.Context, w *worker, msg jetstrea
 // its runner cannot confine it (tools.Registry.ApprovalReason).
 func (ex *Executor) needsApproval(tool string) bool { return ex.waits[tool] != "" }
 
-// approvalRecord is the audit record of answer ans (event e) to call c, carried in the
-// call's result: original arguments that went by reference are recorded by it.
-func approvalRecord(e events.Event, ans events.ApprovalAnswer, c events.Call) *events.Approval {
-	a := &events.Approval{Decision: ans.Decision, By: ans.By, Reason: ans.Reason, At: e.Time.UTC()}
+// approvalRecord is the audit record of answerer's answer ans (event e) to call c,
+// carried in the call's result: By is the answerer the subject names, ClaimedBy what the
+// answer's by said; original arguments that went by reference are recorded by it.
+func approvalRecord(e events.Event, ans events.ApprovalAnswer, answerer events.Identity, c events.Call) *events.Approval {
+	a := &events.Approval{Decision: ans.Decision, By: answerer.Describe(), ClaimedBy: ans.By, Reason: ans.Reason, At: e.Time.UTC()}
 	if a.At.IsZero() {
 		a.At = time.Now().UTC()
 	}

@@ -79,7 +79,7 @@ func TestApprovals(t *testing.T) {
 		{"approve", `{"path":"a.txt","text":"hi"}`, events.ApprovalAnswer{Decision: events.DecisionApprove, By: "ann"},
 			events.StatusOK, "a.txt=hi", ""},
 		{"deny", `{"path":"b.txt","text":"hi"}`, events.ApprovalAnswer{Decision: events.DecisionDeny, Reason: "not in /tmp", By: "ann"},
-			events.StatusDenied, "", "denied by ann: not in /tmp"},
+			events.StatusDenied, "", "denied by anonymous: not in /tmp"},
 		{"modify", `{"path":"/etc/passwd","text":"x"}`, events.ApprovalAnswer{Decision: events.DecisionApprove,
 			Arguments: json.RawMessage(`{"path":"safe.txt","text":"x"}`)}, events.StatusOK, "safe.txt=x", ""},
 		{"modify invalid", `{"path":"c.txt","text":"x"}`, events.ApprovalAnswer{Decision: events.DecisionApprove,
@@ -108,10 +108,11 @@ func TestApprovals(t *testing.T) {
 		if tt.wrote == "" && got != nil || tt.wrote != "" && got != tt.wrote {
 			t.Errorf("%s: wrote %v, want %q", tt.name, got, tt.wrote)
 		}
-		// The result records the decision, and the original arguments beside the
-		// approved ones when they were modified.
+		// The result records the decision, who answered (the answer's subject names an
+		// anonymous answerer; what its by said is kept beside), and the original
+		// arguments beside the approved ones when they were modified.
 		a := r.Approval
-		if a == nil || a.Decision != tt.answer.Decision || a.By != tt.answer.By || a.Reason != tt.answer.Reason || a.At.IsZero() {
+		if a == nil || a.Decision != tt.answer.Decision || a.By != "anonymous" || a.ClaimedBy != tt.answer.By || a.Reason != tt.answer.Reason || a.At.IsZero() {
 			t.Errorf("%s: approval record %+v", tt.name, a)
 		} else if modified := len(tt.answer.Arguments) > 0; modified &&
 			(string(a.ArgumentsOriginal) != tt.args || string(a.ArgumentsApproved) != string(tt.answer.Arguments)) ||
@@ -131,7 +132,7 @@ func TestApprovals(t *testing.T) {
 	if err != nil || !ack.Duplicate {
 		t.Errorf("second answer: ack %+v, err %v; want it dropped as a duplicate", ack, err)
 	}
-	if r := b.results.one(t, "twice"); r.Status != events.StatusDenied || r.Approval == nil || r.Approval.By != "bob" {
+	if r := b.results.one(t, "twice"); r.Status != events.StatusDenied || r.Approval == nil || r.Approval.ClaimedBy != "bob" {
 		t.Errorf("two answers: %+v %+v", r, r.Approval)
 	}
 	if _, ran := written.Load("twice"); ran {
@@ -249,7 +250,7 @@ func TestApprovalFromARoleThatMayNotCallTheToolIsRefused(t *testing.T) {
 	}
 	answer(admin, events.DecisionApprove)
 	r := b.results.one(t, "wipe1")
-	if r.Status != events.StatusOK || r.Approval == nil || r.Approval.By != "admin" {
+	if r.Status != events.StatusOK || r.Approval == nil || r.Approval.By != "acme/admin" {
 		t.Fatalf("after the admin's approval: %+v (approval %+v)", r, r.Approval)
 	}
 }

@@ -108,17 +108,24 @@
 // acked. No slot is held while a human thinks, and nothing is lost when executors
 // restart. An answer published on the request's AnswerSubject — approve, deny, or
 // approve with replacement arguments (validated again) — is consumed by any replica
-// serving the tool, which carries it out. A call whose approval does not come within
-// [WithApprovalTimeout] (or its own deadline) is denied.
+// serving the tool, which carries it out if its answerer may act on the call: the rule
+// the planner's API applies too ([events.MayAct]), with the answerer read from the
+// answer's subject — the call's owner's role, or one of the fleet's operator roles
+// ([WithOperatorRoles]) of its tenant, and only a role that may call the tool itself.
+// Any other answer is refused: the call keeps waiting, and the refusal is logged at
+// warn (actor and owner), counted (refused_acts_total) and recorded as an act_refused
+// event on the call's run ([events.RunActRefused]). A call whose approval does not come
+// within [WithApprovalTimeout] (or its own deadline) is denied.
 //
 // The first answer wins. Every answer to a call has the same event id
 // ([events.ApprovalAnswerID]), so JetStream drops a second one within its duplicate
 // window; beyond it, the replica carrying out an answer claims the parked entry by
 // compare-and-set and later answers find it claimed or gone. An expiry claims the entry
 // the same way, so an answer arriving at the deadline cannot run beside the denial. The
-// result records the decision in [events.Result].Approval: decision, approver, reason,
-// time, and the original and approved arguments when an approval replaced them; an
-// expired approval is recorded as [events.DecisionExpired].
+// result records the decision in [events.Result].Approval: decision, approver (the
+// answerer its subject names, tenant/role or "anonymous"; what the answer's by said is
+// kept as ClaimedBy), reason, time, and the original and approved arguments when an
+// approval replaced them; an expired approval is recorded as [events.DecisionExpired].
 //
 // # Policy hooks
 //
@@ -135,17 +142,27 @@
 // # Cancels
 //
 // A cancel of a call ([events.NewCancel], [events.CancelSubject]:
-// toolfleet.event.cancel.<tool>.<call>[.<tenant>]; the planner publishes them when a run
-// is canceled, a client with client.Cancel) is stored in the events stream and heard at
-// once by every replica serving the tool (a core subscription each). A running call's
-// context is cancelled (a call waiting to be retried stops waiting); its result says canceled (status and code) when the tool
+// toolfleet.event.cancel.<tool>.<call>[.<tenant>.<role>]; the planner publishes them
+// when a run is canceled, with the identity of whoever canceled it; a client with
+// client.Cancel) is stored in the events stream and heard at once by every replica
+// serving the tool (a core subscription each). It is acted on only when its sender (read
+// from its subject) may act on the call, by the rule approval answers follow; a refused
+// cancel leaves the call as it was and is logged, counted and recorded the same way. A
+// cancel of the shape before roles (…<call>.<tenant>) names no sender and is never acted
+// on. A running call's context is cancelled (a call waiting to be retried stops
+// waiting); its result says canceled (status and code, and who canceled) when the tool
 // stopped because of it, interrupted for a non-idempotent tool cut mid-run (its effect
 // may be partly done), or the normal result when it finished anyway — the first stored
 // result wins, so a cancel after completion changes nothing. A call not yet started is
-// answered canceled without running when it is delivered (its cancel is looked up in
-// the stream before it runs, coalesced like the results look-up, and only for tools
-// that ever had a cancel); a call parked for approval is answered canceled at once. A
-// tenant's cancel is on its tenant's subject and reaches only its own calls.
+// answered canceled without running when it is delivered (its cancels are looked up in
+// the stream before it runs, coalesced like the results look-up, and only for tools that
+// ever had a cancel); a call parked for approval is answered canceled at once.
+//
+// A core message can be missed — published while the replica's connection is down or
+// reconnecting — so a held call's cancels are looked up again on each in-progress beat
+// (a third of the ack wait: 10s by default): a cancel acts at once when heard, and at
+// the latest one beat later when its message was missed. A call parked for approval
+// whose cancel was missed is answered canceled when an answer comes.
 //
 // # Run context
 //

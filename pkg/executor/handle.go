@@ -73,7 +73,7 @@ func (ex *Executor) handleCall(ctx context.Context, w *worker, msg jetstream.Msg
 		_ = msg.Ack()
 		return
 	}
-	if ex.canceledBefore(ctx, j) {
+	if ex.canceledBefore(ctx, j, false) {
 		return
 	}
 	defer j.watch.release()
@@ -151,7 +151,7 @@ func (ex *Executor) mayBeAnswered(j *job) bool {
 // runAndAnswer runs a hydrated call under ctx with its retries and publishes the result,
 // or hands the call back when ctx ended (the executor's grace period ran out).
 func (ex *Executor) runAndAnswer(ctx context.Context, j *job, call *tools.Call) {
-	stop := ex.keepAlive(j.msg)
+	stop := ex.keepHeld(j) // in progress, and its cancels looked up again on each beat
 	defer stop()
 	// The tool's fleet-wide limits, if it has any (limits.go): wait, or answer rate_limited.
 	hold, ok := ex.enterLimits(ctx, j)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -26,8 +27,8 @@ const maxLookupBatch = 256
 const lookupTimeout = 5 * time.Second
 
 type lookup struct {
-	subject string
-	found   chan bool
+	subject string // a subject, or a filter with wildcards (a call's cancels, of every sender)
+	found   chan []string
 }
 
 // resultLookups is the look-up loop's queue.
@@ -47,17 +48,24 @@ func newLookups(nc *nats.Conn, stream string) *resultLookups {
 // (a timeout, a stopped loop) read as false: the result's publish is still refused if
 // one exists (see events.NewResult).
 func (r *resultLookups) has(ctx context.Context, subject string) (bool, error) {
-	l := lookup{subject: subject, found: make(chan bool, 1)}
+	found, err := r.find(ctx, subject)
+	return len(found) > 0, err
+}
+
+// find returns the subjects of the stream that hold a message and that filter (a
+// subject, or a filter with wildcards) matches; none when the look-up failed.
+func (r *resultLookups) find(ctx context.Context, filter string) ([]string, error) {
+	l := lookup{subject: filter, found: make(chan []string, 1)}
 	select {
 	case r.queue <- l:
 	case <-ctx.Done():
-		return false, ctx.Err()
+		return nil, ctx.Err()
 	}
 	select {
 	case found := <-l.found:
 		return found, nil
 	case <-ctx.Done():
-		return false, ctx.Err()
+		return nil, ctx.Err()
 	}
 }
 
@@ -92,7 +100,7 @@ func (r *resultLookups) run(ctx context.Context) {
 		}
 		found, _ := r.ask(sub, prefix+"."+strconv.Itoa(n), batch)
 		for _, l := range batch {
-			l.found <- found[l.subject]
+			l.found <- matching(found, l.subject)
 		}
 	}
 }
@@ -104,7 +112,7 @@ func (r *resultLookups) refuseAll(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case l := <-r.queue:
-			l.found <- false
+			l.found <- nil
 		}
 	}
 }
@@ -148,5 +156,41 @@ func (r *resultLookups) ask(sub *nats.Subscription, inbox string, batch []lookup
 		default:
 			return found, errors.New("results look-up: " + m.Header.Get("Status") + " " + m.Header.Get("Description"))
 		}
+	}
+}
+
+// matching returns the subjects of found that filter matches. A plain subject (every
+// result look-up) is one map access, and allocates only when found.
+func matching(found map[string]bool, filter string) []string {
+	if !strings.ContainsAny(filter, "*>") {
+		if found[filter] {
+			return []string{filter}
+		}
+		return nil
+	}
+	var out []string
+	for s := range found {
+		if subjectMatches(filter, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// subjectMatches reports whether filter matches subject, token by token: '*' stands for
+// one token, a last '>' for one or more.
+func subjectMatches(filter, subject string) bool {
+	for {
+		ft, frest, fmore := strings.Cut(filter, ".")
+		st, srest, smore := strings.Cut(subject, ".")
+		switch {
+		case ft == ">":
+			return true
+		case ft != "*" && ft != st:
+			return false
+		case !fmore || !smore:
+			return fmore == smore
+		}
+		filter, subject = frest, srest
 	}
 }

@@ -22,6 +22,7 @@ type metrics struct {
 	parked       *prometheus.CounterVec
 	answered     *prometheus.CounterVec
 	policy       *prometheus.CounterVec
+	refused      *prometheus.CounterVec
 }
 
 func newMetrics(r prometheus.Registerer) (*metrics, error) {
@@ -49,6 +50,9 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 		policy: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "toolfleet", Subsystem: "executor",
 			Name: "policy_decisions_total", Help: "Calls a tool's policy hook decided on, by tool, decision (allow, deny, modify, invalid: a modification the schema refused) and by whom (hook, or onError when the hook gave no usable answer)."},
 			[]string{"tool", "decision", "by"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "toolfleet", Subsystem: "executor",
+			Name: "refused_acts_total", Help: "Approval answers and cancels refused because their sender may not act on the call (events.MayAct), by tool and act (approval_answer, cancel)."},
+			[]string{"tool", "act"}),
 	}
 	var err error
 	m.calls = register(r, m.calls, &err)
@@ -60,6 +64,7 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 	m.parked = register(r, m.parked, &err)
 	m.answered = register(r, m.answered, &err)
 	m.policy = register(r, m.policy, &err)
+	m.refused = register(r, m.refused, &err)
 	if err != nil {
 		return nil, fmt.Errorf("%w: register metrics: %v", ErrInvalidOption, err)
 	}
@@ -134,5 +139,11 @@ func (m *metrics) alreadyAnswered(tool string) {
 func (m *metrics) policyDecision(tool, decision, by string) {
 	if m != nil {
 		m.policy.WithLabelValues(tool, decision, by).Inc()
+	}
+}
+
+func (m *metrics) refusedAct(tool, act string) {
+	if m != nil {
+		m.refused.WithLabelValues(tool, act).Inc()
 	}
 }

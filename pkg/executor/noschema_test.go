@@ -94,8 +94,8 @@ func TestNoSchemaModes(t *testing.T) {
 			t.Errorf("%s: result body %s; want no_schema_mode %q on the wire only for a tool without a schema", tt.id, raw, tt.mode)
 		}
 	}
-	if res := got["c-shell"]; res.Approval == nil || res.Approval.By != "ann" {
-		t.Errorf("c-shell: approval %+v, want ann's", res.Approval)
+	if res := got["c-shell"]; res.Approval == nil || res.Approval.By != "anonymous" || res.Approval.ClaimedBy != "ann" {
+		t.Errorf("c-shell: approval %+v, want the anonymous answerer's (claimed: ann)", res.Approval)
 	}
 
 	// The "call answered" log lines carry the mode (and only for tools without a schema).

@@ -36,6 +36,7 @@ type options struct {
 	policy            map[string]events.Hook // by tool; see WithPolicyHook
 	tracerProvider    trace.TracerProvider   // see WithTracerProvider; nil is the global one
 	traceContent      bool                   // see WithTraceContent
+	operatorRoles     []string               // see WithOperatorRoles
 }
 
 func defaultOptions() options {
@@ -53,6 +54,22 @@ func defaultOptions() options {
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidOption, fmt.Sprintf(format, args...))
+}
+
+// WithOperatorRoles names the roles that may answer the approvals of, and cancel, calls
+// made by other roles of their tenant (events.MayAct); without it only a call's owner's
+// role may. Give every executor and planner of a fleet the same roles (the planner's
+// planner.Config.OperatorRoles; -operator-roles, TOOLFLEET_OPERATOR_ROLES): the planner
+// accepts an operator's approval or cancel and publishes it with the operator's
+// identity, and an executor without the role would refuse it.
+func WithOperatorRoles(roles ...string) Option {
+	return func(o *options) error {
+		if err := events.ValidateRoles(roles); err != nil {
+			return invalid("operator roles: %v", err)
+		}
+		o.operatorRoles = roles
+		return nil
+	}
 }
 
 // WithConcurrency bounds the calls of one tool running at once on this replica. Defaults

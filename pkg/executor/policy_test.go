@@ -50,7 +50,7 @@ func TestPolicyHookBeforeApproval(t *testing.T) {
 		t.Fatalf("wrote %v", w)
 	}
 	if p := res.Policy; p == nil || p.Decision != events.PolicyModify || string(p.ArgumentsOriginal) != `{"path":"a.txt","text":"hi"}` ||
-		res.Approval == nil || res.Approval.By != "ann" {
+		res.Approval == nil || res.Approval.ClaimedBy != "ann" {
 		t.Fatalf("policy %+v, approval %+v", res.Policy, res.Approval)
 	}
 

@@ -15,6 +15,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/internal/testsupport/plannertest"
 	"github.com/toolfleet/toolfleet/pkg/events"
+	"github.com/toolfleet/toolfleet/pkg/executor"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
@@ -29,7 +30,7 @@ steps:
 
 // roleFleet is a bundle whose fleet serves admin_only (roles: [admin]) and counts its
 // runs, with an API for acme's admin, user and ops roles and globex's admin; ops is an
-// operator role of the planner.
+// operator role of the planner and of the executors (a fleet's setting).
 type roleFleet struct {
 	*testBundle
 	api *httptest.Server
@@ -38,11 +39,11 @@ type roleFleet struct {
 
 func newRoleFleet(t *testing.T) *roleFleet {
 	t.Helper()
-	b := setup(t, nil)
+	b := setupFleet(t, nil, executor.WithOperatorRoles("ops"))
 	ran := new(atomic.Int32)
 	startExecutor(t, b, tools.Definition{Type: "function", Name: "admin_only", Description: "Admins only.", Safe: true,
 		Parameters: json.RawMessage(`{"type":"object"}`), Roles: []string{"admin"}},
-		func(context.Context, json.RawMessage) (any, error) { ran.Add(1); return "secret report", nil })
+		func(context.Context, json.RawMessage) (any, error) { ran.Add(1); return "secret report", nil }, executor.WithOperatorRoles("ops"))
 	b.swapPlanner(t, planner.Config{Models: map[string]provider.Model{"main": plannertest.Model(t, escalationScript),
 		"wipe": plannertest.Model(t, "steps:\n  - calls: [{name: admin_wipe, arguments: {}}]\n  - text: wiped\n")},
 		DefaultModel: "main", OperatorRoles: []string{"ops"}})

@@ -39,7 +39,13 @@ type testBundle struct {
 // setup starts a fleet and a planner whose models are the scripts (name → YAML script).
 func setup(t testing.TB, scripts map[string]string) *testBundle {
 	t.Helper()
-	f := plannertest.StartFleet(t, natstest.Start(t))
+	return setupFleet(t, scripts)
+}
+
+// setupFleet is setup with the fleet's executor given opts.
+func setupFleet(t testing.TB, scripts map[string]string, opts ...executor.Option) *testBundle {
+	t.Helper()
+	f := plannertest.StartFleet(t, natstest.Start(t), opts...)
 	models, defaultModel := plannertest.Models(t, scripts)
 	p, err := planner.New(f.Ctx, f.Srv.Connect(), planner.Config{Models: models, DefaultModel: defaultModel, Events: f.Cfg, Log: zerolog.Nop()})
 	if err != nil {

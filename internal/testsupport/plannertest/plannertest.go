@@ -106,8 +106,8 @@ type Fleet struct {
 }
 
 // StartFleet sets up JetStream on srv (a short ack wait) and serves [Tools] from an
-// executor until the test ends.
-func StartFleet(t testing.TB, srv *natstest.Server) *Fleet {
+// executor (with opts: e.g. the operator roles its planner has) until the test ends.
+func StartFleet(t testing.TB, srv *natstest.Server, opts ...executor.Option) *Fleet {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
@@ -118,7 +118,8 @@ func StartFleet(t testing.TB, srv *natstest.Server) *Fleet {
 			t.Fatal(err)
 		}
 	}
-	ex, err := executor.New(fx.Srv.Connect(), reg, executor.WithStreamConfig(fx.Cfg), executor.WithLogger(zerolog.Nop()))
+	opts = append([]executor.Option{executor.WithStreamConfig(fx.Cfg), executor.WithLogger(zerolog.Nop())}, opts...)
+	ex, err := executor.New(fx.Srv.Connect(), reg, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
