@@ -112,7 +112,7 @@ func TestApprovalModifiedIsAudited(t *testing.T) {
 	}
 	check := func(where string, a *events.Approval) {
 		t.Helper()
-		if a == nil || a.Decision != events.DecisionApprove || a.By != "ann" || a.Reason != "tmp only" || a.At.Before(before) ||
+		if a == nil || a.Decision != events.DecisionApprove || a.By != "anonymous" || a.ClaimedBy != "ann" || a.Reason != "tmp only" || a.At.Before(before) ||
 			string(a.ArgumentsOriginal) != `{"where":"staging"}` || string(a.ArgumentsApproved) != string(modified) {
 			t.Errorf("%s: approval record %+v", where, a)
 		}

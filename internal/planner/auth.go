@@ -16,9 +16,14 @@ import (
 //     are published with that identity, and executors enforce tools' roles with it.
 //   - Seeing a run (get, messages, events, wait) is for callers of its tenant; for
 //     anyone else the run does not exist (404).
-//   - Acting on a run (follow-up, tools change, cancel, approval answers) is for the
-//     owner's role, and for the planner's operator roles (Config.OperatorRoles), within
-//     the tenant; another role of the tenant is refused (403).
+//   - Acting on a run (follow-up, tools change, pause, resume, cancel, approval answers)
+//     is for the owner's role, and for the operator roles (Config.OperatorRoles), within
+//     the tenant; another role of the tenant is refused (403). The decision is
+//     events.MayAct, which the executors apply too to an approval answer or a cancel of a
+//     call that reaches them over NATS: give the planner and the executors of a fleet the
+//     same operator roles.
+//   - The record of an act names the caller (DescribeCaller), never a by the request
+//     wrote: an approval keeps that as its ClaimedBy.
 //   - No action widens what runs beyond what the acting caller may call itself: a tool
 //     is enabled only for a caller who may call it; an approval is answered only by a
 //     caller who may call the tool; and once a caller other than the owner has acted
@@ -62,14 +67,20 @@ func (p *Planner) CallVisible(ctx context.Context, callID string, caller events.
 // tools, cancel it, answer its approvals): not found outside the run's tenant, forbidden
 // for a role that is neither the owner's nor an operator role.
 func (p *Planner) mayAct(r *Run, caller events.Identity, what string) error {
-	if !r.visibleTo(caller) {
-		return notFoundf("no run %q", r.ID)
-	}
-	if caller.Role == r.Role || slices.Contains(p.cfg.OperatorRoles, caller.Role) {
+	return p.refusal(events.MayAct(events.Act{Actor: caller, Owner: r.caller(), What: what, Kind: "run", ID: r.ID},
+		p.cfg.OperatorRoles, nil))
+}
+
+// refusal is why, as an API error: 404 for a run or call the caller may not see, 403
+// otherwise; nil for nil.
+func (p *Planner) refusal(why *events.Refusal) error {
+	switch {
+	case why == nil:
 		return nil
+	case why.Hidden:
+		return notFoundf("%s", why.Message)
 	}
-	return forbiddenf("role %q may not %s run %s: it belongs to role %q (only the owner's role and the planner's operator roles act on a run)",
-		caller.Role, what, r.ID, r.Role)
+	return forbiddenf("%s", why.Message)
 }
 
 // acted records on r that caller acted on it: a caller other than the owner joins

@@ -54,6 +54,8 @@ type RunCancel struct {
 // CancelRequest is the body of POST /v1/runs/{id}/cancel (optional) and of a cancel over
 // NATS ([events.RunCancelSubject]).
 type CancelRequest struct {
+	// By is not taken from the caller: the record names the caller who cancels
+	// (DescribeCaller). It is accepted for older clients and otherwise ignored.
 	By     string `json:"by,omitempty"`
 	Reason string `json:"reason,omitempty"`
 }
@@ -77,6 +79,7 @@ func alreadyDone(r *Run) error {
 // completed by the next one.
 func (p *Planner) Cancel(ctx context.Context, id string, caller events.Identity, req CancelRequest) (*Run, error) {
 	now := p.cfg.Now().UTC()
+	by := DescribeCaller(caller)
 	canceled := false
 	run, err := p.runs.update(ctx, id, func(r *Run) (bool, error) {
 		canceled = false
@@ -86,14 +89,11 @@ func (p *Planner) Cancel(ctx context.Context, id string, caller events.Identity,
 		if r.Status == StatusDone {
 			return false, nil
 		}
-		detail := "canceled"
-		if req.By != "" {
-			detail += " by " + req.By
-		}
+		detail := "canceled by " + by
 		if req.Reason != "" {
 			detail += ": " + req.Reason
 		}
-		r.Canceled = &RunCancel{By: req.By, Reason: req.Reason, At: now}
+		r.Canceled = &RunCancel{By: by, Reason: req.Reason, At: now}
 		r.finish(TerminationCanceled, detail, now)
 		canceled = true
 		return true, nil
@@ -105,7 +105,7 @@ func (p *Planner) Cancel(ctx context.Context, id string, caller events.Identity,
 		return nil, err
 	}
 	if run.Termination == TerminationCanceled {
-		p.cancelCalls(ctx, run, run.stepCalls())
+		p.cancelCalls(ctx, run, run.stepCalls(), caller)
 	}
 	if !canceled {
 		return run, alreadyDone(run)
@@ -149,9 +149,12 @@ func (p *Planner) settleCanceledCalls(ctx context.Context, run *Run) *Run {
 	}
 }
 
-// cancelCalls publishes a cancel of every call of calls (of the canceled run) that has
-// no result, and cancels the nested runs of its run_agent calls.
-func (p *Planner) cancelCalls(ctx context.Context, run *Run, calls []*CallRecord) {
+// cancelCalls publishes sender's cancel of every call of calls (of the canceled run)
+// that has no result, and cancels the nested runs of its run_agent calls for sender.
+// sender is who canceled the run (or, for the planner's own cancels, the run's owner):
+// the executors act on a cancel only from a sender that may act on the call
+// (events.MayAct), as the planner checked before.
+func (p *Planner) cancelCalls(ctx context.Context, run *Run, calls []*CallRecord, sender events.Identity) {
 	why := CancelRequest{Reason: "the run was canceled"}
 	if run.Canceled != nil {
 		why.By = run.Canceled.By
@@ -166,12 +169,12 @@ func (p *Planner) cancelCalls(ctx context.Context, run *Run, calls []*CallRecord
 		if c.Name == AgentToolName {
 			child := why
 			child.Reason = "its parent run " + run.ID + " was canceled"
-			if _, err := p.Cancel(ctx, childID(c.ID), run.caller(), child); err != nil && !isAPIStatus(err, http.StatusNotFound, http.StatusConflict) {
+			if _, err := p.Cancel(ctx, childID(c.ID), sender, child); err != nil && !isAPIStatus(err, http.StatusNotFound, http.StatusConflict) {
 				p.log.Warn().Err(err).Str("run_id", run.ID).Str("call_id", c.ID).Msg("canceling a nested run")
 			}
 			continue
 		}
-		msg, err := events.NewCancel(p.cfg.Source, run.caller(), c.Name, c.ID,
+		msg, err := events.NewCancel(p.cfg.Source, sender, c.Name, c.ID,
 			events.Cancel{RunID: run.ID, Reason: why.Reason, By: why.By})
 		if err == nil {
 			_, err = jsutil.PublishSettled(ctx, p.js, msg)
@@ -207,16 +210,11 @@ func (p *Planner) Assembled(ctx context.Context, run *Run) *Run {
 	return run
 }
 
-// DescribeCaller names an API caller for the record (a cancel's or an approval's By).
-func DescribeCaller(id events.Identity) string {
-	switch {
-	case id.Tenant == "":
-		return "api"
-	case id.Role == "":
-		return "api:" + id.Tenant
-	}
-	return "api:" + id.Tenant + "/" + id.Role
-}
+// DescribeCaller names a caller for the record (the By of a cancel, a pause, an
+// approval): its identity, tenant/role or "anonymous" ([events.Identity.Describe]), as
+// the executors name the sender of an answer or a cancel over NATS — whatever door it
+// came through, and never a name the request wrote.
+func DescribeCaller(id events.Identity) string { return id.Describe() }
 
 // ControlReply is the answer of the planner's NATS control endpoint: the HTTP status the
 // API would answer, the run, and the error.
@@ -274,12 +272,6 @@ func (p *Planner) handleCancelRequest(ctx context.Context, req micro.Request) {
 		if err := json.Unmarshal(req.Data(), &body); err != nil {
 			reply(nil, requestErrorf("malformed cancel request: %v", err))
 			return
-		}
-	}
-	if body.By == "" {
-		body.By = "nats"
-		if !caller.IsZero() {
-			body.By += ":" + caller.Tenant + "/" + caller.Role
 		}
 	}
 	r, err := p.Cancel(ctx, run, caller, body)

@@ -235,9 +235,11 @@
 // A caller controls its tenant's runs while they last ([Planner.Cancel], POST
 // /v1/runs/{id}/cancel, or a NATS request on events.RunCancelSubject, which a planner
 // replica answers as a micro service). A cancel ends the run with
-// [TerminationCanceled], recording who, when and why (Run.Canceled), and publishes a
-// cancel event (events.NewCancel, with the run's tenant and the call's tool) for each
-// call without a result: executors end the tool's context (its result says canceled,
+// [TerminationCanceled], recording who (the caller, never a by it wrote), when and why
+// (Run.Canceled), and publishes a cancel event (events.NewCancel, with the identity of
+// the caller who canceled and the call's tool) for each call without a result:
+// executors, which act on it only when that caller may act on the call (events.MayAct,
+// the rule of auth.go), end the tool's context (its result says canceled,
 // or interrupted for a non-idempotent tool, or is its normal result when it finished
 // first) and answer calls parked for approval canceled. Nested runs are canceled with
 // their parent. Later results are recorded on the run; no step follows. A run that has

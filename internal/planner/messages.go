@@ -173,7 +173,7 @@ func (p *Planner) inject(ctx context.Context, id string, caller events.Identity,
 			return run, false, err
 		}
 		if len(closed) > 0 {
-			p.cancelCalls(ctx, run, closed)
+			p.cancelCalls(ctx, run, closed, stored.By)
 		}
 		if stored.Key != rec.Key || !wrote && rec.Key == "" {
 			continue // record k was another request's: it is applied; write ours after it

@@ -143,7 +143,7 @@ func (p *Planner) afterPause(ctx context.Context, run *Run) error {
 // Pause asks the run id to pause at its next step boundary, acting for caller: a paused
 // run is returned as it is; a run that ended, and a nested run, are refused with 409.
 func (p *Planner) Pause(ctx context.Context, id string, caller events.Identity, req PauseRequest) (*Run, error) {
-	req.At = p.cfg.Now().UTC()
+	req.At, req.By = p.cfg.Now().UTC(), DescribeCaller(caller) // the record names the caller, never a by it wrote
 	if len(req.Reason) > 1024 || len(req.By) > 256 {
 		return nil, requestErrorf("by is at most 256 bytes and reason at most 1024")
 	}

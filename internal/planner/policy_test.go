@@ -250,7 +250,7 @@ func TestRunPolicyHookThenApproval(t *testing.T) {
 	got := b.wait(t, run.ID).Calls[0]
 	if got.Status != "ok" || !strings.Contains(string(got.Output), "staging-copy") ||
 		string(got.Arguments) != `{"where":"staging-copy"}` || string(got.ArgumentsOriginal) != `{"where":"staging"}` ||
-		got.Approval == nil || got.Approval.By != "ann" || len(got.Policy) != 1 {
+		got.Approval == nil || got.Approval.ClaimedBy != "ann" || len(got.Policy) != 1 {
 		t.Fatalf("call %s output %s arguments %s (original %s), approval %+v, policy %+v",
 			got.Status, got.Output, got.Arguments, got.ArgumentsOriginal, got.Approval, got.Policy)
 	}

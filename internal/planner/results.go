@@ -455,8 +455,9 @@ func (p *Planner) handleApprovalRequest(ctx context.Context, m jetstream.Msg) {
 //
 // caller answers: it must be allowed to act on the run (404 outside its tenant, 403 for
 // a role that is neither the owner's nor an operator role) and to call the tool itself
-// (403), since an approval lets the call run. The answer records who gave it: ans.By,
-// or the caller's identity when it is empty.
+// (403), since an approval lets the call run (events.MayAct, as the executors decide it
+// for an answer over NATS). The answer records who gave it, the caller
+// (DescribeCaller); what ans.By says is kept as the record's ClaimedBy.
 //
 // callID may name a sub-call of a composite call of the run (<call>-sub-<n>): it is
 // answered the same way, for its own tool, and recorded on the composite call's record
@@ -503,12 +504,10 @@ func (p *Planner) Approve(ctx context.Context, callID string, caller events.Iden
 	}
 	tool := slot.tool()
 	if d, ok := p.cat.get(tool); ok {
-		if err := refuseTool(d, caller, "an approval (it lets the call run)"); err != nil {
+		act := events.Act{Actor: caller, Owner: run.caller(), What: "answer the approvals of", Kind: "run", ID: run.ID}
+		if err := p.refusal(events.MayAct(act, p.cfg.OperatorRoles, &d)); err != nil {
 			return err
 		}
-	}
-	if ans.By == "" {
-		ans.By = DescribeCaller(caller)
 	}
 	args, err := p.slotArguments(ctx, run, slot)
 	if err != nil {
@@ -520,7 +519,7 @@ func (p *Planner) Approve(ctx context.Context, callID string, caller events.Iden
 			return &APIError{Status: 400, Message: "the modified arguments are invalid: " + te.Message, Violations: te.Violations}
 		}
 	}
-	rec := &events.Approval{Decision: ans.Decision, By: ans.By, Reason: ans.Reason, At: p.cfg.Now().UTC()}
+	rec := &events.Approval{Decision: ans.Decision, By: DescribeCaller(caller), ClaimedBy: ans.By, Reason: ans.Reason, At: p.cfg.Now().UTC()}
 	if ans.Decision == events.DecisionApprove && len(ans.Arguments) > 0 {
 		rec.ArgumentsOriginal, rec.ArgumentsApproved = args, ans.Arguments
 	}

@@ -310,7 +310,7 @@ func (p *Planner) stepStored(ctx context.Context, run *Run, sent []*CallRecord, 
 		return err
 	}
 	if sent != nil && run.Termination == TerminationCanceled {
-		p.cancelCalls(ctx, run, sent) // canceled while its calls went out
+		p.cancelCalls(ctx, run, sent, run.caller()) // canceled while its calls went out
 	}
 	if run.ParentID != "" && run.Status == StatusRunning &&
 		(charged == nil || charged.TreeSeq != run.TreeSeq || charged.Tree() != run.Tree()) {

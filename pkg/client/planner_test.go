@@ -135,7 +135,7 @@ func TestFollowARealRunAndAnswerItsApproval(t *testing.T) {
 	}
 	if got, err := p.Get(ctx, run.ID); err != nil || got.Answer != "deleted" {
 		t.Errorf("run %+v, %v; want answer deleted", got, err)
-	} else if a := got.Calls[0].Approval; a == nil || a.Decision != events.DecisionApprove || a.By != "test" {
+	} else if a := got.Calls[0].Approval; a == nil || a.Decision != events.DecisionApprove || a.By != "anonymous" || a.ClaimedBy != "test" {
 		t.Errorf("call record approval %+v, want the answer given over NATS", a)
 	}
 

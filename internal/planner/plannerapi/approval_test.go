@@ -144,7 +144,7 @@ func TestApprovalFirstAnswerWins(t *testing.T) {
 	if won == 1 {
 		wantDecision, wantBy = events.DecisionDeny, "bob"
 	}
-	if s := answers[lost].stood; s == nil || s.Decision != wantDecision || s.By != wantBy || s.At.IsZero() {
+	if s := answers[lost].stood; s == nil || s.Decision != wantDecision || s.ClaimedBy != wantBy || s.By != "anonymous" || s.At.IsZero() {
 		t.Fatalf("409 body gives %+v, want the decision that stood: %s by %s", s, wantDecision, wantBy)
 	}
 	done := b.wait(t, run.ID)

@@ -128,8 +128,8 @@ func TestLesserRoleCannotWidenAnAdminsRun(t *testing.T) {
 		t.Fatalf("calls: %+v", run.Calls)
 	}
 	wantRefused(t, run.Calls[1], tools.CodeNotAllowed, "admin_only")
-	if got := run.Calls[0].Approval; got == nil || got.By != "api:acme/admin" {
-		t.Errorf("the approval records %+v; want it by api:acme/admin (the caller)", got)
+	if got := run.Calls[0].Approval; got == nil || got.By != "acme/admin" {
+		t.Errorf("the approval records %+v; want it by acme/admin (the caller)", got)
 	}
 	if n := f.ran.Load(); n != 0 {
 		t.Fatalf("admin_only ran %d times", n)
@@ -157,7 +157,7 @@ func TestOperatorFollowUpNarrowsTheRun(t *testing.T) {
 		t.Fatalf("ops's approval: %d %v", status, body)
 	}
 	run = f.wait(t, id)
-	if run.Calls[0].Status != string(events.StatusOK) || run.Calls[0].Approval == nil || run.Calls[0].Approval.By != "api:acme/ops" {
+	if run.Calls[0].Status != string(events.StatusOK) || run.Calls[0].Approval == nil || run.Calls[0].Approval.By != "acme/ops" {
 		t.Fatalf("delete_all after ops's approval: %+v", run.Calls[0])
 	}
 	wantRefused(t, run.Calls[1], tools.CodeNotAllowed, "admin_only")

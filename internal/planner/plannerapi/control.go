@@ -16,11 +16,7 @@ func (a *api) postCancel(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	caller := callerOf(r)
-	if req.By == "" {
-		req.By = planner.DescribeCaller(caller)
-	}
-	run, err := a.p.Cancel(r.Context(), r.PathValue("id"), caller, req)
+	run, err := a.p.Cancel(r.Context(), r.PathValue("id"), callerOf(r), req)
 	writeControl(w, a.p.Assembled(r.Context(), run), err)
 }
 

@@ -55,7 +55,8 @@ func TestCancelARunThroughTheAPI(t *testing.T) {
 	if status, body := apiCall(t, srv, "POST", "/v1/runs/"+runID+"/cancel", "globex", map[string]any{"reason": "mine now"}); status != http.StatusNotFound {
 		t.Fatalf("another tenant's cancel: %d %v, want 404", status, body)
 	}
-	status, body = apiCall(t, srv, "POST", "/v1/runs/"+runID+"/cancel", "acme", map[string]any{"reason": "changed my mind"})
+	// The record names the caller, whatever the body's by says.
+	status, body = apiCall(t, srv, "POST", "/v1/runs/"+runID+"/cancel", "acme", map[string]any{"reason": "changed my mind", "by": "mallory"})
 	if status != http.StatusOK || body["termination"] != string(planner.TerminationCanceled) || body["status"] != string(planner.StatusDone) ||
 		body["canceled"].(map[string]any)["reason"] != "changed my mind" {
 		t.Fatalf("cancel: %d %v", status, body)
@@ -68,8 +69,8 @@ func TestCancelARunThroughTheAPI(t *testing.T) {
 		t.Fatalf("the tool saw call %s end, want %s", got, callID)
 	}
 	run := b.awaitCallStatus(t, runID, callID, string(events.StatusCanceled))
-	if run.Termination != planner.TerminationCanceled || run.Canceled == nil || run.Canceled.By != "api:acme/user" ||
-		run.Canceled.Reason != "changed my mind" || run.Detail != "canceled by api:acme/user: changed my mind" {
+	if run.Termination != planner.TerminationCanceled || run.Canceled == nil || run.Canceled.By != "acme/user" ||
+		run.Canceled.Reason != "changed my mind" || run.Detail != "canceled by acme/user: changed my mind" {
 		t.Fatalf("run ended %s (%q), cancel %+v", run.Termination, run.Detail, run.Canceled)
 	}
 	if n := models["main"].Calls(); n != 1 {

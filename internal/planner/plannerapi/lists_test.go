@@ -277,7 +277,7 @@ func TestListApprovals(t *testing.T) {
 		getJSON(t, srv, "/v1/approvals?status=answered", acmeToken, &page)
 		return len(page.Approvals) == 1
 	})
-	if a := page.Approvals[0]; a.CallID != call.ID || a.Status != planner.ApprovalApproved || a.Approval == nil || a.Approval.By != "alice" || string(a.Arguments) != `{"where":"staging"}` {
+	if a := page.Approvals[0]; a.CallID != call.ID || a.Status != planner.ApprovalApproved || a.Approval == nil || a.Approval.By != "acme/user" || a.Approval.ClaimedBy != "alice" || string(a.Arguments) != `{"where":"staging"}` {
 		t.Fatalf("answered approval: %+v", a)
 	}
 	getJSON(t, srv, "/v1/approvals", acmeToken, &page)

@@ -15,11 +15,7 @@ func (a *api) postPause(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	caller := callerOf(r)
-	if req.By == "" {
-		req.By = planner.DescribeCaller(caller)
-	}
-	run, err := a.p.Pause(r.Context(), r.PathValue("id"), caller, req)
+	run, err := a.p.Pause(r.Context(), r.PathValue("id"), callerOf(r), req)
 	writeControl(w, a.p.Assembled(r.Context(), run), err)
 }
 

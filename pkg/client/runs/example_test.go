@@ -117,7 +117,7 @@ func ExampleClient_Cancel() {
 		fmt.Println(apiErr.Status, apiErr.Run.Termination)
 	}
 	// Output:
-	// done canceled canceled by api: not today
+	// done canceled canceled by anonymous: not today
 	// 409 canceled
 }
 
