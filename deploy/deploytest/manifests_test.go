@@ -97,6 +97,7 @@ func TestRenderedOverlays(t *testing.T) {
 		t.Run(ov.dir, func(t *testing.T) {
 			docs := render(t, filepath.Join(repoRoot(t), "deploy", "k8s", ov.dir))
 			checkWorkloads(t, docs)
+			checkFleetSettings(t, docs)
 			checkNATS(t, docs, ov)
 			checkScaling(t, docs, ov)
 			checkSecrets(t, docs, ov)
@@ -253,8 +254,8 @@ func containers(w obj) []obj {
 	return cs
 }
 
-// env returns a container's environment: literal values, and "secret:<name>/<key>" or
-// "field:<path>" for references.
+// env returns a container's environment: literal values, and "secret:<name>/<key>",
+// "configmap:<name>/<key>" or "field:<path>" for references.
 func env(c obj) map[string]string {
 	e := map[string]string{}
 	for _, v := range list(c, "env") {
@@ -262,6 +263,8 @@ func env(c obj) map[string]string {
 		switch {
 		case get(v, "valueFrom", "secretKeyRef") != nil:
 			e[n] = "secret:" + str(v, "valueFrom", "secretKeyRef", "name") + "/" + str(v, "valueFrom", "secretKeyRef", "key")
+		case get(v, "valueFrom", "configMapKeyRef") != nil:
+			e[n] = "configmap:" + str(v, "valueFrom", "configMapKeyRef", "name") + "/" + str(v, "valueFrom", "configMapKeyRef", "key")
 		case get(v, "valueFrom", "fieldRef") != nil:
 			e[n] = "field:" + str(v, "valueFrom", "fieldRef", "fieldPath")
 		default:
@@ -330,6 +333,37 @@ func checkWorkloads(t *testing.T, docs []obj) {
 		}
 		if name(w) == "executor-builtin" {
 			checkGrace(t, w)
+		}
+	}
+}
+
+// checkFleetSettings requires every planner and executor to read the operator roles from
+// one ConfigMap key, which the rendered output holds: the planner accepts an operator's
+// act and the executors carry it out only when they decide with the same roles.
+func checkFleetSettings(t *testing.T, docs []obj) {
+	refs := map[string]bool{}
+	parts := 0
+	for _, w := range workloads(docs) {
+		for _, c := range containers(w) {
+			if bin := binary(c); bin == "planner" || bin == "executor" {
+				parts++
+				refs[env(c)["TOOLFLEET_OPERATOR_ROLES"]] = true
+			}
+		}
+	}
+	if parts < 2 || len(refs) != 1 {
+		t.Fatalf("%d planners and executors take TOOLFLEET_OPERATOR_ROLES from %v; want all from one ConfigMap key", parts, refs)
+	}
+	for ref := range refs {
+		cm, key, _ := strings.Cut(strings.TrimPrefix(ref, "configmap:"), "/")
+		found := false
+		for _, d := range docs {
+			if str(d, "kind") == "ConfigMap" && name(d) == cm && get(d, "data", key) != nil {
+				found = true
+			}
+		}
+		if !strings.HasPrefix(ref, "configmap:") || !found {
+			t.Errorf("TOOLFLEET_OPERATOR_ROLES comes from %s, which the rendered output does not hold", ref)
 		}
 	}
 }

@@ -9,6 +9,7 @@ package envflag
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"strconv"
@@ -59,3 +60,25 @@ func (e *Env) Duration(name string, def time.Duration) time.Duration {
 
 // Err returns every malformed variable read so far, or nil.
 func (e *Env) Err() error { return errors.Join(e.errs...) }
+
+// List splits a comma-separated setting (a flag's or a variable's value) into its
+// items, trimmed, without blanks.
+func List(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
+// OperatorRoles registers -operator-roles on fs, read into dst, with
+// TOOLFLEET_OPERATOR_ROLES as its default: the roles that may act on other roles' runs
+// and calls of their tenant (events.MayAct). The planner and the executors decide with
+// them alike, so every part of a fleet that takes them is given the same.
+func OperatorRoles(fs *flag.FlagSet, dst *[]string) {
+	*dst = List(os.Getenv("TOOLFLEET_OPERATOR_ROLES"))
+	fs.Func("operator-roles", "comma-separated roles that may follow up, change, pause, cancel and answer the approvals of other roles' runs and calls of their tenant, never beyond what they may call themselves; give every planner and executor of a fleet the same (env TOOLFLEET_OPERATOR_ROLES)",
+		func(s string) error { *dst = List(s); return nil })
+}

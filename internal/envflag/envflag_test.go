@@ -1,6 +1,8 @@
 package envflag
 
 import (
+	"flag"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -41,5 +43,22 @@ func TestEnv(t *testing.T) {
 	err := bad.Err()
 	if err == nil || !strings.Contains(err.Error(), `TOOLFLEET_T_INT="three"`) || !strings.Contains(err.Error(), `TOOLFLEET_T_DUR="soon"`) {
 		t.Fatalf("Err = %v, want both malformed variables named", err)
+	}
+}
+
+// -operator-roles: the variable is the default, the flag wins, blanks are dropped.
+func TestOperatorRoles(t *testing.T) {
+	t.Setenv("TOOLFLEET_OPERATOR_ROLES", " ops, ,oncall ")
+	var roles []string
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	OperatorRoles(fs, &roles)
+	if !slices.Equal(roles, []string{"ops", "oncall"}) {
+		t.Errorf("from the environment: %q", roles)
+	}
+	if err := fs.Parse([]string{"-operator-roles", "admin"}); err != nil || !slices.Equal(roles, []string{"admin"}) {
+		t.Errorf("from the flag: %q, %v", roles, err)
+	}
+	if got := List(" , "); got != nil {
+		t.Errorf("List of blanks = %q", got)
 	}
 }

@@ -69,6 +69,10 @@ type Config struct {
 	// Shards is how many streams calls and results are each split over (every part of
 	// a fleet must agree; see events.Config.Shards).
 	Shards int
+	// OperatorRoles may answer the approvals of, and cancel, other roles' calls of their
+	// tenant (executor.WithOperatorRoles): the planner's operator roles (every part of a
+	// fleet must agree).
+	OperatorRoles []string
 }
 
 // Parse reads the configuration from args (without the program name) and the
@@ -96,6 +100,7 @@ func Parse(args []string, out io.Writer) (Config, error) {
 	fs.DurationVar(&c.GracePeriod, "grace-period", grace, "how long in-flight calls may finish on SIGTERM (env TOOLFLEET_GRACE_PERIOD)")
 	fs.StringVar(&c.ExecutorID, "executor-id", envflag.String("TOOLFLEET_EXECUTOR_ID", host), "name of this replica in results and logs (env TOOLFLEET_EXECUTOR_ID; default the host name)")
 	fs.IntVar(&c.StreamReplicas, "stream-replicas", replicas, "replicas of streams and buckets created by this executor: 1 on one server, 3 in a cluster (env TOOLFLEET_STREAM_REPLICAS)")
+	envflag.OperatorRoles(fs, &c.OperatorRoles)
 	fs.IntVar(&c.Shards, "shards", env.Int("TOOLFLEET_SHARDS", 1), "streams the calls and the results are each split over; the NATS server must map calls to them (see events.Config.MappingsConf; env TOOLFLEET_SHARDS)")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
@@ -116,9 +121,9 @@ func Parse(args []string, out io.Writer) (Config, error) {
 	case "none":
 		c.Builtins = []string{}
 	default:
-		c.Builtins = splitList(b)
+		c.Builtins = envflag.List(b)
 	}
-	c.HTTPAllowlist = splitList(*allow)
+	c.HTTPAllowlist = envflag.List(*allow)
 	return c, c.Validate()
 }
 
@@ -139,6 +144,9 @@ func (c Config) Validate() error {
 	}
 	if c.Shards < 1 || c.Shards > events.MaxShards {
 		errs = append(errs, fmt.Errorf("-shards (TOOLFLEET_SHARDS): must be 1 to %d, got %d", events.MaxShards, c.Shards))
+	}
+	if err := events.ValidateRoles(c.OperatorRoles); err != nil {
+		errs = append(errs, fmt.Errorf("-operator-roles (TOOLFLEET_OPERATOR_ROLES): %w", err))
 	}
 	if c.ExecutorID == "" {
 		errs = append(errs, errors.New("executor id is empty (set -executor-id or TOOLFLEET_EXECUTOR_ID)"))
@@ -258,15 +266,4 @@ func nonEmpty(reg *tools.Registry) (*tools.Registry, error) {
 		return nil, errors.New("no tool to serve: enable built-ins or give a tools file")
 	}
 	return reg, nil
-}
-
-// splitList splits a comma-separated setting, dropping blanks.
-func splitList(s string) []string {
-	var out []string
-	for _, part := range strings.Split(s, ",") {
-		if part = strings.TrimSpace(part); part != "" {
-			out = append(out, part)
-		}
-	}
-	return out
 }

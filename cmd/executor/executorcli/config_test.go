@@ -56,6 +56,7 @@ func TestParseFromTheEnvironmentAndFlags(t *testing.T) {
 	t.Setenv("TOOLFLEET_EXECUTOR_ID", "executor-7f9c")
 	t.Setenv("TOOLFLEET_STREAM_REPLICAS", "3")
 	t.Setenv("TOOLFLEET_BUILTINS", "calculator,read_file")
+	t.Setenv("TOOLFLEET_OPERATOR_ROLES", "ops, oncall")
 
 	// Flags win over the environment.
 	c, err := Parse([]string{"-concurrency", "2", "-ops-addr", "off"}, io.Discard)
@@ -65,8 +66,11 @@ func TestParseFromTheEnvironmentAndFlags(t *testing.T) {
 	if c.NATS.URL != "nats://nats-a:4222,nats://nats-b:4222" || c.Concurrency != 2 || c.SandboxRoot != dir ||
 		!slices.Equal(c.HTTPAllowlist, []string{"api.example.com", "*.wiki.org"}) || c.ToolsFile != toolsFile ||
 		c.Ops.LogLevel != zerolog.DebugLevel || c.GracePeriod != time.Minute || c.ExecutorID != "executor-7f9c" || c.StreamReplicas != 3 || c.Ops.Addr != "" ||
-		!slices.Equal(c.Builtins, []string{"calculator", "read_file"}) {
+		!slices.Equal(c.Builtins, []string{"calculator", "read_file"}) || !slices.Equal(c.OperatorRoles, []string{"ops", "oncall"}) {
 		t.Fatalf("config = %+v", c)
+	}
+	if c, err := Parse([]string{"-operator-roles", "admin", "-ops-addr", "off"}, io.Discard); err != nil || !slices.Equal(c.OperatorRoles, []string{"admin"}) {
+		t.Fatalf("-operator-roles admin: %v, %v", c.OperatorRoles, err)
 	}
 	reg, err := c.Registry()
 	if err != nil {
@@ -94,6 +98,7 @@ func TestParseRefuses(t *testing.T) {
 		{Name: "bad grace env", Env: map[string]string{"TOOLFLEET_GRACE_PERIOD": "30"}, Says: `TOOLFLEET_GRACE_PERIOD="30" is not a duration`},
 		{Name: "bad replicas", Args: []string{"-stream-replicas", "7"}, Says: "-stream-replicas (TOOLFLEET_STREAM_REPLICAS): must be 1 to 5, got 7"},
 		{Name: "empty executor id", Args: []string{"-executor-id", ""}, Says: "executor id is empty"},
+		{Name: "bad operator role", Args: []string{"-operator-roles", "ops,a.b"}, Says: `role "a.b" is not allowed`},
 		{Name: "unknown flag", Args: []string{"-colour"}, Says: "flag provided but not defined"},
 		{Name: "stray argument", Args: []string{"serve"}, Says: "unexpected arguments"},
 		{Name: "TLS cert without key", Env: map[string]string{"TOOLFLEET_NATS_TLS_CERT": file}, Says: "both a TLS certificate and its key"},

@@ -197,6 +197,7 @@ func New(nc *nats.Conn, reg *tools.Registry, c Config, metrics *prometheus.Regis
 		executor.WithExecutorID(c.ExecutorID),
 		executor.WithStreamConfig(c.Events()),
 		executor.WithLogger(log),
+		executor.WithOperatorRoles(c.OperatorRoles...),
 	}
 	if metrics != nil {
 		opts = append(opts, executor.WithMetrics(metrics))

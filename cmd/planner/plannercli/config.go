@@ -69,9 +69,7 @@ func Parse(args []string, out io.Writer) (Config, error) {
 	c.Token = os.Getenv("TOOLFLEET_API_TOKEN") // never a flag: flags show in process lists
 	tokensFile := fs.String("api-tokens", os.Getenv("TOOLFLEET_API_TOKENS_FILE"),
 		"a JSON file mapping API bearer tokens to the tenant and role their holders act with (env TOOLFLEET_API_TOKENS_FILE)")
-	fs.Func("operator-roles", "comma-separated roles that may follow up, change, cancel and answer the approvals of other roles' runs of their tenant, never beyond what they may call themselves (env TOOLFLEET_OPERATOR_ROLES)",
-		func(s string) error { c.OperatorRoles = SplitRoles(s); return nil })
-	c.OperatorRoles = SplitRoles(os.Getenv("TOOLFLEET_OPERATOR_ROLES"))
+	envflag.OperatorRoles(fs, &c.OperatorRoles)
 	pricesFile := fs.String("prices", os.Getenv("TOOLFLEET_PRICES_FILE"),
 		"a YAML or JSON price table: models' prices per million input and output tokens, and tools' prices per call, for runs' costs and limits.costBudget (env TOOLFLEET_PRICES_FILE)")
 	fs.Func("script", "a scripted model, name=path to its YAML or JSON script (repeatable)", func(s string) error {
@@ -104,10 +102,8 @@ func Parse(args []string, out io.Writer) (Config, error) {
 			errs = append(errs, fmt.Errorf("-prices (TOOLFLEET_PRICES_FILE): %w", err))
 		}
 	}
-	for _, r := range c.OperatorRoles {
-		if err := (events.Identity{Tenant: "t", Role: r}).Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("-operator-roles (TOOLFLEET_OPERATOR_ROLES): %w", err))
-		}
+	if err := events.ValidateRoles(c.OperatorRoles); err != nil {
+		errs = append(errs, fmt.Errorf("-operator-roles (TOOLFLEET_OPERATOR_ROLES): %w", err))
 	}
 	if c.Shards < 1 || c.Shards > events.MaxShards {
 		errs = append(errs, fmt.Errorf("-shards (TOOLFLEET_SHARDS): must be 1 to %d, got %d", events.MaxShards, c.Shards))
@@ -158,15 +154,4 @@ func (c Config) Models() (map[string]provider.Model, string, error) {
 		return nil, "", fmt.Errorf("no model: set TOOLFLEET_MODEL (e.g. openai/gpt-4o-mini, anthropic/claude-sonnet-4-5, ollama/llama3.1) or give -script name=path")
 	}
 	return models, def, nil
-}
-
-// SplitRoles reads a comma-separated list of roles (-operator-roles), without blanks.
-func SplitRoles(s string) []string {
-	var roles []string
-	for _, r := range strings.Split(s, ",") {
-		if r = strings.TrimSpace(r); r != "" {
-			roles = append(roles, r)
-		}
-	}
-	return roles
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/toolfleet/toolfleet/cmd/planner/plannercli"
 	"github.com/toolfleet/toolfleet/internal/envflag"
 	"github.com/toolfleet/toolfleet/internal/ops"
 	"github.com/toolfleet/toolfleet/internal/planner"
@@ -72,9 +71,7 @@ func Parse(args []string, out io.Writer) (Command, error) {
 			"a YAML or JSON price table: models' prices per million input and output tokens, and tools' prices per call, for runs' costs and limits.costBudget (env TOOLFLEET_PRICES_FILE)")
 		fs.StringVar(&c.Dev.Fleet.ToolsFile, "tools-file", os.Getenv("TOOLFLEET_TOOLS_FILE"),
 			"YAML or JSON file of command and HTTP tools and MCP servers, served beside the built-ins (env TOOLFLEET_TOOLS_FILE)")
-		fs.Func("operator-roles", "comma-separated roles that may follow up, change, cancel and answer the approvals of other roles' runs of their tenant (env TOOLFLEET_OPERATOR_ROLES)",
-			func(s string) error { c.Dev.Fleet.OperatorRoles = plannercli.SplitRoles(s); return nil })
-		c.Dev.Fleet.OperatorRoles = plannercli.SplitRoles(os.Getenv("TOOLFLEET_OPERATOR_ROLES"))
+		envflag.OperatorRoles(fs, &c.Dev.Fleet.OperatorRoles)
 	}
 	if err := fs.Parse(args[1:]); err != nil {
 		return Command{}, err
@@ -109,10 +106,8 @@ func Parse(args []string, out io.Writer) (Command, error) {
 				return Command{}, fmt.Errorf("-prices (TOOLFLEET_PRICES_FILE): %w", err)
 			}
 		}
-		for _, r := range fleet.OperatorRoles {
-			if err := (events.Identity{Tenant: "t", Role: r}).Validate(); err != nil {
-				return Command{}, fmt.Errorf("-operator-roles (TOOLFLEET_OPERATOR_ROLES): %w", err)
-			}
+		if err := events.ValidateRoles(fleet.OperatorRoles); err != nil {
+			return Command{}, fmt.Errorf("-operator-roles (TOOLFLEET_OPERATOR_ROLES): %w", err)
 		}
 		if fleet.ToolsFile != "" {
 			if _, err := os.Stat(fleet.ToolsFile); err != nil {

@@ -63,8 +63,8 @@ type Options struct {
 	// Prices is the planner's price table (see planner.LoadPrices): runs' costs and
 	// limits.costBudget. Default: none.
 	Prices planner.PriceTable
-	// OperatorRoles may act on other roles' runs of their tenant (see
-	// planner.Config.OperatorRoles).
+	// OperatorRoles may act on other roles' runs and calls of their tenant: the planner's
+	// and the executor's (planner.Config.OperatorRoles, executor.WithOperatorRoles).
 	OperatorRoles []string
 	// ToolsFile is an executor tools file (see pkg/toolsfile): its command and HTTP
 	// tools and MCP servers are served beside the built-ins. Empty: none.
@@ -145,8 +145,11 @@ func Start(ctx context.Context, o Options) (f *Fleet, err error) {
 	}
 
 	// The parts are the programs' own building blocks, with the fleet's settings.
+	// The executor and the planner decide who may act on a call with the same operator
+	// roles (events.MayAct).
 	exCfg := executorcli.Config{Concurrency: 64, ExecutorID: "allinone", GracePeriod: executorcli.DefaultGracePeriod,
-		SandboxRoot: f.Sandbox, HTTPAllowlist: o.HTTPAllowlist, Tracing: o.Tracing, ToolsFile: o.ToolsFile}
+		SandboxRoot: f.Sandbox, HTTPAllowlist: o.HTTPAllowlist, Tracing: o.Tracing, ToolsFile: o.ToolsFile,
+		OperatorRoles: o.OperatorRoles}
 	// As the executor program does (a bad tools file is a configuration error, exit 2):
 	// the file's MCP servers run until the executor has stopped (Stop runs the cleanups
 	// after the parts).
