@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/toolfleet/toolfleet/internal/jsutil"
+	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
 	"github.com/toolfleet/toolfleet/pkg/client"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -49,6 +52,65 @@ func TestCancelARunningCall(t *testing.T) {
 	}
 	if err := c.Cancel(ctx, "a.b", "w1"); !errors.Is(err, tools.ErrInvalidEvent) {
 		t.Errorf("cancel of a bad tool name: %v", err)
+	}
+}
+
+// CancelAndWait returns what a cancel came to: the canceled result of a call it stopped,
+// the result a call had finished with, and for another role's cancel, which the
+// executor refuses, the call's normal result.
+func TestCancelAndWait(t *testing.T) {
+	t.Parallel()
+	started := make(chan string, 4)
+	release := make(chan struct{})
+	f, ctx := serveTool(t, "wait", func(ctx context.Context, _ json.RawMessage) (any, error) {
+		info, _ := tools.CallInfoFrom(ctx)
+		started <- info.CallID
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-release:
+			return "done", nil
+		}
+	}, 30*time.Second)
+	admin, err := client.New(f.NC, client.WithIdentity(events.Identity{Tenant: "acme", Role: "admin"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	user, err := client.New(f.NC, client.WithIdentity(events.Identity{Tenant: "acme", Role: "user"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"w1", "w2"} {
+		if _, err := admin.Submit(ctx, client.Request{Tool: "wait", ID: id, RunID: "r"}, time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-started
+	<-started
+	res, err := admin.CancelAndWait(ctx, "wait", "r", "w1")
+	if err != nil || res.Status != events.StatusCanceled || res.Error == nil || !strings.Contains(res.Error.Message, "canceled by acme/admin") {
+		t.Fatalf("the owner's cancel: %+v, %v; want canceled by acme/admin", res.Error, err)
+	}
+	// Another role's cancel is refused: the call goes on, and its result is the outcome.
+	outcome := make(chan events.Result, 1)
+	go func() {
+		res, err := user.CancelAndWait(ctx, "wait", "r", "w2")
+		if err != nil {
+			t.Error(err)
+		}
+		outcome <- res
+	}()
+	natstest.Eventually(t, 10*time.Second, "the refusal recorded", func() bool {
+		m, err := jsutil.DirectGetLast(ctx, f.NC, events.StreamEvents, "toolfleet.event.run.r."+events.RunActRefused+".acme")
+		return err == nil && m != nil
+	})
+	close(release)
+	if res := <-outcome; res.Status != events.StatusOK {
+		t.Fatalf("another role's cancel: %+v; want the call's ok result", res)
+	}
+	// A call that has its result is answered with it.
+	if res, err := admin.CancelAndWait(ctx, "wait", "r", "w1"); err != nil || res.Status != events.StatusCanceled {
+		t.Fatalf("a cancel of a canceled call: %+v, %v", res, err)
 	}
 }
 

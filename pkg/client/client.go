@@ -210,38 +210,9 @@ func (c *Client) Call(ctx context.Context, r Request) (events.Result, error) {
 	if err != nil {
 		return events.Result{}, err
 	}
-	// The wait is a core subscription to the result's subject, made before the publish:
-	// a JetStream consumer per call would outlive the call on the server (and past the
-	// server's consumers per stream, calls would fail). A result stored before the
-	// subscription (the id was answered before) is found by a direct get, and one missed
-	// while the connection was down by the same look-up, every few seconds. One result
-	// is awaited: a channel of one (a synchronous subscription's buffer holds 65,536),
-	// and the subscription ends itself with it (AutoUnsubscribe, sent with the
-	// subscription and the call): no unsubscribe goes out after the result, when the
-	// caller waits. The deferred Unsubscribe covers the other ends, and is a no-op after
-	// a result came.
-	results := make(chan *nats.Msg, 1)
-	sub, err := c.nc.ChanSubscribe(subj, results)
+	m, err := c.publishAndAwait(ctx, subj, msg, !r.FreshID)
 	if err != nil {
-		return events.Result{}, fmt.Errorf("await the result of call %s: %w", r.ID, err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := sub.AutoUnsubscribe(1); err != nil {
-		return events.Result{}, fmt.Errorf("await the result of call %s: %w", r.ID, err)
-	}
-	var m *nats.Msg
-	if !r.FreshID {
-		if m, err = c.storedResult(ctx, subj); err != nil {
-			return events.Result{}, fmt.Errorf("await the result of call %s: %w", r.ID, ctxErr(ctx, err))
-		}
-	}
-	if m == nil {
-		if _, err := c.js.PublishMsg(ctx, msg); err != nil {
-			return events.Result{}, fmt.Errorf("publish call %s: %w", r.ID, ctxErr(ctx, err))
-		}
-		if m, err = c.awaitResult(ctx, results, subj); err != nil {
-			return events.Result{}, fmt.Errorf("await the result of call %s: %w", r.ID, err)
-		}
+		return events.Result{}, fmt.Errorf("call %s: %w", r.ID, err)
 	}
 	_, res, err := events.DecodeResult(events.CoreMsg(m))
 	if err != nil {
@@ -283,15 +254,19 @@ func (c *Client) Answer(ctx context.Context, tool, callID string, a events.Appro
 	return nil
 }
 
-// Cancel asks the fleet to stop callID, a call of tool made by this client's caller
-// (its tenant, for a client [WithIdentity]), and returns once the cancel is stored. It
-// does not wait for the call's answer, which says what happened: canceled (status and
-// code) when the call stopped because of it or had not started (a call still waiting in
-// the stream, or parked for approval, is answered without running); interrupted when a
-// non-idempotent tool was cut mid-run (its effect may be partly done); or the call's
-// normal result when it had finished already. Cancelling twice is harmless.
+// Cancel asks the fleet to stop callID, a call of tool, as this client's caller (its
+// tenant and role, for a client [WithIdentity]), and returns once the cancel is stored.
+// Executors act on it only when the caller may act on the call: it made it, or its role
+// is one of the fleet's operator roles in the call's tenant (events.MayAct); another
+// role's cancel is refused and recorded, and the call goes on. It does not wait for the
+// call's answer ([Client.CancelAndWait] does), which says what happened: canceled
+// (status and code) when the call stopped because of it or had not started (a call still
+// waiting in the stream, or parked for approval, is answered without running);
+// interrupted when a non-idempotent tool was cut mid-run (its effect may be partly
+// done); or the call's normal result when it had finished already, or when the cancel
+// was refused. Cancelling twice is harmless.
 func (c *Client) Cancel(ctx context.Context, tool, callID string) error {
-	msg, err := events.NewCancel(c.source, c.caller, tool, callID, events.Cancel{By: c.source})
+	msg, err := c.cancelMsg(tool, callID)
 	if err != nil {
 		return err
 	}
@@ -299,6 +274,78 @@ func (c *Client) Cancel(ctx context.Context, tool, callID string) error {
 		return fmt.Errorf("publish the cancel of call %s: %w", callID, ctxErr(ctx, err))
 	}
 	return nil
+}
+
+// CancelAndWait is [Client.Cancel] that waits, until ctx ends, for the outcome: the
+// call's result, in run (empty: the call's own run), which says what happened. A result
+// whose status is not ok (canceled, interrupted) is the outcome, not an error; the
+// error is for a cancel or a wait that failed. A call answered before is answered at
+// once, without a cancel. An executor acts on a cancel at once when it hears it, and
+// within a third of its ack wait (10s by default) when it missed its message.
+func (c *Client) CancelAndWait(ctx context.Context, tool, run, callID string) (events.Result, error) {
+	msg, err := c.cancelMsg(tool, callID)
+	if err != nil {
+		return events.Result{}, err
+	}
+	if run == "" {
+		run = callID
+	}
+	subj, err := events.ResultSubject(c.caller.Tenant, events.ReplyID(run), events.ReplyID(callID))
+	if err != nil {
+		return events.Result{}, err
+	}
+	m, err := c.publishAndAwait(ctx, subj, msg, true)
+	if err != nil {
+		return events.Result{}, fmt.Errorf("cancel call %s: %w", callID, err)
+	}
+	_, res, err := events.DecodeResult(events.CoreMsg(m))
+	return res, err
+}
+
+func (c *Client) cancelMsg(tool, callID string) (*nats.Msg, error) {
+	return events.NewCancel(c.source, c.caller, tool, callID, events.Cancel{By: c.source})
+}
+
+// publishAndAwait publishes msg and returns the message stored on subj next (a result),
+// waiting until ctx ends; with lookFirst, a message stored on subj already is returned
+// without publishing msg.
+//
+// The wait is a core subscription to the result's subject, made before the publish:
+// a JetStream consumer per call would outlive the call on the server (and past the
+// server's consumers per stream, calls would fail). A result stored before the
+// subscription (the id was answered before) is found by a direct get, and one missed
+// while the connection was down by the same look-up, every few seconds. One result
+// is awaited: a channel of one (a synchronous subscription's buffer holds 65,536),
+// and the subscription ends itself with it (AutoUnsubscribe, sent with the
+// subscription and the call): no unsubscribe goes out after the result, when the
+// caller waits. The deferred Unsubscribe covers the other ends, and is a no-op after
+// a result came.
+func (c *Client) publishAndAwait(ctx context.Context, subj string, msg *nats.Msg, lookFirst bool) (*nats.Msg, error) {
+	results := make(chan *nats.Msg, 1)
+	sub, err := c.nc.ChanSubscribe(subj, results)
+	if err != nil {
+		return nil, fmt.Errorf("await the result: %w", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := sub.AutoUnsubscribe(1); err != nil {
+		return nil, fmt.Errorf("await the result: %w", err)
+	}
+	if lookFirst {
+		if m, err := c.storedResult(ctx, subj); err != nil || m != nil {
+			if err != nil {
+				return nil, fmt.Errorf("await the result: %w", ctxErr(ctx, err))
+			}
+			return m, nil
+		}
+	}
+	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
+		return nil, fmt.Errorf("publish %s: %w", msg.Subject, ctxErr(ctx, err))
+	}
+	m, err := c.awaitResult(ctx, results, subj)
+	if err != nil {
+		return nil, fmt.Errorf("await the result: %w", err)
+	}
+	return m, nil
 }
 
 // ctxErr prefers ctx's error to the one a cancelled request reports.
