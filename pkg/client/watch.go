@@ -44,7 +44,9 @@ var ErrStopped = errors.New("client: watch stopped")
 // it streams), model_answered, tool_called, tool_started (Executor, Attempt) and
 // tool_progress (from the executors; Detail is a tools.Progress, rate-limited, the
 // latest wins), tool_result or tool_error, approval_needed, approval_answered (an answer
-// taken by the planner's API; Detail is its [events.Approval]), loop_detected, done
+// taken by the planner's API; Detail is its [events.Approval]), act_refused (from an
+// executor: an approval answer or a cancel of one of the run's calls from a caller that
+// may not act on it; Detail is an [events.RefusedAct]), loop_detected, done
 // ([events.RunEvent], with its step and time At; an event's Type is [events.RunType] of
 // its word, its Detail the planner's record; the planner's package doc has the table).
 // The run's last event is "done". The watch ends when ctx ends.
