@@ -11,11 +11,12 @@ import (
 // sees only its tenant's runs.
 type Auth = apiauth.Auth
 
-// LoadTokens reads a tokens file (see apiauth.LoadTokens).
-var LoadTokens = apiauth.LoadTokens
+// LoadTokens reads a tokens file (see apiauth.LoadTokens): a token's holder acts with
+// the tenant and role the file gives it.
+func LoadTokens(path string) (map[string]events.Identity, error) { return apiauth.LoadTokens(path) }
 
-// HashToken is the key of a token in Auth.Tokens.
-var HashToken = apiauth.HashToken
+// HashToken is the key of a token in Auth.Tokens (see apiauth.HashToken).
+func HashToken(token string) string { return apiauth.HashToken(token) }
 
 // callerOf returns the identity the API established for the request.
 func callerOf(r *http.Request) events.Identity { return apiauth.Caller(r.Context()) }
