@@ -33,6 +33,9 @@
 //	-executor-id       this replica's name in results and logs (TOOLFLEET_EXECUTOR_ID, the host name)
 //	-stream-replicas   replicas of the streams it creates: 1, or 3 in a cluster (TOOLFLEET_STREAM_REPLICAS, 1)
 //	-shards            streams calls and results are each split over (TOOLFLEET_SHARDS, 1; see events.Config.Shards)
+//	-operator-roles    roles that may answer the approvals of, and cancel, other roles' calls
+//	                   of their tenant (TOOLFLEET_OPERATOR_ROLES, none; see
+//	                   executor.WithOperatorRoles): the planner's, the same on every part
 //
 // A flag wins over its variable; a malformed variable is an error naming it, never
 // silently replaced by the default.

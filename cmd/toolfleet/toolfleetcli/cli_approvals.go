@@ -101,6 +101,6 @@ func (c *cli) answerCommand(name, short, decision string, withArgs bool) *cobra.
 		},
 	}
 	cmd.Flags().StringVar(&a.Reason, "reason", "", "why, for the record (a denial's reason is shown to the model)")
-	cmd.Flags().StringVar(&a.By, "by", "", "who answers, for the record (default: the token's identity)")
+	cmd.Flags().StringVar(&a.By, "by", "", "a note of who answers, kept as the approval's claimed_by (its by is the token's identity)")
 	return cmd
 }
