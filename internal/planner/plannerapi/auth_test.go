@@ -100,7 +100,9 @@ func TestLesserRoleCannotWidenAnAdminsRun(t *testing.T) {
 		{"follow up enabling admin_only", "POST", "/v1/runs/" + id + "/messages",
 			map[string]any{"input": "go", "tools": map[string]any{"enable": []string{"admin_only"}}}},
 		{"cancel", "POST", "/v1/runs/" + id + "/cancel", nil},
-		{"approve", "POST", "/v1/approvals/" + call.ID, map[string]any{"decision": "approve"}},
+		{"pause", "POST", "/v1/runs/" + id + "/pause", nil},
+		{"resume", "POST", "/v1/runs/" + id + "/resume", nil},
+		{"approve", "POST", "/v1/approvals/" + call.ID, map[string]any{"decision": "approve", "arguments": map[string]any{"where": "prod"}}},
 	} {
 		status, body := apiCall(t, f.api, tt.method, tt.path, "acme-user", tt.body)
 		wantStatus(t, "acme's user: "+tt.what, status, body, http.StatusForbidden, `role "user" may not`)
@@ -109,6 +111,12 @@ func TestLesserRoleCannotWidenAnAdminsRun(t *testing.T) {
 			t.Errorf("globex's admin: %s: %d %v; want 404", tt.what, status, body)
 		}
 	}
+	// The refusal is the one decision the executors make on an answer over NATS, word for
+	// word (for a run here, a call there).
+	_, body := apiCall(t, f.api, "POST", "/v1/approvals/"+call.ID, "acme-user", map[string]any{"decision": "approve"})
+	want := events.MayAct(events.Act{Actor: events.Identity{Tenant: "acme", Role: "user"}, Owner: events.Identity{Tenant: "acme", Role: "admin"},
+		What: "answer the approvals of", Kind: "run", ID: id}, []string{"ops"}, nil)
+	wantStatus(t, "acme's user's approval", http.StatusForbidden, body, http.StatusForbidden, want.Message)
 	// acme's user may still read the run: seeing is for the tenant.
 	if status, body := apiCall(t, f.api, "GET", "/v1/runs/"+id, "acme-user", nil); status != http.StatusOK {
 		t.Fatalf("acme's user reading the run: %d %v", status, body)
