@@ -292,7 +292,8 @@ func TestStdio(t *testing.T) {
 
 // A call of an unsafe tool waits for its approval, which an approver gives on NATS
 // (pkg/client), as for any other caller; the call then answers with the tool's result.
-// The approval is for the caller's tenant, on its subjects.
+// The approval is for the caller's tenant, on its subjects, from an operator role of the
+// fleet (the executor carries out no other role's answer).
 func TestUnsafeCallWaitsForItsApproval(t *testing.T) {
 	f := startFleet(t)
 	url, _ := f.edge(t, testAuth, 0)

@@ -112,7 +112,8 @@ var testTools = []struct {
 		func(_ context.Context, args json.RawMessage) (any, error) { return args, nil }},
 }
 
-// fleet is an embedded JetStream with an executor serving testTools.
+// fleet is an embedded JetStream with an executor serving testTools; "approver" is the
+// fleet's operator role (it answers other roles' approvals).
 type fleet struct {
 	js  *natstest.JetStream
 	cfg events.Config
@@ -128,7 +129,7 @@ func startFleet(t testing.TB) *fleet {
 		}
 	}
 	ex, err := executor.New(fx.Srv.Connect(), reg, executor.WithStreamConfig(fx.Cfg), executor.WithLogger(zerolog.Nop()),
-		executor.WithConcurrency(64))
+		executor.WithConcurrency(64), executor.WithOperatorRoles("approver"))
 	if err != nil {
 		t.Fatal(err)
 	}

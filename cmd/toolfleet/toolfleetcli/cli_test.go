@@ -101,7 +101,7 @@ func TestCLI(t *testing.T) {
 	late := toolfleet("approvals", "deny", callID)
 	late.check(t, 1, "409 Conflict")
 	w := <-watched
-	w.check(t, 0, "→ get_time", "✗ calculator invalid_tool_input", "? write_file waits for an approval", ": approve by api: fine",
+	w.check(t, 0, "→ get_time", "✗ calculator invalid_tool_input", "? write_file waits for an approval", ": approve by anonymous: fine",
 		"done: completed", "answer: The orders total 84")
 	toolfleet("runs", "get", runID).check(t, 0, "run "+runID+": done (completed)", "STEP", "read_file", "answer: The orders total 84")
 	var got runs.Run
