@@ -83,7 +83,7 @@ func TestSubCallApprovalIsListedAndAnswered(t *testing.T) {
 		t.Fatalf("the run ended %s with %q; the composite call %s %s %+v", run.Termination, run.Answer, c.Status, c.Output, c.Error)
 	}
 	if s := c.Subs[0]; s.Status != string(events.StatusOK) || s.Approval == nil || s.Approval.Decision != events.DecisionApprove ||
-		s.Approval.By != "api:acme/admin" {
+		s.Approval.By != "acme/admin" {
 		t.Fatalf("the sub-call's record: %+v (approval %+v)", s, s.Approval)
 	}
 	natstest.Eventually(t, waitTimeout, "the approval to be listed as answered", func() bool {
