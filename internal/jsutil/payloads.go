@@ -63,7 +63,7 @@ func (p *Payloads) Put(ctx context.Context, tenant string, data []byte) (*events
 		if err != nil {
 			return nil, err
 		}
-		f, err := p.js.PublishMsgAsync(&nats.Msg{Subject: subj, Data: data[off:min(off+p.chunk, len(data))]})
+		f, err := PublishAsync(ctx, p.js, &nats.Msg{Subject: subj, Data: data[off:min(off+p.chunk, len(data))]})
 		if err != nil {
 			return nil, fmt.Errorf("store payload %s: %w", ref.ID, err)
 		}
