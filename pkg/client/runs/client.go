@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -19,10 +20,19 @@ const DefaultURL = "http://127.0.0.1:8080"
 
 // Client drives runs over one planner's HTTP API. It is safe for concurrent use.
 type Client struct {
-	base  *url.URL
-	token string
-	http  *http.Client
+	base    *url.URL
+	token   string
+	http    *http.Client
+	retries int
 }
+
+// DefaultRetries is how many times a request the planner refused as too busy (429) is
+// sent again by default ([WithRetries]).
+const DefaultRetries = 10
+
+// maxRetryWait is the longest Retry-After a client waits: a planner that asks for more
+// gets its 429 *[Error] back at once.
+const maxRetryWait = 30 * time.Second
 
 // Option configures a [Client].
 type Option func(*Client)
@@ -35,6 +45,13 @@ func WithToken(token string) Option { return func(c *Client) { c.token = token }
 // Its Timeout, if any, also bounds a followed run's event stream: prefer contexts.
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.http = hc } }
 
+// WithRetries sets how many times a request the planner refused with 429 (saturated by
+// a server that falls behind; nothing of the request was stored) is sent again, each
+// after the wait its Retry-After asks (at most 30s, plus up to a quarter more so that
+// refused clients do not all come back at once), within the request's context. 0
+// turns retrying off: the 429 is returned as an *[Error]. Default [DefaultRetries].
+func WithRetries(n int) Option { return func(c *Client) { c.retries = max(n, 0) } }
+
 // New returns a client of the planner API at baseURL (e.g. [DefaultURL]).
 func New(baseURL string, opts ...Option) (*Client, error) {
 	u, err := url.Parse(strings.TrimRight(baseURL, "/"))
@@ -44,7 +61,7 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("runs: the API URL %q: want http://host:port or https://host", baseURL)
 	}
-	c := &Client{base: u, http: &http.Client{Transport: http.DefaultTransport}}
+	c := &Client{base: u, http: &http.Client{Transport: http.DefaultTransport}, retries: DefaultRetries}
 	for _, o := range opts {
 		o(c)
 	}
@@ -58,18 +75,29 @@ func (c *Client) URL() string { return c.base.String() }
 type Error struct {
 	// Status is the HTTP status: 400 a bad request (Message says what), 401 a missing or
 	// wrong token, 403 not allowed, 404 not found (also another tenant's run), 409 a
-	// conflict with the run's state or an approval's first answer, 503 try again.
+	// conflict with the run's state or an approval's first answer, 429 a planner too
+	// busy to start a run now (retried by the client: [WithRetries]), 503 try again.
 	Status     int               `json:"status"`
 	Message    string            `json:"message"`
 	Violations []json.RawMessage `json:"violations,omitempty"`
 	// Approval is the decision that stood, for an answer refused as late (409).
 	Approval json.RawMessage `json:"approval,omitempty"`
+	// RetryAfter is how many seconds the planner asked to wait before trying again
+	// (429).
+	RetryAfter int `json:"retryAfter,omitempty"`
 	// Run is the run as it stands, beside a control request refused for its state.
 	Run *Run `json:"-"`
 }
 
 func (e *Error) Error() string {
 	return fmt.Sprintf("%d %s: %s", e.Status, http.StatusText(e.Status), e.Message)
+}
+
+// IsBusy reports whether err is the planner's 429: it was too busy to take the request
+// (a new run) and stored nothing of it; the same request may be sent again later.
+func IsBusy(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Status == http.StatusTooManyRequests
 }
 
 // IsNotFound reports whether err is the planner's 404.
@@ -79,7 +107,9 @@ func IsNotFound(err error) bool {
 }
 
 // Start starts a run and returns it as stored, running; follow it with [Client.Follow]
-// or [Client.Wait].
+// or [Client.Wait]. With req.Wait, the planner answers once the run is done or paused
+// (or with the run as it is after req.WaitTimeout): one request for a short run. A
+// planner too busy to start it answers 429, and the client asks again ([WithRetries]).
 func (c *Client) Start(ctx context.Context, req StartRequest) (*Run, error) {
 	var run Run
 	if err := c.do(ctx, http.MethodPost, "/v1/runs", req, &run); err != nil {
@@ -282,17 +312,48 @@ func (c *Client) newRequest(ctx context.Context, method, path string, body io.Re
 }
 
 // do sends in as JSON (none when nil) and decodes a 2xx answer into out (when not nil);
-// any other answer is an *Error.
+// any other answer is an *Error. A 429 is sent again after its Retry-After, up to
+// c.retries times.
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
+	var body []byte
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return err
 		}
-		body = bytes.NewReader(b)
+		body = b
 	}
-	req, err := c.newRequest(ctx, method, path, body)
+	for retry := 0; ; retry++ {
+		err := c.doOnce(ctx, method, path, body, in != nil, out)
+		var e *Error
+		if retry >= c.retries || !errors.As(err, &e) || e.Status != http.StatusTooManyRequests {
+			return err
+		}
+		wait := time.Duration(e.RetryAfter) * time.Second
+		if wait <= 0 {
+			wait = time.Second
+		}
+		if wait > maxRetryWait {
+			return err
+		}
+		t := time.NewTimer(wait + rand.N(wait/4+1))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("runs: %s %s: %w (after %w)", method, path, ctx.Err(), err)
+		}
+	}
+}
+
+// doOnce sends one request with body (JSON, when hasBody) and decodes a 2xx answer into
+// out (when not nil); any other answer is an *Error.
+func (c *Client) doOnce(ctx context.Context, method, path string, body []byte, hasBody bool, out any) error {
+	var rd io.Reader
+	if hasBody {
+		rd = bytes.NewReader(body)
+	}
+	req, err := c.newRequest(ctx, method, path, rd)
 	if err != nil {
 		return err
 	}
@@ -315,7 +376,8 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 }
 
 // readError reads the planner's {"error":{...},"run":{...}}; an answer in another shape
-// (a proxy's page) is an *Error with the status and the start of the body.
+// (a proxy's page) is an *Error with the status and the start of the body. A
+// Retry-After header is the error's RetryAfter.
 func readError(resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	var body struct {
@@ -330,11 +392,29 @@ func readError(resp *http.Response) error {
 		if msg == "" {
 			msg = "no message"
 		}
-		return &Error{Status: resp.StatusCode, Message: msg}
+		body.Error = &Error{Status: resp.StatusCode, Message: msg}
 	}
 	if body.Error.Status == 0 {
 		body.Error.Status = resp.StatusCode
 	}
+	if s := retryAfter(resp.Header.Get("Retry-After"), time.Now()); s > 0 {
+		body.Error.RetryAfter = s
+	}
 	body.Error.Run = body.Run
 	return body.Error
+}
+
+// retryAfter reads a Retry-After header, in seconds or as an HTTP date, as whole
+// seconds from now (rounded up); 0 when there is none or it cannot be read.
+func retryAfter(v string, now time.Time) int {
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(v); err == nil {
+		return max(s, 0)
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return int((t.Sub(now) + time.Second - 1) / time.Second)
+	}
+	return 0
 }

@@ -41,4 +41,9 @@
 // A request the planner refuses is an *[Error] with its HTTP status and message (and,
 // for a control request refused for the run's state, the run as it stands); a request
 // that did not get an answer is the transport's error.
+//
+// A planner saturated by a server that falls behind refuses new runs with 429 and a
+// Retry-After, before storing anything of them. The client sends such a request again
+// after the wait asked for, up to [DefaultRetries] times within the request's context
+// ([WithRetries] changes it; 0 returns the 429 at once, [IsBusy] recognizes it).
 package runs

@@ -31,6 +31,11 @@ type StartRequest struct {
 	// Pause makes the run pause after every step, or after steps that called the named
 	// tools, until it is resumed ([Client.Resume]).
 	Pause *PauseOptions `json:"pause,omitempty"`
+	// Wait asks the planner to answer once the run is done or paused, or after
+	// WaitTimeout (a duration such as "30s", at most 1h; default 5m) with the run as it
+	// is then.
+	Wait        bool   `json:"wait,omitempty"`
+	WaitTimeout string `json:"waitTimeout,omitempty"`
 }
 
 // PauseOptions say when a run pauses by itself, before the model's next step.
