@@ -72,6 +72,15 @@ type Config struct {
 	TracerProvider trace.TracerProvider
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// MaxStarting is the most runs this replica starts at once (Start calls storing a
+	// new run); past it, a new run is refused with a 429 [APIError] (see Backpressure in
+	// the package doc). Default 256.
+	MaxStarting int
+	// MaxStall is how long the planner's writes may wait for room among its
+	// unacknowledged publishes (JetStream acknowledging more slowly than the planner
+	// writes) before new runs are refused with a 429 [APIError]; runs already started go
+	// on, slowed down to the server's pace. Default 1s.
+	MaxStall time.Duration
 	// BeforeStepCommit, when set, is called between the parts of a step's atomic batch
 	// and its commit (see Durability in the package doc), for fault-injection tests (a
 	// planner, or the journal's leader, killed mid-batch); an error abandons the batch.
@@ -98,6 +107,15 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.PickMax == 0 {
 		c.PickMax = 8
+	}
+	if c.MaxStarting < 0 || c.MaxStall < 0 {
+		return c, fmt.Errorf("planner: MaxStarting and MaxStall must not be negative, got %d and %s", c.MaxStarting, c.MaxStall)
+	}
+	if c.MaxStarting == 0 {
+		c.MaxStarting = 256
+	}
+	if c.MaxStall == 0 {
+		c.MaxStall = time.Second
 	}
 	if c.ModelTimeout == 0 {
 		c.ModelTimeout = 2 * time.Minute

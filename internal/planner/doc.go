@@ -203,6 +203,32 @@
 // never succeed (a record over the server's max payload) ends the run with
 // storage_error instead of being retried until the run's time limit.
 //
+// # Backpressure
+//
+// When JetStream acknowledges writes more slowly than the planner makes them (a server
+// that syncs every write to disk, a slow disk, a busy cluster), the planner slows down
+// instead of failing runs. Every asynchronous write — a run's input and large
+// arguments, calls, run events, usage records, payloads — goes through one window of
+// at most 1024 unacknowledged publishes (jsutil.Window); a write that finds it full
+// waits for room, bounded by its request's or step's context, rather than failing with
+// nats.go's "stalled with too many outstanding async published messages". A write whose
+// acknowledgement is late is published again until it is settled (jsutil.Settle: its
+// id or expected sequence keeps it single), and a step that still could not write is
+// taken again from the plan stream. So a run already accepted does not end in error
+// because its server was slow.
+//
+// New runs are admitted only while the planner keeps up (admission.go): once writes
+// have waited for room longer than Config.MaxStall (1s), or Config.MaxStarting (256)
+// runs are being started at once, Start refuses a new run with a 429 [APIError] whose
+// RetryAfter (the HTTP API's Retry-After) says when to try again, before anything of
+// the run is stored, so nothing is half-created and the same request can be sent
+// again; pkg/client/runs and the CLI do. Runs refused are counted by reason
+// (toolfleet_planner_runs_refused_total), the waits for room by their length
+// (toolfleet_planner_publish_wait_seconds). Nested runs and follow-ups belong to runs
+// already admitted: they wait, they are not refused. When the server keeps up, none of
+// this costs anything measurable: the window is never full and a publish is one call,
+// as before (BenchmarkLoopStep, before and after in one session: see docs/benchmarks.md).
+//
 // # Context budget
 //
 // Each tool output is shown to the model within the run's Limits.ContextBudget (64 KiB

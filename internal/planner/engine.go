@@ -45,6 +45,11 @@ type Planner struct {
 	leases    map[string]leaseDue  // leased steps by run id, for the lease sweeper
 
 	m *metrics
+	// win is the window of the planner's asynchronous publishes: every one goes through
+	// it, waiting for room when JetStream falls behind; admit refuses new runs while it
+	// stays full (admission.go).
+	win   *jsutil.Window
+	admit *admission
 	// tracer makes the runs' and model calls' spans (trace.go).
 	tracer trace.Tracer
 	// runSpans holds the invoke_agent spans of the runs this replica started, by run id,
@@ -68,11 +73,17 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Planner, error) {
 	if err != nil {
 		return nil, err
 	}
+	m, err := newMetrics(cfg.Metrics)
+	if err != nil {
+		return nil, fmt.Errorf("planner: metrics: %w", err)
+	}
 	// Run events are published without waiting for their acknowledgement (emit): a
 	// failure to store one is logged here.
 	// An asynchronous publish whose PubAck never comes (sent to a server that died) fails
-	// after publishAckTimeout instead of waiting for ever.
+	// after publishAckTimeout instead of waiting for ever; at most maxPendingPublishes
+	// wait for theirs (admission.go).
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(publishAckTimeout),
+		jetstream.WithPublishAsyncMaxPending(maxPendingPublishes),
 		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) {
 			// A twin of the event being stored (10158) is stored, or its own publisher says.
 			if strings.HasPrefix(m.Subject, "toolfleet.event.") && !jsutil.IsAlreadyAnswered(err) && !jsutil.IsWriteInProgress(err) {
@@ -110,11 +121,10 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Planner, error) {
 			Msg("the run log of an earlier version is copied into the journal and no longer used; delete it: nats stream rm " + events.StreamRunLog)
 	}
 	cfg.NoUsage = cfg.NoUsage || !ensureUsage(ctx, js, cfg)
-	m, err := newMetrics(cfg.Metrics)
-	if err != nil {
-		return nil, fmt.Errorf("planner: metrics: %w", err)
-	}
-	p := &Planner{nc: nc, js: js, cfg: cfg, log: cfg.Log.With().Str("planner", cfg.ID).Logger(),
+	win := jsutil.NewWindow(js, m.publishWaited)
+	rlog.win = win
+	p := &Planner{win: win, admit: &admission{maxStarting: int64(cfg.MaxStarting), maxStall: cfg.MaxStall, win: win, m: m},
+		nc: nc, js: js, cfg: cfg, log: cfg.Log.With().Str("planner", cfg.ID).Logger(),
 		cat: newCatalogView(catalog, cfg.Log), deadlines: map[string]time.Time{}, leases: map[string]leaseDue{}, m: m,
 		replica: cfg.ID + "-" + nuid.Next(), tracer: newTracer(cfg), index: newRunIndex()}
 	p.runs = newStore(kv, js, nc, p.finished)

@@ -99,8 +99,8 @@ func (g *createGate) wait(ctx context.Context) (uint64, error) {
 type createGateKey struct{}
 
 // publishHeld publishes an event a first step held while its run was being stored.
-func (p *Planner) publishHeld(m *nats.Msg) {
-	if _, err := p.js.PublishMsgAsync(m); err != nil {
+func (p *Planner) publishHeld(ctx context.Context, m *nats.Msg) {
+	if _, err := p.win.Publish(ctx, m); err != nil {
 		p.log.Warn().Err(err).Str("subject", m.Subject).Msg("run event not published")
 	}
 }
@@ -111,7 +111,7 @@ func (p *Planner) publishEvent(ctx context.Context, m *nats.Msg) error {
 	if g, _ := ctx.Value(createGateKey{}).(*createGate); g != nil && g.hold(m) {
 		return nil
 	}
-	_, err := p.js.PublishMsgAsync(m)
+	_, err := p.win.Publish(ctx, m)
 	return err
 }
 

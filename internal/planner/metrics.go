@@ -17,6 +17,8 @@ type metrics struct {
 	model    *prometheus.HistogramVec
 	tokens   *prometheus.CounterVec
 	policy   *prometheus.CounterVec
+	refused  *prometheus.CounterVec
+	waits    prometheus.Histogram
 }
 
 func newMetrics(r prometheus.Registerer) (*metrics, error) {
@@ -38,8 +40,14 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 		policy: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "toolfleet", Subsystem: "planner",
 			Name: "policy_decisions_total", Help: "Calls a run's policy hook decided on, by decision (allow, deny, modify, invalid: a modification the schema refused) and by whom (hook, or onError when the hook gave no usable answer)."},
 			[]string{"decision", "by"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "toolfleet", Subsystem: "planner",
+			Name: "runs_refused_total", Help: "New runs refused with 429 before anything of them was stored, because the planner was saturated, by reason (stall: its writes waited for room longer than MaxStall; starting: MaxStarting runs were being started)."},
+			[]string{"reason"}),
+		waits: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "toolfleet", Subsystem: "planner",
+			Name: "publish_wait_seconds", Help: "Time a write waited for room among the planner's unacknowledged publishes, for each write that found them at their bound (JetStream acknowledging more slowly than the planner writes).",
+			Buckets: prometheus.ExponentialBuckets(0.2, 2, 10)}),
 	}
-	for _, c := range []prometheus.Collector{m.started, m.finished, m.steps, m.model, m.tokens, m.policy} {
+	for _, c := range []prometheus.Collector{m.started, m.finished, m.steps, m.model, m.tokens, m.policy, m.refused, m.waits} {
 		if err := r.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {
@@ -80,5 +88,20 @@ func (m *metrics) modelCall(model string, d time.Duration, u provider.Usage, err
 func (m *metrics) policyDecision(decision, by string) {
 	if m != nil {
 		m.policy.WithLabelValues(decision, by).Inc()
+	}
+}
+
+// runRefused counts a new run refused for backpressure (429), for reason.
+func (m *metrics) runRefused(reason string) {
+	if m != nil {
+		m.refused.WithLabelValues(reason).Inc()
+	}
+}
+
+// publishWaited records a write that waited d for room among the unacknowledged
+// publishes.
+func (m *metrics) publishWaited(d time.Duration) {
+	if m != nil {
+		m.waits.Observe(d.Seconds())
 	}
 }

@@ -144,7 +144,7 @@ func (p *Planner) recordResult(ctx context.Context, m jetstream.Msg, res events.
 				detail = withArgs[0]
 			}
 			p.emit(ctx, r, what, c.Step, c.ID, p.eventCall(detail))
-			p.recordUsage(r, c)
+			p.recordUsage(ctx, r, c)
 		}
 		if r.Status == StatusRunning && r.stepComplete() {
 			p.completeStep(r, now)

@@ -38,7 +38,9 @@ import (
 // and that compare-and-set are one atomic batch (commitStep). Tool outputs are not copied here: they
 // are the results the executors stored in the results stream, read by call id.
 type runLog struct {
-	js      jetstream.JetStream
+	js jetstream.JetStream
+	// win is the planner's window of asynchronous publishes (admission.go), set by New.
+	win     *jsutil.Window
 	log     jetstream.Stream
 	results []jetstream.Stream // one per shard: shards.ResultShard picks
 	shards  events.Config
@@ -232,29 +234,23 @@ func (l *runLog) forget(run string) {
 
 // writeInput starts writing the messages a run starts with and returns a function that
 // waits for the write's outcome (nil too when an earlier start wrote them). An error
-// now is one no retry fixes, such as an input over the server's max payload.
-func (l *runLog) writeInput(run string, msgs []provider.Message) (wait func(context.Context) error, err error) {
+// now is one no retry fixes, such as an input over the server's max payload, or ctx's
+// end while the planner waited for room to publish.
+func (l *runLog) writeInput(ctx context.Context, run string, msgs []provider.Message) (wait func(context.Context) error, err error) {
 	subject := logSubject(run, "input")
 	msg, err := l.record(subject, msgs)
 	if err != nil {
 		return nil, err
 	}
-	f, err := l.js.PublishMsgAsync(msg)
+	f, err := l.win.Publish(ctx, msg)
 	if err != nil {
 		return nil, fmt.Errorf("write %s (%d bytes): %w", subject, len(msg.Data), err)
 	}
 	return func(ctx context.Context) error {
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			if jsutil.MayPass(err) { // no answer (a server that died), a stream electing
-				err = l.settle(ctx, msg)
-			}
-			if err != nil && !jsutil.IsAlreadyAnswered(err) {
-				return fmt.Errorf("write %s: %w", subject, err)
-			}
-		case <-ctx.Done():
-			return ctx.Err()
+		// No answer (a server that died or is slow), a stream electing: published again
+		// until settled; the record there already is an earlier try's.
+		if err := jsutil.Settle(ctx, l.js, f, createTryTimeout); err != nil && !jsutil.IsAlreadyAnswered(err) {
+			return fmt.Errorf("write %s: %w", subject, err)
 		}
 		c := l.cache(run)
 		l.mu.Lock()
@@ -262,18 +258,6 @@ func (l *runLog) writeInput(run string, msgs []provider.Message) (wait func(cont
 		l.mu.Unlock()
 		return nil
 	}, nil
-}
-
-// settle publishes msg, a record written once (expected subject sequence 0), riding
-// out a server that dies and a stream that elects a leader (jsutil.RetryWrite), until
-// the answer is definite: stored, or refused because the record is there
-// ([jsutil.IsAlreadyAnswered]), which is what an earlier try whose answer was lost
-// leaves.
-func (l *runLog) settle(ctx context.Context, msg *nats.Msg) error {
-	return jsutil.RetryWrite(ctx, createTryTimeout, func(ctx context.Context) error {
-		_, err := jsutil.PublishSettled(ctx, l.js, msg)
-		return err
-	})
 }
 
 // keepInput remembers the input of run, being written, for its first step taken
@@ -355,7 +339,7 @@ func (l *runLog) stepMessage(ctx context.Context, run string, rec *stepRecord) (
 			if l.wrote != nil {
 				l.wrote(subject, len(b))
 			}
-			f, err := l.js.PublishAsync(subject, b)
+			f, err := l.win.Publish(ctx, &nats.Msg{Subject: subject, Data: b})
 			if err != nil {
 				return nil, fmt.Errorf("write arguments of step %d (%d bytes): %w", rec.Step, len(b), err)
 			}
@@ -368,12 +352,9 @@ func (l *runLog) stepMessage(ctx context.Context, run string, rec *stepRecord) (
 			stored.Calls[i] = &cc
 		}
 		for _, f := range futures {
-			select {
-			case <-f.Ok():
-			case err := <-f.Err():
+			// Each on a subject of its own: published again, it is the same record.
+			if err := jsutil.Settle(ctx, l.js, f, createTryTimeout); err != nil {
 				return nil, fmt.Errorf("write arguments of step %d: %w", rec.Step, err)
-			case <-ctx.Done():
-				return nil, ctx.Err()
 			}
 		}
 	} else {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolfleet/toolfleet/internal/jsutil"
@@ -56,8 +57,15 @@ type StartRequest struct {
 }
 
 // Start validates req, stores a new run and asks for its first step. It returns at once;
-// follow the run with Get, Wait or the run's events.
+// follow the run with Get, Wait or the run's events. A planner saturated by a server
+// that falls behind refuses the run with a 429 [APIError] before storing anything of it
+// (see Backpressure in the package doc): ask again after its RetryAfter.
 func (p *Planner) Start(ctx context.Context, req StartRequest) (*Run, error) {
+	release, err := p.admit.admit()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	return p.start(ctx, req, newRunID(), nil, "")
 }
 
@@ -88,7 +96,7 @@ func (p *Planner) start(ctx context.Context, req StartRequest, id string, parent
 	// it there) and the control state, which makes the run exist, to the bucket; both
 	// are stored before the run is announced and Start returns. A new top-level run's
 	// first step is taken meanwhile (firststep.go); a nested run's once it is stored.
-	waitInput, err := p.rlog.writeInput(run.ID, run.Messages)
+	waitInput, err := p.rlog.writeInput(ctx, run.ID, run.Messages)
 	if err != nil {
 		p.runSpans.Delete(run.ID)
 		if isPermanent(err) {
@@ -126,7 +134,7 @@ func (p *Planner) start(ctx context.Context, req StartRequest, id string, parent
 	p.m.runStarted()
 	p.emit(ctx, run, "started", 0, "", map[string]any{"model": run.Model, "tools": run.Tools, "parent": run.ParentID})
 	if first != nil {
-		first.stored(rev, p.publishHeld)
+		first.stored(rev, func(m *nats.Msg) { p.publishHeld(ctx, m) })
 		return run, nil
 	}
 	if !serving || !p.takeLeased(run.ID, 0) {

@@ -223,7 +223,7 @@ func (p *Planner) stepFrom(ctx context.Context, cl claim, b stepBase, step int) 
 		ch := make(chan struct{})
 		p.storing.Store(runID, ch)
 		doneStoring = func() { p.storing.CompareAndDelete(runID, ch); close(ch) }
-		if sent, err = p.sendCalls(calls); err != nil {
+		if sent, err = p.sendCalls(ctx, calls); err != nil {
 			doneStoring()
 			return err
 		}
@@ -294,7 +294,7 @@ func (p *Planner) commitStep(ctx context.Context, b stepBase, step int, rec *ste
 	if err != nil {
 		return run, nil, err
 	}
-	wait, err := p.sendCalls(calls)
+	wait, err := p.sendCalls(ctx, calls)
 	if err != nil {
 		return run, nil, err
 	}
@@ -678,7 +678,7 @@ func (p *Planner) publishCalls(ctx context.Context, run *Run) (wait func(context
 	if err != nil {
 		return nil, err
 	}
-	return p.sendCalls(msgs)
+	return p.sendCalls(ctx, msgs)
 }
 
 // callMessages announces the current step's unanswered calls (tool_called) and encodes
@@ -723,30 +723,24 @@ func (p *Planner) callMessages(ctx context.Context, run *Run) ([]*nats.Msg, erro
 	return msgs, nil
 }
 
-// sendCalls publishes the calls encoded by callMessages and returns a function that
-// waits for their acknowledgements.
-func (p *Planner) sendCalls(msgs []*nats.Msg) (wait func(context.Context) error, err error) {
+// sendCalls publishes the calls encoded by callMessages, waiting for room while
+// JetStream falls behind (bounded by ctx), and returns a function that waits for their
+// acknowledgements.
+func (p *Planner) sendCalls(ctx context.Context, msgs []*nats.Msg) (wait func(context.Context) error, err error) {
 	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
 	for _, msg := range msgs {
-		f, err := p.js.PublishMsgAsync(msg)
+		f, err := p.win.Publish(ctx, msg)
 		if err != nil {
 			return nil, fmt.Errorf("publish call %s: %w", msg.Header.Get(jetstream.MsgIDHeader), err)
 		}
 		futures = append(futures, f)
 	}
 	return func(ctx context.Context) error {
-		for i, f := range futures {
-			select {
-			case <-f.Ok():
-			case err := <-f.Err():
-				if jsutil.IsWriteInProgress(err) { // its twin (a step taken twice) is being stored
-					_, err = jsutil.PublishSettled(ctx, p.js, msgs[i])
-				}
-				if err != nil {
-					return fmt.Errorf("publish call: %w", err)
-				}
-			case <-ctx.Done():
-				return ctx.Err()
+		for _, f := range futures {
+			// A late PubAck, or its twin (a step taken twice) being stored: published
+			// again under its id until settled.
+			if err := jsutil.Settle(ctx, p.js, f, createTryTimeout); err != nil {
+				return fmt.Errorf("publish call: %w", err)
 			}
 		}
 		return nil

@@ -32,8 +32,9 @@ func ensureUsage(ctx context.Context, js jetstream.JetStream, cfg Config) bool {
 }
 
 // recordUsage publishes the usage record of call c of run r, which returned ok. It does
-// not wait for the server's acknowledgement: a lost record costs a picker one example.
-func (p *Planner) recordUsage(r *Run, c *CallRecord) {
+// not wait for the server's acknowledgement (a lost record costs a picker one example),
+// only for room to publish while JetStream falls behind, until ctx ends.
+func (p *Planner) recordUsage(ctx context.Context, r *Run, c *CallRecord) {
 	if p.cfg.NoUsage || c.Status != string(events.StatusOK) || r.InputPreview == "" {
 		return
 	}
@@ -41,7 +42,7 @@ func (p *Planner) recordUsage(r *Run, c *CallRecord) {
 		Request: r.InputPreview, At: p.cfg.Now(), ToolKey: p.cat.learnKey(c.Name)}
 	msg, err := events.NewUsage(p.cfg.Source, u)
 	if err == nil {
-		_, err = p.js.PublishMsgAsync(msg)
+		_, err = p.win.Publish(ctx, msg)
 	}
 	if err != nil {
 		p.log.Warn().Err(err).Str("run_id", r.ID).Str("call_id", c.ID).Msg("usage record not published")

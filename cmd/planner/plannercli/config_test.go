@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -16,7 +17,8 @@ import (
 func TestParse(t *testing.T) {
 	c := opstest.Defaults(t, Parse)
 	if c.HTTPAddr != DefaultHTTPAddr || c.StreamReplicas != 1 || !c.UsePicker || c.Token != "" ||
-		c.Ops.Addr != ops.DefaultAddr || c.Ops.LogLevel != zerolog.InfoLevel || c.NATS.URL != "nats://127.0.0.1:4222" {
+		c.Ops.Addr != ops.DefaultAddr || c.Ops.LogLevel != zerolog.InfoLevel || c.NATS.URL != "nats://127.0.0.1:4222" ||
+		c.MaxStarting != 256 || c.MaxStall != time.Second {
 		t.Fatalf("defaults %+v", c)
 	}
 
@@ -27,13 +29,15 @@ func TestParse(t *testing.T) {
 	t.Setenv("TOOLFLEET_LOG_LEVEL", "warn")
 	t.Setenv("TOOLFLEET_NATS_URL", "nats://nats:4222")
 	t.Setenv("TOOLFLEET_OPERATOR_ROLES", "ops, oncall")
-	c, err := Parse([]string{"-script", "a=a.yaml", "-script", "b=b.yaml", "-picker=false", "-log-level", "debug"}, io.Discard)
+	t.Setenv("TOOLFLEET_MAX_STALL", "250ms")
+	c, err := Parse([]string{"-script", "a=a.yaml", "-script", "b=b.yaml", "-picker=false", "-log-level", "debug", "-max-starting", "64"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.HTTPAddr != "127.0.0.1:9999" || c.StreamReplicas != 3 || c.Token != "s3cret" || c.UsePicker ||
 		!slices.Equal(c.Scripts, []string{"a=a.yaml", "b=b.yaml"}) || c.Ops.Addr != ":9191" ||
-		c.Ops.LogLevel != zerolog.DebugLevel || c.NATS.URL != "nats://nats:4222" || !slices.Equal(c.OperatorRoles, []string{"ops", "oncall"}) {
+		c.Ops.LogLevel != zerolog.DebugLevel || c.NATS.URL != "nats://nats:4222" || !slices.Equal(c.OperatorRoles, []string{"ops", "oncall"}) ||
+		c.MaxStarting != 64 || c.MaxStall != 250*time.Millisecond {
 		t.Fatalf("config %+v", c)
 	}
 	if c, err = Parse([]string{"-operator-roles", "admin"}, io.Discard); err != nil || !slices.Equal(c.OperatorRoles, []string{"admin"}) {
@@ -51,6 +55,8 @@ func TestParseRefuses(t *testing.T) {
 		{Name: "bad log level", Env: map[string]string{"TOOLFLEET_LOG_LEVEL": "loud"}, Says: `TOOLFLEET_LOG_LEVEL "loud"`},
 		{Name: "TLS certificate without its key", Args: []string{"-nats-tls-cert", "cert.pem"}, Says: "nats: give both a TLS certificate and its key"},
 		{Name: "operator role with a dot", Args: []string{"-operator-roles", "ops,a.b"}, Says: `-operator-roles (TOOLFLEET_OPERATOR_ROLES): invalid_event: role "a.b" is not allowed`},
+		{Name: "no run may start", Args: []string{"-max-starting", "0"}, Says: "-max-starting (TOOLFLEET_MAX_STARTING): must be at least 1, got 0"},
+		{Name: "no stall allowed", Env: map[string]string{"TOOLFLEET_MAX_STALL": "0s"}, Says: "-max-stall (TOOLFLEET_MAX_STALL): must be a positive duration, got 0s"},
 		{Name: "stray argument", Args: []string{"serve"}, Says: "unexpected arguments"},
 		{Name: "an executor's old flag", Args: []string{"-metrics-addr", ":9090"}, Says: "flag provided but not defined: -metrics-addr"},
 	})

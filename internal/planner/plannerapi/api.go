@@ -281,6 +281,9 @@ func writeError(w http.ResponseWriter, err error) {
 	var apiErr *planner.APIError
 	switch {
 	case errors.As(err, &apiErr):
+		if apiErr.RetryAfter > 0 { // 429: the planner is saturated
+			w.Header().Set("Retry-After", strconv.Itoa(apiErr.RetryAfter))
+		}
 	case unavailable(err):
 		w.Header().Set("Retry-After", "1")
 		apiErr = &planner.APIError{Status: http.StatusServiceUnavailable,
