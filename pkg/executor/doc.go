@@ -51,6 +51,13 @@
 // even with fewer places than consumers), and a call waiting for a fleet-wide limit
 // lends its place meanwhile.
 //
+// A server that falls behind can still deliver a call again while this replica holds
+// it: it takes the in-progress acks after the ack wait has run out. The replica knows
+// the calls it holds (by stream and sequence) and does not take such a copy: it keeps it
+// in progress and lets the holder's ack settle the call. Taken, the copy would run the
+// tool again, and each such delivery counts toward the max deliver, past which a call
+// that ran is answered an error and set aside as a dead letter.
+//
 // nats.go's Consume was used before: it buffers up to its PullMaxMessages in the client
 // and calls its callback one message at a time, so calls buffered behind a callback
 // waiting for a slot had no in-progress ack and were delivered again after the ack wait
@@ -70,10 +77,15 @@
 // restarting — is published again, with the same id (never stored twice), waiting 100ms
 // doubling to 1s between tries, for one ack wait or until the call's deadline when that
 // is later (at most 5 minutes), and the call is kept alive with in-progress acks
-// meanwhile. So a leader election (seconds) never turns a call that ran into a
-// redelivery: an idempotent call does not run again and a non-idempotent one is not
-// answered interrupted. Only when that window is over, or the executor's grace period
-// at shutdown, is the call handed back.
+// meanwhile. A server that is only slow — connected, its window of unacknowledged
+// publishes full (the publish waits for room) or its PubAck later than 3s — is waited
+// for the 5 minutes whatever the call's limits. So a leader election (seconds) or a
+// server behind on its disk never turns a call that ran into a redelivery: an idempotent
+// call does not run again and a non-idempotent one is not answered interrupted. Only
+// when that window is over, or the executor's grace period at shutdown, is the call
+// handed back. A call delivered its max deliver times is answered an error only when
+// the look-up says it has no result; a look-up the server did not answer in time hands
+// it back instead.
 //
 // A call is answered once for as long as its result is kept, not only within JetStream's
 // duplicate window: the result is stored only on a subject that has none (see

@@ -64,6 +64,9 @@ type Executor struct {
 	stopping bool
 	quit     chan struct{} // closed once stopping: calls waiting for a place are handed back
 	wg       sync.WaitGroup
+	// held are the messages (heldKey) this replica holds, taken and not settled yet: a
+	// delivery of one of them again is not taken twice (take).
+	held sync.Map
 }
 
 // New returns an executor serving every tool of reg over nc. It checks the options; it

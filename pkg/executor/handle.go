@@ -69,9 +69,13 @@ func (ex *Executor) handleCall(ctx context.Context, w *worker, msg jetstream.Msg
 		ex.refuse(j, msg, decodeErr)
 		return
 	}
-	if ex.mayBeAnswered(j) && ex.answered(ctx, j) {
-		_ = msg.Ack()
-		return
+	var unknown error // why whether the call has a result could not be told
+	if ex.mayBeAnswered(j) {
+		var answered bool
+		if answered, unknown = ex.lookUpResult(ctx, j); answered {
+			_ = msg.Ack()
+			return
+		}
 	}
 	if ex.canceledBefore(ctx, j, false) {
 		return
@@ -79,6 +83,14 @@ func (ex *Executor) handleCall(ctx context.Context, w *worker, msg jetstream.Msg
 	defer j.watch.release()
 	ctx = ex.startSpan(ctx, j)
 	if meta.NumDelivered >= uint64(ex.cfg.MaxDeliver) {
+		if unknown != nil {
+			// A server too slow to say whether the call has a result may hold one: a
+			// call that ran is not answered an error for it. Asked again later.
+			ex.o.log.Warn().Err(unknown).Str("call_id", j.res.CallID).Uint64("deliveries", j.deliveries).
+				Msg("cannot tell whether a call delivered too often has a result; handing it back rather than giving up")
+			ex.handBack(j)
+			return
+		}
 		ex.giveUp(j, msg)
 		return
 	}
@@ -116,9 +128,15 @@ func (ex *Executor) handleCall(ctx context.Context, w *worker, msg jetstream.Msg
 // answered", since the result's publish is refused anyway if one exists (see
 // [events.NewResult]).
 func (ex *Executor) answered(ctx context.Context, j *job) bool {
+	found, _ := ex.lookUpResult(ctx, j)
+	return found
+}
+
+// lookUpResult is answered, with the error of a look-up that could not tell.
+func (ex *Executor) lookUpResult(ctx context.Context, j *job) (bool, error) {
 	subj, err := events.ResultSubject(j.res.Caller.Tenant, j.res.RunID, j.res.CallID)
 	if err != nil {
-		return false
+		return false, nil // no such subject can hold a result
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lookupTimeout)
 	defer cancel()
@@ -127,12 +145,12 @@ func (ex *Executor) answered(ctx context.Context, j *job) bool {
 		ex.o.log.Debug().Err(err).Str("call_id", j.res.CallID).Msg("look for a stored result")
 	}
 	if !found {
-		return false
+		return false, err
 	}
 	ex.m.alreadyAnswered(j.def.Name)
 	ex.o.log.Info().Str("tool", j.def.Name).Str("call_id", j.res.CallID).Str("run_id", j.res.RunID).
 		Uint64("deliveries", j.deliveries).Msg("call already answered; not run again")
-	return true
+	return true, nil
 }
 
 // mayBeAnswered reports whether the call is worth looking up in the results stream
@@ -433,11 +451,15 @@ const (
 // "temporarily unavailable" answer — is retried with the same message (same
 // Nats-Msg-Id and expected subject sequence 0, so never stored twice) for as long as the
 // call's own limits allow: one ack wait, or until the call's deadline when that is later
-// (at most resultMaxWindow). Meanwhile the call is kept alive with in-progress acks, so
-// JetStream does not hand it to another replica, which would run an idempotent call again
-// or answer a non-idempotent one interrupted. A refusal (the call answered already, a
-// result too large) is returned at once; so is the last failure once the window is over
-// or the executor's grace period ended.
+// (at most resultMaxWindow). A server that is only slow — connected, taking the writes
+// late: the window of unacknowledged publishes full, a PubAck later than
+// publishTryTimeout — is waited for resultMaxWindow whatever the call's limits: the call
+// ran, and giving up would hand it back to run again, or to be answered interrupted.
+// Meanwhile the call is kept alive with in-progress acks, so JetStream does not hand it
+// to another replica, which would run an idempotent call again or answer a
+// non-idempotent one interrupted. A refusal (the call answered already, a result too
+// large) is returned at once; so is the last failure once the window is over or the
+// executor's grace period ended.
 func (ex *Executor) publishResult(j *job, rm *nats.Msg) error {
 	err := ex.publishOnce(rm)
 	if err == nil || !jsutil.MayPass(err) {
@@ -461,7 +483,11 @@ func (ex *Executor) publishResult(j *job, rm *nats.Msg) error {
 	b := tick.Backoff{First: resultFirstWait, Max: resultMaxWait}
 	for tries := 2; ; tries++ {
 		wait := b.Next()
-		if time.Now().Add(wait).After(until) {
+		limit := until
+		if ex.slow(err) {
+			limit = start.Add(resultMaxWindow)
+		}
+		if time.Now().Add(wait).After(limit) {
 			return err
 		}
 		t := time.NewTimer(wait)
@@ -481,9 +507,23 @@ func (ex *Executor) publishResult(j *job, rm *nats.Msg) error {
 	}
 }
 
-// publishOnce publishes m and waits for its PubAck (at most publishTryTimeout).
+// slow reports whether err is a publish that failed because the server takes writes
+// more slowly than they come, while it is connected: no room among the unacknowledged
+// publishes, or no PubAck in time.
+func (ex *Executor) slow(err error) bool {
+	return ex.nc.IsConnected() &&
+		(errors.Is(err, jetstream.ErrTooManyStalledMsgs) || errors.Is(err, jetstream.ErrAsyncPublishTimeout))
+}
+
+// publishOnce publishes m and waits for its PubAck (at most publishTryTimeout),
+// waiting for room among the unacknowledged publishes within that time.
 func (ex *Executor) publishOnce(m *nats.Msg) error {
 	f, err := ex.js.PublishMsgAsync(m)
+	if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+		ctx, cancel := context.WithTimeout(context.Background(), publishTryTimeout)
+		f, err = jsutil.PublishAsync(ctx, ex.js, m)
+		cancel()
+	}
 	if err == nil {
 		select {
 		case <-f.Ok():

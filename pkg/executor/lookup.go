@@ -23,13 +23,24 @@ import (
 // maxLookupBatch bounds the subjects of one request (the server answers at most 1024).
 const maxLookupBatch = 256
 
-// lookupTimeout bounds one request; a look-up that times out counts as "not answered".
+// lookupTimeout bounds one request; a look-up that times out counts as "not answered"
+// for running the call (its result is refused if one exists), never for giving it up.
 const lookupTimeout = 5 * time.Second
 
 type lookup struct {
 	subject string // a subject, or a filter with wildcards (a call's cancels, of every sender)
-	found   chan []string
+	found   chan lookupAnswer
 }
+
+// lookupAnswer is the subjects a look-up's filter found holding a message, or why that
+// is not known.
+type lookupAnswer struct {
+	found []string
+	err   error
+}
+
+// errLookupsOff: the look-up loop could not subscribe to its replies.
+var errLookupsOff = errors.New("result look-ups are not served")
 
 // resultLookups is the look-up loop's queue.
 type resultLookups struct {
@@ -44,26 +55,25 @@ func newLookups(nc *nats.Conn, stream string) *resultLookups {
 	return &resultLookups{nc: nc, apiSubj: "$JS.API.DIRECT.GET." + stream, queue: make(chan lookup, maxLookupBatch)}
 }
 
-// has reports whether a message is stored on subject of the results stream. Failures
-// (a timeout, a stopped loop) read as false: the result's publish is still refused if
-// one exists (see events.NewResult).
+// has reports whether a message is stored on subject of the results stream; an error
+// (a timeout, a stopped loop) when that is not known.
 func (r *resultLookups) has(ctx context.Context, subject string) (bool, error) {
 	found, err := r.find(ctx, subject)
 	return len(found) > 0, err
 }
 
 // find returns the subjects of the stream that hold a message and that filter (a
-// subject, or a filter with wildcards) matches; none when the look-up failed.
+// subject, or a filter with wildcards) matches; an error when that is not known.
 func (r *resultLookups) find(ctx context.Context, filter string) ([]string, error) {
-	l := lookup{subject: filter, found: make(chan []string, 1)}
+	l := lookup{subject: filter, found: make(chan lookupAnswer, 1)}
 	select {
 	case r.queue <- l:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
 	select {
-	case found := <-l.found:
-		return found, nil
+	case a := <-l.found:
+		return a.found, a.err
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -98,21 +108,25 @@ func (r *resultLookups) run(ctx context.Context) {
 				break drain
 			}
 		}
-		found, _ := r.ask(sub, prefix+"."+strconv.Itoa(n), batch)
+		found, err := r.ask(sub, prefix+"."+strconv.Itoa(n), batch)
 		for _, l := range batch {
-			l.found <- matching(found, l.subject)
+			if m := matching(found, l.subject); len(m) > 0 {
+				l.found <- lookupAnswer{found: m}
+			} else {
+				l.found <- lookupAnswer{err: err}
+			}
 		}
 	}
 }
 
-// refuseAll answers every look-up "not found" until ctx ends.
+// refuseAll answers every look-up errLookupsOff until ctx ends.
 func (r *resultLookups) refuseAll(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case l := <-r.queue:
-			l.found <- nil
+			l.found <- lookupAnswer{err: errLookupsOff}
 		}
 	}
 }

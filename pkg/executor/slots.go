@@ -181,6 +181,32 @@ func (s *slots) take(p *puller) (placed bool) {
 	}
 }
 
+// skip counts a call delivered to p as not taken (a copy of a call held already).
+func (s *slots) skip(p *puller) {
+	s.mu.Lock()
+	p.asked--
+	if !p.extra {
+		s.asked--
+	}
+	s.mu.Unlock()
+	s.wakeAll()
+}
+
+// heldKey names a delivered message by its stream and stream sequence: every delivery of
+// one message has the same.
+type heldKey struct {
+	stream string
+	seq    uint64
+}
+
+func heldKeyOf(msg jetstream.Msg) (heldKey, bool) {
+	meta, err := msg.Metadata()
+	if err != nil {
+		return heldKey{}, false
+	}
+	return heldKey{meta.Stream, meta.Sequence.Stream}, true
+}
+
 // await waits for a place for a call of p that take did not place; false when quit
 // closed first (the call is not held any more then).
 func (s *slots) await(p *puller, quit <-chan struct{}) (placed bool) {
@@ -286,7 +312,28 @@ func (ex *Executor) pull(ctx, runCtx context.Context, w *worker, p *puller) {
 // take runs a call p delivered on a goroutine of its own (which Run waits for): at once
 // when it has a place, else once one is free, kept in progress while it waits. Once the
 // executor stops, a call not started is handed back (Nak).
+//
+// A call this replica still holds that is delivered again is not taken twice: a server
+// that fell behind took the holder's in-progress acks after the ack wait had run out.
+// The copy is kept in progress and dropped; the holder's ack (by stream sequence, as
+// every ack) settles the call. Taken twice, an idempotent call would run twice, and
+// every such delivery counts toward the consumer's max deliver, past which the call is
+// answered an error and set aside as a dead letter (giveUp) although it ran.
 func (ex *Executor) take(ctx context.Context, w *worker, p *puller, msg jetstream.Msg) {
+	key, ok := heldKeyOf(msg)
+	if ok {
+		if _, dup := ex.held.LoadOrStore(key, struct{}{}); dup {
+			w.slots.skip(p)
+			_ = msg.InProgress()
+			ex.o.log.Debug().Str("stream", key.stream).Uint64("seq", key.seq).Msg("a call held here was delivered again (the server is behind); kept in progress")
+			return
+		}
+	}
+	release := func() {
+		if ok {
+			ex.held.Delete(key)
+		}
+	}
 	placed := w.slots.take(p)
 	if !ex.track() {
 		if placed {
@@ -295,10 +342,12 @@ func (ex *Executor) take(ctx context.Context, w *worker, p *puller, msg jetstrea
 			w.slots.unwait(p)
 		}
 		_ = msg.Nak()
+		release()
 		return
 	}
 	ex.handlers.run(func() {
 		defer ex.wg.Done()
+		defer release()
 		if !placed {
 			stop := ex.keepAlive(msg)
 			placed = w.slots.await(p, ex.quit)
