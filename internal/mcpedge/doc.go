@@ -68,7 +68,11 @@
 // from one that does not exist. A call whose result does not come within
 // [Config].MaxWait (and no sooner than the client goes away) is a timeout tool error
 // that names the call id; its deadline travelled with the call, so the fleet gives up on
-// it too. A fleet that cannot be reached (the publish fails) is a JSON-RPC internal error.
+// it too. A call JetStream does not take now (no responders while its stream elects a
+// leader, a server that says it is unavailable or too busy) is the JSON-RPC error
+// [CodeBusy] with data {"retryAfter":1}: nothing was called, and the same call may be
+// sent again after that many seconds, as the planner API's 429 says. A fleet that cannot
+// be reached otherwise (the connection closed) is a JSON-RPC internal error.
 //
 // # Progress and cancel
 //

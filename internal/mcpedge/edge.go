@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -293,9 +294,37 @@ func (e *Edge) callTool(ctx context.Context, caller events.Identity, req *mcp.Ca
 	case res.CallID != "": // answered, but its output stored by reference cannot be read
 		te = &tools.Error{Code: tools.CodeInternal, Message: err.Error()}
 		return errorResult(id, events.StatusOf(te), te, nil), nil
+	case notTakenNow(err):
+		return nil, busyError(err)
 	default:
 		return nil, internalError(err)
 	}
+}
+
+// CodeBusy is the JSON-RPC error code of a call the fleet could not take now, the
+// edge's counterpart of the planner API's 429 and 503 with Retry-After: JetStream did not
+// take the call (no responders while its stream elects a leader or its server
+// restarts, or it answered that it is unavailable or too busy), so nothing was called,
+// and the same call may be sent again after the error's data.retryAfter seconds. It is
+// the first of JSON-RPC's implementation-defined server error codes.
+const CodeBusy = -32000
+
+// busyRetryAfter is the wait a busy error asks for, in seconds.
+const busyRetryAfter = 1
+
+// notTakenNow reports whether err is JetStream not taking a call's publish now, in a
+// way that passes: no responders, or an API error of a server that is unavailable (503)
+// or too busy (429). A timeout is not: the call may have been stored.
+func notTakenNow(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.As(err, &apiErr) && (apiErr.Code == http.StatusServiceUnavailable || apiErr.Code == http.StatusTooManyRequests)
+}
+
+// busyError is the error of a call the fleet could not take now (CodeBusy).
+func busyError(err error) error {
+	return &jsonrpc.Error{Code: CodeBusy, Data: json.RawMessage(`{"retryAfter":` + strconv.Itoa(busyRetryAfter) + `}`),
+		Message: fmt.Sprintf("the fleet cannot take the call now (%v); nothing was called: try again after %ds", err, busyRetryAfter)}
 }
 
 // callArguments are a call's arguments as the fleet takes them: none is {}.

@@ -3,6 +3,7 @@ package mcpedge_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"maps"
@@ -16,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolfleet/toolfleet/internal/mcpedge"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
@@ -322,5 +324,42 @@ func TestPlainCallIsCanceledWithItsClient(t *testing.T) {
 	}
 	if n := e.FastCalls(); n != 1 {
 		t.Errorf("the fast path answered %d calls, want 1", n)
+	}
+}
+
+// TestBusyFleetIsToldAsBusy: a call JetStream does not take now (no responders: its
+// stream electing a leader, here gone) is answered the edge's busy error, its
+// counterpart of the planner API's 429 — nothing was called, try again after
+// data.retryAfter — not an internal error; both paths answer the same.
+func TestBusyFleetIsToldAsBusy(t *testing.T) {
+	f := startFleet(t)
+	_, e := f.edge(t, testAuth, 0)
+	withFast := httptest.NewServer(e.Handler())
+	t.Cleanup(withFast.Close)
+	sdkOnly := httptest.NewServer(e.SDKHandler())
+	t.Cleanup(sdkOnly.Close)
+	for _, stream := range f.cfg.CallStreams() {
+		if err := f.js.JS.DeleteStream(t.Context(), stream); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	c := rawCall{body: envelope("1", addParams)}
+	want, got := send(t, sdkOnly.URL, c), send(t, withFast.URL, c)
+	var resp struct {
+		Error struct {
+			Code    int
+			Message string
+			Data    struct{ RetryAfter int }
+		}
+	}
+	if err := json.Unmarshal([]byte(want.body), &resp); err != nil {
+		t.Fatalf("the answer is not JSON: %s", want.body)
+	}
+	if resp.Error.Code != mcpedge.CodeBusy || resp.Error.Data.RetryAfter != 1 || !strings.Contains(resp.Error.Message, "nothing was called") {
+		t.Errorf("the answer: %d %s; want the busy error with retryAfter 1", want.status, want.body)
+	}
+	if got.status != want.status || !maps.EqualFunc(got.header, want.header, slicesEqual) || got.body != want.body {
+		t.Errorf("with the fast path: %d %v %s\nthe SDK's: %d %v %s", got.status, got.header, got.body, want.status, want.header, want.body)
 	}
 }
