@@ -209,7 +209,7 @@
 // that syncs every write to disk, a slow disk, a busy cluster), the planner slows down
 // instead of failing runs. Every asynchronous write — a run's input and large
 // arguments, calls, run events, usage records, payloads — goes through one window of
-// at most 1024 unacknowledged publishes (jsutil.Window); a write that finds it full
+// at most 4000 unacknowledged publishes (jsutil.Window); a write that finds it full
 // waits for room, bounded by its request's or step's context, rather than failing with
 // nats.go's "stalled with too many outstanding async published messages". A write whose
 // acknowledgement is late is published again until it is settled (jsutil.Settle: its
