@@ -50,6 +50,14 @@
 // line resolved as the compose specification says, the binaries built from this tree, a
 // call published and its result read as docs/deployment.md shows.
 //
+// The monitoring (deploy/prometheus, components/prometheus) is checked three ways:
+// promtool checks the alert rules and runs their unit tests; every overlay with the
+// component is validated by kubeconform, strictly, against Kubernetes' OpenAPI v3 and
+// the Prometheus Operator's and KEDA's CRDs (read from their Go modules, so offline once
+// cached); and the real executor, picker and planner are run and scraped, and every
+// series and label a rule or a dashboard panel names must be one they (or the NATS
+// exporter and kube-state-metrics, listed) serve.
+//
 // Run them with:
 //
 //	go test ./deploy/...

@@ -247,4 +247,3 @@ func closeObjects(s any) {
 		}
 	}
 }
-
