@@ -177,8 +177,8 @@ func writeAPISchemas(t *testing.T, dir, specDir string) {
 		if err := json.Unmarshal(readFile(t, f), &doc); err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
+		closeObjects(doc.Components.Schemas) // all of them before any is written with them
 		for name, s := range doc.Components.Schemas {
-			closeObjects(s)
 			for _, gvk := range list(s, "x-kubernetes-group-version-kind") {
 				if str(gvk, "kind") == "" || strings.HasSuffix(str(gvk, "kind"), "List") {
 					continue
