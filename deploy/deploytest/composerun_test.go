@@ -329,8 +329,18 @@ var (
 	buildErr  error
 )
 
+// TestMain removes the binaries buildBinaries built, once every test that runs them is
+// done.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		_ = os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
 // buildBinaries builds every binary of the image, as the Dockerfile does, once per test
-// process, and returns their directory.
+// process, and returns their directory (removed by TestMain).
 func buildBinaries(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -349,7 +359,6 @@ func buildBinaries(t *testing.T) string {
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
-	t.Cleanup(func() { _ = os.RemoveAll(buildDir) }) // one test uses them
 	return buildDir
 }
 
