@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,14 +22,20 @@ func normText(s string) string { return strings.Join(strings.Fields(strings.ToLo
 // run whose request led to each of its relevant tools. Lines whose text is in skip (by
 // normText) are not learned from: they are the queries being scored. It returns how
 // many lines were learned from and how many were skipped.
+//
+// The lines are learned in a fixed pseudo-random order ([ArrivalOrder]), not in file
+// order: a file has no times, and the benchmarks' files group their queries by the
+// tools they need, so that the most recent lines, which self-tuning holds out, would
+// be about tools the rest never used.
 func (b *Benchmark) LearnFrom(l *pick.Learned, lines []Query, skip map[string]bool) (learned, skipped int, err error) {
-	for _, q := range lines {
+	for _, i := range ArrivalOrder(len(lines)) {
+		q := lines[i]
 		if skip[normText(q.Query)] {
 			skipped++
 			continue
 		}
 		for _, id := range q.Relevant {
-			name, ok := b.nameOf(id)
+			name, ok := b.ToolName(id)
 			if !ok {
 				return learned, skipped, fmt.Errorf("toolret: usage line %s names tool %q, not in %s", q.ID, id, b.Name)
 			}
@@ -43,8 +50,14 @@ func (b *Benchmark) LearnFrom(l *pick.Learned, lines []Query, skip map[string]bo
 	return learned, skipped, nil
 }
 
-// nameOf returns the definition name of benchmark tool id.
-func (b *Benchmark) nameOf(id string) (string, bool) {
+// ArrivalOrder is the order usage lines arrive in an evaluation: a permutation of 0..n-1,
+// the same for every n on every run.
+func ArrivalOrder(n int) []int {
+	return rand.New(rand.NewPCG(38, 2024)).Perm(n)
+}
+
+// ToolName returns the definition name of benchmark tool id.
+func (b *Benchmark) ToolName(id string) (string, bool) {
 	if b.byID == nil {
 		b.byID = make(map[string]string, len(b.byName))
 		for name, tid := range b.byName {
@@ -88,19 +101,20 @@ func LearnedRanker(cat *pick.Catalog, l *pick.Learned) Ranker {
 	return PickRanker(cat, pick.Options{Scorer: l.Scorer("")})
 }
 
+// FixedDefaults is the learned scorer as it shipped before self-tuning: Weight 1 and
+// CoUsage 0.1 for every tenant. Evaluations print it beside the self-tuned picker.
+var FixedDefaults = pick.LearnConfig{Fixed: true, Weight: 1, CoUsage: 0.1}
+
 // UsageFold is one held-out fold of one benchmark, scored cold, with usage learned from
 // the other folds, and by plain BM25.
 type UsageFold struct {
 	Fold int
 	Cold Metrics
-	// Learned is the learned scorer with the weights chosen for this fold (Chosen): by
-	// nested cross-validation on the training folds alone when a grid was given, else
-	// the configuration passed in.
+	// Learned is the learned scorer with the settings it chose itself from the other
+	// folds' queries, as the service would (Tune: holding out the most recent fifth).
 	Learned Metrics
-	Chosen  pick.LearnConfig
-	// Fixed is the learned scorer with the configuration passed in (the defaults), on
-	// the same fold: beside Learned, how much choosing the weights on the scored
-	// queries would flatter the figure.
+	Tune    pick.TuneResult
+	// Fixed is the learned scorer with FixedDefaults, on the same fold.
 	Fixed   Metrics
 	Plain   [2]Metrics // by PlainSettings
 	Queries int
@@ -111,33 +125,8 @@ type UsageFold struct {
 
 // UsageCV is a k-fold cross-validation of learning from usage on every benchmark.
 type UsageCV struct {
-	Folds  int
-	Config pick.LearnConfig
-	// Grid is the configurations the nested cross-validation chose among; nil when
-	// every fold used Config.
-	Grid        []pick.LearnConfig
+	Folds       int
 	ByBenchmark map[string][]UsageFold
-}
-
-// UsageGrid is the learned scorer's weights that -usage-cv chooses among, each fold on
-// its training queries alone: base with Weight 0.5, 1, 2 and 4 times CoUsage off, 0.1,
-// 0.3 and 0.6. The package defaults (Weight 1, CoUsage 0.1) come first, so that a tie keeps
-// them.
-func UsageGrid(base pick.LearnConfig) []pick.LearnConfig {
-	with := func(w, co float64) pick.LearnConfig {
-		c := base
-		c.Weight, c.CoUsage = w, co
-		return c
-	}
-	grid := []pick.LearnConfig{with(1, 0.1)}
-	for _, w := range []float64{0.5, 1, 2, 4} {
-		for _, co := range []float64{-1, 0.1, 0.3, 0.6} {
-			if w != 1 || co != 0.1 {
-				grid = append(grid, with(w, co))
-			}
-		}
-	}
-	return grid
 }
 
 // CrossValidateUsage learns, for each fold f of each benchmark of dir, from the queries
@@ -145,15 +134,13 @@ func UsageGrid(base pick.LearnConfig) []pick.LearnConfig {
 // scores fold f's queries with the learned scorer beside the cold default and plain
 // BM25. A training query whose text is also a query of fold f is not learned from.
 //
-// With a grid, the learned scorer's configuration is chosen for each fold f among grid
-// by an inner (k−1)-fold cross-validation over f's training queries only (best mean
-// nDCG@10, the first of the grid on a tie), so that no weight is chosen on the queries
-// it is scored on; cfg is then scored too, as Fixed.
-func CrossValidateUsage(ctx context.Context, dir string, k int, cfg pick.LearnConfig, grid []pick.LearnConfig) (*UsageCV, error) {
-	if k < 2 || len(grid) > 0 && k < 3 {
-		return nil, fmt.Errorf("toolret: cross-validation needs at least 2 folds (3 to choose weights), got %d", k)
+// The learned scorer is configured by cfg and chooses its own settings from what it
+// learned (pick.Learned.Tune), never from fold f; FixedDefaults is scored beside it.
+func CrossValidateUsage(ctx context.Context, dir string, k int, cfg pick.LearnConfig) (*UsageCV, error) {
+	if k < 2 {
+		return nil, fmt.Errorf("toolret: cross-validation needs at least 2 folds, got %d", k)
 	}
-	cv := &UsageCV{Folds: k, Grid: grid, ByBenchmark: map[string][]UsageFold{}}
+	cv := &UsageCV{Folds: k, ByBenchmark: map[string][]UsageFold{}}
 	for _, folder := range Folders {
 		b, err := Load(dir, folder)
 		if err != nil {
@@ -181,20 +168,11 @@ func CrossValidateUsage(ctx context.Context, dir string, k int, cfg pick.LearnCo
 				r.Plain[i] = Mean(plain[i], test)
 			}
 			train := only(b.Queries, func(i int) bool { return !test(i) })
-			r.Fixed, r.Lines, r.Skipped, r.Chosen, err = b.learnAndScore(ctx, cat, cfg, train, held)
-			if err != nil {
+			if r.Learned, r.Lines, r.Skipped, r.Tune, err = b.learnAndScore(ctx, cat, cfg, train, held); err != nil {
 				return nil, err
 			}
-			cv.Config = r.Chosen
-			r.Learned = r.Fixed
-			if len(grid) > 0 {
-				best, err := b.chooseConfig(ctx, cat, grid, train, k-1)
-				if err != nil {
-					return nil, err
-				}
-				if r.Learned, _, _, r.Chosen, err = b.learnAndScore(ctx, cat, best, train, held); err != nil {
-					return nil, err
-				}
+			if r.Fixed, _, _, _, err = b.learnAndScore(ctx, cat, FixedDefaults, train, held); err != nil {
+				return nil, err
 			}
 			cv.ByBenchmark[folder] = append(cv.ByBenchmark[folder], r)
 		}
@@ -203,41 +181,39 @@ func CrossValidateUsage(ctx context.Context, dir string, k int, cfg pick.LearnCo
 }
 
 // learnAndScore learns with cfg from the train queries (those whose text is a held one
-// left out) and scores the held ones; it returns the figures, the lines learned and
-// skipped, and cfg with its defaults.
-func (b *Benchmark) learnAndScore(ctx context.Context, cat *pick.Catalog, cfg pick.LearnConfig, train, held []Query) (Metrics, int, int, pick.LearnConfig, error) {
-	l, err := pick.NewLearned(cfg)
+// left out), lets the learned scorer tune itself, and scores the held ones; it returns
+// the figures, the lines learned and skipped, and what the tuning chose.
+func (b *Benchmark) learnAndScore(ctx context.Context, cat *pick.Catalog, cfg pick.LearnConfig, train, held []Query) (Metrics, int, int, pick.TuneResult, error) {
+	l, tune, lines, skipped, err := b.learn(ctx, cat, cfg, train, texts(held))
 	if err != nil {
-		return Metrics{}, 0, 0, cfg, err
-	}
-	lines, skipped, err := b.LearnFrom(l, train, texts(held))
-	if err != nil {
-		return Metrics{}, 0, 0, cfg, err
+		return Metrics{}, 0, 0, tune, err
 	}
 	m, err := b.evaluateOn(ctx, held, LearnedRanker(cat, l))
-	return m, lines, skipped, l.Config(), err
+	return m, lines, skipped, tune, err
 }
 
-// chooseConfig returns the configuration of grid with the best mean nDCG@10 over an
-// inner k-fold cross-validation of train alone (the first on a tie).
-func (b *Benchmark) chooseConfig(ctx context.Context, cat *pick.Catalog, grid []pick.LearnConfig, train []Query, k int) (pick.LearnConfig, error) {
-	best, bestScore := grid[0], -1.0
-	for _, c := range grid {
-		var sum float64
-		for f := range k {
-			inner := only(train, func(i int) bool { return !InFold(i, f, k) })
-			held := only(train, func(i int) bool { return InFold(i, f, k) })
-			m, _, _, _, err := b.learnAndScore(ctx, cat, c, inner, held)
-			if err != nil {
-				return best, err
-			}
-			sum += m.NDCG10 * float64(len(held))
-		}
-		if sum > bestScore {
-			best, bestScore = c, sum
+// learn learns lines with cfg, skipping those whose text is in skip, and tunes the
+// learned scorer on cat as the service would.
+func (b *Benchmark) learn(ctx context.Context, cat *pick.Catalog, cfg pick.LearnConfig, lines []Query, skip map[string]bool) (*pick.Learned, pick.TuneResult, int, int, error) {
+	var tune pick.TuneResult
+	l, err := pick.NewLearned(cfg)
+	if err != nil {
+		return nil, tune, 0, 0, err
+	}
+	learned, skipped, err := b.LearnFrom(l, lines, skip)
+	if err != nil {
+		return nil, tune, 0, 0, err
+	}
+	tunings, err := l.Tune(ctx, cat.Snapshot())
+	if err != nil {
+		return nil, tune, 0, 0, err
+	}
+	for _, t := range tunings {
+		if t.Tenant == "" {
+			tune = t
 		}
 	}
-	return best, nil
+	return l, tune, learned, skipped, nil
 }
 
 // MeanFold averages a benchmark's folds.
@@ -263,34 +239,55 @@ func (cv *UsageCV) MeanFold(folder string) UsageFold {
 }
 
 // Write prints the cross-validation: per benchmark, each held-out fold and the mean,
-// nDCG@10 and Recall@10 of the learned picker (with the weights chosen for the fold,
-// and with the fixed configuration), the cold picker and both plain-BM25 settings.
+// nDCG@10 and Recall@10 of the learned picker (with the settings it chose, and with
+// FixedDefaults), the cold picker and both plain-BM25 settings; and for each fold the
+// setting chosen with its own held-out score (nDCG@10 on the most recent fifth of the
+// training queries, beside that of the defaults there).
 func (cv *UsageCV) Write(w io.Writer) {
 	fmt.Fprintf(w, "%d-fold cross-validation of learning: usage from %d folds, figures (×100) on the held-out fold only\n", cv.Folds, cv.Folds-1)
-	if len(cv.Grid) > 0 {
-		fmt.Fprintf(w, "usage: weights chosen per fold among %d by a %d-fold cross-validation of its training folds alone (w = Weight, co = CoUsage, off < 0); fixed: Weight %g, CoUsage %g on every fold\n",
-			len(cv.Grid), cv.Folds-1, cv.Config.Weight, cv.Config.CoUsage)
-	}
-	fmt.Fprintf(w, "%-9s %-5s %7s %7s  %-9s  %-15s %-15s %-15s %-15s %-15s\n", "benchmark", "fold", "queries", "learned", "w/co",
+	fmt.Fprintf(w, "usage: the settings the picker chose itself on each fold's usage (w Weight, co CoUsage, p Power; tuning = its nDCG@10 on the usage it held out, chosen/defaults); fixed: Weight %g, CoUsage %g on every fold\n",
+		FixedDefaults.Weight, FixedDefaults.CoUsage)
+	fmt.Fprintf(w, "%-9s %-5s %7s %7s  %-13s %-13s  %-15s %-15s %-15s %-15s %-15s\n", "benchmark", "fold", "queries", "learned", "chosen", "tuning",
 		"usage nDCG/R", "fixed nDCG/R", "cold nDCG/R", fmt.Sprintf("bm25 %.1f/%.2f", PlainSettings[0][0], PlainSettings[0][1]),
 		fmt.Sprintf("bm25 %.1f/%.2f", PlainSettings[1][0], PlainSettings[1][1]))
-	row := func(folder, fold, weights string, r UsageFold) {
-		fmt.Fprintf(w, "%-9s %-5s %7d %7d  %-9s  %6.2f %6.2f   %6.2f %6.2f   %6.2f %6.2f   %6.2f %6.2f   %6.2f %6.2f\n", folder, fold, r.Queries, r.Lines, weights,
+	row := func(folder, fold, chosen, tuning string, r UsageFold) {
+		fmt.Fprintf(w, "%-9s %-5s %7d %7d  %-13s %-13s  %6.2f %6.2f   %6.2f %6.2f   %6.2f %6.2f   %6.2f %6.2f   %6.2f %6.2f\n", folder, fold, r.Queries, r.Lines, chosen, tuning,
 			r.Learned.NDCG10, r.Learned.Recall10, r.Fixed.NDCG10, r.Fixed.Recall10, r.Cold.NDCG10, r.Cold.Recall10,
 			r.Plain[0].NDCG10, r.Plain[0].Recall10, r.Plain[1].NDCG10, r.Plain[1].Recall10)
 	}
 	for _, folder := range Folders {
 		for _, r := range cv.ByBenchmark[folder] {
-			row(folder, fmt.Sprint(r.Fold+1), fmt.Sprintf("%g/%g", r.Chosen.Weight, r.Chosen.CoUsage), r)
+			row(folder, fmt.Sprint(r.Fold+1), TuneSetting(r.Tune), TuneScores(r.Tune), r)
 		}
-		row(folder, "mean", "", cv.MeanFold(folder))
+		row(folder, "mean", "", "", cv.MeanFold(folder))
 	}
+}
+
+// TuneSetting names the setting a tuning chose, "defaults" when it kept them for want of
+// usage.
+func TuneSetting(t pick.TuneResult) string {
+	if !t.Tuned {
+		return "defaults"
+	}
+	return t.Tuning.String()
+}
+
+// TuneScores is a tuning's held-out nDCG@10 (×100), chosen/defaults.
+func TuneScores(t pick.TuneResult) string {
+	if !t.Tuned {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f/%.1f", 100*t.Score, 100*t.DefaultScore)
 }
 
 // UsageResult is one benchmark evaluated with usage from another directory.
 type UsageResult struct {
 	Benchmark     string
 	Cold, Learned Metrics
+	// Fixed is the learned scorer with FixedDefaults.
+	Fixed Metrics
+	// Tune is what the learned scorer chose from the usage, as the service would.
+	Tune pick.TuneResult
 	// Lines is how many usage lines were learned from; Skipped how many were not, their
 	// text being that of a scored query.
 	Lines, Skipped int
@@ -331,18 +328,23 @@ func EvaluateUsage(ctx context.Context, dataDir, usageDir string, cfg pick.Learn
 		if err != nil {
 			return nil, err
 		}
-		l, err := pick.NewLearned(cfg)
+		r := UsageResult{Benchmark: folder}
+		l, tune, learned, skipped, err := b.learn(ctx, cat, cfg, lines, texts(b.Queries))
 		if err != nil {
 			return nil, err
 		}
-		r := UsageResult{Benchmark: folder}
-		if r.Lines, r.Skipped, err = b.LearnFrom(l, lines, texts(b.Queries)); err != nil {
+		r.Tune, r.Lines, r.Skipped = tune, learned, skipped
+		fixed, _, _, _, err := b.learn(ctx, cat, FixedDefaults, lines, texts(b.Queries))
+		if err != nil {
 			return nil, err
 		}
 		if r.Cold, err = b.Evaluate(ctx, PickRanker(cat, pick.Options{})); err != nil {
 			return nil, err
 		}
 		if r.Learned, err = b.Evaluate(ctx, LearnedRanker(cat, l)); err != nil {
+			return nil, err
+		}
+		if r.Fixed, err = b.Evaluate(ctx, LearnedRanker(cat, fixed)); err != nil {
 			return nil, err
 		}
 		out = append(out, r)
@@ -359,5 +361,12 @@ func WriteUsage(w io.Writer, res []UsageResult) {
 		fmt.Fprintf(w, "%-9s  %-22s  %s  (%d queries)\n", r.Benchmark, "picker cold (BM25F)", r.Cold, r.Cold.Queries)
 		fmt.Fprintf(w, "%-9s  %-22s  %s  (learned from %d usage lines, %d skipped as scored queries)\n",
 			r.Benchmark, "picker with usage", r.Learned, r.Lines, r.Skipped)
+		if r.Tune.Tuned {
+			fmt.Fprintf(w, "%-9s  %-22s  %s  (nDCG@10 %.2f on the %d most recent of %d usage runs, defaults %.2f)\n", r.Benchmark, "settings chosen",
+				r.Tune.Tuning, 100*r.Tune.Score, r.Tune.HeldOut, r.Tune.Runs, 100*r.Tune.DefaultScore)
+		} else {
+			fmt.Fprintf(w, "%-9s  %-22s  %s  (defaults: %d usage runs are too few to choose on)\n", r.Benchmark, "settings chosen", r.Tune.Tuning, r.Tune.Runs)
+		}
+		fmt.Fprintf(w, "%-9s  %-22s  %s\n", r.Benchmark, "usage, fixed defaults", r.Fixed)
 	}
 }

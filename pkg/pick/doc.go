@@ -70,10 +70,19 @@
 //   - Two free parameters only, K1 and the phrase weight ([DefaultBM25Params]); the
 //     length normalisation is the textbook 0.75, off for the parameter lists.
 //
-// Tried and left out: per-field weights tuned freely (they gained on the tuning queries
-// and lost it on unseen ones) and pseudo-relevance feedback (the top tools of a request
-// are different tools, and their words drift the request; it also doubles the work of a
-// pick). What the fleet learns from usage is added on top; see "Learning from usage".
+// Tried and left out, each measured on all the public queries (nDCG@10, ToolLens /
+// Seal-Tools, against 36.44 / 93.16): per-field weights (halving or doubling one field's
+// weight, or its B, moved ToolLens by −1.6 to +0.6 and Seal-Tools by −5.1 to +0.03;
+// tuned freely they gained on the tuning queries and lost it on unseen ones);
+// pseudo-relevance feedback, RM3-style, the best words of the top 3 or 5 tools fused
+// at 0.2 to 0.5 (−0.7 to −5.4 on ToolLens, −3.7 to −38.9 on Seal-Tools: the top tools of
+// a request are different tools, and their words drift it; it also doubles the work of
+// a pick); WordNet (Debian's wordnet-base): synonyms of the first sense, derivations
+// (financial → finance) and hypernyms of unknown and known query words, fused at 0.1
+// to 0.35 (+0.1 at best on ToolLens, −0.0 to −1.3 on Seal-Tools: the words a ToolLens
+// request lacks are the tools' purposes, not synonyms of its own words); and prefix
+// conflation of words the catalog does not know (±0.1). What the fleet learns from usage
+// is added on top; see "Learning from usage".
 //
 // # Learning from usage
 //
@@ -86,19 +95,42 @@
 //	_ = l.Learn(pick.Usage{Tenant: "acme", Run: "run-1", Tool: "getForecast", Request: "will it rain tomorrow?"})
 //	res, _ := pick.Pick(ctx, "rain on saturday?", cat, pick.Options{Scorer: l.Scorer("acme")})
 //
-// The score is (cold + Weight·learned)/(1 + Weight), where cold is the BM25F score above
-// and learned the square of the BM25 share (k1 1.2, b 0.75) of the request's
-// information found in the tool's learned field; the four tools used most often with the
-// best one then gain CoUsage × (share of its runs they were used in) × its score.
-// Squaring keeps a loose
-// match of a few common words from moving the ranking: linear, it cost Seal-Tools (whose
-// requests rarely resemble each other) 14 points of held-out nDCG@10. The defaults,
-// Weight 1 and CoUsage 0.1, are the setting that lifts ToolLens without lowering
-// Seal-Tools; `picker eval -usage-cv` instead chooses the weights for each held-out fold
-// on its training folds alone (nested cross-validation) and prints the defaults beside
-// that choice: the defaults are conservative for ToolLens (64.5 held-out nDCG@10, 76.4
-// with Weight 4 and CoUsage 0.6, chosen on every fold) and right for Seal-Tools (93.3,
-// 93.2 chosen).
+// The score is (cold + Weight·learned^Power)/(1 + Weight), where cold is the BM25F
+// score above and learned the BM25 share (k1 1.2, b 0.75) of the request's information
+// found in the tool's learned field; the four tools used most often with the best one
+// then gain CoUsage × (share of its runs they were used in) × its score. Weight,
+// CoUsage and Power are each tenant's own, chosen from its own usage (see
+// "Self-tuning"): how much usage deserves differs by catalog, ToolLens wanting eight
+// times the weight Seal-Tools wants. Squaring (Power 2) keeps a loose match of a few
+// common words from moving the ranking: linear, it cost Seal-Tools (whose requests
+// rarely resemble each other) 14 points of held-out nDCG@10.
+//
+// # Self-tuning
+//
+// [Learned.Run] chooses each tenant's [Tuning] from that tenant's own log, in the
+// background: the log keeps its most recent runs (TuneLog, 2,048: each a request and
+// the tools that served it); the most recent fifth is held out, the rest learned into
+// an index of its own, and each setting of the grid ([DefaultTuneGrid]: Weight 0.5 to
+// 16, CoUsage off to 1.5, Power 2 or 1; 72 settings) ranks the catalog for every
+// held-out request. The best mean nDCG@10 against the tools each run really used wins,
+// if it beats the defaults by more than twice the standard error of the difference
+// (the best of many settings beats them by about that much by chance); else the tenant
+// keeps the defaults, as it does while it holds out fewer than MinHeldOut (50) runs.
+// Holding out the most recent runs measures what counts: requests that come after the
+// ones learned. Picks then rank with the chosen setting over the index of all the
+// records. A tenant is tuned again at most every TuneEvery (10 minutes), once a tenth
+// of its log is new; one tuning at a time, each 73 × held-out picks (about a second of
+// one core for 277 held-out runs over 4,000 tools). [Learned.Tunings] says what every
+// tenant ranks with and the held-out scores it was chosen on; [Learned.Tune] tunes
+// now (evaluations, tests).
+//
+// The defaults, Weight 1, CoUsage 0.1 and Power 2, are safe on both benchmarks: they
+// lift ToolLens from 36 to 64 held-out nDCG@10 and leave Seal-Tools at its cold figure.
+// On the public queries (`picker eval -usage-cv`: usage from four folds, figures on the
+// fifth) ToolLens chooses Weight 8 and CoUsage 1 (or Weight 2, linear) on every fold,
+// 77.9 held-out nDCG@10 against 64.0 for the defaults; Seal-Tools keeps the defaults on
+// every fold (93.3).
+//
 // The ranking is exact: each learned match's part is added to its accumulator before the
 // cold pass, which then ranks every tool by the fused score. As for the cold score, the
 // learned fields' postings are read rarest term first, at most one per 8 learned tools
@@ -125,8 +157,13 @@
 //     provenance ([LearnedDetails]) names the caller's own query terms that matched and
 //     counts, never the text of a learned request.
 //   - Freshness: a tenant's pick index is rebuilt from its records at most every
-//     RefreshEvery (1s) by the pick that finds it stale; other picks meanwhile read the
-//     previous one, without waiting for the rebuild or for Learn.
+//     RefreshEvery (1s), by [Learned.Run] when a pick finds it stale; picks meanwhile
+//     read the previous one, without waiting for the rebuild or for Learn. Without Run,
+//     the pick that finds it stale rebuilds it itself.
+//   - Self-tuning: the log of each tenant's most recent runs, at most TuneLog (2,048)
+//     runs of a request (at most 1 KiB; the planner sends its first 200 characters) and
+//     up to 16 tool names: about 0.7 MiB per tenant for 200-character requests, 2.5 MiB
+//     at most. A tuning holds a copy of one tenant's log and an index of it while it runs.
 //
 // # The index
 //

@@ -27,8 +27,8 @@ func LearnedStages(ctx context.Context, l *Learned, c *Catalog, text string) (an
 	s := c.Snapshot()
 	o, _ := Options{}.withDefaults()
 	req := &Request{Text: text, Snapshot: s, Limit: o.MaxCandidates, filter: newFilter(s, o)}
-	v := l.viewFor("")
-	ls := &learnedScorer{l: l}
+	v, _ := l.viewFor("")
+	ls := &learnedScorer{l: l, view: v, tuning: l.defaultTuning()}
 	sc := learnedPool.Get().(*learnedScratch)
 	defer learnedPool.Put(sc)
 	t0 := time.Now()

@@ -45,27 +45,48 @@ type LearnConfig struct {
 	// MaxRuns is how many recent runs are remembered to find the tools they used
 	// together. Default 4096.
 	MaxRuns int
-	// Weight is how much the learned field counts beside the tool's own text (weight 1).
-	// Default 1.
+	// Weight is how much the learned field counts beside the tool's own text (weight 1)
+	// for a tenant whose usage has not chosen its own (see "Self-tuning" in the package
+	// documentation), and for every tenant when Fixed. Default 1.
 	Weight float64
 	// CoUsage is how much the best tool lifts the tools used with it: a partner used in
-	// share s of the best tool's runs gains CoUsage·s·score(best). Default 0.1;
-	// negative turns the lift off.
+	// share s of the best tool's runs gains CoUsage·s·score(best). Like Weight, the
+	// setting of a tenant whose usage has not chosen its own. Default 0.1; negative
+	// turns the lift off.
 	CoUsage float64
+	// Fixed turns self-tuning off: every tenant ranks with Weight and CoUsage.
+	Fixed bool
+	// TuneLog is how many recent runs (a request and the tools it used) are kept per
+	// tenant for self-tuning. Default 2048.
+	TuneLog int
+	// MinHeldOut is the least number of held-out runs (the most recent fifth of the
+	// log) that self-tuning chooses a tenant's settings on; a tenant with fewer keeps
+	// Weight and CoUsage. Default 50.
+	MinHeldOut int
+	// TuneEvery is how often at most a tenant's settings are chosen again, once a
+	// tenth of its log is new. Default 10 minutes.
+	TuneEvery time.Duration
+	// TuneGrid are the settings self-tuning chooses among. Default [DefaultTuneGrid].
+	TuneGrid []Tuning
 	// Share lets every tenant's usage shape every tenant's picks. Default off: a
 	// tenant's usage shapes only its own picks.
 	Share bool
 	// RefreshEvery is how often at most a tenant's index is rebuilt for picks after
-	// new usage: a pick that finds it older starts a rebuild in the background and
-	// reads the index it has meanwhile. Default 1s; negative: the pick itself
-	// rebuilds it, at every pick after new usage.
+	// new usage: a pick that finds it older asks [Learned.Run] to rebuild it and reads
+	// the index it has meanwhile (without Run, the pick rebuilds it itself). Default
+	// 1s; negative: the pick itself rebuilds it, at every pick after new usage.
 	RefreshEvery time.Duration
 }
 
 func (c LearnConfig) withDefaults() (LearnConfig, error) {
 	if c.MaxRequests < 0 || c.MaxTerms < 0 || c.MaxPartners < 0 || c.MaxRuns < 0 || c.HalfLife < 0 ||
-		!(c.Weight >= 0) || c.CoUsage != c.CoUsage {
+		c.TuneLog < 0 || c.MinHeldOut < 0 || c.TuneEvery < 0 || !(c.Weight >= 0) || c.CoUsage != c.CoUsage {
 		return c, fmt.Errorf("%w: learn limits and weights must not be negative", ErrInvalidOption)
+	}
+	for _, t := range c.TuneGrid {
+		if err := t.validate(); err != nil {
+			return c, err
+		}
 	}
 	def := func(v *int, d int) {
 		if *v == 0 {
@@ -76,6 +97,14 @@ func (c LearnConfig) withDefaults() (LearnConfig, error) {
 	def(&c.MaxTerms, 24)
 	def(&c.MaxPartners, 16)
 	def(&c.MaxRuns, 4096)
+	def(&c.TuneLog, 2048)
+	def(&c.MinHeldOut, 50)
+	if c.TuneEvery == 0 {
+		c.TuneEvery = 10 * time.Minute
+	}
+	if len(c.TuneGrid) == 0 {
+		c.TuneGrid = DefaultTuneGrid()
+	}
 	if c.HalfLife == 0 {
 		c.HalfLife = 14 * 24 * time.Hour
 	}
@@ -118,6 +147,10 @@ type Learned struct {
 	readable atomic.Pointer[map[string]*usageSet]
 	// folded counts the records learned from, dropped those refused.
 	folded, dropped atomic.Int64
+	// running is set while Run keeps the indexes fresh; wake asks it to look for
+	// stale ones.
+	running atomic.Bool
+	wake    chan struct{}
 }
 
 // NewLearned returns an empty Learned.
@@ -126,7 +159,7 @@ func NewLearned(cfg LearnConfig) (*Learned, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Learned{cfg: c, sets: map[string]*usageSet{}}, nil
+	return &Learned{cfg: c, sets: map[string]*usageSet{}, wake: make(chan struct{}, 1)}, nil
 }
 
 // Config returns the configuration in force (defaults filled in).
@@ -143,6 +176,10 @@ type usageSet struct {
 	built   atomic.Int64 // when the view was built, Unix nanoseconds
 	view    atomic.Pointer[learnedView]
 	rebuild sync.Mutex
+	// log holds the most recent runs, for self-tuning (see tune.go); tuned is the
+	// outcome of the last tuning, nil before the first.
+	log   runLog
+	tuned atomic.Pointer[TuneResult]
 }
 
 // toolUsage is one tool's learned field and partners.
@@ -208,6 +245,7 @@ func (l *Learned) Learn(u Usage) error {
 	if u.Run != "" {
 		l.coUse(set, u.Run, u.Tool)
 	}
+	set.log.add(l.cfg.TuneLog, u.Run, u.Tool, u.Request)
 	l.folded.Add(1)
 	return nil
 }
@@ -348,46 +386,50 @@ func (l *Learned) Refresh() {
 }
 
 // viewFor returns the index picks of tenant read, rebuilding it when it has new usage
-// and was built more than RefreshEvery ago; nil when tenant has learned nothing.
-func (l *Learned) viewFor(tenant string) *learnedView {
+// and was built more than RefreshEvery ago (nil when tenant has learned nothing), and
+// the settings tenant's picks rank with.
+func (l *Learned) viewFor(tenant string) (*learnedView, Tuning) {
 	if l.cfg.Share {
 		tenant = ""
 	}
 	sets := l.readable.Load()
 	if sets == nil {
-		return nil
+		return nil, l.defaultTuning()
 	}
 	set := (*sets)[tenant]
 	if set == nil {
-		return nil
+		return nil, l.defaultTuning()
 	}
-	return l.refresh(set, false)
+	return l.refresh(set, false), l.tuningOf(set)
 }
 
 // refresh rebuilds set's view if it has new usage (and, unless now, its last build is
-// old enough). A pick with a view to read rebuilds in the background (a rebuild of
-// 500,000 records takes about a second, which no pick should wait out); the first
-// view, Refresh and RefreshEvery < 0 are built by the caller.
+// old enough). While [Learned.Run] runs, a pick with a view to read asks it to rebuild
+// and reads the view it has (a rebuild of 500,000 records takes about a second, which
+// no pick should wait out); the first view, Refresh, RefreshEvery < 0 and picks without
+// Run are built by the caller.
 func (l *Learned) refresh(set *usageSet, now bool) *learnedView {
 	// Without l.mu: a pick must not wait for another's rebuild, nor for Learn.
 	v := set.view.Load()
-	stale := set.dirty.Load() && (now || v == nil || l.cfg.RefreshEvery < 0 ||
-		time.Since(time.Unix(0, set.built.Load())) >= l.cfg.RefreshEvery)
-	if !stale {
+	if !set.dirty.Load() || !now && v != nil && !l.due(set) {
 		return v
 	}
-	if v != nil && !now && l.cfg.RefreshEvery >= 0 {
-		if set.rebuild.TryLock() { // else another rebuild is under way
-			go func() {
-				defer set.rebuild.Unlock()
-				l.build(set)
-			}()
+	if v != nil && !now && l.cfg.RefreshEvery >= 0 && l.running.Load() {
+		select {
+		case l.wake <- struct{}{}:
+		default: // Run has been asked already
 		}
 		return v
 	}
 	set.rebuild.Lock()
 	defer set.rebuild.Unlock()
 	return l.build(set)
+}
+
+// due reports whether set's view, if stale, may be rebuilt now: RefreshEvery has
+// passed since its last build.
+func (l *Learned) due(set *usageSet) bool {
+	return l.cfg.RefreshEvery < 0 || time.Since(time.Unix(0, set.built.Load())) >= l.cfg.RefreshEvery
 }
 
 // build makes set's view from its records, unless another build took their news

@@ -1,6 +1,7 @@
 package pick
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
+	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
@@ -334,4 +338,53 @@ func TestLearnedPickDoesNotWaitForRebuild(t *testing.T) {
 		<-got
 		t.Fatal("a pick waited for the lock that learning and rebuilding hold")
 	}
+}
+
+// The background rebuild belongs to Run: a pick that finds its index stale starts no
+// goroutine of its own, it asks Run and reads the index it has; Run rebuilds it (here
+// once the lock a long rebuild or Learn holds is free), and when its context ends Run
+// returns and leaves nothing running.
+func TestLearnedRunOwnsTheRebuild(t *testing.T) {
+	running := goleak.IgnoreCurrent()
+	cat := testCatalog(t)
+	l, err := NewLearned(LearnConfig{RefreshEvery: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	learn(t, l, Usage{Tenant: "acme", Run: "r1", Tool: "getForecast", Request: "will it rain tomorrow in Oslo"})
+	l.Refresh()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx, cat) }()
+	natstest.Eventually(t, 10*time.Second, "Run to start", l.running.Load)
+	if err := l.Run(ctx, cat); err == nil {
+		t.Fatal("a second Run did not refuse")
+	}
+	learn(t, l, Usage{Tenant: "acme", Run: "r2", Tool: "getForecast", Request: "is rain likely this weekend"})
+	requests := func() string {
+		res, _ := pickJSON(t, cat, "will it rain on saturday?", Options{Scorer: l.Scorer("acme")})
+		if len(res) == 0 {
+			return ""
+		}
+		return res[0].Reason
+	}
+	l.mu.Lock()
+	before := runtime.NumGoroutine()
+	if got := requests(); !strings.Contains(got, "from 1 requests") {
+		l.mu.Unlock()
+		t.Fatalf("pick with the index stale: %q; want the index built before, from 1 request", got)
+	}
+	if after := runtime.NumGoroutine(); after > before {
+		l.mu.Unlock()
+		t.Fatalf("a pick that found its index stale left %d goroutines running", after-before)
+	}
+	l.mu.Unlock()
+	natstest.Eventually(t, 10*time.Second, "Run to rebuild the stale index", func() bool {
+		return strings.Contains(requests(), "from 2 requests")
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	goleak.VerifyNone(t, running)
 }

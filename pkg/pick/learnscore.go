@@ -23,6 +23,10 @@ type learnedScorer struct {
 	l      *Learned
 	tenant string
 	cold   BM25
+	// view and tuning, when view is set, replace the tenant's: self-tuning scores
+	// candidate settings with an index of part of the log.
+	view   *learnedView
+	tuning Tuning
 }
 
 func (*learnedScorer) Name() string { return LearnedScorerName }
@@ -31,11 +35,14 @@ func (*learnedScorer) Name() string { return LearnedScorerName }
 // own query words that matched the learned field, and counts; it never holds the text
 // of a learned request.
 type LearnedDetails struct {
-	// Cold is the score from the tool's own text, Learned from its learned field, both
-	// 0..1; the score is (Cold + Weight·Learned)/(1 + Weight), plus CoUsage.
+	// Cold is the score from the tool's own text, Learned from its learned field (the
+	// share of the request's information found there, to the Power), both 0..1; the
+	// score is (Cold + Weight·Learned)/(1 + Weight), plus CoUsage. Weight and Power are
+	// the tenant's settings (see [Tuning]).
 	Cold    float64 `json:"cold"`
 	Learned float64 `json:"learned"`
 	Weight  float64 `json:"weight"`
+	Power   int     `json:"power"`
 	// CoUsage is what the tool gained for being used with With, the best tool.
 	CoUsage float64 `json:"coUsage,omitempty"`
 	With    string  `json:"with,omitempty"`
@@ -120,7 +127,10 @@ var learnedPool = sync.Pool{New: func() any { return new(learnedScratch) }}
 // exactly (block by block, as a cold pick of a long request). Co-usage then lifts the
 // partners of the best tool, each scored on its own.
 func (ls *learnedScorer) Score(ctx context.Context, req *Request) ([]Hit, error) {
-	v := ls.l.viewFor(ls.tenant)
+	v, tn := ls.view, ls.tuning
+	if v == nil {
+		v, tn = ls.l.viewFor(ls.tenant)
+	}
 	if v == nil || len(v.names) == 0 {
 		return ls.cold.Score(ctx, req)
 	}
@@ -139,7 +149,7 @@ func (ls *learnedScorer) Score(ctx context.Context, req *Request) ([]Hit, error)
 		clear(sc.terms) // the pool must not keep the view's lists alive
 		clear(sc.sorted)
 	}()
-	w := ls.l.cfg.Weight
+	w, squared := tn.Weight, tn.Power == 2
 	learnedOf := func(idx uint32) float64 {
 		if qmax == 0 || idx == ^uint32(0) {
 			return 0
@@ -147,19 +157,29 @@ func (ls *learnedScorer) Score(ctx context.Context, req *Request) ([]Hit, error)
 		// Squared: a request much like earlier ones (most of its information in a
 		// tool's learned field) counts fully, a few shared common words hardly at all.
 		// Linear, the loose matches cost Seal-Tools, whose requests rarely repeat, 14
-		// points of held-out nDCG@10; squared, it keeps its cold figure.
+		// points of held-out nDCG@10; squared, it keeps its cold figure. Self-tuning
+		// chooses (Tuning.Power).
 		x := float64(sc.acc[idx]) / qmax
-		return x * x
+		if squared {
+			return x * x
+		}
+		return x
 	}
 	var pre func([]float32, float64, []DocID) []DocID
 	if len(sc.touched) > 0 {
 		pre = func(acc []float32, scale float64, seed []DocID) []DocID {
-			// w·learned·scale, learned being (acc/qmax)².
-			c := float32(w * scale / (qmax * qmax))
+			// w·learned·scale, learned being (acc/qmax)^Power.
+			c := float32(w * scale / qmax)
+			if squared {
+				c = float32(w * scale / (qmax * qmax))
+			}
 			for _, idx := range sc.touched {
 				if id := ids[idx]; id != noDoc {
-					a := sc.acc[idx]
-					if g := c * a * a; g > 0 {
+					g := c * sc.acc[idx]
+					if squared {
+						g *= sc.acc[idx]
+					}
+					if g > 0 {
 						acc[id] += g
 						seed = append(seed, id)
 					}
@@ -187,7 +207,7 @@ func (ls *learnedScorer) Score(ctx context.Context, req *Request) ([]Hit, error)
 	// Co-usage: the tools used with the best one gain a share of its score.
 	var with string
 	bonus := sc.bonus[:0] // at most liftPartners, distinct tools
-	if len(ranks) > 0 && ls.l.cfg.CoUsage > 0 {
+	if len(ranks) > 0 && tn.CoUsage > 0 {
 		best := ranks[0]
 		if bi := bd.indexOf(best.id); bi != ^uint32(0) {
 			for _, p := range v.partners[bi] {
@@ -196,7 +216,7 @@ func (ls *learnedScorer) Score(ctx context.Context, req *Request) ([]Hit, error)
 					continue
 				}
 				with = s.docs[best.id].def.Name
-				bonus = append(bonus, coBonus{id: id, gain: ls.l.cfg.CoUsage * float64(p.share) * best.score})
+				bonus = append(bonus, coBonus{id: id, gain: tn.CoUsage * float64(p.share) * best.score})
 			}
 		}
 	}
@@ -241,7 +261,7 @@ func (ls *learnedScorer) Score(ctx context.Context, req *Request) ([]Hit, error)
 		}
 		h := Hit{ID: rk.id, Score: rk.score, Reason: reason}
 		if req.Debug {
-			d := &LearnedDetails{Cold: r.score(rk.id), Learned: lr, Weight: w, CoUsage: co, Terms: matched, BM25: ex}
+			d := &LearnedDetails{Cold: r.score(rk.id), Learned: lr, Weight: w, Power: tn.Power, CoUsage: co, Terms: matched, BM25: ex}
 			if co > 0 {
 				d.With = with
 			}

@@ -101,7 +101,7 @@ func qualityData(t *testing.T) string {
 // resemble each other, at least 20 points of nDCG@10.
 func TestLearnedQualityHeldOut(t *testing.T) {
 	dir := qualityData(t)
-	cv, err := toolret.CrossValidateUsage(t.Context(), dir, 5, pick.LearnConfig{}, nil)
+	cv, err := toolret.CrossValidateUsage(t.Context(), dir, 5, pick.LearnConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,10 +57,10 @@ func Eval(ctx context.Context, args []string, out io.Writer) error {
 		toolret.WriteUsage(out, res)
 		return nil
 	case *usageCV:
-		if *folds < 3 {
-			return ops.ConfigError(fmt.Errorf("-usage-cv needs -folds of at least 3 (the weights are chosen by cross-validating the training folds), got %d", *folds))
+		if *folds < 2 {
+			return ops.ConfigError(fmt.Errorf("-usage-cv needs -folds of at least 2, got %d", *folds))
 		}
-		cv, err := toolret.CrossValidateUsage(ctx, *dir, *folds, pick.LearnConfig{}, toolret.UsageGrid(pick.LearnConfig{}))
+		cv, err := toolret.CrossValidateUsage(ctx, *dir, *folds, pick.LearnConfig{})
 		if err != nil {
 			return err
 		}

@@ -15,7 +15,7 @@ func TestEvalRejectsBadArguments(t *testing.T) {
 	}{
 		{"one fold", []string{"-data", t.TempDir(), "-folds", "1"}, "-folds must be 0 or at least 2"},
 		{"negative folds", []string{"-data", t.TempDir(), "-folds", "-3"}, "-folds must be 0 or at least 2"},
-		{"usage-cv with two folds", []string{"-data", t.TempDir(), "-usage-cv", "-folds", "2"}, "-usage-cv needs -folds of at least 3"},
+		{"usage-cv with one fold", []string{"-data", t.TempDir(), "-usage-cv", "-folds", "1"}, "-usage-cv needs -folds of at least 2"},
 		{"stray argument", []string{"-data", t.TempDir(), "toollens"}, "unexpected arguments"},
 		{"missing data", []string{"-data", t.TempDir() + "/nope", "-folds", "2"}, "no such file"},
 	} {

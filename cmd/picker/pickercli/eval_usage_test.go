@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"slices"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -34,7 +34,8 @@ func TestEvalUsage(t *testing.T) {
 	}
 	got := out.String()
 	if !strings.Contains(got, "learned from 1 usage lines, 1 skipped as scored queries") ||
-		!strings.Contains(got, "picker cold") || strings.Contains(got, "sealtools") {
+		!strings.Contains(got, "settings chosen         w1 co0.1 p2  (defaults: 1 usage runs are too few to choose on)") ||
+		!strings.Contains(got, "usage, fixed defaults") || !strings.Contains(got, "picker cold") || strings.Contains(got, "sealtools") {
 		t.Fatalf("eval -usage printed:\n%s", got)
 	}
 	write(`{"id": "u3", "query": "no tools", "relevant": []}` + "\n")
@@ -46,30 +47,33 @@ func TestEvalUsage(t *testing.T) {
 	}
 }
 
-// -usage-cv chooses the learned scorer's weights for each held-out fold on its training
-// folds alone and prints them, beside the fixed defaults on the same fold, the cold
-// picker and plain BM25.
-func TestEvalUsageCVChoosesWeightsPerFold(t *testing.T) {
+// -usage-cv lets the learned scorer choose its own settings on each fold's usage, as
+// the service would, and prints them with the held-out score they were chosen on, beside
+// the fixed defaults on the same fold, the cold picker and plain BM25.
+func TestEvalUsageCVShowsTheChosenSettings(t *testing.T) {
 	data := shareddata.Require(t, "toolret")
 	var out bytes.Buffer
 	if err := Eval(t.Context(), []string{"-data", data, "-usage-cv", "-folds", "3"}, &out); err != nil {
 		t.Fatal(err)
 	}
 	got := out.String()
-	if !strings.Contains(got, "weights chosen per fold among 16 by a 2-fold cross-validation of its training folds alone") ||
-		!strings.Contains(got, "fixed nDCG/R") {
+	if !strings.Contains(got, "the settings the picker chose itself on each fold's usage") || !strings.Contains(got, "fixed nDCG/R") {
 		t.Fatalf("eval -usage-cv printed:\n%s", got)
 	}
+	setting := regexp.MustCompile(`^w[0-9.]+ co[0-9.]+ p[12]$`)
 	folds := 0
 	for line := range strings.Lines(got) {
 		f := strings.Fields(line)
-		if len(f) < 5 || (f[0] != "toollens" && f[0] != "sealtools") || f[1] == "mean" {
+		if len(f) < 8 || (f[0] != "toollens" && f[0] != "sealtools") || f[1] == "mean" {
 			continue
 		}
 		folds++
-		w, co, ok := strings.Cut(f[4], "/")
-		if !ok || !slices.Contains([]string{"0.5", "1", "2", "4"}, w) || !slices.Contains([]string{"-1", "0.1", "0.3", "0.6"}, co) {
-			t.Errorf("fold row %q: chosen weights %q are not of the grid", strings.TrimSpace(line), f[4])
+		chosen, tuning := strings.Join(f[4:7], " "), f[7]
+		if !setting.MatchString(chosen) || !strings.Contains(tuning, "/") {
+			t.Errorf("fold row %q: chosen %q, tuning score %q", strings.TrimSpace(line), chosen, tuning)
+		}
+		if f[0] == "toollens" && chosen == "w1 co0.1 p2" {
+			t.Errorf("fold row %q: ToolLens kept the defaults", strings.TrimSpace(line))
 		}
 	}
 	if folds != 6 {
