@@ -2,6 +2,8 @@ package pickerservice
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/toolfleet/toolfleet/pkg/pick"
 )
 
 type metrics struct {
@@ -41,4 +43,47 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 		}
 	}
 	return m, nil
+}
+
+// tuningCollector shows what self-tuning chose for each tenant, read from the learned
+// index at each scrape (it keeps no copy of its own).
+type tuningCollector struct{ l *pick.Learned }
+
+var (
+	tuningWeight = prometheus.NewDesc("toolfleet_picker_tuning_weight",
+		"Weight of the learned field in the tenant's picks (chosen by self-tuning, or the default).", []string{"tenant"}, nil)
+	tuningCoUsage = prometheus.NewDesc("toolfleet_picker_tuning_co_usage",
+		"Co-usage lift in the tenant's picks (0: off).", []string{"tenant"}, nil)
+	tuningPower = prometheus.NewDesc("toolfleet_picker_tuning_power",
+		"Power of the learned share in the tenant's picks (2 squared, 1 linear).", []string{"tenant"}, nil)
+	tuningTuned = prometheus.NewDesc("toolfleet_picker_tuning_tuned",
+		"1 when the tenant's settings were chosen from its usage, 0 while it has too little and ranks with the defaults.", []string{"tenant"}, nil)
+	tuningHeldOut = prometheus.NewDesc("toolfleet_picker_tuning_held_out_runs",
+		"Runs of the tenant's usage log (its most recent fifth) the settings were scored on.", []string{"tenant"}, nil)
+	tuningNDCG = prometheus.NewDesc("toolfleet_picker_tuning_held_out_ndcg",
+		"nDCG@10 (0..1) on the held-out runs of the chosen setting and of the defaults.", []string{"tenant", "setting"}, nil)
+)
+
+func (c tuningCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{tuningWeight, tuningCoUsage, tuningPower, tuningTuned, tuningHeldOut, tuningNDCG} {
+		ch <- d
+	}
+}
+
+func (c tuningCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, t := range c.l.Tunings() {
+		tuned := 0.0
+		if t.Tuned {
+			tuned = 1
+		}
+		ch <- prometheus.MustNewConstMetric(tuningWeight, prometheus.GaugeValue, t.Tuning.Weight, t.Tenant)
+		ch <- prometheus.MustNewConstMetric(tuningCoUsage, prometheus.GaugeValue, t.Tuning.CoUsage, t.Tenant)
+		ch <- prometheus.MustNewConstMetric(tuningPower, prometheus.GaugeValue, float64(t.Tuning.Power), t.Tenant)
+		ch <- prometheus.MustNewConstMetric(tuningTuned, prometheus.GaugeValue, tuned, t.Tenant)
+		ch <- prometheus.MustNewConstMetric(tuningHeldOut, prometheus.GaugeValue, float64(t.HeldOut), t.Tenant)
+		if t.Tuned {
+			ch <- prometheus.MustNewConstMetric(tuningNDCG, prometheus.GaugeValue, t.Score, t.Tenant, "chosen")
+			ch <- prometheus.MustNewConstMetric(tuningNDCG, prometheus.GaugeValue, t.DefaultScore, t.Tenant, "defaults")
+		}
+	}
 }

@@ -173,6 +173,11 @@ func New(nc *nats.Conn, opts ...Option) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.learned != nil {
+		if err := o.registry.Register(tuningCollector{o.learned}); err != nil {
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
@@ -243,20 +248,28 @@ func (s *Service) Run(ctx context.Context) error {
 	if s.o.learned != nil {
 		var following sync.WaitGroup
 		defer following.Wait()
+		defer stopWatch() // before the wait, however Run ends
+		replayed := make(chan struct{})
 		following.Go(func() {
-			done := make(chan struct{})
-			go func() {
-				select {
-				case <-done:
-					s.replayed.Store(true)
-				case <-ctx.Done():
-				}
-			}()
+			// The learned index is rebuilt and tuned by its Run from the end of the
+			// replay on (tuning half a log would choose on part of it), until Run ends.
+			select {
+			case <-replayed:
+			case <-ctx.Done():
+				return
+			}
+			s.replayed.Store(true)
+			if err := s.o.learned.Run(ctx, s.catalog); err != nil {
+				s.o.log.Error().Err(err).Msg("picker: learned index not kept fresh (picks rebuild it themselves)")
+			}
+		})
+		following.Go(func() {
+			done := sync.OnceFunc(func() { close(replayed) })
 			if err := s.followUsage(ctx, done); err != nil && ctx.Err() == nil {
 				// Picks go on with what was learned (nothing, when the stream could not be
 				// opened); the program's logs say why no more is.
 				s.o.log.Error().Err(err).Msg("picker: usage stream no longer followed")
-				s.replayed.Store(true)
+				done()
 			}
 		})
 	}

@@ -35,10 +35,10 @@ func WithLearning(l *pick.Learned) Option {
 func (s *Service) Learned() *pick.Learned { return s.o.learned }
 
 // followUsage replays and follows the usage stream into the learned index until ctx
-// ends; replayed is closed once the records present at the start are folded in. An
+// ends; replayed is called once the records present at the start are folded in. An
 // ordered consumer (ephemeral, restarted by the client after a gap) reads it: every
 // replica learns every record.
-func (s *Service) followUsage(ctx context.Context, replayed chan<- struct{}) error {
+func (s *Service) followUsage(ctx context.Context, replayed func()) error {
 	var cons jetstream.Consumer
 	err := jsutil.RetrySetup(ctx, func(ctx context.Context) error {
 		if err := jsutil.EnsureUsage(ctx, s.js, events.Config{}); err != nil {
@@ -61,7 +61,7 @@ func (s *Service) followUsage(ctx context.Context, replayed chan<- struct{}) err
 	}
 	start, last := time.Now(), stream.CachedInfo().State.LastSeq
 	if last == 0 {
-		close(replayed)
+		replayed()
 	}
 	it, err := cons.Messages()
 	if err != nil {
@@ -84,7 +84,7 @@ func (s *Service) followUsage(ctx context.Context, replayed chan<- struct{}) err
 				st := s.o.learned.Stats()
 				s.o.log.Info().Int64("records", st.Folded).Int64("dropped", st.Dropped).Int("tools", st.Tools).
 					Dur("took", time.Since(start)).Msg("usage replayed")
-				close(replayed)
+				replayed()
 			}
 		}
 	}

@@ -2,6 +2,8 @@ package pickerservice
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -114,5 +116,78 @@ func TestLearningWithoutUsageStreamServesCold(t *testing.T) {
 	b.svc = b.startReplica(t, learning(t)) // waits for Ready
 	if _, names := pickNames(t, b.nc, `{"input":"weather in Paris","options":{"tenant":"acme"}}`); len(names) == 0 || names[0] != "get_weather" {
 		t.Fatalf("cold pick %v, want get_weather", names)
+	}
+}
+
+// Each tenant's settings, chosen by self-tuning from its own usage once the replay is
+// done, are in the metrics with the held-out score they were chosen on; a tenant with
+// too little usage shows the defaults, untuned.
+func TestLearningShowsEachTenantsTuning(t *testing.T) {
+	t.Parallel()
+	b := setupCatalog(t, catalog)
+	js, err := jetstream.New(b.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := jsutil.EnsureUsage(context.Background(), js, events.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	// acme asks for translations in words the tools' text does not have.
+	for i := range 20 {
+		publishUsage(t, js, events.Usage{Tenant: "acme", RunID: fmt.Sprint("run", i), CallID: fmt.Sprint("c", i),
+			Tool: "translate_text", Request: fmt.Sprintf("hola amigo %d, que tal", i)})
+	}
+	publishUsage(t, js, events.Usage{Tenant: "globex", RunID: "g", CallID: "g1", Tool: "get_weather", Request: "rain in Oslo?"})
+	l, err := pick.NewLearned(pick.LearnConfig{RefreshEvery: -1, MinHeldOut: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.svc = b.startReplica(t, WithLearning(l))
+	gauge := func(name string, labels ...string) (float64, bool) {
+		families, err := b.svc.Registry().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			if f.GetName() != name {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				var got []string
+				for _, lp := range m.GetLabel() {
+					got = append(got, lp.GetName()+"="+lp.GetValue())
+				}
+				if slices.Equal(got, labels) {
+					return m.GetGauge().GetValue(), true
+				}
+			}
+		}
+		return 0, false
+	}
+	natstest.Eventually(t, waitTimeout, "acme's settings tuned", func() bool {
+		v, ok := gauge("toolfleet_picker_tuning_tuned", "tenant=acme")
+		return ok && v == 1
+	})
+	acme := l.Tunings()[0]
+	if acme.Tenant != "acme" || acme.HeldOut != 4 || !(acme.Score > 0) {
+		t.Fatalf("acme's tuning %+v; want 4 held-out runs scored", acme)
+	}
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"toolfleet_picker_tuning_weight", []string{"tenant=acme"}, acme.Tuning.Weight},
+		{"toolfleet_picker_tuning_co_usage", []string{"tenant=acme"}, acme.Tuning.CoUsage},
+		{"toolfleet_picker_tuning_power", []string{"tenant=acme"}, float64(acme.Tuning.Power)},
+		{"toolfleet_picker_tuning_held_out_runs", []string{"tenant=acme"}, 4},
+		{"toolfleet_picker_tuning_held_out_ndcg", []string{"setting=chosen", "tenant=acme"}, acme.Score},
+		{"toolfleet_picker_tuning_held_out_ndcg", []string{"setting=defaults", "tenant=acme"}, acme.DefaultScore},
+		{"toolfleet_picker_tuning_tuned", []string{"tenant=globex"}, 0},
+		{"toolfleet_picker_tuning_weight", []string{"tenant=globex"}, 1},
+	} {
+		if got, ok := gauge(c.name, c.labels...); !ok || got != c.want {
+			t.Errorf("%s%v = %v (present %v), want %v", c.name, c.labels, got, ok, c.want)
+		}
 	}
 }
