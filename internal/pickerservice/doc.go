@@ -41,7 +41,11 @@
 // A request that names no scorer, or "usage", ranks with what its tenant's runs used:
 // options.tenant names the tenant (the planner sends its run's). "bm25" still ranks
 // cold. A record that does not decode is logged, counted
-// (toolfleet_picker_usage_records_total{outcome="dropped"}) and skipped.
+// (toolfleet_picker_usage_records_total{outcome="dropped"}) and skipped. From the end of
+// the replay until the service stops, the learned index's Run rebuilds stale indexes and
+// chooses each tenant's settings from its own usage (pick.Learned.Run); the
+// toolfleet_picker_tuning_* gauges show them per tenant, with the held-out nDCG@10 they
+// were chosen on.
 //
 // # Running
 //

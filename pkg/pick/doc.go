@@ -120,7 +120,7 @@
 // ones learned. Picks then rank with the chosen setting over the index of all the
 // records. A tenant is tuned again at most every TuneEvery (10 minutes), once a tenth
 // of its log is new; one tuning at a time, each 73 × held-out picks (about a second of
-// one core for 277 held-out runs over 4,000 tools). [Learned.Tunings] says what every
+// one core for 197 held-out runs over 4,076 tools, or 277 over 464). [Learned.Tunings] says what every
 // tenant ranks with and the held-out scores it was chosen on; [Learned.Tune] tunes
 // now (evaluations, tests).
 //

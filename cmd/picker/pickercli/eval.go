@@ -26,9 +26,9 @@ import (
 // with what was learned. Lines whose text is that of a scored query are skipped, so the
 // eval never learns from what it scores. -usage-cv cross-validates learning on -data's
 // own queries: usage from k−1 folds, figures on the fold left out, beside plain BM25.
-// The learned scorer's weights are chosen for each fold among toolret.UsageGrid by a
-// (k−1)-fold cross-validation of its training folds alone, never on the fold scored;
-// the fixed defaults are printed beside them on the same folds.
+// Either way the learned scorer chooses its own settings from the usage it learned, as
+// the service does (pick.Learned.Tune), and they are printed with the held-out score
+// they were chosen on; the old fixed defaults (toolret.FixedDefaults) are scored beside.
 func Eval(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
 	fs.SetOutput(out)
