@@ -292,7 +292,8 @@ func (l *Learned) tuneSet(ctx context.Context, tenant string, set *usageSet, sna
 	}
 	res.HeldOut = len(scores[0])
 	if res.HeldOut == 0 {
-		set.tuned.Store(res)
+		// None of the held-out runs' tools is in the catalog (not loaded yet, say):
+		// nothing to choose on, and the next round tries again.
 		return nil
 	}
 	means := make([]float64, len(cands))

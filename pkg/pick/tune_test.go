@@ -1,10 +1,12 @@
 package pick_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
 	"github.com/toolfleet/toolfleet/internal/toolret"
 	"github.com/toolfleet/toolfleet/pkg/pick"
 )
@@ -129,5 +131,46 @@ func TestSelfTuningReadsOnlyItsTenantsLog(t *testing.T) {
 	}
 	if g := tuneOf(t, tune(true), "globex"); g.Tuned || g.Runs != 200 || g.Tuning != (pick.Tuning{Weight: 1, CoUsage: 0.1, Power: 2}) {
 		t.Errorf("globex (200 runs, 40 to hold out) tuned %+v; want the defaults", g)
+	}
+}
+
+// A tuning that finds none of the held-out runs' tools in the catalog (a picker whose
+// catalog is not loaded yet) chooses nothing and leaves the tenant to be tuned again,
+// rather than keeping the defaults until a tenth of its log is new.
+func TestSelfTuningWaitsForTheCatalog(t *testing.T) {
+	dir := qualityData(t)
+	b, err := toolret.Load(dir, "toollens")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := pick.NewLearned(pick.LearnConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	learnBenchmark(t, l, b, "acme", b.Queries)
+	empty, err := pick.NewCatalog(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := l.Tune(t.Context(), empty.Snapshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := tuneOf(t, res, "acme"); r.Tuned {
+		t.Fatalf("tuned on an empty catalog: %+v", r)
+	}
+	cat, err := pick.NewCatalog(b.Tools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx, cat) }()
+	natstest.Eventually(t, 30*time.Second, "Run to tune acme once the catalog is there", func() bool {
+		return tuneOf(t, l.Tunings(), "acme").Tuned
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
