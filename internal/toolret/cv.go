@@ -14,16 +14,19 @@ type Candidate struct {
 	Params pick.BM25Params
 }
 
-// Grid is the settings the picker's BM25 is tuned over: two free parameters, K1 and the
-// phrase weight; the rest stay as [pick.DefaultBM25Params] fixes them. [pick.DefaultBM25Params] is the candidate tuning chooses on all the public
+// Grid is the settings the picker's BM25 is tuned over: three free parameters, K1, the
+// phrase weight and the sentence weight; the rest stay as [pick.DefaultBM25Params] fixes
+// them. [pick.DefaultBM25Params] is the candidate tuning chooses on all the public
 // queries; a test checks that it still is.
 func Grid() []Candidate {
 	var out []Candidate
-	for _, k1 := range []float64{1.2, 1.8, 2.4, 3} {
+	for _, k1 := range []float64{0.9, 1.2, 1.5, 1.8, 2.4} {
 		for _, phrase := range []float64{0, 0.5, 1, 1.5, 2, 3} {
-			p := pick.DefaultBM25Params()
-			p.K1, p.Phrase = k1, phrase
-			out = append(out, Candidate{Name: fmt.Sprintf("k1=%g phrase=%g", k1, phrase), Params: p})
+			for _, sent := range []float64{0, 0.15, 0.3, 0.45, 0.6} {
+				p := pick.DefaultBM25Params()
+				p.K1, p.Phrase, p.Sentence = k1, phrase, sent
+				out = append(out, Candidate{Name: fmt.Sprintf("k1=%g phrase=%g sent=%g", k1, phrase, sent), Params: p})
+			}
 		}
 	}
 	return out

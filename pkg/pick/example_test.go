@@ -46,10 +46,10 @@ func ExamplePick() {
 		}
 	}
 	// Output:
-	// get_weather 0.53 (bm25, catalog version 1): matched "weather" in name, description
+	// get_weather 0.62 (bm25, catalog version 1): matched "weather" in name, description
 	//   "weather" in name
 	//   "weather" in description
-	// get_forecast 0.39 (bm25, catalog version 1): matched "weather" in description, tags
+	// get_forecast 0.49 (bm25, catalog version 1): matched "weather" in description, tags
 	//   "weather" in description
 	//   "weather" in tags
 }

@@ -180,8 +180,10 @@ func (ls *learnedScorer) Score(ctx context.Context, req *Request) ([]Hit, error)
 						g *= sc.acc[idx]
 					}
 					if g > 0 {
+						if acc[id] == 0 { // else seeded already, by its best sentence
+							seed = append(seed, id)
+						}
 						acc[id] += g
-						seed = append(seed, id)
 					}
 				}
 			}
@@ -193,7 +195,7 @@ func (ls *learnedScorer) Score(ctx context.Context, req *Request) ([]Hit, error)
 		return nil, err
 	}
 	defer r.release()
-	scale := r.maxRaw
+	scale := r.norm
 	if scale == 0 {
 		scale = 1
 	}

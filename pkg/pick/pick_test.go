@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -355,4 +356,40 @@ func TestPickDuringUpdates(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+}
+
+// A request that asks for two things in two sentences gets a tool for each: the tool
+// for the short second sentence ranks above tools that match more of the long first
+// one twice over, and its provenance gives its share of that sentence. Scored whole
+// (Sentence 0), it does not make the top two.
+func TestPickOneToolPerSentence(t *testing.T) {
+	t.Parallel()
+	cat, err := NewCatalog([]tools.Definition{
+		def("getBloodCount", "Retrieve the blood count of a patient"),
+		def("getCompleteBloodCount", "Retrieve the complete blood count test results of a patient"),
+		def("getPatientRecord", "Retrieve the medical record of a patient"),
+		def("translateText", "Translate text to another language"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const req = "Retrieve the complete blood count test results of patient 42, with the blood count of each test. Translate the text."
+	names := func(p BM25Params) []string {
+		res, err := Pick(t.Context(), req, cat, Options{MaxCandidates: 2, Scorer: BM25{Params: p}, Debug: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := res[len(res)-1].Provenance.Details.(*BM25Details); p.Sentence > 0 && res[len(res)-1].Name == "translateText" && !(d.Sentence > 3*d.Raw/d.Max) {
+			t.Errorf("translateText's details %+v; want its share of its sentence, far above that of the request", d)
+		}
+		return resultNames(res)
+	}
+	whole := DefaultBM25Params()
+	whole.Sentence = 0
+	if got := names(whole); slices.Contains(got, "translateText") {
+		t.Fatalf("scored whole: %v; the test wants a request whose second tool ranks low", got)
+	}
+	if got := names(DefaultBM25Params()); !slices.Equal(got, []string{"getCompleteBloodCount", "translateText"}) {
+		t.Fatalf("by sentence: %v, want getCompleteBloodCount then translateText", got)
+	}
 }

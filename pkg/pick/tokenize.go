@@ -30,14 +30,24 @@ func tokens(text string) []string {
 // digits, cut again at camelCase boundaries. Cutting before an upper-case letter that
 // follows a lower-case letter or a digit splits getWeather and get2Weather; cutting
 // before the last capital of a run that is followed by a lower-case letter splits
-// HTMLParser into HTML and Parser.
+// HTMLParser into HTML and Parser. An English contraction or possessive ending (I'm,
+// don't, user's, we'll) is dropped rather than left as a word of one or two letters that
+// matches any tool whose text has it (H&M, for "I'm").
 func splitWords(text string, emit func([]byte)) {
+	splitSentences(text, func(w []byte, _ int) { emit(w) })
+}
+
+// splitSentences is splitWords that also numbers the sentence of each word: a sentence
+// ends at '.', '?', '!' or ';' followed by a space or the end, and at a line break.
+func splitSentences(text string, emit func(w []byte, sentence int)) {
 	var buf [64]byte
 	word := buf[:0]
+	sentence, words := 0, 0 // words: in this sentence so far
 	flush := func() {
 		if len(word) > 0 {
-			emit(word)
+			emit(word, sentence)
 			word = word[:0]
+			words++
 		}
 	}
 	var prev rune = -1 // previous rune of the current word, -1 at a word start
@@ -48,7 +58,17 @@ func splitWords(text string, emit func([]byte)) {
 		}
 		i += size
 		if !isWordRune(r) {
+			if (r == '\'' || r == '’') && prev >= 0 && isLetter(prev) {
+				i += contraction(text[i:])
+			}
 			flush()
+			end := r == '\n'
+			if r == '.' || r == '?' || r == '!' || r == ';' {
+				end = i == len(text) || text[i] == ' ' || text[i] == '\n' || text[i] == '\t' || text[i] == '\r'
+			}
+			if end && words > 0 {
+				sentence, words = sentence+1, 0
+			}
 			prev = -1
 			continue
 		}
@@ -74,6 +94,31 @@ func splitWords(text string, emit func([]byte)) {
 		prev = r
 	}
 	flush()
+}
+
+// contraction returns the length of the English contraction or possessive ending that
+// rest starts with (after an apostrophe: s, m, d, ll, re, ve, t, then no more letters
+// or digits), or 0.
+func contraction(rest string) int {
+	n := 0
+	for n < len(rest) && n < 3 && ('a' <= rest[n]|0x20 && rest[n]|0x20 <= 'z') {
+		n++
+	}
+	if n == 0 || n < len(rest) && isWordRune(rune(rest[n])) {
+		return 0
+	}
+	switch strings.ToLower(rest[:n]) {
+	case "s", "m", "d", "ll", "re", "ve", "t":
+		return n
+	}
+	return 0
+}
+
+func isLetter(r rune) bool {
+	if r < utf8.RuneSelf {
+		return 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z'
+	}
+	return unicode.IsLetter(r)
 }
 
 func isWordRune(r rune) bool {

@@ -1,6 +1,7 @@
 package pick
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 )
@@ -21,6 +22,8 @@ func TestTokens(t *testing.T) {
 		{"stems meet", "running runs", []string{"run", "run"}},
 		{"non ascii letters", "Zürich Wetter", []string{"zürich", "wetter"}},
 		{"only punctuation", " -_. ", nil},
+		{"contractions dropped", "I'm sure it's the user’s, don't", []string{"sure", "user"}},
+		{"an apostrophe inside a word", "rock'n'roll O'Brien", []string{"rock", "n", "roll", "o", "brien"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if got := tokens(c.in); !slices.Equal(got, c.want) {
@@ -41,4 +44,19 @@ func FuzzTokens(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A request's words are numbered by sentence: a sentence ends at '.', '?', '!' or ';'
+// before a space or the end, and at a line break; "3.5" does not end one, and "e.g. "
+// does (an abbreviation is not told from an end).
+func TestSplitSentences(t *testing.T) {
+	t.Parallel()
+	var got []string
+	splitSentences("Convert 3.5 kg, e.g. to lb. Then mail it!\nThanks; bye", func(w []byte, n int) {
+		got = append(got, fmt.Sprintf("%s/%d", w, n))
+	})
+	want := []string{"convert/0", "3/0", "5/0", "kg/0", "e/0", "g/0", "to/1", "lb/1", "then/2", "mail/2", "it/2", "thanks/3", "bye/4"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("splitSentences = %q, want %q", got, want)
+	}
 }
