@@ -270,19 +270,22 @@ func (ex *Executor) sweepApprovals(ctx context.Context, w *worker) {
 		if err != nil {
 			return
 		}
+		var waiting waitingApprovals // for the metrics
 		for _, key := range keys {
-			ex.expireIfDue(ctx, w, key)
+			ex.expireIfDue(ctx, w, key, &waiting)
 		}
+		ex.m.approvalsSwept(w.def.Name, waiting)
 	})
 }
 
-func (ex *Executor) expireIfDue(ctx context.Context, w *worker, key string) {
+func (ex *Executor) expireIfDue(ctx context.Context, w *worker, key string, waiting *waitingApprovals) {
 	entry, err := ex.approvals.Get(ctx, key)
 	if err != nil {
 		return
 	}
 	var p parked
 	if json.Unmarshal(entry.Value(), &p) != nil || time.Now().Before(p.ExpiresAt) {
+		waiting.saw(p)
 		return
 	}
 	// An entry an expiry claimed before (answer sequence 0) is denied again: that denial's
@@ -292,11 +295,15 @@ func (ex *Executor) expireIfDue(ctx context.Context, w *worker, key string) {
 	}
 	// Claimed like an answer, so that an answer arriving now finds the call taken
 	// instead of running it beside the denial.
+	first := p.State == statePending // not a denial repeated
 	p.State = stateRunning
 	v, _ := json.Marshal(p)
 	rev, err := ex.approvals.Update(ctx, key, v, entry.Revision())
 	if err != nil {
 		return // answered (or expired by another replica) meanwhile
+	}
+	if first {
+		ex.m.approvalExpired(w.def.Name)
 	}
 	ce, _ := events.DecodeCall(p.call(), 0)
 	j := ex.newJob(nil, &w.def, ce, p.ParkedAt)

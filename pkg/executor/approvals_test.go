@@ -3,12 +3,15 @@ package executor_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
@@ -252,5 +255,85 @@ func TestApprovalFromARoleThatMayNotCallTheToolIsRefused(t *testing.T) {
 	r := b.results.one(t, "wipe1")
 	if r.Status != events.StatusOK || r.Approval == nil || r.Approval.By != "acme/admin" {
 		t.Fatalf("after the admin's approval: %+v (approval %+v)", r, r.Approval)
+	}
+}
+
+// What an operator's alerts read of the approvals: every replica serving the tool shows
+// how many calls wait for an answer and when the first of them expires (each sees the
+// whole bucket); an answered call leaves the count; an expired one is counted once,
+// whichever replica denied it, and leaves nothing waiting. Each replica counts itself
+// among the tool's executors, and the calls it took first among the queue waits.
+func TestApprovalMetrics(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var written sync.Map
+	requests := subscribe(t, b, "toolfleet.event.approval.requested.write_file.*")
+	regs := []*prometheus.Registry{prometheus.NewRegistry(), prometheus.NewRegistry()}
+	var stops []func() error
+	for i, reg := range regs {
+		stops = append(stops, b.start(t, writeRegistry(t, &written), executor.WithExecutorID(fmt.Sprint("replica-", i)),
+			executor.WithApprovalTimeout(8*time.Second), executor.WithMetrics(reg)))
+	}
+	sum := func(name string) float64 {
+		var n float64
+		for _, reg := range regs {
+			n += gather(t, reg)[name]
+		}
+		return n
+	}
+	const (
+		waiting = `toolfleet_executor_approvals_waiting{tool="write_file"}`
+		expiry  = `toolfleet_executor_approvals_next_expiry_timestamp_seconds{tool="write_file"}`
+		expired = `toolfleet_executor_approvals_expired_total{tool="write_file"}`
+	)
+	// a expires in 8s; b, whose caller waits 6s, first.
+	b.call(t, "write_file", "a", "r", `{"path":"a","text":"a"}`)
+	a := awaitRequest(t, requests)
+	m, err := events.NewCall(events.CallOptions{Source: "/test", ID: "b", RunID: "r", Deadline: time.Now().Add(6 * time.Second)},
+		events.Call{Tool: "write_file", Arguments: json.RawMessage(`{"path":"b","text":"b"}`)})
+	must(t, err)
+	b.publish(t, m)
+	first := awaitRequest(t, requests)
+	if !first.ExpiresAt.Before(a.ExpiresAt) {
+		t.Fatalf("b expires at %s, after a (%s)", first.ExpiresAt, a.ExpiresAt)
+	}
+	at := float64(first.ExpiresAt.UnixNano()) / 1e9
+	for i, reg := range regs {
+		natstest.Eventually(t, 5*time.Second, fmt.Sprint("replica ", i, " to see both approvals waiting"), func() bool {
+			got := gather(t, reg)
+			return got[waiting] == 2 && math.Abs(got[expiry]-at) < 1e-3
+		})
+		got := gather(t, reg)
+		if n, ok := got[expired]; !ok || n != 0 {
+			t.Errorf("replica %d: %s = %v (present: %v), want 0 before any expiry", i, expired, n, ok)
+		}
+		if n := got[`toolfleet_executor_serving{tool="write_file"}`]; n != 1 {
+			t.Errorf("replica %d serves write_file %v times, want 1", i, n)
+		}
+	}
+	if n := sum(`toolfleet_executor_queue_wait_seconds_count{tool="write_file"}`); n != 2 {
+		t.Errorf("%v queue waits counted, want 2 (one per call)", n)
+	}
+
+	b.answer(t, a, events.ApprovalAnswer{Decision: events.DecisionApprove})
+	if r := b.results.one(t, "a"); r.Status != events.StatusOK {
+		t.Fatalf("a: %+v", r.Error)
+	}
+	if r := b.results.one(t, "b"); r.Status != events.StatusDenied || r.Approval == nil || r.Approval.Decision != events.DecisionExpired {
+		t.Fatalf("b: %+v %+v", r.Error, r.Approval)
+	}
+	for i, reg := range regs {
+		natstest.Eventually(t, 5*time.Second, fmt.Sprint("replica ", i, " to see none waiting"), func() bool {
+			got := gather(t, reg)
+			_, next := got[expiry]
+			return got[waiting] == 0 && !next
+		})
+	}
+	if n := sum(expired); n != 1 {
+		t.Errorf("the expired approval was counted %v times, want once", n)
+	}
+	must(t, stops[0]())
+	if n := gather(t, regs[0])[`toolfleet_executor_serving{tool="write_file"}`]; n != 0 {
+		t.Errorf("a stopped replica still serves write_file %v times", n)
 	}
 }

@@ -212,6 +212,9 @@ func (ex *Executor) Run(ctx context.Context) (err error) {
 			}
 		}
 		background.Go(func() { ex.janitor(bgCtx) })
+		for name := range ex.workers {
+			ex.m.serve(name, 1)
+		}
 		ex.readyOnce.Do(func() { close(ex.ready) })
 		ex.o.log.Info().Str("executor", ex.o.id).Int("tools", len(defs)).Msg("executor running")
 		<-ctx.Done()
@@ -224,6 +227,11 @@ func (ex *Executor) Run(ctx context.Context) (err error) {
 	close(ex.quit)
 	ex.mu.Unlock()
 	stopConsumers()
+	if startErr == nil {
+		for name := range ex.workers {
+			ex.m.serve(name, -1)
+		}
+	}
 	stopBackground()
 	background.Wait()
 	ex.waitInFlight(cancelRun)

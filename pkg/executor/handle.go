@@ -64,6 +64,8 @@ func (ex *Executor) handleCall(ctx context.Context, w *worker, msg jetstream.Msg
 	j.seq, j.deliveries = meta.Sequence.Stream, meta.NumDelivered
 	if meta.NumDelivered > 1 {
 		ex.m.redelivery(w.def.Name)
+	} else {
+		ex.m.queued(w.def.Name, meta.Timestamp) // a redelivery's wait holds earlier attempts'
 	}
 	if decodeErr != nil {
 		ex.refuse(j, msg, decodeErr)

@@ -23,6 +23,14 @@ type metrics struct {
 	answered     *prometheus.CounterVec
 	policy       *prometheus.CounterVec
 	refused      *prometheus.CounterVec
+	queueWait    *prometheus.HistogramVec
+	serving      *prometheus.GaugeVec
+	// The approvals of a tool as its sweep last saw them in the bucket (sweepApprovals):
+	// every replica serving the tool sees the same bucket, so alerts take the max (the
+	// min of the expiry), never the sum.
+	waiting    *prometheus.GaugeVec
+	nextExpiry *prometheus.GaugeVec
+	expired    *prometheus.CounterVec
 }
 
 func newMetrics(r prometheus.Registerer) (*metrics, error) {
@@ -53,6 +61,21 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "toolfleet", Subsystem: "executor",
 			Name: "refused_acts_total", Help: "Approval answers and cancels refused because their sender may not act on the call (events.MayAct), by tool and act (approval_answer, cancel)."},
 			[]string{"tool", "act"}),
+		queueWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "toolfleet", Subsystem: "executor",
+			Name: "queue_wait_seconds", Help: "Time a call waited in its tool's queue, from its storing in the calls stream (the server's clock) to an executor starting to handle its first delivery, by tool.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 11)}, []string{"tool"}),
+		serving: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "toolfleet", Subsystem: "executor",
+			Name: "serving", Help: "Executors consuming calls of the tool in this process (1 each, from the start of its consumers to shutdown), by tool; summed over replicas, the executors serving a tool."},
+			[]string{"tool"}),
+		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "toolfleet", Subsystem: "executor",
+			Name: "approvals_waiting", Help: "Calls parked for an approval and not answered yet, by tool, as this replica's last sweep of the approvals bucket saw them (every replica serving the tool sees them all: take the max, not the sum)."},
+			[]string{"tool"}),
+		nextExpiry: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "toolfleet", Subsystem: "executor",
+			Name: "approvals_next_expiry_timestamp_seconds", Help: "Unix time at which the first of the tool's unanswered approvals expires (its call is then denied), as this replica's last sweep saw them; absent while none waits."},
+			[]string{"tool"}),
+		expired: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "toolfleet", Subsystem: "executor",
+			Name: "approvals_expired_total", Help: "Calls denied because no approval answer arrived before their approval expired, by tool (counted once, by the replica whose sweep denied the call)."},
+			[]string{"tool"}),
 	}
 	var err error
 	m.calls = register(r, m.calls, &err)
@@ -65,6 +88,11 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 	m.answered = register(r, m.answered, &err)
 	m.policy = register(r, m.policy, &err)
 	m.refused = register(r, m.refused, &err)
+	m.queueWait = register(r, m.queueWait, &err)
+	m.serving = register(r, m.serving, &err)
+	m.waiting = register(r, m.waiting, &err)
+	m.nextExpiry = register(r, m.nextExpiry, &err)
+	m.expired = register(r, m.expired, &err)
 	if err != nil {
 		return nil, fmt.Errorf("%w: register metrics: %v", ErrInvalidOption, err)
 	}
@@ -145,5 +173,60 @@ func (m *metrics) policyDecision(tool, decision, by string) {
 func (m *metrics) refusedAct(tool, act string) {
 	if m != nil {
 		m.refused.WithLabelValues(tool, act).Inc()
+	}
+}
+
+// queued records how long a call of tool waited in its queue: from its storing in the
+// stream (stored, the server's clock) to now. A host clock behind the server's counts 0.
+func (m *metrics) queued(tool string, stored time.Time) {
+	if m != nil {
+		m.queueWait.WithLabelValues(tool).Observe(max(time.Since(stored).Seconds(), 0))
+	}
+}
+
+// serve counts an executor of this process consuming calls of tool (n: 1 when it
+// starts, -1 when it stops).
+func (m *metrics) serve(tool string, n float64) {
+	if m != nil {
+		m.serving.WithLabelValues(tool).Add(n)
+	}
+}
+
+// waitingApprovals is what one sweep saw of a tool's parked calls: how many wait for
+// their answer, and the first expiry among them.
+type waitingApprovals struct {
+	n     int
+	first time.Time
+}
+
+// saw counts p when it still waits for its answer (not being carried out or denied).
+func (w *waitingApprovals) saw(p parked) {
+	if p.State != statePending {
+		return
+	}
+	w.n++
+	if w.first.IsZero() || p.ExpiresAt.Before(w.first) {
+		w.first = p.ExpiresAt
+	}
+}
+
+// approvalsSwept shows what a sweep of tool's approvals saw. The expiry counter is made
+// at 0 here too, so that an alert sees its first increase.
+func (m *metrics) approvalsSwept(tool string, w waitingApprovals) {
+	if m == nil {
+		return
+	}
+	m.expired.WithLabelValues(tool)
+	m.waiting.WithLabelValues(tool).Set(float64(w.n))
+	if w.n == 0 {
+		m.nextExpiry.DeleteLabelValues(tool)
+		return
+	}
+	m.nextExpiry.WithLabelValues(tool).Set(float64(w.first.UnixNano()) / 1e9)
+}
+
+func (m *metrics) approvalExpired(tool string) {
+	if m != nil {
+		m.expired.WithLabelValues(tool).Inc()
 	}
 }
