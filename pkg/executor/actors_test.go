@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
+	"github.com/toolfleet/toolfleet/internal/testsupport/opstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/executor"
 )
@@ -95,7 +96,7 @@ func TestApprovalFromAnotherRoleIsRefused(t *testing.T) {
 		t.Fatalf("acme's user's answer ran acme's admin's call (results: %d)", b.results.count("w-admin"))
 	}
 	natstest.Eventually(t, 5*time.Second, "the refusal counted", func() bool {
-		return gather(t, promReg)[`toolfleet_executor_refused_acts_total{act="approval_answer",tool="write_file"}`] == 1
+		return opstest.Metrics(t, promReg)[`toolfleet_executor_refused_acts_total{act="approval_answer",tool="write_file"}`] == 1
 	})
 
 	// The owner's answer runs the call as it was asked; the record names the owner.
@@ -198,7 +199,7 @@ func TestCancelFromAnotherRoleIsRefused(t *testing.T) {
 		}
 	}
 	natstest.Eventually(t, 5*time.Second, "the refusals counted", func() bool {
-		return gather(t, promReg)[`toolfleet_executor_refused_acts_total{act="cancel",tool="slow"}`] == 2
+		return opstest.Metrics(t, promReg)[`toolfleet_executor_refused_acts_total{act="cancel",tool="slow"}`] == 2
 	})
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
+	"github.com/toolfleet/toolfleet/internal/testsupport/opstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/executor"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -277,7 +278,7 @@ func TestApprovalMetrics(t *testing.T) {
 	sum := func(name string) float64 {
 		var n float64
 		for _, reg := range regs {
-			n += gather(t, reg)[name]
+			n += opstest.Metrics(t, reg)[name]
 		}
 		return n
 	}
@@ -300,10 +301,10 @@ func TestApprovalMetrics(t *testing.T) {
 	at := float64(first.ExpiresAt.UnixNano()) / 1e9
 	for i, reg := range regs {
 		natstest.Eventually(t, 5*time.Second, fmt.Sprint("replica ", i, " to see both approvals waiting"), func() bool {
-			got := gather(t, reg)
+			got := opstest.Metrics(t, reg)
 			return got[waiting] == 2 && math.Abs(got[expiry]-at) < 1e-3
 		})
-		got := gather(t, reg)
+		got := opstest.Metrics(t, reg)
 		if n, ok := got[expired]; !ok || n != 0 {
 			t.Errorf("replica %d: %s = %v (present: %v), want 0 before any expiry", i, expired, n, ok)
 		}
@@ -324,7 +325,7 @@ func TestApprovalMetrics(t *testing.T) {
 	}
 	for i, reg := range regs {
 		natstest.Eventually(t, 5*time.Second, fmt.Sprint("replica ", i, " to see none waiting"), func() bool {
-			got := gather(t, reg)
+			got := opstest.Metrics(t, reg)
 			_, next := got[expiry]
 			return got[waiting] == 0 && !next
 		})
@@ -333,7 +334,7 @@ func TestApprovalMetrics(t *testing.T) {
 		t.Errorf("the expired approval was counted %v times, want once", n)
 	}
 	must(t, stops[0]())
-	if n := gather(t, regs[0])[`toolfleet_executor_serving{tool="write_file"}`]; n != 0 {
+	if n := opstest.Metrics(t, regs[0])[`toolfleet_executor_serving{tool="write_file"}`]; n != 0 {
 		t.Errorf("a stopped replica still serves write_file %v times", n)
 	}
 }

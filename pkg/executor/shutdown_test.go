@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
+	"github.com/toolfleet/toolfleet/internal/testsupport/opstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/executor"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -110,7 +110,7 @@ func TestMetrics(t *testing.T) {
 	b.call(t, "once_broken", "m3", "r", `{"text":"x"}`)
 	b.results.wait(t, 10*time.Second, "m1", "m2", "m3")
 	natstest.Eventually(t, 5*time.Second, "metrics", func() bool {
-		got := gather(t, promReg)
+		got := opstest.Metrics(t, promReg)
 		return got[`toolfleet_executor_calls_total{status="ok",tool="echo"}`] == 1 &&
 			got[`toolfleet_executor_calls_total{status="invalid",tool="echo"}`] == 1 &&
 			got[`toolfleet_executor_calls_total{status="ok",tool="once_broken"}`] == 1 &&
@@ -118,34 +118,6 @@ func TestMetrics(t *testing.T) {
 			got[`toolfleet_executor_call_duration_seconds_count{tool="echo"}`] == 2 &&
 			got[`toolfleet_executor_in_flight{tool="echo"}`] == 0
 	})
-}
-
-// gather flattens counters, gauges and histogram counts to "name{labels}" → value.
-func gather(t testing.TB, g prometheus.Gatherer) map[string]float64 {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]float64{}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			var labels []string
-			for _, l := range m.GetLabel() {
-				labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
-			}
-			key := "{" + strings.Join(labels, ",") + "}"
-			switch {
-			case m.Counter != nil:
-				out[mf.GetName()+key] = m.Counter.GetValue()
-			case m.Gauge != nil:
-				out[mf.GetName()+key] = m.Gauge.GetValue()
-			case m.Histogram != nil:
-				out[mf.GetName()+"_count"+key] = float64(m.Histogram.GetSampleCount())
-			}
-		}
-	}
-	return out
 }
 
 // Stopping an executor that is still setting up (streams, consumers, catalog) is a clean

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -17,6 +18,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Env empties every TOOLFLEET_ variable for the test, so that the machine's environment
@@ -169,6 +172,36 @@ func Serves(tb testing.TB, addr string, metrics ...string) {
 			tb.Errorf("/metrics lacks %s:\n%.1500s", m, body)
 		}
 	}
+}
+
+// Metrics gathers g as a user reads its /metrics: each series' value under its name
+// and labels, name{label="value",...} (labels sorted by name), a histogram's count as
+// name_count{...}.
+func Metrics(tb testing.TB, g prometheus.Gatherer) map[string]float64 {
+	tb.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+			}
+			key := "{" + strings.Join(labels, ",") + "}"
+			switch {
+			case m.Counter != nil:
+				out[mf.GetName()+key] = m.Counter.GetValue()
+			case m.Gauge != nil:
+				out[mf.GetName()+key] = m.Gauge.GetValue()
+			case m.Histogram != nil:
+				out[mf.GetName()+"_count"+key] = float64(m.Histogram.GetSampleCount())
+			}
+		}
+	}
+	return out
 }
 
 // Refusal is a command line and environment a program's Parse must refuse, and what its
