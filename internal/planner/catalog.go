@@ -20,6 +20,7 @@ import (
 type catalogView struct {
 	catalog *jsutil.Catalog
 	log     zerolog.Logger
+	m       *metrics
 
 	mu   sync.RWMutex
 	reg  *tools.Registry
@@ -29,8 +30,8 @@ type catalogView struct {
 	learnKeys map[string]string
 }
 
-func newCatalogView(c *jsutil.Catalog, log zerolog.Logger) *catalogView {
-	return &catalogView{catalog: c, log: log, reg: tools.NewRegistry(),
+func newCatalogView(c *jsutil.Catalog, log zerolog.Logger, m *metrics) *catalogView {
+	return &catalogView{catalog: c, log: log, m: m, reg: tools.NewRegistry(),
 		defs: map[string]tools.Definition{}, learnKeys: map[string]string{}}
 }
 
@@ -54,6 +55,7 @@ func (v *catalogView) load(ctx context.Context) error {
 // follow applies the catalog's changes until ctx ends, watching again when a watch
 // breaks (a server restart). It blocks; the planner's Run waits for it.
 func (v *catalogView) follow(ctx context.Context) {
+	broke := false
 	for ctx.Err() == nil {
 		changes, err := v.catalog.Watch(ctx)
 		if err != nil {
@@ -64,6 +66,10 @@ func (v *catalogView) follow(ctx context.Context) {
 			}
 			continue
 		}
+		if broke {
+			v.m.watchRestarted(watchCatalog)
+		}
+		v.m.watching(watchCatalog, true)
 		for ch := range changes {
 			if ch.Err != nil {
 				v.log.Warn().Err(ch.Err).Str("tool", ch.Name).Msg("catalog entry is not a valid definition; tool withdrawn")
@@ -77,6 +83,8 @@ func (v *catalogView) follow(ctx context.Context) {
 				v.put(ch.Definition)
 			}
 		}
+		v.m.watching(watchCatalog, false)
+		broke = true
 	}
 }
 

@@ -57,7 +57,9 @@ type Config struct {
 	// Log receives the planner's logs. Default: none.
 	Log zerolog.Logger
 	// Metrics, when set, receives the planner's Prometheus collectors: runs started and
-	// finished by termination, model turns, model call latency and tokens by model.
+	// finished by termination, model turns, model call latency, tokens by model and
+	// tenant, cost by tenant, and whether its watches of the runs bucket and the catalog
+	// follow them.
 	Metrics prometheus.Registerer
 	// OperatorRoles are the roles that may act on (follow up, change the tools of,
 	// cancel, answer the approvals of) the runs of other roles of their tenant, besides

@@ -6,7 +6,11 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/toolfleet/toolfleet/internal/provider"
+	"github.com/toolfleet/toolfleet/internal/testsupport/opstest"
+	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
 // Each turn reports 1,000 input and 500 output tokens: at 1 and 2 per million, 0.002.
@@ -95,6 +99,34 @@ func TestLoadPrices(t *testing.T) {
 		}
 		if _, err := LoadPrices(yml); err == nil {
 			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+// An operator reads each tenant's spending: tokens by model, kind and tenant as the
+// model calls report them, and cost by tenant as the runs record it (model and calls;
+// a call refused by the budget costs nothing). Anonymous callers' runs have a tenant
+// label of their own, which no tenant can take.
+func TestCostAndTokensByTenant(t *testing.T) {
+	b := setup(t, nil)
+	reg := prometheus.NewRegistry()
+	b.swapPlanner(t, Config{Models: map[string]provider.Model{"main": scriptedModel(t, costScript)}, Prices: costPrices, Metrics: reg})
+
+	acme := b.run(t, StartRequest{Input: "add", Tools: []string{"add"}, Caller: events.Identity{Tenant: "acme", Role: "user"}})
+	anon := b.run(t, StartRequest{Input: "add", Tools: []string{"add"}, Limits: Limits{CostBudget: 0.005}})
+	if !near(acme.Cost, 0.008) || !near(anon.Cost, 0.005) {
+		t.Fatalf("runs cost %g and %g, want 0.008 and 0.005", acme.Cost, anon.Cost)
+	}
+	m := opstest.Metrics(t, reg)
+	for series, want := range map[string]float64{
+		`toolfleet_planner_cost_total{tenant="acme"}`:                                    acme.Cost,
+		`toolfleet_planner_cost_total{tenant="(anonymous)"}`:                             anon.Cost,
+		`toolfleet_planner_tokens_total{kind="input",model="main",tenant="acme"}`:        3000,
+		`toolfleet_planner_tokens_total{kind="output",model="main",tenant="acme"}`:       1500,
+		`toolfleet_planner_tokens_total{kind="input",model="main",tenant="(anonymous)"}`: 2000,
+	} {
+		if got, ok := m[series]; !ok || !near(got, want) {
+			t.Errorf("%s = %v (present: %v), want %v", series, got, ok, want)
 		}
 	}
 }

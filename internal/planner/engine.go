@@ -125,9 +125,10 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Planner, error) {
 	rlog.win = win
 	p := &Planner{win: win, admit: &admission{maxStarting: int64(cfg.MaxStarting), maxStall: cfg.MaxStall, win: win, m: m},
 		nc: nc, js: js, cfg: cfg, log: cfg.Log.With().Str("planner", cfg.ID).Logger(),
-		cat: newCatalogView(catalog, cfg.Log), deadlines: map[string]time.Time{}, leases: map[string]leaseDue{}, m: m,
+		cat: newCatalogView(catalog, cfg.Log, m), deadlines: map[string]time.Time{}, leases: map[string]leaseDue{}, m: m,
 		replica: cfg.ID + "-" + nuid.Next(), tracer: newTracer(cfg), index: newRunIndex()}
 	p.runs = newStore(kv, js, nc, p.finished)
+	p.runs.charged = func(r *Run, cost float64) { m.charged(r.Tenant, cost) }
 	p.runs.beforeCommit = cfg.BeforeStepCommit
 	p.runs.batches = batchesStagedInMemory(rlog.log.CachedInfo().Config)
 	p.rlog = rlog

@@ -50,7 +50,9 @@ func (p *Planner) sendRunEvent(ctx context.Context, run *Run, what string, msg *
 func (p *Planner) watchRuns(ctx context.Context, w jetstream.KeyWatcher) {
 	var last uint64
 	for {
+		p.m.watching(watchRuns, true)
 		last = p.followRuns(ctx, w, last)
+		p.m.watching(watchRuns, false)
 		if ctx.Err() != nil {
 			return
 		}
@@ -66,6 +68,7 @@ func (p *Planner) watchRuns(ctx context.Context, w jetstream.KeyWatcher) {
 			}
 			return
 		}
+		p.m.watchRestarted(watchRuns)
 	}
 }
 

@@ -467,7 +467,7 @@ func (p *Planner) askModel(ctx context.Context, cl claim, run *Run, msgs []provi
 		usage = resp.Usage
 	}
 	offered.ModelMS = time.Since(began).Milliseconds()
-	p.m.modelCall(run.Model, time.Since(began), usage, err)
+	p.m.modelCall(run.Model, run.Tenant, time.Since(began), usage, err)
 	if err != nil {
 		return nil, offered, fmt.Errorf("model %s: %w", run.Model, err)
 	}

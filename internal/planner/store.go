@@ -40,6 +40,9 @@ type store struct {
 	nc *nats.Conn
 	// finished, when set, is told of a run once, by the update that stored its end.
 	finished func(*Run)
+	// charged, when set, is told of the cost an update added to a run, once, by the
+	// update that stored it.
+	charged func(r *Run, cost float64)
 	// wrote, when set, is told the size of every value about to be written; an error
 	// fails the write (tests).
 	wrote func(id string, n int) error
@@ -299,7 +302,7 @@ func (s store) updateWith(ctx context.Context, id string, loaded *Run, rev uint6
 			}
 			fresh = true
 		}
-		wasDone := r.Status == StatusDone
+		wasDone, cost := r.Status == StatusDone, r.Cost
 		changed, err := change(r)
 		if err == nil && !changed && !fresh && !wasDone {
 			r = nil // a remembered copy may be behind: believe "nothing to do" only fresh
@@ -317,6 +320,9 @@ func (s store) updateWith(ctx context.Context, id string, loaded *Run, rev uint6
 			_, err = s.put(ctx, id, r.control(), rev, false)
 		}
 		if err == nil {
+			if s.charged != nil && r.Cost > cost {
+				s.charged(r, r.Cost-cost)
+			}
 			if !wasDone && r.Status == StatusDone {
 				s.drop(id)
 				if s.finished != nil {
