@@ -269,7 +269,10 @@
 // # Metrics
 //
 // [WithMetrics] registers Prometheus collectors: calls by tool and status, duration
-// histogram, calls in flight, retries, redeliveries, dead letters and approvals.
+// histogram, queue wait histogram (from a call's storing in the stream to its first
+// delivery being handled), calls in flight, the tools served, retries, redeliveries,
+// dead letters, and approvals: requested, waiting and the first expiry among them (as
+// each replica's sweep sees the whole bucket), and expired unanswered.
 //
 // # Tracing
 //
