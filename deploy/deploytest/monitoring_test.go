@@ -342,8 +342,8 @@ func checkQuery(expr string, served map[string]map[string]bool) []string {
 
 // The monitoring names only what the programs serve. The real executor, picker and
 // planner run, each under its own NATS user, carry runs (tool calls, picks, usage
-// records), a dead letter, an approval request and new runs past the planner's
-// -max-starting; then every part's /metrics is scraped, and every series and label that
+// records, a cost), a dead letter, an approval left waiting and new runs past the
+// planner's -max-starting; then every part's /metrics is scraped, and every series and label that
 // an alert, a recording rule or a dashboard panel names must be among what they serve,
 // or among what the NATS exporter and kube-state-metrics serve (externalSeries).
 func TestMonitoringQueriesAreReal(t *testing.T) {
@@ -369,14 +369,19 @@ func TestMonitoringQueriesAreReal(t *testing.T) {
 
 	srv := startAuthServer(t)
 	bin := buildBinaries(t)
-	script := filepath.Join(t.TempDir(), "script.yaml")
+	dir := t.TempDir()
+	script, prices := filepath.Join(dir, "script.yaml"), filepath.Join(dir, "prices.yaml")
 	if err := os.WriteFile(script, []byte(composeScript), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Priced, so that runs are charged a cost.
+	if err := os.WriteFile(prices, []byte("models:\n  scripted/script: {inputPerMTok: 1, outputPerMTok: 2}\ntools:\n  calculator: 0.01\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	partEnv := map[string]map[string]string{
 		"executor": {"TOOLFLEET_SANDBOX_ROOT": t.TempDir()},
 		"picker":   {},
-		"planner": {"TOOLFLEET_MODEL": "scripted/" + script, "TOOLFLEET_MAX_STARTING": "1",
+		"planner": {"TOOLFLEET_MODEL": "scripted/" + script, "TOOLFLEET_MAX_STARTING": "1", "TOOLFLEET_PRICES_FILE": prices,
 			"TOOLFLEET_HTTP_ADDR": "127.0.0.1:" + strconv.Itoa(nettest.FreePort(t))},
 	}
 	var metricsURLs []string
@@ -420,6 +425,7 @@ func TestMonitoringQueriesAreReal(t *testing.T) {
 		t.Fatalf("POST /v1/runs: %s %s (%v)", resp.Status, body, err)
 	}
 	natstest.Eventually(t, 30*time.Second, "the picker's usage records", seen("toolfleet_picker_usage_records_total"))
+	natstest.Eventually(t, 30*time.Second, "the run's cost counted", seen("toolfleet_planner_cost_total"))
 
 	// A message that names no caller on a call subject: a dead letter. A call of an
 	// unsafe tool: an approval request.
@@ -439,6 +445,7 @@ func TestMonitoringQueriesAreReal(t *testing.T) {
 		t.Fatal(err)
 	}
 	natstest.Eventually(t, 30*time.Second, "an approval request counted", seen("toolfleet_executor_approvals_requested_total"))
+	natstest.Eventually(t, 30*time.Second, "the approval seen waiting by a sweep", seen("toolfleet_executor_approvals_next_expiry_timestamp_seconds"))
 
 	// More new runs at once than -max-starting: some are answered 429.
 	if refusedOne(t, api) {
