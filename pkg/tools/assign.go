@@ -40,6 +40,8 @@ var (
 	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
 )
 
+// build returns the decoder of t, one builder per kind; it sets b.unsupported (and
+// returns nil) for a type encoding/json must decode instead.
 func (b *decoderBuilder) build(t reflect.Type) decodeFunc {
 	if p, ok := b.seen[t]; ok {
 		// A recursive type: refer to the decoder being built through its slot.
@@ -55,150 +57,35 @@ func (b *decoderBuilder) build(t reflect.Type) decodeFunc {
 	var d decodeFunc
 	switch t.Kind() {
 	case reflect.String:
-		d = func(dst reflect.Value, v any) error {
-			switch s := v.(type) {
-			case string:
-				dst.SetString(s)
-			case nil:
-			default:
-				return typeError(v, dst.Type())
-			}
-			return nil
-		}
+		d = decodeString
 	case reflect.Bool:
-		d = func(dst reflect.Value, v any) error {
-			switch x := v.(type) {
-			case bool:
-				dst.SetBool(x)
-			case nil:
-			default:
-				return typeError(v, dst.Type())
-			}
-			return nil
-		}
+		d = decodeBool
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		d = func(dst reflect.Value, v any) error {
-			switch n := v.(type) {
-			case json.Number:
-				i, err := strconv.ParseInt(string(n), 10, dst.Type().Bits())
-				if err != nil {
-					return fmt.Errorf("cannot use number %s as %s", n, dst.Type())
-				}
-				dst.SetInt(i)
-			case nil:
-			default:
-				return typeError(v, dst.Type())
-			}
-			return nil
-		}
+		d = decodeInt
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-		d = func(dst reflect.Value, v any) error {
-			switch n := v.(type) {
-			case json.Number:
-				u, err := strconv.ParseUint(string(n), 10, dst.Type().Bits())
-				if err != nil {
-					return fmt.Errorf("cannot use number %s as %s", n, dst.Type())
-				}
-				dst.SetUint(u)
-			case nil:
-			default:
-				return typeError(v, dst.Type())
-			}
-			return nil
-		}
+		d = decodeUint
 	case reflect.Float32, reflect.Float64:
-		d = func(dst reflect.Value, v any) error {
-			switch n := v.(type) {
-			case json.Number:
-				f, err := strconv.ParseFloat(string(n), dst.Type().Bits())
-				if err != nil {
-					return fmt.Errorf("cannot use number %s as %s", n, dst.Type())
-				}
-				dst.SetFloat(f)
-			case nil:
-			default:
-				return typeError(v, dst.Type())
-			}
-			return nil
-		}
+		d = decodeFloat
 	case reflect.Interface:
 		if t.NumMethod() != 0 {
 			b.unsupported = true
 			return nil
 		}
-		d = func(dst reflect.Value, v any) error {
-			if v != nil {
-				p, err := plainValue(v)
-				if err != nil {
-					return err
-				}
-				dst.Set(reflect.ValueOf(p))
-			}
-			return nil
-		}
+		d = decodeInterface
 	case reflect.Pointer:
-		elem := b.build(t.Elem())
-		d = func(dst reflect.Value, v any) error {
-			if v == nil {
-				dst.SetZero()
-				return nil
-			}
-			p := reflect.New(dst.Type().Elem())
-			if err := elem(p.Elem(), v); err != nil {
-				return err
-			}
-			dst.Set(p)
-			return nil
-		}
+		d = pointerDecoder(b.build(t.Elem()))
 	case reflect.Slice:
 		if t.Elem().Kind() == reflect.Uint8 {
 			b.unsupported = true // []byte travels as base64
 			return nil
 		}
-		elem := b.build(t.Elem())
-		d = func(dst reflect.Value, v any) error {
-			switch a := v.(type) {
-			case []any:
-				s := reflect.MakeSlice(dst.Type(), len(a), len(a))
-				for i, x := range a {
-					if err := elem(s.Index(i), x); err != nil {
-						return fmt.Errorf("[%d]: %w", i, err)
-					}
-				}
-				dst.Set(s)
-			case nil:
-				dst.SetZero()
-			default:
-				return typeError(v, dst.Type())
-			}
-			return nil
-		}
+		d = sliceDecoder(b.build(t.Elem()))
 	case reflect.Map:
 		if t.Key().Kind() != reflect.String || t.Key().Implements(textUnmarshaler) || reflect.PointerTo(t.Key()).Implements(textUnmarshaler) {
 			b.unsupported = true
 			return nil
 		}
-		elem := b.build(t.Elem())
-		d = func(dst reflect.Value, v any) error {
-			switch m := v.(type) {
-			case map[string]any:
-				mv := reflect.MakeMapWithSize(dst.Type(), len(m))
-				et, kt := dst.Type().Elem(), dst.Type().Key()
-				for k, x := range m {
-					ev := reflect.New(et).Elem()
-					if err := elem(ev, x); err != nil {
-						return fmt.Errorf("%q: %w", k, err)
-					}
-					mv.SetMapIndex(reflect.ValueOf(k).Convert(kt), ev)
-				}
-				dst.Set(mv)
-			case nil:
-				dst.SetZero()
-			default:
-				return typeError(v, dst.Type())
-			}
-			return nil
-		}
+		d = mapDecoder(b.build(t.Elem()))
 	case reflect.Struct:
 		d = b.buildStruct(t)
 	default:
@@ -207,6 +94,154 @@ func (b *decoderBuilder) build(t reflect.Type) decodeFunc {
 	}
 	*slot = d
 	return d
+}
+
+// The decoders of the scalar kinds. Each leaves dst as it is for null, as encoding/json
+// does, and refuses a value of another JSON type.
+
+func decodeString(dst reflect.Value, v any) error {
+	switch s := v.(type) {
+	case string:
+		dst.SetString(s)
+	case nil:
+	default:
+		return typeError(v, dst.Type())
+	}
+	return nil
+}
+
+func decodeBool(dst reflect.Value, v any) error {
+	switch x := v.(type) {
+	case bool:
+		dst.SetBool(x)
+	case nil:
+	default:
+		return typeError(v, dst.Type())
+	}
+	return nil
+}
+
+// decodeInt refuses a number that is not an integer or does not fit dst's size.
+func decodeInt(dst reflect.Value, v any) error {
+	switch n := v.(type) {
+	case json.Number:
+		i, err := strconv.ParseInt(string(n), 10, dst.Type().Bits())
+		if err != nil {
+			return fmt.Errorf("cannot use number %s as %s", n, dst.Type())
+		}
+		dst.SetInt(i)
+	case nil:
+	default:
+		return typeError(v, dst.Type())
+	}
+	return nil
+}
+
+// decodeUint refuses a number that is negative, not an integer or does not fit dst's
+// size.
+func decodeUint(dst reflect.Value, v any) error {
+	switch n := v.(type) {
+	case json.Number:
+		u, err := strconv.ParseUint(string(n), 10, dst.Type().Bits())
+		if err != nil {
+			return fmt.Errorf("cannot use number %s as %s", n, dst.Type())
+		}
+		dst.SetUint(u)
+	case nil:
+	default:
+		return typeError(v, dst.Type())
+	}
+	return nil
+}
+
+// decodeFloat refuses a number out of dst's range.
+func decodeFloat(dst reflect.Value, v any) error {
+	switch n := v.(type) {
+	case json.Number:
+		f, err := strconv.ParseFloat(string(n), dst.Type().Bits())
+		if err != nil {
+			return fmt.Errorf("cannot use number %s as %s", n, dst.Type())
+		}
+		dst.SetFloat(f)
+	case nil:
+	default:
+		return typeError(v, dst.Type())
+	}
+	return nil
+}
+
+// decodeInterface stores what encoding/json gives an empty interface ([plainValue]).
+func decodeInterface(dst reflect.Value, v any) error {
+	if v != nil {
+		p, err := plainValue(v)
+		if err != nil {
+			return err
+		}
+		dst.Set(reflect.ValueOf(p))
+	}
+	return nil
+}
+
+// The decoders of the composite kinds, around the decoder of their element. null makes
+// a pointer, slice or map nil.
+
+func pointerDecoder(elem decodeFunc) decodeFunc {
+	return func(dst reflect.Value, v any) error {
+		if v == nil {
+			dst.SetZero()
+			return nil
+		}
+		p := reflect.New(dst.Type().Elem())
+		if err := elem(p.Elem(), v); err != nil {
+			return err
+		}
+		dst.Set(p)
+		return nil
+	}
+}
+
+func sliceDecoder(elem decodeFunc) decodeFunc {
+	return func(dst reflect.Value, v any) error {
+		switch a := v.(type) {
+		case []any:
+			s := reflect.MakeSlice(dst.Type(), len(a), len(a))
+			for i, x := range a {
+				if err := elem(s.Index(i), x); err != nil {
+					return fmt.Errorf("[%d]: %w", i, err)
+				}
+			}
+			dst.Set(s)
+		case nil:
+			dst.SetZero()
+		default:
+			return typeError(v, dst.Type())
+		}
+		return nil
+	}
+}
+
+// mapDecoder decodes into a map whose key is a string kind.
+func mapDecoder(elem decodeFunc) decodeFunc {
+	return func(dst reflect.Value, v any) error {
+		switch m := v.(type) {
+		case map[string]any:
+			mv := reflect.MakeMapWithSize(dst.Type(), len(m))
+			et, kt := dst.Type().Elem(), dst.Type().Key()
+			for k, x := range m {
+				ev := reflect.New(et).Elem()
+				if err := elem(ev, x); err != nil {
+					return fmt.Errorf("%q: %w", k, err)
+				}
+				mv.SetMapIndex(reflect.ValueOf(k).Convert(kt), ev)
+			}
+			dst.Set(mv)
+		case nil:
+			dst.SetZero()
+		default:
+			return typeError(v, dst.Type())
+		}
+		return nil
+	}
 }
 
 type fieldDecoder struct {
