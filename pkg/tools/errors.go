@@ -180,7 +180,10 @@ func (e *Error) Is(target error) bool {
 // the one error shape a model sees: a failed tool's output (before onError replaces it),
 // an executor's refusal, the planner's own answers.
 func (e *Error) ForModel() json.RawMessage {
-	b, _ := MarshalJSON(ErrorOutput{Error: e})
+	b, err := MarshalJSON(ErrorOutput{Error: e})
+	if err != nil {
+		panic(err) // strings and numbers only (Err is not marshalled): it cannot fail
+	}
 	return b
 }
 

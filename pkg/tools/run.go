@@ -147,7 +147,11 @@ func (c *Call) execute(ctx context.Context) (any, *Error) {
 		r := c.protectedRun(ctx)
 		return r.out, r.err
 	}
-	done := make(chan result, 1) // buffered: a tool finishing after we gave up never blocks
+	// A Go function cannot be stopped: a tool that ignores ctx is left running when ctx
+	// ends, and the call is answered without it (a timeout, a cancel). Its goroutine has
+	// no owner on purpose — waiting for it would hold the answer hostage — and it ends
+	// when the tool returns; done is buffered so that it never blocks then.
+	done := make(chan result, 1)
 	go func() { done <- c.protectedRun(ctx) }()
 	select {
 	case r := <-done:

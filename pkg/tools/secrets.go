@@ -191,6 +191,6 @@ func (s Secrets) forms() []secretForm {
 }
 
 func jsonEscaped(v string) string {
-	b, _ := json.Marshal(v)
+	b, _ := json.Marshal(v) // a string always marshals (invalid UTF-8 becomes U+FFFD)
 	return string(b[1 : len(b)-1])
 }
