@@ -36,10 +36,7 @@ func LearnedStages(ctx context.Context, l *Learned, c *Catalog, text string) (an
 	t1 := time.Now()
 	ls.scoreField(v, v.bind(s), sc.words, sc)
 	t2 := time.Now()
-	for _, i := range sc.touched {
-		sc.acc[i] = 0
-	}
-	clear(sc.terms)
+	sc.reset()
 	r, err := ls.cold.rank(ctx, req, sc.words, nil)
 	t3 := time.Now()
 	if err != nil {

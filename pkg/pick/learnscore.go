@@ -123,9 +123,10 @@ var learnedPool = sync.Pool{New: func() any { return new(learnedScratch) }}
 //
 // The learned fields are scored first; each matched tool's learned part, on the scale
 // of the cold raw score, is added to its accumulator before the cold BM25 reads its
-// postings, so that one pass over the catalog's accumulators ranks by the fused score,
-// exactly (block by block, as a cold pick of a long request). Co-usage then lifts the
-// partners of the best tool, each scored on its own.
+// postings (fusion.seed), so that one pass over the catalog's accumulators ranks by the
+// fused score, exactly (block by block, as a cold pick of a long request). Co-usage
+// then lifts the partners of the best tool, each scored on its own (coUsage), and each
+// hit says why it ranks (ls.hits).
 func (ls *learnedScorer) Score(ctx context.Context, req *Request) ([]Hit, error) {
 	v, tn := ls.view, ls.tuning
 	if v == nil {
@@ -134,61 +135,16 @@ func (ls *learnedScorer) Score(ctx context.Context, req *Request) ([]Hit, error)
 	if v == nil || len(v.names) == 0 {
 		return ls.cold.Score(ctx, req)
 	}
-	s := req.Snapshot
-	bd := v.bind(s)
-	ids := bd.ids
+	bd := v.bind(req.Snapshot)
 	sc := learnedPool.Get().(*learnedScratch)
 	defer learnedPool.Put(sc)
 	// The words are analysed once, for the learned fields and the tools' own text.
-	sc.words = analyseWords(s, req.Text, sc.words)
-	qmax := ls.scoreField(v, bd, sc.words, sc)
-	defer func() {
-		for _, i := range sc.touched {
-			sc.acc[i] = 0
-		}
-		clear(sc.terms) // the pool must not keep the view's lists alive
-		clear(sc.sorted)
-	}()
-	w, squared := tn.Weight, tn.Power == 2
-	learnedOf := func(idx uint32) float64 {
-		if qmax == 0 || idx == ^uint32(0) {
-			return 0
-		}
-		// Squared: a request much like earlier ones (most of its information in a
-		// tool's learned field) counts fully, a few shared common words hardly at all.
-		// Linear, the loose matches cost Seal-Tools, whose requests rarely repeat, 14
-		// points of held-out nDCG@10; squared, it keeps its cold figure. Self-tuning
-		// chooses (Tuning.Power).
-		x := float64(sc.acc[idx]) / qmax
-		if squared {
-			return x * x
-		}
-		return x
-	}
+	sc.words = analyseWords(req.Snapshot, req.Text, sc.words)
+	f := &fusion{sc: sc, ids: bd.ids, qmax: ls.scoreField(v, bd, sc.words, sc), w: tn.Weight, squared: tn.Power == 2}
+	defer sc.reset()
 	var pre func([]float32, float64, []DocID) []DocID
 	if len(sc.touched) > 0 {
-		pre = func(acc []float32, scale float64, seed []DocID) []DocID {
-			// w·learned·scale, learned being (acc/qmax)^Power.
-			c := float32(w * scale / qmax)
-			if squared {
-				c = float32(w * scale / (qmax * qmax))
-			}
-			for _, idx := range sc.touched {
-				if id := ids[idx]; id != noDoc {
-					g := c * sc.acc[idx]
-					if squared {
-						g *= sc.acc[idx]
-					}
-					if g > 0 {
-						if acc[id] == 0 { // else seeded already, by its best sentence
-							seed = append(seed, id)
-						}
-						acc[id] += g
-					}
-				}
-			}
-			return seed
-		}
+		pre = f.seed
 	}
 	r, err := ls.cold.rank(ctx, req, sc.words, pre)
 	if err != nil {
@@ -199,73 +155,160 @@ func (ls *learnedScorer) Score(ctx context.Context, req *Request) ([]Hit, error)
 	if scale == 0 {
 		scale = 1
 	}
-	k := req.Limit
 	ranks := sc.ranked[:0]
 	for _, rk := range r.sc.ranked {
-		rk.score = rk.score / scale / (1 + w)
+		rk.score = rk.score / scale / (1 + f.w)
 		ranks = append(ranks, rk)
 	}
+	co := coUsage(v, bd, req, tn, ranks, sc.bonus[:0])
+	if len(co.bonus) > 0 {
+		ranks = co.lift(ranks, req, r, f, bd)
+	}
+	sc.ranked, sc.bonus = ranks, co.bonus
+	return ls.hits(req, v, bd, r, f, tn, ranks, co), nil
+}
 
-	// Co-usage: the tools used with the best one gain a share of its score.
-	var with string
-	bonus := sc.bonus[:0] // at most liftPartners, distinct tools
-	if len(ranks) > 0 && tn.CoUsage > 0 {
-		best := ranks[0]
-		if bi := bd.indexOf(best.id); bi != ^uint32(0) {
-			for _, p := range v.partners[bi] {
-				id := ids[p.tool]
-				if id == noDoc || id == best.id || !req.Allowed(id) {
-					continue
+// reset clears what a pick left in sc: the accumulators it touched, and the learned
+// lists its terms hold (the pool must not keep a view alive).
+func (sc *learnedScratch) reset() {
+	for _, i := range sc.touched {
+		sc.acc[i] = 0
+	}
+	clear(sc.terms)
+	clear(sc.sorted)
+}
+
+// fusion fuses a tool's learned score with its cold one: (cold + w·learned)/(1 + w),
+// learned being its learned field's raw score (sc.acc, from scoreField) over qmax, to
+// the Power.
+type fusion struct {
+	sc      *learnedScratch
+	ids     []DocID // the binding's: each learned tool's id in the snapshot
+	qmax    float64 // the raw learned score's upper bound (scoreField)
+	w       float64 // Tuning.Weight
+	squared bool    // Tuning.Power is 2
+}
+
+// learned is the learned score of learned tool idx, 0..1 (0 for ^0: none).
+func (f *fusion) learned(idx uint32) float64 {
+	if f.qmax == 0 || idx == ^uint32(0) {
+		return 0
+	}
+	// Squared: a request much like earlier ones (most of its information in a tool's
+	// learned field) counts fully, a few shared common words hardly at all. Linear, the
+	// loose matches cost Seal-Tools, whose requests rarely repeat, 14 points of held-out
+	// nDCG@10; squared, it keeps its cold figure. Self-tuning chooses (Tuning.Power).
+	x := float64(f.sc.acc[idx]) / f.qmax
+	if f.squared {
+		return x * x
+	}
+	return x
+}
+
+// seed adds w·learned·scale to the cold accumulator of every tool the learned fields
+// matched, appending to seed the ones it starts (the cold rank's pre).
+func (f *fusion) seed(acc []float32, scale float64, seed []DocID) []DocID {
+	// w·learned·scale, learned being (acc/qmax)^Power.
+	c := float32(f.w * scale / f.qmax)
+	if f.squared {
+		c = float32(f.w * scale / (f.qmax * f.qmax))
+	}
+	for _, idx := range f.sc.touched {
+		if id := f.ids[idx]; id != noDoc {
+			g := c * f.sc.acc[idx]
+			if f.squared {
+				g *= f.sc.acc[idx]
+			}
+			if g > 0 {
+				if acc[id] == 0 { // else seeded already, by its best sentence
+					seed = append(seed, id)
 				}
-				with = s.docs[best.id].def.Name
-				bonus = append(bonus, coBonus{id: id, gain: tn.CoUsage * float64(p.share) * best.score})
+				acc[id] += g
 			}
 		}
 	}
-	if len(bonus) > 0 {
-		n := len(ranks)
-		for _, cb := range bonus {
-			id, b := cb.id, cb.gain
-			if i := slices.IndexFunc(ranks[:n], func(rk ranked) bool { return rk.id == id }); i >= 0 {
-				ranks[i].score = min(ranks[i].score+b, 1)
-				continue
-			}
-			f := (r.score(id) + w*learnedOf(bd.indexOf(id))) / (1 + w)
-			ranks = append(ranks, ranked{score: min(f+b, 1), key: s.seqs[id], id: id})
-		}
-		slices.SortFunc(ranks, func(a, b ranked) int {
-			if worse(a, b) {
-				return 1
-			}
-			if worse(b, a) {
-				return -1
-			}
-			return 0
-		})
-		ranks = ranks[:min(len(ranks), k)]
-	}
-	sc.ranked, sc.bonus = ranks, bonus
+	return seed
+}
 
+// coLift is what co-usage adds to a pick: the partners of the best tool (with) and
+// what each gains.
+type coLift struct {
+	with  string
+	bonus []coBonus // at most liftPartners, distinct tools
+}
+
+// coUsage finds the tools used with the best of ranks that req allows, each gaining
+// tn.CoUsage of its share of the best one's uses times the best one's score; bonus is
+// the slice to fill.
+func coUsage(v *learnedView, bd *binding, req *Request, tn Tuning, ranks []ranked, bonus []coBonus) coLift {
+	co := coLift{bonus: bonus}
+	if len(ranks) == 0 || tn.CoUsage <= 0 {
+		return co
+	}
+	best := ranks[0]
+	bi := bd.indexOf(best.id)
+	if bi == ^uint32(0) {
+		return co
+	}
+	for _, p := range v.partners[bi] {
+		id := bd.ids[p.tool]
+		if id == noDoc || id == best.id || !req.Allowed(id) {
+			continue
+		}
+		co.with = req.Snapshot.docs[best.id].def.Name
+		co.bonus = append(co.bonus, coBonus{id: id, gain: tn.CoUsage * float64(p.share) * best.score})
+	}
+	return co
+}
+
+// lift adds each partner's gain to its fused score (at most 1), scoring a partner the
+// ranking left out on its own, then orders ranks again and cuts them to req.Limit.
+func (co coLift) lift(ranks []ranked, req *Request, r *coldRank, f *fusion, bd *binding) []ranked {
+	n := len(ranks)
+	for _, cb := range co.bonus {
+		id, b := cb.id, cb.gain
+		if i := slices.IndexFunc(ranks[:n], func(rk ranked) bool { return rk.id == id }); i >= 0 {
+			ranks[i].score = min(ranks[i].score+b, 1)
+			continue
+		}
+		fused := (r.score(id) + f.w*f.learned(bd.indexOf(id))) / (1 + f.w)
+		ranks = append(ranks, ranked{score: min(fused+b, 1), key: req.Snapshot.seqs[id], id: id})
+	}
+	slices.SortFunc(ranks, func(a, b ranked) int {
+		if worse(a, b) {
+			return 1
+		}
+		if worse(b, a) {
+			return -1
+		}
+		return 0
+	})
+	return ranks[:min(len(ranks), req.Limit)]
+}
+
+// hits turns ranks into hits, each with its reason (the cold one, the learned terms it
+// matched, the tool it was used with) and, for req.Debug, its [LearnedDetails].
+func (ls *learnedScorer) hits(req *Request, v *learnedView, bd *binding, r *coldRank, f *fusion, tn Tuning, ranks []ranked, co coLift) []Hit {
 	hits := make([]Hit, 0, len(ranks))
 	for _, rk := range ranks {
 		idx := bd.indexOf(rk.id)
 		reason, ex := r.explain(rk.id, req.Debug)
-		lr := learnedOf(idx)
+		lr := f.learned(idx)
 		var matched []string
 		if lr > 0 {
-			matched = sc.matched(idx)
+			matched = f.sc.matched(idx)
 			reason = learnedReason(reason, matched, int(v.nreq[idx]))
 		}
-		var co float64
-		if i := slices.IndexFunc(bonus, func(cb coBonus) bool { return cb.id == rk.id }); i >= 0 {
-			co = bonus[i].gain
-			reason += "; used with " + with
+		var gain float64
+		if i := slices.IndexFunc(co.bonus, func(cb coBonus) bool { return cb.id == rk.id }); i >= 0 {
+			gain = co.bonus[i].gain
+			reason += "; used with " + co.with
 		}
 		h := Hit{ID: rk.id, Score: rk.score, Reason: reason}
 		if req.Debug {
-			d := &LearnedDetails{Cold: r.score(rk.id), Learned: lr, Weight: w, Power: tn.Power, CoUsage: co, Terms: matched, BM25: ex}
-			if co > 0 {
-				d.With = with
+			d := &LearnedDetails{Cold: r.score(rk.id), Learned: lr, Weight: f.w, Power: tn.Power, CoUsage: gain, Terms: matched, BM25: ex}
+			if gain > 0 {
+				d.With = co.with
 			}
 			if idx != ^uint32(0) {
 				d.Requests = int(v.nreq[idx])
@@ -274,7 +317,7 @@ func (ls *learnedScorer) Score(ctx context.Context, req *Request) ([]Hit, error)
 		}
 		hits = append(hits, h)
 	}
-	return hits, nil
+	return hits
 }
 
 // scoreField scores the learned fields of v against text into sc.acc (sc.touched the
