@@ -73,13 +73,20 @@ func (h *Hybrid) Score(ctx context.Context, req *Request) ([]Hit, error) {
 		hits []Hit
 		err  error
 	}
+	// The semantic scorer runs beside the lexical one and is waited for whatever the
+	// lexical one answers: nothing of a pick runs after it. A lexical failure fails the
+	// pick, so it stops the semantic scorer first.
+	semCtx, stopSem := context.WithCancel(ctx)
+	defer stopSem()
 	semCh := make(chan answer, 1)
 	go func() {
-		hits, err := h.Semantic.Score(ctx, &sub)
+		hits, err := h.Semantic.Score(semCtx, &sub)
 		semCh <- answer{hits, err}
 	}()
 	lexHits, err := lex.Score(ctx, &sub)
 	if err != nil {
+		stopSem()
+		<-semCh
 		return nil, fmt.Errorf("%s: %w", lex.Name(), err)
 	}
 	sem := <-semCh

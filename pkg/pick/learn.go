@@ -126,7 +126,13 @@ func (c LearnConfig) withDefaults() (LearnConfig, error) {
 // when it changes: a tool that now does something else must not inherit the requests
 // of what it did before.
 func LearnKey(d tools.Definition) string {
-	b, _ := json.Marshal([]any{d.Description, d.Parameters, d.ResponseSchema})
+	b, err := json.Marshal([]any{d.Description, d.Parameters, d.ResponseSchema})
+	if err != nil {
+		// Parameters or a response schema that is not JSON (no registry takes it, but a
+		// catalog may hold it): their bytes as they are still tell the definition from
+		// any other, and cannot be taken for a JSON array's.
+		b = fmt.Appendf(nil, "%q %q %q", d.Description, d.Parameters, d.ResponseSchema)
+	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
 }

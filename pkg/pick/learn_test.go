@@ -95,6 +95,20 @@ func TestLearnedRanksUsedToolFirstPerTenant(t *testing.T) {
 	}
 }
 
+// A definition whose parameters are not JSON (a catalog may hold one) still has a key
+// of its own: two such definitions are not taken for one another.
+func TestLearnKeyOfParametersNotJSON(t *testing.T) {
+	a := tools.Definition{Name: "a", Description: "same", Parameters: json.RawMessage(`{"type":`)}
+	b := tools.Definition{Name: "b", Description: "same", Parameters: json.RawMessage(`{"type":"obj`)}
+	if LearnKey(a) == LearnKey(b) {
+		t.Errorf("two definitions with different unreadable parameters share the key %s", LearnKey(a))
+	}
+	valid := tools.Definition{Description: "same", Parameters: json.RawMessage(`{"type":"object"}`)}
+	if LearnKey(valid) == LearnKey(a) {
+		t.Error("an unreadable definition takes a readable one's key")
+	}
+}
+
 // What was learned for a tool stays while its description and schemas stay (a tag
 // change keeps it) and stops counting when they change; a record for the new
 // definition starts the tool over.

@@ -122,7 +122,10 @@ func score(ctx context.Context, o Options, req *Request) ([]Hit, error) {
 		hits []Hit
 		err  error
 	}
-	done := make(chan answer, 1) // buffered: an abandoned scorer can still finish
+	// A scorer that ignores sctx is abandoned at the timeout: Timeout exists to answer
+	// without it, so no one waits for its goroutine, which ends when the scorer returns
+	// (done is buffered, so that it never blocks then).
+	done := make(chan answer, 1)
 	go func() {
 		h, err := o.Scorer.Score(sctx, req)
 		done <- answer{h, err}

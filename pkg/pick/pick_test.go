@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -250,6 +251,28 @@ type scorerFunc struct {
 
 func (s scorerFunc) Name() string                                           { return s.name }
 func (s scorerFunc) Score(ctx context.Context, req *Request) ([]Hit, error) { return s.fn(ctx, req) }
+
+// A failing lexical scorer fails a hybrid pick; the semantic scorer running beside it
+// has been stopped and has returned by then: nothing of a pick outlives it.
+func TestHybridLexicalFailureStopsSemantic(t *testing.T) {
+	t.Parallel()
+	cat := testCatalog(t)
+	var returned atomic.Bool
+	sem := scorerFunc{"slow-embedding", func(ctx context.Context, _ *Request) ([]Hit, error) {
+		<-ctx.Done() // an embedding service that answers only when asked to stop
+		returned.Store(true)
+		return nil, ctx.Err()
+	}}
+	boom := errors.New("index unreadable")
+	lex := scorerFunc{"broken-lexical", func(context.Context, *Request) ([]Hit, error) { return nil, boom }}
+	_, err := Pick(t.Context(), "weather", cat, Options{Scorer: &Hybrid{Lexical: lex, Semantic: sem}})
+	if !errors.Is(err, boom) {
+		t.Fatalf("err = %v, want the lexical scorer's", err)
+	}
+	if !returned.Load() {
+		t.Error("the pick returned while its semantic scorer still ran")
+	}
+}
 
 func TestPickCustomScorers(t *testing.T) {
 	t.Parallel()
