@@ -57,8 +57,8 @@ func (s *Server) callError(ctx context.Context, tool string, err error, sess *mc
 		return tools.Wrap(tools.CodeToolFailed, err, fmt.Sprintf("MCP tool %s: %v", tool, err))
 	}
 	// Anything else is the transport: the process died, the connection or the HTTP
-	// session was lost. Drop the session; the supervisor connects again.
-	go func() { _ = sess.Close() }()
+	// session was lost. The supervisor drops the session and connects again.
+	s.lose(sess)
 	return tools.Wrap(tools.CodeToolFailed, err, fmt.Sprintf(
 		"MCP tool %s: the connection to MCP server %s was lost during the call (%v); the call may or may not have taken effect; the adapter reconnects for later calls",
 		tool, s.cfg.Name, err))
@@ -103,12 +103,10 @@ func errorText(res *mcp.CallToolResult) string {
 	}
 	msg := strings.Join(parts, "\n")
 	if msg == "" && res.StructuredContent != nil {
-		b, _ := json.Marshal(res.StructuredContent)
-		msg = string(b)
+		msg = shownJSON("structuredContent", res.StructuredContent)
 	}
 	if msg == "" && len(res.Content) > 0 {
-		b, _ := json.Marshal(res.Content)
-		msg = string(b)
+		msg = shownJSON("content", res.Content)
 	}
 	if msg == "" {
 		msg = "(no message)"
@@ -117,4 +115,14 @@ func errorText(res *mcp.CallToolResult) string {
 		msg = strings.ToValidUTF8(msg[:errTextLimit], "") + "…"
 	}
 	return msg
+}
+
+// shownJSON is v as JSON for a failure's message, or why the failure's field called
+// what cannot be shown.
+func shownJSON(what string, v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "(its " + what + " cannot be shown: " + err.Error() + ")"
+	}
+	return string(b)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -134,6 +135,16 @@ func TestCallsMapTheServersAnswers(t *testing.T) {
 	}
 	if got := counts.Get("add"); got != before {
 		t.Errorf("the server got %d calls of add for invalid arguments", got-before)
+	}
+}
+
+// A failed tool whose only content cannot be shown as JSON says so and why, instead of
+// saying nothing.
+func TestAFailuresContentThatCannotBeShownIsSaid(t *testing.T) {
+	_, err := mcptool.Output(&mcp.CallToolResult{IsError: true, StructuredContent: math.Inf(1)})
+	var te *tools.Error
+	if !errors.As(err, &te) || !strings.Contains(te.Message, "structuredContent cannot be shown") || !strings.Contains(te.Message, "unsupported value") {
+		t.Fatalf("Output: %v, want a failure saying its structuredContent cannot be shown and why", err)
 	}
 }
 

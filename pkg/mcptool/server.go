@@ -84,12 +84,15 @@ type Server struct {
 	client *mcp.Client
 	log    zerolog.Logger
 
-	mu      sync.Mutex
-	sess    *mcp.ClientSession // nil while disconnected
-	up      chan struct{}      // closed while sess is set
-	served  map[string]served  // by toolfleet name
-	lastTTL time.Duration      // the ttl hint of the last list, 0 when none
-	refusal map[string]string  // by toolfleet name, from the last list
+	mu   sync.Mutex
+	sess *mcp.ClientSession // nil while disconnected
+	up   chan struct{}      // closed while sess is set
+	// lost is closed when a call finds sess's connection lost (lose): the supervisor
+	// then closes sess and connects again.
+	lost    chan struct{}
+	served  map[string]served // by toolfleet name
+	lastTTL time.Duration     // the ttl hint of the last list, 0 when none
+	refusal map[string]string // by toolfleet name, from the last list
 
 	kick   chan struct{} // list again now (list_changed)
 	cancel context.CancelFunc
@@ -156,7 +159,7 @@ func Start(ctx context.Context, reg *tools.Registry, cfg Config) (*Server, error
 			if lastErr == nil {
 				break
 			}
-			_ = sess.Close()
+			_ = sess.Close() // lastErr says what went wrong; the next try connects afresh
 		}
 		wait := b.Next()
 		s.log.Warn().Err(lastErr).Dur("retry_in", wait).Msg("MCP server: cannot connect and list its tools yet; retrying")
@@ -192,7 +195,7 @@ func Start(ctx context.Context, reg *tools.Registry, cfg Config) (*Server, error
 		for name := range s.served {
 			reg.Remove(name)
 		}
-		_ = sess.Close()
+		_ = sess.Close() // errs say why the start failed; this session is not used again
 		return nil, errors.Join(errs...)
 	}
 	s.setSession(sess)
@@ -292,8 +295,25 @@ func (s *Server) setSession(sess *mcp.ClientSession) {
 	s.sess = sess
 	if sess != nil {
 		close(s.up)
+		s.lost = make(chan struct{})
 	} else {
 		s.up = make(chan struct{})
+		s.lost = nil
+	}
+}
+
+// lose tells the supervisor that a call found sess's connection lost, unless sess is
+// no longer the session (dropped already).
+func (s *Server) lose(sess *mcp.ClientSession) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sess != sess {
+		return
+	}
+	select {
+	case <-s.lost: // told already
+	default:
+		close(s.lost)
 	}
 }
 
@@ -324,11 +344,17 @@ func (s *Server) supervise(ctx context.Context, sess *mcp.ClientSession) {
 	b := tick.Backoff{First: minBackoff, Max: maxBackoff}
 	for {
 		since := time.Now()
+		s.mu.Lock()
+		lost := s.lost
+		s.mu.Unlock()
+		// Wait's answer is only that the connection ended; why, the next connect says.
 		ended := make(chan struct{})
 		go func() { _ = sess.Wait(); close(ended) }()
-		s.watch(ctx, sess, ended)
+		s.watch(ctx, sess, ended, lost)
 		s.setSession(nil)
+		// An error closing a connection that is over says nothing more; Wait then ends.
 		_ = sess.Close()
+		<-ended
 		if ctx.Err() != nil {
 			return
 		}
@@ -360,8 +386,8 @@ func (s *Server) supervise(ctx context.Context, sess *mcp.ClientSession) {
 }
 
 // watch refreshes on list_changed and on the ttl or the refresh interval until the
-// session ends or ctx does.
-func (s *Server) watch(ctx context.Context, sess *mcp.ClientSession, ended <-chan struct{}) {
+// session ends, a call finds it lost, or ctx ends.
+func (s *Server) watch(ctx context.Context, sess *mcp.ClientSession, ended, lost <-chan struct{}) {
 	timer := time.NewTimer(s.nextRefresh())
 	defer timer.Stop()
 	for {
@@ -369,6 +395,8 @@ func (s *Server) watch(ctx context.Context, sess *mcp.ClientSession, ended <-cha
 		case <-ctx.Done():
 			return
 		case <-ended:
+			return
+		case <-lost:
 			return
 		case <-s.kick:
 		case <-timer.C:
@@ -549,10 +577,14 @@ func (s *Server) definitions(listed []*mcp.Tool) ([]candidate, map[string]string
 			continue
 		}
 		conf := confinement(t)
-		key, _ := json.Marshal(struct {
+		key, err := json.Marshal(struct {
 			Def      tools.Definition
 			Confined bool
 		}{d, conf.Confined})
+		if err != nil { // its schemas were just read as JSON: not expected
+			refused[name] = fmt.Sprintf("tool %s: %v", t.Name, err)
+			continue
+		}
 		out = append(out, candidate{mcpName: t.Name, def: d, conf: conf, key: key})
 	}
 	return out, refused
