@@ -135,105 +135,128 @@ func (ex *Executor) Run(ctx context.Context) (err error) {
 	}
 
 	// runCtx is the context calls run under; it outlives ctx by the grace period, so
-	// calls in flight can finish after shutdown starts.
+	// calls in flight can finish after shutdown starts. The result look-ups serve calls
+	// until the last one is done, so they stop with it.
 	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
 	ex.runDone = runCtx.Done()
-	// The look-up loop serves calls until the last one is done, so it stops with runCtx.
-	var lookupsDone sync.WaitGroup
+	var lookups sync.WaitGroup
+	defer func() { cancelRun(); lookups.Wait() }()
 	for _, stream := range ex.cfg.ResultStreams() {
 		l := newLookups(ex.nc, stream)
 		ex.lookups = append(ex.lookups, l)
-		lookupsDone.Go(func() { l.run(runCtx) })
+		lookups.Go(func() { l.run(runCtx) })
 	}
-	defer func() { cancelRun(); lookupsDone.Wait() }()
 	// The background work (catalog refresh, janitor, approval sweeps) stops before the
 	// calls in flight are waited for, and Run returns only once all of it has.
-	bgCtx, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
+	bgCtx, cancelBackground := context.WithCancel(context.WithoutCancel(ctx))
 	var background sync.WaitGroup
-	defer func() { stopBackground(); background.Wait() }()
+	stopBackground := func() { cancelBackground(); background.Wait() }
+	defer stopBackground()
 
 	defs := ex.reg.Definitions()
-	ex.waits = make(map[string]string)
-	for _, def := range defs {
-		if why := ex.reg.ApprovalReason(def.Name); why != "" {
-			ex.waits[def.Name] = why
-		}
-	}
+	ex.waits = approvalReasons(ex.reg, defs)
 	// Cancels are heard before any call is taken.
 	if ex.cancels, err = ex.listenCancels(ctx, defs); err != nil {
 		return err
 	}
 	defer ex.cancels.close()
-	lookupsDone.Go(func() { ex.cancels.lookups.run(runCtx) })
-	// The catalog first: the janitors of other replicas must see the tools before any
-	// call of them is old enough to be answered no_such_tool.
-	err = jsutil.RetrySetup(ctx, func(ctx context.Context) error {
+	lookups.Go(func() { ex.cancels.lookups.run(runCtx) })
+	if err := ex.publishCatalog(ctx, defs); err != nil {
+		return err
+	}
+	background.Go(func() {
+		ex.catalog.Refresh(bgCtx, defs, func(err error) { ex.o.log.Warn().Err(err).Msg("refresh catalog") })
+	})
+
+	// The pulls end with ctx, or at a failed start.
+	pullCtx, stopPulling := context.WithCancel(ctx)
+	defer stopPulling()
+	startErr := ex.startWorkers(pullCtx, runCtx, defs)
+	if startErr == nil {
+		ex.serve(ctx, bgCtx, &background)
+	}
+	// Shutdown, also after a failed start: calls already taken must finish or go back.
+	ex.shutDown(stopPulling, stopBackground, cancelRun)
+	if startErr != nil {
+		return startErr // nil after all if ctx ended (see the deferred check above)
+	}
+	ex.o.log.Info().Str("executor", ex.o.id).Msg("executor stopped")
+	return nil
+}
+
+// approvalReasons says, by tool name, why the calls of defs wait for an approval
+// (absent: they run).
+func approvalReasons(reg *tools.Registry, defs []tools.Definition) map[string]string {
+	waits := make(map[string]string)
+	for _, def := range defs {
+		if why := reg.ApprovalReason(def.Name); why != "" {
+			waits[def.Name] = why
+		}
+	}
+	return waits
+}
+
+// publishCatalog puts defs in the catalog, trying again until ctx ends. It comes before
+// any call is taken: the janitors of other replicas must see the tools before any call
+// of them is old enough to be answered no_such_tool.
+func (ex *Executor) publishCatalog(ctx context.Context, defs []tools.Definition) error {
+	err := jsutil.RetrySetup(ctx, func(ctx context.Context) error {
 		return ex.catalog.PutAll(ctx, defs)
 	}, ex.setupRetry("publish the catalog"))
 	if err != nil {
 		return fmt.Errorf("executor: %w", err)
 	}
-	background.Go(func() {
-		ex.catalog.Refresh(bgCtx, defs, func(err error) { ex.o.log.Warn().Err(err).Msg("refresh catalog") })
-	})
+	return nil
+}
+
+// startWorkers starts the worker of each tool of defs, pulling its calls under pullCtx
+// and running them under runCtx, until one cannot start. ex.workers holds the ones
+// started, whose pulls stopPulls ends.
+func (ex *Executor) startWorkers(pullCtx, runCtx context.Context, defs []tools.Definition) error {
 	ex.workers = make(map[string]*worker, len(defs))
-	// The pulls end with ctx, or at a failed start; each consumer's last pull still ends
-	// on its own (within pullExpiry), its calls handed back (slots.go).
-	pullCtx, stopPulling := context.WithCancel(ctx)
-	defer stopPulling()
-	stopConsumers := func() {
-		stopPulling()
-		done := make(chan struct{})
-		go func() {
-			for _, w := range ex.workers {
-				w.pulling.Wait()
-			}
-			close(done)
-		}()
-		// A pull on a connection that is closed ends too; do not hang on one anyway.
-		select {
-		case <-done:
-		case <-time.After(pullExpiry + 5*time.Second):
-		}
-	}
-	var startErr error
 	for _, def := range defs {
 		w, err := ex.startWorker(pullCtx, runCtx, def)
 		if err != nil {
-			startErr = err
-			break
+			return err
 		}
 		ex.workers[def.Name] = w
 	}
-	if startErr == nil {
-		for _, w := range ex.workers {
-			if ex.needsApproval(w.def.Name) {
-				background.Go(func() { ex.sweepApprovals(bgCtx, w) })
-			}
-		}
-		background.Go(func() { ex.janitor(bgCtx) })
-		for name := range ex.workers {
-			ex.m.serve(name, 1)
-		}
-		ex.readyOnce.Do(func() { close(ex.ready) })
-		ex.o.log.Info().Str("executor", ex.o.id).Int("tools", len(defs)).Msg("executor running")
-		<-ctx.Done()
-	}
+	return nil
+}
 
-	// Shutdown, also after a failed start: calls already taken must finish or go back.
+// serve starts the background work of the workers (each approval sweep, the janitor)
+// under bgCtx, owned by background, says the executor is ready, and waits for ctx to
+// end.
+func (ex *Executor) serve(ctx, bgCtx context.Context, background *sync.WaitGroup) {
+	for _, w := range ex.workers {
+		if ex.needsApproval(w.def.Name) {
+			background.Go(func() { ex.sweepApprovals(bgCtx, w) })
+		}
+	}
+	background.Go(func() { ex.janitor(bgCtx) })
+	for name := range ex.workers {
+		ex.m.serve(name, 1)
+	}
+	ex.readyOnce.Do(func() { close(ex.ready) })
+	ex.o.log.Info().Str("executor", ex.o.id).Int("tools", len(ex.workers)).Msg("executor running")
+	<-ctx.Done()
+	for name := range ex.workers { // it stops serving them now
+		ex.m.serve(name, -1)
+	}
+}
+
+// shutDown stops taking calls and the background work, lets the calls in flight finish
+// within the grace period (then cancelRun cancels the rest, which are handed back),
+// and waits for the results being published, 5s at most. It returns once the pulls have
+// ended too.
+func (ex *Executor) shutDown(stopPulling, stopBackground func(), cancelRun context.CancelFunc) {
 	ex.o.log.Info().Str("executor", ex.o.id).Msg("executor stopping")
 	ex.mu.Lock()
 	ex.stopping = true
 	close(ex.quit)
 	ex.mu.Unlock()
-	stopConsumers()
-	if startErr == nil {
-		for name := range ex.workers {
-			ex.m.serve(name, -1)
-		}
-	}
+	pullsDone := ex.stopPulls(stopPulling)
 	stopBackground()
-	background.Wait()
 	ex.waitInFlight(cancelRun)
 	ex.handlers.stop()
 	select {
@@ -241,11 +264,29 @@ func (ex *Executor) Run(ctx context.Context) (err error) {
 	case <-time.After(5 * time.Second):
 		ex.o.log.Warn().Msg("results still unacknowledged at shutdown; their calls will be redelivered")
 	}
-	if startErr != nil {
-		return startErr // nil after all if ctx ended (see the deferred check above)
+	<-pullsDone
+}
+
+// stopPulls ends the workers' pulls and returns a channel closed once every one has
+// returned. Each consumer's last pull ends on its own within pullExpiry, its calls
+// handed back (slots.go); stopPulls waits for that up to 5s longer, so that a pull that
+// does not end (on a connection that is closed, say) does not hold up the calls in
+// flight: the caller waits for the channel once they are done.
+func (ex *Executor) stopPulls(stopPulling func()) <-chan struct{} {
+	stopPulling()
+	done := make(chan struct{})
+	go func() {
+		for _, w := range ex.workers {
+			w.pulling.Wait()
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(pullExpiry + 5*time.Second):
+		ex.o.log.Warn().Msg("pulls still running past their expiry; the shutdown goes on and waits for them last")
 	}
-	ex.o.log.Info().Str("executor", ex.o.id).Msg("executor stopped")
-	return nil
+	return done
 }
 
 // setUp ensures the streams and buckets and opens what the executor uses of them.
