@@ -149,7 +149,7 @@ func (ex *Executor) listenCancels(ctx context.Context, defs []tools.Definition) 
 	}
 	// After subscribing: a cancel stored from now on is also heard.
 	for _, def := range defs {
-		filter, _ := events.CancelsFilter(def.Name)
+		filter, _ := events.CancelsFilter(def.Name) // valid: checked when subscribing above
 		m, err := directLast(ctx, ex.nc, events.StreamEvents, filter)
 		c.mu.Lock()
 		c.stored[def.Name] = c.stored[def.Name] || m != nil || err != nil // unknown: look up
@@ -638,9 +638,12 @@ func (ex *Executor) goTracked(f func()) {
 // directLast returns the last message stored on subject (a filter may hold wildcards)
 // in stream, with its original headers; nil when there is none.
 func directLast(ctx context.Context, nc *nats.Conn, stream, subject string) (*nats.Msg, error) {
-	body, _ := json.Marshal(struct {
+	body, err := json.Marshal(struct {
 		LastBySubject string `json:"last_by_subj"`
 	}{subject})
+	if err != nil {
+		return nil, err
+	}
 	r, err := nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+stream, body)
 	if err != nil {
 		return nil, err

@@ -72,6 +72,12 @@
 // Publishing and then acking on the PubAck was the fastest safe pattern measured (cheaper
 // than publish-then-AckSync).
 //
+// Acks, naks, terms and in-progress acks are sent without waiting for an answer, and
+// their errors are dropped (`_ = msg.Ack()`): nothing can be done about one that is lost
+// but what the server does anyway — it delivers the message again after the ack wait —
+// and a message delivered again is handled as every redelivery is: its stored result is
+// found, a call held here is not taken twice.
+//
 // A finished call's result that cannot be stored yet — no responders or no PubAck (each
 // publish waits 3s at most) while the results stream elects a leader, a server
 // restarting — is published again, with the same id (never stored twice), waiting 100ms

@@ -29,7 +29,10 @@ import (
 // run.
 func (ex *Executor) markStarted(ctx context.Context, j *job) (first bool, err error) {
 	token := nuid.Next()
-	v, _ := json.Marshal(map[string]any{"executor": ex.o.id, "tool": j.def.Name, "started_at": time.Now().UTC(), "token": token})
+	v, err := json.Marshal(map[string]any{"executor": ex.o.id, "tool": j.def.Name, "started_at": time.Now().UTC(), "token": token})
+	if err != nil {
+		return false, err
+	}
 	key := events.IDToken(j.ce.ID)
 	if t := j.ce.Caller.Tenant; t != "" {
 		key += "." + t
@@ -45,7 +48,7 @@ func (ex *Executor) markStarted(ctx context.Context, j *job) (first bool, err er
 			if e, err = ex.inflight.Get(tctx, key); err == nil {
 				tcancel()
 				var m struct{ Token string }
-				_ = json.Unmarshal(e.Value(), &m)
+				_ = json.Unmarshal(e.Value(), &m) // a marker that does not decode is not this write's
 				return m.Token == token, nil
 			}
 		}

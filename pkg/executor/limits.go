@@ -377,7 +377,10 @@ func (l *limiter) update(ctx context.Context, key string, f func(leases map[stri
 		if err != nil || !write {
 			return err
 		}
-		v, _ := json.Marshal(leases)
+		v, err := json.Marshal(leases)
+		if err != nil {
+			return err
+		}
 		if rev == 0 {
 			_, err = l.kv.Create(ctx, key, v)
 		} else {
@@ -411,7 +414,7 @@ func (ex *Executor) reserveStart(ctx context.Context, tl *toolLimits, r tools.Ra
 		switch {
 		case err == nil:
 			rev = e.Revision()
-			tat, _ = strconv.ParseInt(string(e.Value()), 10, 64)
+			tat, _ = strconv.ParseInt(string(e.Value()), 10, 64) // not a time: 0, overwritten below
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 		default:
 			return nil, err

@@ -53,6 +53,9 @@ type attempt struct {
 	started    time.Time
 	announced  bool
 	startTimer *time.Timer
+	// fires counts the timers' functions set to run and not returned: end waits for
+	// the ones it could not stop, so that none runs into the next attempt.
+	fires sync.WaitGroup
 }
 
 // startAttempt starts attempt n of j: it is announced (tool_started) at once or once it
@@ -67,7 +70,7 @@ func (ex *Executor) startAttempt(ctx context.Context, j *job, n int) context.Con
 	if ex.o.startedAfter <= 0 {
 		a.announceLocked()
 	} else {
-		a.startTimer = time.AfterFunc(ex.o.startedAfter, a.announce)
+		a.startTimer = a.after(ex.o.startedAfter, a.announce)
 	}
 	a.mu.Unlock()
 	return tools.WithProgress(ctx, a)
@@ -97,7 +100,7 @@ func (a *attempt) ReportProgress(p tools.Progress) {
 	if wait := time.Until(a.last.Add(progressEvery)); wait > 0 {
 		a.pending = &p
 		if a.timer == nil {
-			a.timer = time.AfterFunc(wait, a.flush)
+			a.timer = a.after(wait, a.flush)
 		}
 		return
 	}
@@ -116,17 +119,24 @@ func (a *attempt) flush() {
 	}
 }
 
-// end publishes the report held back, if any, and refuses later ones.
+// after runs f after d on a timer's goroutine that end waits for; a.mu held.
+func (a *attempt) after(d time.Duration, f func()) *time.Timer {
+	a.fires.Add(1)
+	return time.AfterFunc(d, func() {
+		defer a.fires.Done()
+		f()
+	})
+}
+
+// end publishes the report held back, if any, and refuses later ones. It returns once
+// the timers' functions have: one that fired meanwhile finds the attempt ended.
 func (a *attempt) end() {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.startTimer != nil {
-		a.startTimer.Stop()
-		a.startTimer = nil
-	}
-	if a.timer != nil {
-		a.timer.Stop()
-		a.timer = nil
+	for _, t := range []**time.Timer{&a.startTimer, &a.timer} {
+		if *t != nil && (*t).Stop() {
+			a.fires.Done() // stopped before it fired: its function never runs
+		}
+		*t = nil
 	}
 	if a.pending != nil {
 		p := *a.pending
@@ -134,6 +144,8 @@ func (a *attempt) end() {
 		a.progressLocked(p)
 	}
 	a.ended = true
+	a.mu.Unlock()
+	a.fires.Wait()
 }
 
 func (a *attempt) progressLocked(p tools.Progress) {
@@ -172,13 +184,13 @@ func (a *attempt) publish(what string, detail json.RawMessage, at time.Time) {
 // scrubProgress removes the tool's secrets from a progress report and bounds it.
 func scrubProgress(secrets tools.Secrets, p tools.Progress) tools.Progress {
 	if len(p.Data) > 0 && !json.Valid(p.Data) {
-		p.Data, _ = json.Marshal(string(p.Data))
+		p.Data, _ = json.Marshal(string(p.Data)) // a string always marshals
 	}
 	if len(secrets) > 0 {
 		p.Message = secrets.ScrubString(p.Message)
 		if out := secrets.Scrub(p.Data); string(out) != string(p.Data) {
 			if !json.Valid(out) {
-				out, _ = json.Marshal(string(out))
+				out, _ = json.Marshal(string(out)) // a string always marshals
 			}
 			p.Data = out
 		}

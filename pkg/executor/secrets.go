@@ -48,7 +48,7 @@ func scrubSecrets(j *job, secrets tools.Secrets, failure *tools.Error) *tools.Er
 	}
 	if out := secrets.Scrub(j.res.Output); string(out) != string(j.res.Output) {
 		if !json.Valid(out) {
-			out, _ = json.Marshal(string(out))
+			out, _ = json.Marshal(string(out)) // a string always marshals
 		}
 		j.res.Output = out
 	}
