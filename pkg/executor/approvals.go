@@ -58,6 +58,16 @@ func (p parked) call() events.Message {
 	return events.CoreMsg(&nats.Msg{Subject: p.Subject, Header: p.Headers, Data: p.Data})
 }
 
+// forgetParked returns the removal of the parked call at key (at revision rev), for
+// once its answer is stored. A removal that fails is logged and leaves the entry.
+func (ex *Executor) forgetParked(ctx context.Context, key string, rev uint64) func() {
+	return func() {
+		if err := ex.approvals.Delete(context.WithoutCancel(ctx), key, jetstream.LastRevision(rev)); err != nil {
+			ex.o.log.Debug().Err(err).Str("key", key).Msg("remove answered approval")
+		}
+	}
+}
+
 // approvalKey is the bucket key of a parked call: <tool>.<call token>, followed by
 // .<tenant> for a call of a tenant.
 func approvalKey(tool, callToken, tenant string) string {
@@ -78,9 +88,11 @@ func (ex *Executor) park(ctx context.Context, j *job) {
 	}
 	p := parked{Subject: j.msg.Subject(), Headers: j.msg.Headers(), Data: j.msg.Data(), ParkedAt: now,
 		ExpiresAt: exp, State: statePending, Policy: j.res.Policy}
-	v, _ := json.Marshal(p)
+	v, err := json.Marshal(p)
 	key := approvalKey(j.def.Name, events.IDToken(j.ce.ID), j.ce.Caller.Tenant)
-	_, err := ex.approvals.Create(ctx, key, v)
+	if err == nil { // else handed back below
+		_, err = ex.approvals.Create(ctx, key, v)
+	}
 	// A replicated bucket still storing the call's other delivery's record answers
 	// "exists" before it is: wait until it is, or until that write failed and this one
 	// can be stored.
@@ -199,11 +211,7 @@ func (ex *Executor) handleAnswer(runCtx context.Context, w *worker, msg jetstrea
 
 	j := ex.newJob(msg, &w.def, ce, p.ParkedAt)
 	applyParkedPolicy(j, p.Policy)
-	j.afterStore = func() {
-		if err := ex.approvals.Delete(context.WithoutCancel(ctx), key, jetstream.LastRevision(rev)); err != nil {
-			ex.o.log.Debug().Err(err).Str("key", key).Msg("remove answered approval")
-		}
-	}
+	j.afterStore = ex.forgetParked(ctx, key, rev)
 	if ex.answered(runCtx, j) { // answered before (an earlier answer's result, stored before its entry was removed)
 		j.afterStore()
 		_ = msg.Ack()
@@ -293,11 +301,20 @@ func (ex *Executor) expireIfDue(ctx context.Context, w *worker, key string, wait
 	if p.State != statePending && (p.State != stateRunning || p.AnswerSeq != 0) {
 		return
 	}
+	ce, err := events.DecodeCall(p.call(), 0)
+	if err != nil { // it decoded when it was parked
+		ex.o.log.Warn().Err(err).Str("key", key).Msg("approval sweep: a parked call does not decode; it cannot be denied")
+		return
+	}
 	// Claimed like an answer, so that an answer arriving now finds the call taken
 	// instead of running it beside the denial.
 	first := p.State == statePending // not a denial repeated
 	p.State = stateRunning
-	v, _ := json.Marshal(p)
+	v, err := json.Marshal(p)
+	if err != nil { // it was just read from JSON
+		ex.o.log.Warn().Err(err).Str("key", key).Msg("approval sweep: a parked call cannot be stored again")
+		return
+	}
 	rev, err := ex.approvals.Update(ctx, key, v, entry.Revision())
 	if err != nil {
 		return // answered (or expired by another replica) meanwhile
@@ -305,10 +322,9 @@ func (ex *Executor) expireIfDue(ctx context.Context, w *worker, key string, wait
 	if first {
 		ex.m.approvalExpired(w.def.Name)
 	}
-	ce, _ := events.DecodeCall(p.call(), 0)
 	j := ex.newJob(nil, &w.def, ce, p.ParkedAt)
 	applyParkedPolicy(j, p.Policy)
-	j.afterStore = func() { _ = ex.approvals.Delete(ctx, key, jetstream.LastRevision(rev)) }
+	j.afterStore = ex.forgetParked(ctx, key, rev)
 	j.res.Approval = &events.Approval{Decision: events.DecisionExpired, At: p.ExpiresAt.UTC(),
 		Reason: "no approval arrived before " + p.ExpiresAt.UTC().Format(time.RFC3339)}
 	ex.fail(j, tools.Errorf(tools.CodeDenied, "call of %q was denied: no approval arrived before %s",

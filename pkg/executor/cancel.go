@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolfleet/toolfleet/internal/tick"
 	"github.com/toolfleet/toolfleet/pkg/events"
@@ -592,7 +591,7 @@ func (ex *Executor) cancelParked(def tools.Definition, key cancelKey, sender eve
 		return // answered or expired meanwhile
 	}
 	j := ex.newJob(nil, &def, ce, p.ParkedAt)
-	j.afterStore = func() { _ = ex.approvals.Delete(ctx, akey, jetstream.LastRevision(rev)) }
+	j.afterStore = ex.forgetParked(ctx, akey, rev)
 	ex.o.log.Info().Str("tool", def.Name).Str("call_id", j.res.CallID).Str("by", cn.By).Msg("parked call canceled")
 	ex.fail(j, canceledError(j, cn))
 }
