@@ -59,7 +59,7 @@ func (t *transport) post(ctx context.Context, path string, body []byte, stream b
 		case resp.StatusCode >= 200 && resp.StatusCode < 300:
 			return resp, nil
 		default:
-			b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20)) // what could be read; the status says the rest
 			resp.Body.Close()
 			apiErr := t.apiError(resp.StatusCode, b)
 			apiErr.Attempts = attempt

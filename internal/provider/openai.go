@@ -351,7 +351,10 @@ func (s *oaStream) response(onDelta func(Delta)) (*Response, error) {
 		msg.ToolCalls = append(msg.ToolCalls, oaToolCall{ID: p.id, Type: "function",
 			Function: oaFunction{Name: p.name, Arguments: p.args.String()}})
 	}
-	raw, _ := json.Marshal(msg)
+	raw, err := json.Marshal(msg)
+	if err != nil {
+		return nil, malformed("openai", "streamed tool calls: %v", err)
+	}
 	parsed, err := tools.ParseOpenAIChatToolCalls(raw)
 	if err != nil {
 		return nil, malformed("openai", "streamed tool calls: %v", err)

@@ -153,10 +153,7 @@ func scriptArguments(a any) (json.RawMessage, error) {
 	switch v := a.(type) {
 	case nil:
 		return json.RawMessage(`{}`), nil
-	case string:
-		b, _ := json.Marshal(v)
-		return b, nil
-	case map[string]any:
+	case string, map[string]any:
 		b, err := json.Marshal(v)
 		if err != nil {
 			return nil, fmt.Errorf("arguments: %v", err)

@@ -157,10 +157,15 @@ func (m *Scripted) match(cursor int, results []ToolResult) int {
 // conversationHash makes call ids differ between conversations while staying the same
 // for the same request.
 func conversationHash(req Request) string {
-	b, _ := json.Marshal(struct {
+	b, err := json.Marshal(struct {
 		S string
 		M []Message
 	}{req.System, req.Messages})
+	if err != nil {
+		// Arguments a model sent malformed are kept verbatim and do not marshal: the
+		// conversation's bytes as they are still tell it from another.
+		b = fmt.Appendf(nil, "%q %+v", req.System, req.Messages)
+	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:4])
 }

@@ -269,3 +269,31 @@ func TestScriptErrors(t *testing.T) {
 		t.Errorf("missing file: err = %v", err)
 	}
 }
+
+// Call ids differ between conversations even where a conversation holds arguments that
+// are not JSON (kept verbatim as the model sent them).
+func TestScriptedCallIDsOfConversationsWithMalformedArguments(t *testing.T) {
+	t.Parallel()
+	m, err := provider.NewScripted(provider.Script{Name: "ids", Steps: []provider.Step{
+		{Calls: []provider.ScriptCall{{Name: "lookup", Arguments: map[string]any{"q": "a"}}}},
+		{Calls: []provider.ScriptCall{{Name: "lookup", Arguments: map[string]any{"q": "b"}}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secondID := func(args string) string {
+		t.Helper()
+		resp, err := m.Generate(context.Background(), provider.Request{Messages: []provider.Message{
+			{Role: provider.RoleUser, Text: "look it up"},
+			{Role: provider.RoleAssistant, ToolCalls: []provider.ToolCall{{ID: "c1", Name: "lookup", Arguments: json.RawMessage(args)}}},
+			{Role: provider.RoleTool, ToolResults: []provider.ToolResult{{CallID: "c1", Name: "lookup", Content: json.RawMessage(`{}`)}}},
+		}})
+		if err != nil || len(resp.Message.ToolCalls) != 1 {
+			t.Fatalf("generate: %v %+v", err, resp)
+		}
+		return resp.Message.ToolCalls[0].ID
+	}
+	if a, b := secondID(`{"q":`), secondID(`{"city":`); a == b {
+		t.Errorf("two conversations share the call id %s", a)
+	}
+}
