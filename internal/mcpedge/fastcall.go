@@ -90,7 +90,7 @@ func (e *Edge) writeFast(w http.ResponseWriter, id jsonrpc.ID, res *mcp.CallTool
 	}
 	data, err := jsonrpc.EncodeMessage(resp)
 	if err != nil {
-		data, _ = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: internalError(err)})
+		data, _ = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: internalError(err)}) // an id and a message always encode
 	}
 	h := w.Header()
 	h.Set("Cache-Control", "no-cache, no-transform")

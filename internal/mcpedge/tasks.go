@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
 
 	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/pkg/client"
@@ -165,14 +166,16 @@ func (e *Edge) addTaskMethods(s *mcp.Server) {
 	}
 }
 
+// tasksRequired is the data of the error refusing a tasks/* request of a client that
+// did not declare the tasks extension.
+var tasksRequired = json.RawMessage(`{"requiredCapabilities":{"extensions":{"` + tasksExtension + `":{}}}}`)
+
 // checkTaskRequest refuses a tasks/* request without the extension declared, without a
 // task id, or whose Mcp-Name header is not its task id.
 func checkTaskRequest(method string, info requestInfo, p *taskParams) error {
 	if p == nil || !declaresTasks(p.Meta) {
-		data, _ := json.Marshal(map[string]any{"requiredCapabilities": map[string]any{
-			"extensions": map[string]any{tasksExtension: map[string]any{}}}})
 		return &jsonrpc.Error{Code: mcp.CodeMissingRequiredClientCapabilities, Message: "Missing required client capability: " +
-			method + " needs the " + tasksExtension + " extension in the request's client capabilities", Data: data}
+			method + " needs the " + tasksExtension + " extension in the request's client capabilities", Data: tasksRequired}
 	}
 	if p.TaskID == "" {
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: method + " needs a taskId"}
@@ -196,9 +199,12 @@ func (e *Edge) createTask(ctx context.Context, caller events.Identity, p *mcp.Ca
 	id, now := rand.Text(), time.Now().UTC()
 	// The marker first: once the call is stored, tasks/get must find the task. A marker
 	// whose call failed to be stored is never seen: its id was not given out.
-	detail, _ := json.Marshal(markerDetail{Role: caller.Role})
-	marker, err := events.NewRunEvent("/toolfleet/mcp-edge", "tool_called",
-		events.RunEvent{RunID: id, Tenant: caller.Tenant, Tool: p.Name, CallID: id, Detail: detail}, now)
+	detail, err := json.Marshal(markerDetail{Role: caller.Role})
+	var marker *nats.Msg
+	if err == nil {
+		marker, err = events.NewRunEvent("/toolfleet/mcp-edge", "tool_called",
+			events.RunEvent{RunID: id, Tenant: caller.Tenant, Tool: p.Name, CallID: id, Detail: detail}, now)
+	}
 	if err == nil {
 		_, err = e.js.PublishMsg(ctx, marker)
 	}
