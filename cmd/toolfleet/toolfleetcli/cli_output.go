@@ -49,11 +49,15 @@ type eventLine struct {
 	Data runs.EventData `json:"data"`
 }
 
-func (v *liveView) show(ev runs.Event) {
+// show prints ev; an event -o json cannot print is an error.
+func (v *liveView) show(ev runs.Event) error {
 	if v.json {
-		b, _ := json.Marshal(eventLine{Seq: ev.Seq, What: ev.What, Data: ev.Data})
+		b, err := json.Marshal(eventLine{Seq: ev.Seq, What: ev.What, Data: ev.Data})
+		if err != nil {
+			return fmt.Errorf("event %d (%s): %w", ev.Seq, ev.What, err)
+		}
 		fmt.Fprintln(v.w, string(b))
-		return
+		return nil
 	}
 	var detail struct {
 		Model       string          `json:"model"`
@@ -71,7 +75,7 @@ func (v *liveView) show(ev runs.Event) {
 		Message     string `json:"message"`
 		Action      string `json:"action"`
 	}
-	_ = json.Unmarshal(ev.Data.Detail, &detail)
+	_ = json.Unmarshal(ev.Data.Detail, &detail) // a detail of another shape: the line shows what it has
 	d := ev.Data
 	var line string
 	switch ev.What {
@@ -112,7 +116,8 @@ func (v *liveView) show(ev runs.Event) {
 	case "done":
 		line = "done: " + detail.Termination
 	default: // text_delta, tool_call_started, tool_progress: the details above say it
-		return
+		return nil
 	}
 	fmt.Fprintf(v.w, "%s %s\n", d.At.Local().Format("15:04:05.000"), line)
+	return nil
 }

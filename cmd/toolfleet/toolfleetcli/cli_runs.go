@@ -354,7 +354,9 @@ func (c *cli) watch(ctx context.Context, api *runs.Client, id string, after uint
 		if err != nil {
 			return c.failed(api, err)
 		}
-		live.show(ev)
+		if err := live.show(ev); err != nil {
+			return err
+		}
 	}
 	run, err := api.Get(ctx, id)
 	if err != nil {

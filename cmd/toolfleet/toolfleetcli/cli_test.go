@@ -292,3 +292,16 @@ func TestCLICallAsTenant(t *testing.T) {
 	toolfleet("call", "acme_echo", `{"text":"hi"}`, "--tenant", "acme").check(t, 2, "--tenant and --role go together")
 	toolfleet("call", "acme_echo", `{"text":"hi"}`, "--tenant", "acme", "--role", "a.b").check(t, 2, `role "a.b" is not allowed`)
 }
+
+// An event -o json cannot print is an error naming it, not an empty line.
+func TestLiveViewRefusesAnEventItCannotPrint(t *testing.T) {
+	var out strings.Builder
+	v := newLiveView(&out, true)
+	err := v.show(runs.Event{Seq: 7, What: "tool_result", Data: runs.EventData{Detail: json.RawMessage(`{"status":`)}})
+	if err == nil || !strings.Contains(err.Error(), "event 7 (tool_result)") {
+		t.Errorf("show: %v, want an error naming event 7", err)
+	}
+	if out.Len() != 0 {
+		t.Errorf("show printed %q", out.String())
+	}
+}

@@ -151,6 +151,8 @@ func Dev(ctx context.Context, o DevOptions) error {
 	case err := <-serveErr:
 		return err
 	case err := <-f.Err():
+		cancel()
+		<-serveErr // the API's graceful shutdown: nothing of dev runs after it returns
 		return err
 	}
 	return <-serveErr // the API's graceful shutdown
