@@ -113,7 +113,9 @@ func (s *Server) Close() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_ = s.http.Shutdown(ctx)
+	if err := s.http.Shutdown(ctx); err != nil {
+		_ = s.http.Close() // past 5s: the requests still in progress are cut (the listener is closed already)
+	}
 	s.serving.Wait()
 }
 

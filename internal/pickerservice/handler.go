@@ -91,7 +91,9 @@ func (s *Service) serve(req micro.Request) {
 	s.m.requests.WithLabelValues("ok").Inc()
 	body, err := json.Marshal(resp)
 	if err != nil { // provenance from a custom scorer that does not marshal
-		_ = req.Error(CodeScorer, "pick: encode reply: "+err.Error(), nil)
+		if rerr := req.Error(CodeScorer, "pick: encode reply: "+err.Error(), nil); rerr != nil {
+			s.o.log.Warn().Err(rerr).Msg("pick: reply failed")
+		}
 		return
 	}
 	if err := req.Respond(body); err != nil {

@@ -223,7 +223,9 @@ func (s *Service) Run(ctx context.Context) error {
 	s.stopMu.Unlock()
 	// Stop unsubscribes, then the requests in flight finish.
 	defer func() {
-		_ = svc.Stop()
+		if err := svc.Stop(); err != nil { // an endpoint not drained: the requests it holds go unanswered
+			s.o.log.Warn().Err(err).Msg("picker: stop the service")
+		}
 		s.stopMu.Lock()
 		s.stopped = true
 		s.stopMu.Unlock()
