@@ -48,9 +48,11 @@ func Listen(tb testing.TB) (host, port string, accepted func(want int) int) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { ln.Close() })
 	var n atomic.Int32
+	accepting := make(chan struct{})
+	tb.Cleanup(func() { ln.Close(); <-accepting })
 	go func() {
+		defer close(accepting)
 		for {
 			c, err := ln.Accept()
 			if err != nil {
@@ -60,7 +62,7 @@ func Listen(tb testing.TB) (host, port string, accepted func(want int) int) {
 			c.Close()
 		}
 	}()
-	host, port, _ = net.SplitHostPort(ln.Addr().String())
+	host, port, _ = net.SplitHostPort(ln.Addr().String()) // a TCP listener's address always splits
 	return host, port, func(want int) int {
 		for deadline := time.Now().Add(time.Second); int(n.Load()) < want && time.Now().Before(deadline); {
 			time.Sleep(5 * time.Millisecond)

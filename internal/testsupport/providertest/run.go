@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"reflect"
 	"strings"
@@ -157,8 +158,13 @@ func mergeToolMessages(msgs []provider.Message) []provider.Message {
 	return out
 }
 
+// dump is v as indented JSON for a failure's message, or as Go prints it when it does
+// not marshal.
 func dump(v any) string {
-	b, _ := json.MarshalIndent(v, "", "  ")
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Sprintf("%+v (%v)", v, err)
+	}
 	return string(b)
 }
 
