@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go"
+	"go.uber.org/goleak"
 
 	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
@@ -24,13 +25,14 @@ const (
 )
 
 // TestMain makes the test binary the sandbox launcher of the command tools it runs
-// sandboxed (read-only tools, the sandbox option), and an executor where asked.
+// sandboxed (read-only tools, the sandbox option), and an executor where asked; it fails
+// the package's tests when a goroutine outlives them.
 func TestMain(m *testing.M) {
 	sandbox.Init()
 	if file := os.Getenv(childFileEnv); file != "" {
 		os.Exit(runChildExecutor(os.Getenv(childURLEnv), file))
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 // runChildExecutor serves the tools of file on the NATS server at url until killed.
