@@ -23,7 +23,7 @@ func Watch(ctx context.Context, kv jetstream.KeyValue, keys string, opts ...jets
 		if !abandon() { // the try ran out: the watch, if any, went with wctx
 			cancel()
 			if err == nil {
-				_ = kw.Stop()
+				_ = kw.Stop() // abandoned with its try: a failed stop leaves nothing to do
 				err = try.Err()
 			}
 			return err

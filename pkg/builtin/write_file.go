@@ -99,7 +99,7 @@ func (w *WriteFile) Run(ctx context.Context) (any, error) {
 // reader sees the old content or the new, never a part.
 func writeAtomically(root *os.Root, p string, data []byte) error {
 	var rnd [8]byte
-	_, _ = rand.Read(rnd[:])
+	_, _ = rand.Read(rnd[:]) // crypto/rand.Read never fails (since Go 1.24)
 	tmp := filepath.Join(filepath.Dir(p), ".write_file-"+hex.EncodeToString(rnd[:])+".tmp")
 	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
@@ -116,7 +116,7 @@ func writeAtomically(root *os.Root, p string, data []byte) error {
 		err = root.Rename(tmp, p)
 	}
 	if err != nil {
-		_ = root.Remove(tmp)
+		_ = root.Remove(tmp) // err says what failed; a temporary file left behind is harmless
 		return err
 	}
 	return nil

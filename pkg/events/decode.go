@@ -39,7 +39,7 @@ func decode(msg Message, maxBytes int, checkJSON bool) (Event, error) {
 		return decodeStructured(subject, h, data, maxBytes)
 	}
 	if n := len(data); n > maxBytes {
-		e, _ := attributes(h)
+		e, _ := attributes(h) // what of them can be read; the size is the error to report
 		return e, tools.Errorf(tools.CodeInputTooLarge,
 			"event on %s: body of %d bytes exceeds the limit of %d bytes", subject, n, maxBytes)
 	}

@@ -298,6 +298,8 @@ func (t *Transform) apply(ctx context.Context, hook string, input json.RawMessag
 	return buf.String(), nil
 }
 
+// decode is b's value for a template: an output or arguments, JSON already; anything
+// else is nil there.
 func decode(b []byte) any {
 	var v any
 	_ = json.Unmarshal(b, &v)

@@ -303,7 +303,7 @@ type MCPServers []*mcptool.Server
 // Close ends every server's connection (and stdio process).
 func (s MCPServers) Close() {
 	for _, srv := range s {
-		_ = srv.Close()
+		_ = srv.Close() // it returns once the server is closed; its error is always nil
 	}
 }
 
@@ -337,7 +337,7 @@ func StartMCP(ctx context.Context, reg *tools.Registry, servers []MCPServer, log
 	}
 	if len(errs) > 0 {
 		for _, srv := range started {
-			_ = srv.Close()
+			_ = srv.Close() // always nil
 			for _, name := range srv.Names() {
 				reg.Remove(name)
 			}

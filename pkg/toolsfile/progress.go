@@ -38,7 +38,7 @@ func (w *progressWriter) Write(p []byte) (int, error) {
 		if i < 0 {
 			w.line = append(w.line, p...)
 			if len(w.line) > maxStderrLine {
-				_, _ = w.out.Write(w.line)
+				_, _ = w.out.Write(w.line) // out is the stderr tail: its Write cannot fail
 				w.line = w.line[:0]
 			}
 			break
@@ -67,5 +67,5 @@ func (w *progressWriter) emit() {
 			return
 		}
 	}
-	_, _ = w.out.Write(line)
+	_, _ = w.out.Write(line) // out is the stderr tail: its Write cannot fail
 }

@@ -90,7 +90,7 @@ func Parse(args []string, out io.Writer) (Config, error) {
 	concurrency := env.Int("TOOLFLEET_CONCURRENCY", DefaultConcurrency)
 	grace := env.Duration("TOOLFLEET_GRACE_PERIOD", DefaultGracePeriod)
 	replicas := env.Int("TOOLFLEET_STREAM_REPLICAS", 1)
-	host, _ := os.Hostname()
+	host, _ := os.Hostname() // none: the default is empty, refused clearly unless -executor-id names the replica
 	fs.IntVar(&c.Concurrency, "concurrency", concurrency, "calls of one tool run at once by this replica (env TOOLFLEET_CONCURRENCY)")
 	builtins := fs.String("builtins", envflag.String("TOOLFLEET_BUILTINS", "all"), `built-in tools to serve, comma-separated, or "all" or "none" (env TOOLFLEET_BUILTINS)`)
 	fs.StringVar(&c.SandboxRoot, "sandbox-root", os.Getenv("TOOLFLEET_SANDBOX_ROOT"), "directory read_file, list_dir and write_file are confined to; empty leaves them out (env TOOLFLEET_SANDBOX_ROOT)")

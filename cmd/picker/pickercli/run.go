@@ -32,7 +32,8 @@ func Run(ctx context.Context, c Config) error {
 	part.Server.SetReady(ops.Connected(nc), Indexed(svc))
 	err = svc.Run(ctx)
 	if err == nil {
-		// Drain lets in-flight replies go out before the connection closes.
+		// Drain lets in-flight replies go out before the connection closes; one that
+		// fails (the connection is gone) leaves nothing to do, and the stop is still clean.
 		_ = nc.Drain()
 	}
 	return err

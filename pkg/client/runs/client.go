@@ -366,7 +366,7 @@ func (c *Client) doOnce(ctx context.Context, method, path string, body []byte, h
 		return readError(resp)
 	}
 	if out == nil {
-		_, _ = io.Copy(io.Discard, resp.Body)
+		_, _ = io.Copy(io.Discard, resp.Body) // read out for the connection's reuse; the answer is in already
 		return nil
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
@@ -379,7 +379,7 @@ func (c *Client) doOnce(ctx context.Context, method, path string, body []byte, h
 // (a proxy's page) is an *Error with the status and the start of the body. A
 // Retry-After header is the error's RetryAfter.
 func readError(resp *http.Response) error {
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20)) // what could be read; the status says the rest
 	var body struct {
 		Error *Error `json:"error"`
 		Run   *Run   `json:"run"`
