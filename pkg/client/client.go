@@ -281,7 +281,8 @@ func (c *Client) Cancel(ctx context.Context, tool, callID string) error {
 // whose status is not ok (canceled, interrupted) is the outcome, not an error; the
 // error is for a cancel or a wait that failed. A call answered before is answered at
 // once, without a cancel. An executor acts on a cancel at once when it hears it, and
-// within a third of its ack wait (10s by default) when it missed its message.
+// when it missed its message within a third of its ack wait (10s by default), or for a
+// call parked for approval within one sweep of its approvals (5s by default).
 func (c *Client) CancelAndWait(ctx context.Context, tool, run, callID string) (events.Result, error) {
 	msg, err := c.cancelMsg(tool, callID)
 	if err != nil {

@@ -240,3 +240,49 @@ func TestCancelWhoseMessageIsMissed(t *testing.T) {
 		t.Errorf("canceled by whom: %s", res.Error.Message)
 	}
 }
+
+// A cancel of a call parked for approval whose message the executor never hears —
+// published while its connection is down — still answers the call canceled, at the next
+// sweep of the approvals, long before the approval expires; a missed cancel from a role
+// that may not cancel the call is refused there (recorded on the run), and the call
+// keeps waiting for its owner's answer. Before, a parked call's missed cancel was acted
+// on only when an answer came: the call waited for its answer or its expiry.
+func TestCancelOfAParkedCallWhoseMessageIsMissed(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var written sync.Map
+	d := &heldDialer{}
+	nc := b.srv.Connect(nats.SetCustomDialer(d))
+	b.startOn(t, nc, writeRegistry(t, &written), executor.WithApprovalTimeout(time.Hour))
+	requests := subscribe(t, b, "toolfleet.event.approval.requested.write_file.*.*")
+	refusals := subscribe(t, b, "toolfleet.event.run.*."+events.RunActRefused+".*")
+	b.callAsArgs(t, acmeAdmin, "write_file", "parked-missed", `{"path":"a.txt","text":"hi"}`)
+	awaitRequest(t, requests)
+	b.callAsArgs(t, acmeAdmin, "write_file", "parked-kept", `{"path":"b.txt","text":"hi"}`)
+	awaitRequest(t, requests)
+
+	cid, err := nc.GetClientID()
+	must(t, err)
+	d.held.Store(true)
+	must(t, b.srv.Server().DisconnectClientByID(cid))
+	natstest.Eventually(t, 10*time.Second, "the executor's connection down", func() bool { return !nc.IsConnected() })
+	b.cancel(t, acmeAdmin, "write_file", "parked-missed") // stored; no subscription of the executor hears them
+	b.cancel(t, acmeUser, "write_file", "parked-kept")
+	d.held.Store(false)
+
+	res := b.results.one(t, "parked-missed")
+	wantCanceled(t, res, events.StatusCanceled, "canceled")
+	if !strings.Contains(res.Error.Message, "canceled by acme/admin") {
+		t.Errorf("canceled by whom: %s", res.Error.Message)
+	}
+	if _, act := refusal(t, refusals); act.Actor != acmeUser || act.Owner != acmeAdmin || act.Act != events.ActCancel {
+		t.Fatalf("refusal of the missed cancel: %+v", act)
+	}
+	b.answerAs(t, acmeAdmin, "write_file", "parked-kept", events.ApprovalAnswer{Decision: events.DecisionApprove})
+	if res := b.results.one(t, "parked-kept"); res.Status != events.StatusOK {
+		t.Fatalf("the call whose only cancel was refused: %+v", res.Error)
+	}
+	if _, ran := written.Load("parked-missed"); ran {
+		t.Fatal("the canceled parked call ran")
+	}
+}

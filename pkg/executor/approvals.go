@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -268,43 +269,76 @@ func approvalRecord(e events.Event, ans events.ApprovalAnswer, answerer events.I
 	return a
 }
 
-// sweepApprovals denies, every little while, the parked calls of w's tool whose
-// approval expired. Replicas sweep concurrently; the result is deduplicated by call id
-// and the bucket entry removed only at the revision that was read.
+// sweepApprovals, every little while (sweepEvery), denies the parked calls of w's tool
+// whose approval expired, and answers canceled those whose cancel is stored from a
+// sender that may cancel them: a cancel heard is acted on at once (hear), but one whose
+// core message this replica missed (published while its connection was down) would
+// otherwise wait for an answer or the expiry. Replicas sweep concurrently; the result
+// is deduplicated by call id and the bucket entry removed only at the revision that was
+// read.
 func (ex *Executor) sweepApprovals(ctx context.Context, w *worker) {
-	every := min(max(ex.o.approvalTimeout/4, 100*time.Millisecond), 5*time.Second)
-	tick.Every(ctx, every, func(ctx context.Context) {
+	// refused are, by approval key, the senders whose stored cancels of the parked call
+	// this sweep refused (each recorded once); kept for the keys still parked.
+	refused := map[string][]events.Identity{}
+	tick.Every(ctx, ex.sweepEvery(), func(ctx context.Context) {
 		keys, err := jsutil.ListKeys(ctx, ex.approvals, w.def.Name+".>")
 		if err != nil {
 			return
 		}
-		var waiting waitingApprovals // for the metrics
+		var waiting []waitingCall
+		var shown waitingApprovals // for the metrics
 		for _, key := range keys {
-			ex.expireIfDue(ctx, w, key, &waiting)
+			if p, ok := ex.expireIfDue(ctx, w, key); ok {
+				waiting = append(waiting, waitingCall{key: key, p: p})
+				shown.saw(p)
+			}
 		}
-		ex.m.approvalsSwept(w.def.Name, waiting)
+		ex.m.approvalsSwept(w.def.Name, shown)
+		for key := range refused {
+			if !slices.Contains(keys, key) {
+				delete(refused, key)
+			}
+		}
+		ex.cancelMissed(ctx, &w.def, waiting, refused)
 	})
 }
 
-func (ex *Executor) expireIfDue(ctx context.Context, w *worker, key string, waiting *waitingApprovals) {
+// sweepEvery is how often the approvals are swept: a quarter of the approval timeout,
+// between 100ms and 5s. It bounds how late a parked call's cancel whose message was
+// missed is acted on.
+func (ex *Executor) sweepEvery() time.Duration {
+	return min(max(ex.o.approvalTimeout/4, 100*time.Millisecond), 5*time.Second)
+}
+
+// waitingCall is a parked call still waiting for its answer, as a sweep read it.
+type waitingCall struct {
+	key string
+	p   parked
+}
+
+// expireIfDue denies the call parked under key when its approval expired; it returns
+// the parked call when it still waits for an answer.
+func (ex *Executor) expireIfDue(ctx context.Context, w *worker, key string) (parked, bool) {
 	entry, err := ex.approvals.Get(ctx, key)
 	if err != nil {
-		return
+		return parked{}, false
 	}
 	var p parked
-	if json.Unmarshal(entry.Value(), &p) != nil || time.Now().Before(p.ExpiresAt) {
-		waiting.saw(p)
-		return
+	if json.Unmarshal(entry.Value(), &p) != nil {
+		return parked{}, false
+	}
+	if time.Now().Before(p.ExpiresAt) {
+		return p, p.State == statePending
 	}
 	// An entry an expiry claimed before (answer sequence 0) is denied again: that denial's
 	// result may not have been stored; a repeat is deduplicated by the call id.
 	if p.State != statePending && (p.State != stateRunning || p.AnswerSeq != 0) {
-		return
+		return parked{}, false
 	}
 	ce, err := events.DecodeCall(p.call(), 0)
 	if err != nil { // it decoded when it was parked
 		ex.o.log.Warn().Err(err).Str("key", key).Msg("approval sweep: a parked call does not decode; it cannot be denied")
-		return
+		return parked{}, false
 	}
 	// Claimed like an answer, so that an answer arriving now finds the call taken
 	// instead of running it beside the denial.
@@ -313,11 +347,11 @@ func (ex *Executor) expireIfDue(ctx context.Context, w *worker, key string, wait
 	v, err := json.Marshal(p)
 	if err != nil { // it was just read from JSON
 		ex.o.log.Warn().Err(err).Str("key", key).Msg("approval sweep: a parked call cannot be stored again")
-		return
+		return parked{}, false
 	}
 	rev, err := ex.approvals.Update(ctx, key, v, entry.Revision())
 	if err != nil {
-		return // answered (or expired by another replica) meanwhile
+		return parked{}, false // answered (or expired by another replica) meanwhile
 	}
 	if first {
 		ex.m.approvalExpired(w.def.Name)
@@ -329,4 +363,50 @@ func (ex *Executor) expireIfDue(ctx context.Context, w *worker, key string, wait
 		Reason: "no approval arrived before " + p.ExpiresAt.UTC().Format(time.RFC3339)}
 	ex.fail(j, tools.Errorf(tools.CodeDenied, "call of %q was denied: no approval arrived before %s",
 		w.def.Name, p.ExpiresAt.Format(time.RFC3339)))
+	return parked{}, false
+}
+
+// cancelMissed looks up the stored cancels of the waiting calls of def, all in one
+// coalesced look-up (cancel.go), and answers canceled each call a sender that may cancel
+// it canceled (cancelParked). A tool no cancel can be stored for (never one stored at
+// start nor heard since, and no reconnect: mayBeStored) is not looked up, so a fleet that
+// never cancels pays nothing. A refused sender's cancel is recorded once per call
+// (refused, by approval key).
+func (ex *Executor) cancelMissed(ctx context.Context, def *tools.Definition, waiting []waitingCall, refused map[string][]events.Identity) {
+	if ex.cancels == nil || len(waiting) == 0 || !ex.cancels.mayBeStored(def.Name) {
+		return
+	}
+	calls := make([]events.CallEvent, 0, len(waiting))
+	keys := make([]string, 0, len(waiting))
+	filters := make([]string, 0, len(waiting))
+	for _, wc := range waiting {
+		ce, err := events.DecodeCall(wc.p.call(), 0)
+		if err != nil {
+			continue // it decoded when it was parked
+		}
+		filter, err := events.CallCancelsFilter(ce.Caller, def.Name, ce.ID)
+		if err != nil {
+			continue
+		}
+		calls, keys, filters = append(calls, ce), append(keys, wc.key), append(filters, filter)
+	}
+	lctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+	defer cancel()
+	for i, a := range ex.cancels.lookups.findEach(lctx, filters) {
+		if a.err != nil {
+			ex.o.log.Debug().Err(a.err).Str("call_id", calls[i].ID).Msg("look for a stored cancel of a parked call")
+		}
+		h := ex.cancelAmong(lctx, def, calls[i], a.found, func(sender events.Identity) bool {
+			if slices.Contains(refused[keys[i]], sender) {
+				return false
+			}
+			refused[keys[i]] = append(refused[keys[i]], sender)
+			return true
+		})
+		if h != nil {
+			ex.o.log.Info().Str("tool", def.Name).Str("call_id", calls[i].ID).Str("by", h.cancel.By).
+				Msg("cancel of a parked call found in the stream (its message was missed here)")
+			ex.cancelParked(*def, cancelKey{tool: def.Name, call: events.IDToken(calls[i].ID), tenant: calls[i].Caller.Tenant}, h.sender, h.cancel)
+		}
+	}
 }

@@ -46,8 +46,13 @@ import (
 //     restart, a network blip, a slow-consumer disconnect), or lost on its way, was
 //     missed for good by a running call, which ran to its normal end. So the bound on a
 //     cancel is: heard, it acts at once; missed, at the call's next beat (10s with the
-//     default 30s ack wait); for a call parked for approval, when an answer comes (it is
-//     answered canceled) or when it expires.
+//     default 30s ack wait).
+//   - A call parked for approval is held by nobody: each sweep of the approvals
+//     (sweepApprovals, a quarter of the approval timeout, between 100ms and 5s) looks up
+//     the cancels of every parked call of the tool at once (one coalesced look-up), for
+//     a tool whose cancels may be stored, and answers canceled the calls a sender that
+//     may cancel them canceled; an answer that comes first looks its call's cancels up
+//     too. So a parked call's missed cancel acts within one sweep (5s by default).
 //
 // The call is registered before the look-up, and every cancel heard is remembered for a
 // while, so a cancel published while its call is being delivered is either in the stream
@@ -472,14 +477,31 @@ func (ex *Executor) storedCancel(ctx context.Context, j *job) *heardCancel {
 		ex.o.log.Debug().Err(err).Str("call_id", j.res.CallID).Msg("look for a stored cancel")
 	}
 	w := &j.watch
+	return ex.cancelAmong(ctx, j.def, j.ce, found, func(sender events.Identity) bool {
+		ex.cancels.mu.Lock()
+		defer ex.cancels.mu.Unlock()
+		if slices.Contains(w.refused, sender) {
+			return false
+		}
+		w.refused = append(w.refused, sender)
+		return true
+	})
+}
+
+// cancelAmong returns, of found (the subjects of stored cancels of call ce of def), the
+// cancel of a sender that may cancel the call, its details read from the stream; nil
+// when no sender may. A refused sender's cancel is recorded when firstRefusal says it
+// was not before.
+func (ex *Executor) cancelAmong(ctx context.Context, def *tools.Definition, ce events.CallEvent, found []string,
+	firstRefusal func(events.Identity) bool) *heardCancel {
 	for _, subj := range found {
 		_, _, sender, ok := events.ParseCancelSubject(subj)
 		if !ok {
 			continue
 		}
-		why := ex.cancels.mayCancel(sender, w)
+		why := ex.mayCancel(sender, ce)
 		if why == nil {
-			cn := events.Cancel{Tool: j.def.Name, CallID: j.res.CallID}
+			cn := events.Cancel{Tool: def.Name, CallID: events.ReplyID(ce.ID)}
 			// The details (reason, who) are read only for a call that is canceled.
 			if m, err := directLast(ctx, ex.nc, events.StreamEvents, subj); err == nil && m != nil {
 				if _, c, err := events.DecodeCancel(events.CoreMsg(m), int(ex.cfg.MaxMsgSize)); err == nil {
@@ -489,14 +511,8 @@ func (ex *Executor) storedCancel(ctx context.Context, j *job) *heardCancel {
 			cn.By = sender.Describe() // the result names the subject's sender, not what the data says
 			return &heardCancel{sender, cn}
 		}
-		ex.cancels.mu.Lock()
-		first := !slices.Contains(w.refused, sender)
-		if first {
-			w.refused = append(w.refused, sender)
-		}
-		ex.cancels.mu.Unlock()
-		if first {
-			ex.refuseAct(j.def, j.ce, events.ActCancel, sender, why)
+		if firstRefusal(sender) {
+			ex.refuseAct(def, ce, events.ActCancel, sender, why)
 		}
 	}
 	return nil

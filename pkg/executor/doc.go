@@ -180,7 +180,10 @@
 // reconnecting — so a held call's cancels are looked up again on each in-progress beat
 // (a third of the ack wait: 10s by default): a cancel acts at once when heard, and at
 // the latest one beat later when its message was missed. A call parked for approval
-// whose cancel was missed is answered canceled when an answer comes.
+// whose cancel was missed is answered canceled by the next sweep of the approvals (a
+// quarter of [WithApprovalTimeout], between 100ms and 5s: 5s by default), which looks
+// up the stored cancels of every parked call of a tool that may have one, in one
+// coalesced look-up — or sooner, when an answer comes.
 //
 // # Run context
 //

@@ -65,17 +65,54 @@ func (r *resultLookups) has(ctx context.Context, subject string) (bool, error) {
 // find returns the subjects of the stream that hold a message and that filter (a
 // subject, or a filter with wildcards) matches; an error when that is not known.
 func (r *resultLookups) find(ctx context.Context, filter string) ([]string, error) {
+	l, err := r.enqueue(ctx, filter)
+	if err != nil {
+		return nil, err
+	}
+	a := l.await(ctx)
+	return a.found, a.err
+}
+
+// findEach is find for each of filters, all queued before any answer is awaited, so
+// that they go out together (one request per maxLookupBatch of them): answers[i] is
+// filters[i]'s.
+func (r *resultLookups) findEach(ctx context.Context, filters []string) (answers []lookupAnswer) {
+	answers = make([]lookupAnswer, len(filters))
+	queued := make([]lookup, 0, len(filters))
+	for i, f := range filters {
+		l, err := r.enqueue(ctx, f)
+		if err != nil {
+			for j := i; j < len(filters); j++ {
+				answers[j].err = err
+			}
+			break
+		}
+		queued = append(queued, l)
+	}
+	for i, l := range queued {
+		answers[i] = l.await(ctx)
+	}
+	return answers
+}
+
+// enqueue hands the look-up of filter to the loop.
+func (r *resultLookups) enqueue(ctx context.Context, filter string) (lookup, error) {
 	l := lookup{subject: filter, found: make(chan lookupAnswer, 1)}
 	select {
 	case r.queue <- l:
+		return l, nil
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return l, ctx.Err()
 	}
+}
+
+// await waits for the answer to l.
+func (l lookup) await(ctx context.Context) lookupAnswer {
 	select {
 	case a := <-l.found:
-		return a.found, a.err
+		return a
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return lookupAnswer{err: ctx.Err()}
 	}
 }
 
