@@ -31,12 +31,14 @@ const cacheBucket = toolsfile.DefaultCacheBucket
 
 // composerExtras is what the composer user may do beyond the plain executor, exactly:
 // sub-calls on any tool's subject (any tenant's too, with shards the mapped subject),
-// direct gets of their results, and a core subscription to results.
+// direct gets of their results, cancels of the sub-calls a composite ends without, and
+// a core subscription to results.
 var composerExtras = struct{ publish, subscribe []string }{
 	publish: []string{
 		"toolfleet.call.>", "toolfleet.shard.*.call.>",
 		"$JS.API.DIRECT.GET.TOOLFLEET_RESULTS.>", "$JS.API.DIRECT.GET.TOOLFLEET_RESULTS_0.>",
 		"$JS.API.DIRECT.GET.TOOLFLEET_RESULTS_1.>", "$JS.API.DIRECT.GET.TOOLFLEET_RESULTS_2.>",
+		"toolfleet.event.cancel.>",
 	},
 	subscribe: []string{"toolfleet.result.>"},
 }
@@ -257,15 +259,16 @@ func denyCommon(t *testing.T, c *client) {
 	}
 }
 
-// composerFile is a tools file with a composite over built-ins served by another
-// executor, and a command tool with a cache and a service callback.
+// composerFile is a tools file with a composite over built-ins and hold (which waits
+// for an approval) served by another executor, and a command tool with a cache and a
+// service callback.
 const composerFile = `
 tools:
   - name: sums
     description: Computes, then echoes.
     safe: true
     timeout: TIMEOUT
-    composite: {tools: [calculator, echo]}
+    composite: {tools: [calculator, echo, hold]}
   - name: lookup
     description: Looks a word up.
     safe: true
@@ -279,8 +282,10 @@ tools:
 // A real executor serving a tools file with a composite and a cached, audited tool,
 // logged in as composer, serves them for a tenant's user against the permissioned
 // server: the composite's sub-calls run on the plain executor under the tenant's
-// identity, the cache answers the second lookup (the tool ran once), the callback
-// service is asked, and the server refuses the composer nothing. The same file served
+// identity, a composite call canceled while its sub-call waits for an approval cancels
+// that sub-call as the tenant (the composer publishes the cancel), the cache answers the
+// second lookup (the tool ran once), the callback service is asked, and the server
+// refuses the composer nothing. The same file served
 // under the plain executor user: the composite fails, refused the sub-call on the
 // tenant's subject, which is why composites need the composer user.
 func TestComposerServesCompositesAndCallbacks(t *testing.T) {
@@ -363,6 +368,32 @@ func testComposer(t *testing.T, srv *authServer, u tenantUser, cfg events.Config
 		t.Errorf("the first sub-call's stored result %+v (found %v, %v), want calculator's by the plain executor", stored, found, err)
 	}
 
+	// Canceled while its sub-call of hold waits for an approval, the composite cancels
+	// the sub-call: it is answered canceled, by the tenant's identity.
+	approvals, err := cl.WatchApprovals(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer approvals.Stop()
+	if _, err := cl.Submit(ctx, tfclient.Request{Tool: "sums", ID: "sums-3", RunID: "run-s",
+		Arguments: json.RawMessage(`{"calls":[{"name":"hold","args":{}}]}`)}, time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	held := toolsfile.SubCallID("sums-3", 0)
+	if _, req, err := approvals.Next(); err != nil || req.CallID != held {
+		t.Fatalf("the approval request %+v (%v), want the sub-call %s's", req, err, held)
+	}
+	if res, err := cl.CancelAndWait(ctx, "sums", "run-s", "sums-3"); err != nil || res.Status != events.StatusCanceled {
+		t.Fatalf("cancel sums: %+v (%v)", res, err)
+	}
+	natstest.Eventually(t, 20*time.Second, "the held sub-call's result", func() bool {
+		stored, found, err = cl.StoredResult(ctx, "run-s", held)
+		return err == nil && found
+	})
+	if stored.Status != events.StatusCanceled || stored.Error == nil || !strings.Contains(stored.Error.Message, "canceled by "+u.tenant+"/"+u.role) {
+		t.Errorf("the sub-call its composite ended without: %s %+v, want canceled by the tenant", stored.Status, stored.Error)
+	}
+
 	for i := range 2 {
 		res, err := cl.Call(ctx, tfclient.Request{Tool: "lookup", Arguments: json.RawMessage(`{"q":"word"}`)})
 		if err != nil || string(res.Output) != `{"answer":42}` {
@@ -396,7 +427,7 @@ func (f *composerFixture) ran(t *testing.T) int {
 }
 
 // serveComposerFile starts, on srv, the plain executor with the built-ins calculator and
-// echo (id "plain"), the callback service callbacks.audit, and an executor of
+// echo and hold, an unsafe tool (id "plain"), the callback service callbacks.audit, and an executor of
 // composerFile, with the composite's timeout, logged in as user (id "file"), all with
 // cfg's shards.
 func serveComposerFile(t *testing.T, srv *authServer, user, timeout string, cfg events.Config) *composerFixture {
@@ -408,6 +439,10 @@ func serveComposerFile(t *testing.T, srv *authServer, user, timeout string, cfg 
 	plain := srv.connect(t, "executor")
 	builtins := tools.NewRegistry()
 	if err := builtin.Register(builtins, builtin.Config{Enable: []string{"calculator", "echo"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := builtins.AddFunc(tools.Definition{Name: "hold", Description: "Waits for an approval.", Parameters: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, json.RawMessage) (any, error) { return "held", nil }); err != nil {
 		t.Fatal(err)
 	}
 	pe, err := executor.New(plain.nc, builtins, executor.WithStreamConfig(cfg), executor.WithExecutorID("plain"), executor.WithLogger(zerolog.Nop()))
@@ -453,7 +488,7 @@ func serveComposerFile(t *testing.T, srv *authServer, user, timeout string, cfg 
 			return false
 		}
 		defs, err := cat.List(ctx)
-		return err == nil && len(defs) == 4
+		return err == nil && len(defs) == 5
 	})
 	return f
 }

@@ -28,10 +28,11 @@
 // subject by subject.
 //
 // The composer user (executors of tools files with composites) is parsed and compared
-// with the executor user: the same list plus the sub-calls, nothing else. A real
-// executor of a tools file with a composite, a cache and a callback service serves a
-// tenant under it; under the plain executor user the same composite is refused its
-// sub-call's result.
+// with the executor user: the same list plus the sub-calls (and their cancels), nothing
+// else. A real executor of a tools file with a composite, a cache and a callback service
+// serves a tenant under it, and a composite canceled while its sub-call waits for an
+// approval cancels the sub-call; under the plain executor user the same composite is
+// refused its sub-call's result.
 //
 // The sharded overlay (overlays/sharded) is checked against pkg/events' shards: its
 // nats.conf is the base's plus events.Config.MappingsConf for its number of shards (the

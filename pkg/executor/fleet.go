@@ -19,6 +19,11 @@ type Fleet struct {
 	// Log is the executor's log, for what a tool notices without failing its call (a
 	// cache bucket it cannot reach). The zero Logger logs nothing.
 	Log zerolog.Logger
+	// Stopped is closed when the executor cuts the calls in flight short at shutdown
+	// (its grace period is over): a call whose context ends then is handed back, and runs
+	// again on another replica, so a tool that started work of its own for the call (a
+	// composite's sub-calls) leaves it for that run to find. Nil outside an executor.
+	Stopped <-chan struct{}
 }
 
 type fleetKey struct{}

@@ -278,7 +278,7 @@ func (ex *Executor) runOnce(ctx context.Context, j *job, call *tools.Call, attem
 	ctx = tools.WithCallInfo(ctx, tools.CallInfo{CallID: j.res.CallID, RunID: j.res.RunID, Tool: j.def.Name,
 		Attempt: attempt, Deadline: j.ce.Deadline, Metadata: j.ce.Call.Metadata,
 		Tenant: j.ce.Caller.Tenant, Role: j.ce.Caller.Role, Run: run})
-	ctx = WithFleet(ctx, Fleet{Conn: ex.nc, Events: ex.cfg, Log: ex.o.log})
+	ctx = WithFleet(ctx, Fleet{Conn: ex.nc, Events: ex.cfg, Log: ex.o.log, Stopped: ex.runDone})
 	if s := ex.secrets[j.def.Name]; len(s) > 0 {
 		ctx = tools.WithSecrets(ctx, s)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -29,6 +30,14 @@ import (
 // composite call's id followed by "-sub-" and its position, so a composite retried or
 // redelivered gets the stored results of the sub-calls that already ran instead of
 // running them again.
+//
+// A composite call that ends without the result of the sub-call it waits for — canceled,
+// or out of time — cancels that sub-call, as its caller (the same identity, so the
+// executors allow it), so that a sub-call waiting for an approval is answered canceled
+// at once instead of running, if approved, after its composite gave up on it. (The
+// sub-call carries the composite's deadline, so a retried composite could not have it
+// anyway.) A composite cut short by its executor's shutdown leaves it: the call is
+// handed back, and its next run awaits the same sub-call.
 type Composite struct {
 	// Tools are the sub-tools, by name: any tool the fleet serves.
 	Tools []string `json:"tools"`
@@ -141,6 +150,9 @@ func (c *Composite) run(ctx context.Context, name string, args json.RawMessage) 
 	for i, call := range in.Calls {
 		out, err := c.subCall(ctx, cl, cat, info, meta, i, call)
 		if err != nil {
+			if why := endedFor(ctx, fleet); why != "" {
+				abandon(ctx, js, fleet, name, info, call.Name, SubCallID(info.CallID, i), why)
+			}
 			return nil, err
 		}
 		results = append(results, subResult{Name: call.Name, Result: out})
@@ -177,6 +189,48 @@ func (c *Composite) subCall(ctx context.Context, cl *client.Client, cat *jsutil.
 		return te.ForModel(), nil
 	}
 	return nil, tools.Wrap(tools.CodeInternal, err, fmt.Sprintf("sub-call %d (%s): %v", i+1, call.Name, err))
+}
+
+// endedFor says why the composite call of ctx ended ("was canceled", "ran out of
+// time"), or "" when ctx has not ended or the executor is stopping (the call is handed
+// back and runs again elsewhere).
+func endedFor(ctx context.Context, fleet executor.Fleet) string {
+	select {
+	case <-fleet.Stopped:
+		return ""
+	default:
+	}
+	switch err := ctx.Err(); {
+	case errors.Is(err, context.Canceled):
+		return "was canceled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "ran out of time"
+	}
+	return ""
+}
+
+// abandonTimeout bounds the publish of an abandoned sub-call's cancel.
+const abandonTimeout = 10 * time.Second
+
+// abandon publishes the cancel of the sub-call id, a call of tool, that the composite
+// call of info (a call of composite) ends without, as the composite call's caller: the
+// executors answer it canceled if it has not run, or stop it. The composite's context has
+// ended, so the cancel goes out under a context of its own. A cancel that cannot be
+// published is logged: the sub-call is then answered when its approval expires, or runs
+// to its end.
+func abandon(ctx context.Context, js jetstream.JetStream, fleet executor.Fleet, composite string, info tools.CallInfo, tool, id, why string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abandonTimeout)
+	defer cancel()
+	caller := events.Identity{Tenant: info.Tenant, Role: info.Role}
+	msg, err := events.NewCancel("/toolfleet/composite/"+composite, caller, tool, id, events.Cancel{RunID: info.RunID,
+		Reason: fmt.Sprintf("its composite call %s of %s %s", info.CallID, composite, why)})
+	if err == nil {
+		_, err = js.PublishMsg(ctx, msg)
+	}
+	if err != nil {
+		fleet.Log.Warn().Err(err).Str("tool", composite).Str("call_id", info.CallID).Str("sub_call_id", id).
+			Msg("composite: the cancel of a sub-call it ended without was not published")
+	}
 }
 
 // SubCallID is the call id of the i-th (from 0) sub-call of the composite call callID

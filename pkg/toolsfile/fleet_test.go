@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/toolfleet/toolfleet/internal/testsupport/mcptooltest"
@@ -637,5 +638,86 @@ mcpServers:
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %q:\n%v", want, err)
 		}
+	}
+}
+
+// A composite cut short by its executor's shutdown (its grace period over) is handed
+// back, not ended: it leaves its sub-call waiting for the approval, and runs again on
+// another replica, which awaits the same sub-call; the owner's approval completes both.
+// (A composite call that ends — canceled, or out of time — cancels the sub-call it
+// waits for: plannerapi's TestAnEndedCompositeCancelsItsSubCall.)
+func TestCompositeHandedBackAtShutdownKeepsItsSubCall(t *testing.T) {
+	path := writeFile(t, "tools.yaml", `
+tools:
+  - name: batch
+    safe: true
+    composite: {tools: [risky]}
+`)
+	fx := natstest.StartJetStream(t, events.Config{})
+	var ran atomic.Int32
+	risky := tools.NewRegistry()
+	if err := risky.AddFunc(tools.Definition{Name: "risky", Description: "Needs an approval.", Parameters: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, json.RawMessage) (any, error) { ran.Add(1); return "done", nil }); err != nil {
+		t.Fatal(err)
+	}
+	runExecutor(t, fx, risky, "risky")
+	reg := startFile(t, path)
+	first, err := executor.New(fx.Srv.Connect(), reg, executor.WithGracePeriod(0), executor.WithExecutorID("first"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- first.Run(ctx) }()
+	<-first.Ready()
+
+	owner := events.Identity{Tenant: "acme", Role: "admin"}
+	c, err := client.New(fx.NC, client.WithIdentity(owner))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bg := context.Background()
+	if _, err := c.Submit(bg, client.Request{Tool: "batch", ID: "batch-1", RunID: "run-b",
+		Arguments: json.RawMessage(`{"calls":[{"name":"risky","args":{}}]}`)}, time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	sub := toolsfile.SubCallID("batch-1", 0)
+	natstest.Eventually(t, 20*time.Second, "the sub-call's approval request", func() bool {
+		_, _, pending, err := c.PendingApproval(bg, "risky", sub)
+		return err == nil && pending
+	})
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// Run has returned, so has the composite's attempt: it published no cancel (which it
+	// would send as its caller).
+	subject, err := events.CancelSubject(owner, "risky", sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := fx.JS.Stream(bg, events.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := stream.GetLastMsgForSubject(bg, subject); err == nil {
+		t.Fatalf("the composite cut short by the shutdown canceled its sub-call: %s", m.Data)
+	} else if !errors.Is(err, jetstream.ErrMsgNotFound) {
+		t.Fatal(err)
+	}
+
+	runExecutor(t, fx, reg, "second")
+	if err := c.Answer(bg, "risky", sub, events.ApprovalAnswer{Decision: events.DecisionApprove}); err != nil {
+		t.Fatal(err)
+	}
+	var res events.Result
+	natstest.Eventually(t, 20*time.Second, "the composite's result", func() bool {
+		var found bool
+		res, found, err = c.StoredResult(bg, "run-b", "batch-1")
+		return err == nil && found
+	})
+	if res.Status != events.StatusOK || !strings.Contains(string(res.Output), `"done"`) || ran.Load() != 1 {
+		t.Fatalf("the composite run again: %s %s, risky ran %d times", res.Status, res.Output, ran.Load())
 	}
 }

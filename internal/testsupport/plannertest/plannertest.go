@@ -144,9 +144,10 @@ func StartExecutor(t testing.TB, srv *natstest.Server, cfg events.Config, def to
 }
 
 // StartToolsFile writes file (a tools file's JSON) in dir and serves its tools from an
-// executor of its own, "file", on srv's streams of cfg until the test ends. The caller
-// waits for its planner's catalog to list them.
-func StartToolsFile(t testing.TB, ctx context.Context, srv *natstest.Server, cfg events.Config, dir string, file map[string]any) {
+// executor of its own, "file" (with opts), on srv's streams of cfg until the test ends or
+// stop is called. The caller waits for its planner's catalog to list them.
+func StartToolsFile(t testing.TB, ctx context.Context, srv *natstest.Server, cfg events.Config, dir string, file map[string]any,
+	opts ...executor.Option) (stop func()) {
 	t.Helper()
 	data, err := json.Marshal(file)
 	if err != nil {
@@ -166,12 +167,12 @@ func StartToolsFile(t testing.TB, ctx context.Context, srv *natstest.Server, cfg
 		t.Fatal(err)
 	}
 	t.Cleanup(servers.Close)
-	ex, err := executor.New(srv.Connect(), reg, executor.WithStreamConfig(cfg), executor.WithLogger(zerolog.Nop()),
-		executor.WithExecutorID("file"))
+	opts = append([]executor.Option{executor.WithStreamConfig(cfg), executor.WithLogger(zerolog.Nop()), executor.WithExecutorID("file")}, opts...)
+	ex, err := executor.New(srv.Connect(), reg, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	Serve(t, ex.Run)
+	return ServeStoppable(t, ex.Run)
 }
 
 // StartPicker runs the picker service on srv until the test ends.
@@ -195,7 +196,7 @@ func Serve(t testing.TB, run func(context.Context) error) {
 
 // ServeStoppable runs run in the background until the test ends or stop is called,
 // whichever comes first; stop cancels its context and waits (at most 10s) for it to
-// return. For a planner that other planners take over from.
+// return. For a planner that other planners take over from, an executor that stops.
 func ServeStoppable(t testing.TB, run func(context.Context) error) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -207,7 +208,7 @@ func ServeStoppable(t testing.TB, run func(context.Context) error) (stop func())
 			select {
 			case <-done:
 			case <-time.After(10 * time.Second):
-				t.Error("planner did not stop within 10s")
+				t.Error("the part did not stop within 10s")
 			}
 		})
 	}
