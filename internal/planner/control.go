@@ -67,10 +67,11 @@ func alreadyDone(r *Run) error {
 }
 
 // Cancel ends the run id, acting for caller (a run of another tenant is not found),
-// with Termination canceled and who and why: its calls that have no result get a cancel
-// event (executors stop them: their results say canceled, or interrupted for a
-// non-idempotent tool, or whatever they ended with first), calls parked for approval
-// are answered canceled without running, and its nested runs are canceled with it.
+// with Termination canceled and who and why: its calls that have no result, and the open
+// sub-calls of its composite calls, get a cancel event (executors stop them: their
+// results say canceled, or interrupted for a non-idempotent tool, or whatever they ended
+// with first), calls parked for approval are answered canceled without running, and its
+// nested runs are canceled with it.
 // Results that come later are recorded; no further step is taken.
 //
 // A run that has ended already (canceled or not) is refused with a 409 [APIError] and
@@ -150,10 +151,14 @@ func (p *Planner) settleCanceledCalls(ctx context.Context, run *Run) *Run {
 }
 
 // cancelCalls publishes sender's cancel of every call of calls (of the canceled run)
-// that has no result, and cancels the nested runs of its run_agent calls for sender.
-// sender is who canceled the run (or, for the planner's own cancels, the run's owner):
-// the executors act on a cancel only from a sender that may act on the call
-// (events.MayAct), as the planner checked before.
+// that has no result, and of every open sub-call of its composite calls, and cancels
+// the nested runs of its run_agent calls for sender. sender is who canceled the run (or,
+// for the planner's own cancels, the run's owner): the executors act on a cancel only
+// from a sender that may act on the call (events.MayAct), as the planner checked before;
+// a composite makes its sub-calls as the run's caller, so the same sender may cancel
+// them. The composite cancels the sub-call it waits for when its own cancel stops it; a
+// sub-call's own cancel also ends one whose composite is not running anywhere (its
+// executor stopped, the composite answered canceled before it ran again).
 func (p *Planner) cancelCalls(ctx context.Context, run *Run, calls []*CallRecord, sender events.Identity) {
 	why := CancelRequest{Reason: "the run was canceled"}
 	if run.Canceled != nil {
@@ -174,14 +179,23 @@ func (p *Planner) cancelCalls(ctx context.Context, run *Run, calls []*CallRecord
 			}
 			continue
 		}
-		msg, err := events.NewCancel(p.cfg.Source, sender, c.Name, c.ID,
-			events.Cancel{RunID: run.ID, Reason: why.Reason, By: why.By})
-		if err == nil {
-			_, err = jsutil.PublishSettled(ctx, p.js, msg)
+		p.publishCancel(ctx, run.ID, sender, c.Name, c.ID, why)
+		for _, s := range c.Subs {
+			if !s.Done() {
+				p.publishCancel(ctx, run.ID, sender, s.Name, s.ID, why)
+			}
 		}
-		if err != nil && !jsutil.IsAlreadyAnswered(err) {
-			p.log.Warn().Err(err).Str("run_id", run.ID).Str("call_id", c.ID).Msg("publishing the cancel of a call")
-		}
+	}
+}
+
+// publishCancel publishes sender's cancel of callID, a call of tool of run, for why.
+func (p *Planner) publishCancel(ctx context.Context, run string, sender events.Identity, tool, callID string, why CancelRequest) {
+	msg, err := events.NewCancel(p.cfg.Source, sender, tool, callID, events.Cancel{RunID: run, Reason: why.Reason, By: why.By})
+	if err == nil {
+		_, err = jsutil.PublishSettled(ctx, p.js, msg)
+	}
+	if err != nil && !jsutil.IsAlreadyAnswered(err) {
+		p.log.Warn().Err(err).Str("run_id", run).Str("call_id", callID).Msg("publishing the cancel of a call")
 	}
 }
 

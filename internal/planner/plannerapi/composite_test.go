@@ -181,3 +181,37 @@ func TestAnEndedCompositeCancelsItsSubCall(t *testing.T) {
 		})
 	}
 }
+
+// A canceled run cancels its composite calls' open sub-calls itself, with the identity of
+// whoever canceled it: a sub-call waiting for an approval whose composite runs nowhere
+// (its executor stopped and handed it back) is answered canceled, and the owner's
+// approval sent afterwards over NATS runs nothing. Before, only the composite call got a
+// cancel, and that approval ran delete_all after its run had ended.
+func TestACanceledRunCancelsItsCompositesSubCalls(t *testing.T) {
+	b, api, stopFile := tidyFleetStoppable(t, tidyScript)
+	owner, err := client.New(b.nc, client.WithIdentity(events.Identity{Tenant: "acme", Role: "admin"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runID := startRun(t, api, "acme-admin", map[string]any{"input": "tidy up", "tools": []string{"tidy", "delete_all", "add"}})
+	a := awaitSubCallApproval(t, api)
+	stopFile()
+	if status, body := apiCall(t, api, "POST", "/v1/runs/"+runID+"/cancel", "acme-user", nil); status != http.StatusForbidden {
+		t.Fatalf("acme's user canceling acme's admin's run: %d %v", status, body)
+	}
+	if status, body := apiCall(t, api, "POST", "/v1/runs/"+runID+"/cancel", "acme-admin", map[string]any{"reason": "enough"}); status != http.StatusOK {
+		t.Fatalf("cancel the run: %d %v", status, body)
+	}
+	if err := owner.Answer(b.ctx, "delete_all", a.CallID, events.ApprovalAnswer{Decision: events.DecisionApprove}); err != nil {
+		t.Fatal(err)
+	}
+	var res events.Result
+	natstest.Eventually(t, waitTimeout, "the sub-call's result", func() bool {
+		var found bool
+		res, found, err = owner.StoredResult(b.ctx, runID, a.CallID)
+		return err == nil && found
+	})
+	if res.Status != events.StatusCanceled || res.Error == nil || !strings.Contains(res.Error.Message, "canceled by acme/admin: the run was canceled: enough") {
+		t.Fatalf("the sub-call's result: %s %+v (output %s); want canceled by acme/admin with the run", res.Status, res.Error, res.Output)
+	}
+}
