@@ -167,6 +167,21 @@ func budgetCode(code tools.Code) bool {
 	return code == codeTokenBudget || code == codeMaxSteps || code == codeCostBudget
 }
 
+// budgetEnd returns the code of t when it ends a run for a budget (steps, tokens, cost):
+// a nested run starts with what its parent's tree has left of each, so when it ends
+// so, its tree has nothing left of that budget either.
+func budgetEnd(t Termination) (tools.Code, bool) {
+	switch t {
+	case TerminationMaxSteps:
+		return codeMaxSteps, true
+	case TerminationTokenBudget:
+		return codeTokenBudget, true
+	case TerminationCostBudget:
+		return codeCostBudget, true
+	}
+	return "", false
+}
+
 // ancestorsStop checks, before a nested run asks its model, the budgets of every run it
 // is nested in against their trees' totals, read fresh: the termination and why when one
 // of them has none left, or "". (The run's own limits were cut to what its parent had

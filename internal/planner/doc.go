@@ -50,7 +50,9 @@
 // with its parent's budgets cut to what the parent's tree has left (tokens, cost, the
 // steps of the parent's turn) and the parent's deadline; a run_agent call made with
 // nothing left is answered with the budget's code (token_budget, cost_budget,
-// max_steps). Each run's control state keeps its own usage (Usage, Cost, its steps) and
+// max_steps), and so is one whose nested run ended for a budget: neither counts toward
+// the parent's ErrorThreshold, and the parent ends by that budget when its next step
+// cannot pay for an answer. Each run's control state keeps its own usage (Usage, Cost, its steps) and
 // Nested, what its nested runs used: its tree totals ([Run.Tree]) are the sum, and
 // MaxSteps, TokenBudget and CostBudget are checked against them. A nested run's tree
 // totals are charged to its parent as they change, by compare-and-set on the parent's

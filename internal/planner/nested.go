@@ -120,7 +120,11 @@ func (p *Planner) startChild(ctx context.Context, parent *Run, c *CallRecord) er
 }
 
 // answerParent publishes a finished nested run's outcome as the result of the parent's
-// run_agent call; the parent consumes it like any tool result.
+// run_agent call; the parent consumes it like any tool result. A nested run that ended
+// for a budget answers with that budget's code (cost_budget, token_budget, max_steps),
+// which the parent does not count as a failed call (recordResult): its tree has spent
+// that budget, and the parent ends by it at its next step, as for a run_agent call
+// refused for it.
 func (p *Planner) answerParent(ctx context.Context, child *Run) error {
 	res := events.Result{Tool: AgentToolName, CallID: child.ParentCallID, RunID: child.ParentID,
 		Executor: p.cfg.ID, Validated: true, Attempts: 1, StartedAt: child.CreatedAt, Caller: child.caller()}
@@ -134,7 +138,11 @@ func (p *Planner) answerParent(ctx context.Context, child *Run) error {
 		res.Status = events.StatusOK
 	default:
 		res.Status = events.StatusError
-		res.Error = tools.Errorf(tools.CodeToolFailed, "the sub-agent stopped without an answer: %s (%s)", child.Termination, child.Detail)
+		code, ok := budgetEnd(child.Termination)
+		if !ok {
+			code = tools.CodeToolFailed
+		}
+		res.Error = tools.Errorf(code, "the sub-agent stopped without an answer: %s (%s)", child.Termination, child.Detail)
 		out["error"] = res.Error
 	}
 	res.Output = jsonText(out)

@@ -70,8 +70,10 @@ func fanOutPlanners(t *testing.T, b *testBundle, fixture *plannertest.OpenAIFixt
 // within tokenBudget), because each answer's most is reserved from the root before the
 // model is asked and its max_tokens capped to fit (the fixture model got a cap on every
 // request, and some below what it would have said); the sub-agents that cannot afford
-// an answer end with the budget's termination. Before, each running sub-agent could pay
-// one answer past the budget: 6 spent 0.136 of 0.1, 20 spent 0.16.
+// an answer end with the budget's termination, and so does the root, whose failed calls
+// they are not. Before, each running sub-agent could pay one answer past the budget: 6
+// spent 0.136 of 0.1, 20 spent 0.16; and the root of 20 ended error_threshold, its
+// sub-agents' budget ends counted as failed tools.
 func TestBudgetHoldsHoweverWideTheTreeFansOut(t *testing.T) {
 	const childOutput = 2000
 	for _, tt := range []struct {
@@ -107,6 +109,11 @@ func TestBudgetHoldsHoweverWideTheTreeFansOut(t *testing.T) {
 			}
 			if !near(root.Tree().Cost, total.Cost) || root.Tree().Usage != total.Usage {
 				t.Fatalf("the root counts %+v, its tree's runs add up to %+v", root.Tree(), total)
+			}
+			// The root ends for the budget too, not for its failed calls: a sub-agent that
+			// ended because the tree's budget is spent is no tool error.
+			if root.Termination != want || root.Errors != 0 {
+				t.Fatalf("the root ended %s (%s) with %d failed calls, want %s and none", root.Termination, root.Detail, root.Errors, want)
 			}
 			// Every sub-agent answered or ended by the budget, with why; some could not
 			// afford an answer.

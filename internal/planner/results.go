@@ -126,7 +126,11 @@ func (p *Planner) recordResult(ctx context.Context, m jetstream.Msg, res events.
 		}
 		r.matchStop(c)
 		if res.Status != events.StatusOK {
-			r.Errors++
+			// A nested run that ended for its tree's budget is no failed call: the run
+			// ends by that budget at its next step (answerParent).
+			if c.Name != AgentToolName || res.Error == nil || !budgetCode(res.Error.Code) {
+				r.Errors++
+			}
 			if len(c.Output) == 0 && c.Error != nil {
 				c.Output = c.Error.ForModel()
 			}
