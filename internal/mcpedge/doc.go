@@ -43,6 +43,17 @@
 // published with its identity on its call subjects (client.WithIdentity), so executors
 // enforce roles and tenants again. An open edge (no token configured) is anonymous.
 //
+// A task (tasks.go) is a call of its creator: who may see it, answer its approval
+// (tasks/update) or cancel it is events.MayAct's decision, as at the planner's API and the
+// executors — its creator's role and the fleet's operator roles of its tenant
+// ([Config].OperatorRoles), an approval only by a role that may call the tool itself.
+// Another role gets [CodeForbidden] with the rule's message (the API's 403), another
+// tenant "task not found" (its 404). The answer and the cancel go out with the caller's
+// identity, which the executors check again and record (an approval's by, "MCP client
+// <tenant>/<role>", is kept as claimed_by). The edge reaches only its own tasks: a
+// planner run's calls and a composite's sub-calls are no tasks ("task not found"), and
+// are answered over the API or NATS.
+//
 // # tools/call
 //
 // The call is made with pkg/client under a fresh call id and the caller's identity: it

@@ -36,6 +36,10 @@ type Config struct {
 	Events events.Config
 	// Auth maps bearer tokens to identities; the zero Auth is an open, anonymous edge.
 	Auth apiauth.Auth
+	// OperatorRoles are the fleet's operator roles: besides a task's creator, they may
+	// see, answer the approval of and cancel the tasks of their tenant (events.MayAct).
+	// Give the edge the roles its planner and executors have.
+	OperatorRoles []string
 	// MaxWait bounds how long a tools/call waits for its result; default 5 minutes.
 	MaxWait time.Duration
 	// PageSize is the most tools one tools/list page holds; default 1000.
@@ -308,6 +312,19 @@ func (e *Edge) callTool(ctx context.Context, caller events.Identity, req *mcp.Ca
 // and the same call may be sent again after the error's data.retryAfter seconds. It is
 // the first of JSON-RPC's implementation-defined server error codes.
 const CodeBusy = -32000
+
+// CodeForbidden is the JSON-RPC error code of an act on a task (tasks/get, tasks/update,
+// tasks/cancel) that its caller may not do: another role's task, for a role that is not
+// an operator role, or an approval of a tool the caller may not call itself. It is the
+// refusal of events.MayAct — the rule the planner's API answers 403 with and the
+// executors apply to an approval answer or a cancel over NATS — with its message, and
+// data {"status":403}. Another tenant's task is "task not found" (the API's 404).
+const CodeForbidden = -32001
+
+// forbidden is the error of an act events.MayAct refused (CodeForbidden).
+func forbidden(why *events.Refusal) error {
+	return &jsonrpc.Error{Code: CodeForbidden, Message: why.Message, Data: json.RawMessage(`{"status":403}`)}
+}
 
 // busyRetryAfter is the wait a busy error asks for, in seconds.
 const busyRetryAfter = 1

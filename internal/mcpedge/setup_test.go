@@ -37,16 +37,21 @@ const waitTimeout = 30 * time.Second
 
 // Tokens of the tests' tokens file.
 const (
-	adminToken  = "admin-token"  // tenant acme, role admin
-	userToken   = "user-token"   // tenant acme, role user
-	globexToken = "globex-token" // tenant globex, role user
+	adminToken    = "admin-token"    // tenant acme, role admin
+	userToken     = "user-token"     // tenant acme, role user
+	approverToken = "approver-token" // tenant acme, role approver (the fleet's operator role)
+	globexToken   = "globex-token"   // tenant globex, role user
 )
 
 var testAuth = apiauth.Auth{Tokens: map[string]events.Identity{
-	apiauth.HashToken(adminToken):  {Tenant: "acme", Role: "admin"},
-	apiauth.HashToken(userToken):   {Tenant: "acme", Role: "user"},
-	apiauth.HashToken(globexToken): {Tenant: "globex", Role: "user"},
+	apiauth.HashToken(adminToken):    {Tenant: "acme", Role: "admin"},
+	apiauth.HashToken(userToken):     {Tenant: "acme", Role: "user"},
+	apiauth.HashToken(approverToken): {Tenant: "acme", Role: "approver"},
+	apiauth.HashToken(globexToken):   {Tenant: "globex", Role: "user"},
 }}
+
+// operatorRoles are the fleet's operator roles, the edges' and the executor's.
+var operatorRoles = []string{"approver"}
 
 // slowCanceled receives the call id of every slow call that saw its context canceled.
 var slowCanceled = make(chan string, 16)
@@ -129,7 +134,7 @@ func startFleet(t testing.TB) *fleet {
 		}
 	}
 	ex, err := executor.New(fx.Srv.Connect(), reg, executor.WithStreamConfig(fx.Cfg), executor.WithLogger(zerolog.Nop()),
-		executor.WithConcurrency(64), executor.WithOperatorRoles("approver"))
+		executor.WithConcurrency(64), executor.WithOperatorRoles(operatorRoles...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +170,7 @@ func (f *fleet) edgeOn(t testing.TB, nc *nats.Conn, auth apiauth.Auth, pageSize 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	e, err := mcpedge.Start(ctx, nc, mcpedge.Config{Events: f.cfg, Auth: auth, PageSize: pageSize, Log: zerolog.Nop()})
+	e, err := mcpedge.Start(ctx, nc, mcpedge.Config{Events: f.cfg, Auth: auth, PageSize: pageSize, OperatorRoles: operatorRoles, Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,9 +46,13 @@ import (
 //     canceled; a pending approval gives "input_required" with one input request
 //     (below); else "working", with the tool's latest progress message as
 //     statusMessage. "failed" (a JSON-RPC error) is only for a result that cannot be
-//     read. An unknown id, and another caller's task (another tenant's, or another
-//     role's), are the same -32602 "task not found": the task's marker is looked up on
-//     the caller's tenant's subject, and names its creator's role.
+//     read. An unknown id and another tenant's task are the same -32602 "task not
+//     found": the task's marker is looked up on the caller's tenant's subject. Within
+//     the tenant, a task is its creator's call (the marker names the creator's role),
+//     and who may see it, answer its approval or cancel it is events.MayAct's decision,
+//     as for any call: its creator's role, and the edge's operator roles
+//     ([Config].OperatorRoles; for an approval, only a role that may call the tool
+//     itself). Another role gets [CodeForbidden] with the rule's message, the API's 403.
 //   - input_required = the fleet's approval of an unsafe tool's call: inputRequests
 //     holds "approval", an elicitation/create form request whose message says the
 //     tool, the arguments and why, whose _meta io.toolfleet/approval is the approval
@@ -225,7 +229,8 @@ func (e *Edge) newTask(id string, created, updated time.Time, status string) *ta
 		LastUpdatedAt: updated.UTC().Format(time.RFC3339Nano), TTLMs: e.taskTTLMs, PollIntervalMs: taskPollIntervalMs}
 }
 
-// errTaskNotFound answers an unknown task id, and another tenant's.
+// errTaskNotFound answers an unknown task id, and another tenant's (events.MayAct's
+// hidden refusal).
 var errTaskNotFound = &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Failed to retrieve task: Task not found"}
 
 // markerDetail is the Detail of a task's marker: the role of the caller that made it
@@ -234,15 +239,17 @@ type markerDetail struct {
 	Role string `json:"role"`
 }
 
-// found is a task's marker: its tool and when it was created.
+// found is a task's marker: its tool, when it was created, and by whom (the call's
+// owner).
 type found struct {
 	tool    string
 	created time.Time
+	owner   events.Identity
 }
 
-// lookup reads the marker of task id on the caller's tenant's subject: a task is its
-// creator's, and any other identity (another tenant, or another role of the tenant,
-// which may not be allowed the tool) is told it does not exist.
+// lookup reads the marker of task id on the caller's tenant's subject, so that another
+// tenant's task does not exist for the caller; what the caller may do with a task of its
+// tenant is mayAct's to say.
 func (e *Edge) lookup(ctx context.Context, caller events.Identity, id string) (found, error) {
 	if events.ValidateID("task id", id) != nil {
 		return found{}, errTaskNotFound
@@ -262,16 +269,40 @@ func (e *Edge) lookup(ctx context.Context, caller events.Identity, id string) (f
 	}
 	ev, _, r, err := events.DecodeRunEvent(events.CoreMsg(m))
 	var d markerDetail
-	if err != nil || r.CallID != id || r.Tool == "" || json.Unmarshal(r.Detail, &d) != nil || d.Role != caller.Role {
+	if err != nil || r.CallID != id || r.Tool == "" || json.Unmarshal(r.Detail, &d) != nil {
 		return found{}, errTaskNotFound
 	}
-	return found{tool: r.Tool, created: ev.Time}, nil
+	return found{tool: r.Tool, created: ev.Time, owner: events.Identity{Tenant: caller.Tenant, Role: d.Role}}, nil
 }
 
-// taskClient finds the caller's task id and the client that acts for the caller.
-func (e *Edge) taskClient(ctx context.Context, caller events.Identity, id string) (found, *client.Client, error) {
+// mayAct decides, with events.MayAct, whether caller may do what (a verb phrase: "see",
+// "cancel", "answer the approvals of") to task f, whose id is id: nil, or the error the
+// caller gets. An approval answer (letsRun) also needs a caller that may call the tool.
+func (e *Edge) mayAct(ctx context.Context, caller events.Identity, f found, id, what string, letsRun bool) error {
+	var tool *tools.Definition
+	if letsRun {
+		if en, ok := e.view.lookup(ctx, f.tool); ok {
+			tool = &en.def
+		}
+	}
+	switch why := events.MayAct(events.Act{Actor: caller, Owner: f.owner, What: what, Kind: "call", ID: id}, e.cfg.OperatorRoles, tool); {
+	case why == nil:
+		return nil
+	case why.Hidden:
+		return errTaskNotFound
+	default:
+		return forbidden(why)
+	}
+}
+
+// taskClient finds task id for the caller, checks that it may do what to it (mayAct),
+// and returns the client that acts for the caller.
+func (e *Edge) taskClient(ctx context.Context, caller events.Identity, id, what string) (found, *client.Client, error) {
 	f, err := e.lookup(ctx, caller, id)
 	if err != nil {
+		return found{}, nil, err
+	}
+	if err := e.mayAct(ctx, caller, f, id, what, false); err != nil {
 		return found{}, nil, err
 	}
 	c, err := e.clientFor(caller)
@@ -287,7 +318,7 @@ func internalError(err error) error {
 
 // getTask answers tasks/get from stored state.
 func (e *Edge) getTask(ctx context.Context, info requestInfo, p *taskParams) (mcp.Result, error) {
-	f, c, err := e.taskClient(ctx, info.caller, p.TaskID)
+	f, c, err := e.taskClient(ctx, info.caller, p.TaskID, "see")
 	if err != nil {
 		return nil, err
 	}
@@ -405,10 +436,15 @@ type elicitResponse struct {
 	} `json:"content"`
 }
 
-// updateTask answers the task's pending approval with its input response.
+// updateTask answers the task's pending approval with its input response, as the
+// caller: the executor records the caller's identity as the approver (and the answer's by
+// as what it claimed).
 func (e *Edge) updateTask(ctx context.Context, info requestInfo, p *taskParams) (mcp.Result, error) {
 	f, err := e.lookup(ctx, info.caller, p.TaskID)
 	if err != nil {
+		return nil, err
+	}
+	if err := e.mayAct(ctx, info.caller, f, p.TaskID, "answer the approvals of", true); err != nil {
 		return nil, err
 	}
 	raw, ok := p.InputResponses[approvalKey]
@@ -482,7 +518,7 @@ func replacementArguments(raw json.RawMessage) (json.RawMessage, error) {
 
 // cancelTask publishes the fleet's cancel of the task's call.
 func (e *Edge) cancelTask(ctx context.Context, info requestInfo, p *taskParams) (mcp.Result, error) {
-	f, c, err := e.taskClient(ctx, info.caller, p.TaskID)
+	f, c, err := e.taskClient(ctx, info.caller, p.TaskID, "cancel")
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolfleet/toolfleet/internal/mcpedge"
 	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
+	"github.com/toolfleet/toolfleet/pkg/client"
+	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
@@ -295,24 +298,33 @@ func TestTaskCancel(t *testing.T) {
 	}
 }
 
-// An unknown task id and another caller's task are the same invalid-params error, for
-// every method; a request that does not declare the extension, or whose Mcp-Name is not
-// its task id, is refused.
+// An unknown task id and another tenant's task are the same invalid-params error, for
+// every method; another role of the tenant is refused by the owner rule (CodeForbidden,
+// the message events.MayAct gives); a request that does not declare the extension, or
+// whose Mcp-Name is not its task id, is refused.
 func TestTaskErrors(t *testing.T) {
 	f := startFleet(t)
 	url, _ := f.edge(t, testAuth, 0)
 	id := createTask(t, url, userToken, "add", map[string]int{"a": 1, "b": 1}).TaskID
 	pollTask(t, url, userToken, id, "completed", statusIs("completed"))
 
-	for _, method := range []string{"tasks/get", "tasks/update", "tasks/cancel"} {
-		// An unknown id; the task of acme's user asked by another tenant, and by another
-		// role of acme (which may not be allowed the task's tool).
-		for _, probe := range []struct{ token, id string }{{userToken, "NOSUCHTASK"}, {userToken, "not.an.id"}, {globexToken, id}, {adminToken, id}} {
-			_, rerr := rpc(t, url, probe.token, method, probe.id, map[string]any{"taskId": probe.id,
-				"inputResponses": map[string]any{"approval": map[string]any{"action": "accept"}}}, true)
+	for method, what := range map[string]string{"tasks/get": "see", "tasks/update": "answer the approvals of", "tasks/cancel": "cancel"} {
+		params := func(id string) map[string]any {
+			return map[string]any{"taskId": id, "inputResponses": map[string]any{"approval": map[string]any{"action": "accept"}}}
+		}
+		// An unknown id; the task of acme's user asked by another tenant.
+		for _, probe := range []struct{ token, id string }{{userToken, "NOSUCHTASK"}, {userToken, "not.an.id"}, {globexToken, id}} {
+			_, rerr := rpc(t, url, probe.token, method, probe.id, params(probe.id), true)
 			if rerr == nil || rerr.Code != -32602 || rerr.Message != "Failed to retrieve task: Task not found" {
 				t.Errorf("%s of %s with %s: %+v", method, probe.id, probe.token, rerr)
 			}
+		}
+		// Asked by another role of acme, which is no operator role.
+		want := events.MayAct(events.Act{Actor: events.Identity{Tenant: "acme", Role: "admin"}, Owner: events.Identity{Tenant: "acme", Role: "user"},
+			What: what, Kind: "call", ID: id}, operatorRoles, nil)
+		if _, rerr := rpc(t, url, adminToken, method, id, params(id), true); rerr == nil || rerr.Code != mcpedge.CodeForbidden ||
+			want == nil || rerr.Message != want.Message {
+			t.Errorf("%s of acme's user's task by acme's admin: %+v; want %d %v", method, rerr, mcpedge.CodeForbidden, want)
 		}
 	}
 
@@ -323,5 +335,51 @@ func TestTaskErrors(t *testing.T) {
 	_, rerr = rpc(t, url, userToken, "tasks/get", "another", map[string]any{"taskId": id}, true)
 	if rerr == nil || rerr.Code != -32020 {
 		t.Errorf("tasks/get whose Mcp-Name is not its task id: %+v", rerr)
+	}
+}
+
+// Who may answer a task's approval over MCP is one rule, events.MayAct, as at the API and
+// the executors: another role of the tenant (acme's admin, on acme's user's task) is
+// refused with the rule's message, word for word what the executors decide on that
+// answer over NATS (the API's 403), and the call keeps waiting; an operator role's answer
+// is carried out, and the result records the authenticated identity as the approver
+// (the by the edge writes, naming the MCP client, is kept as claimed_by). Before, any
+// other role was told the task did not exist, operator roles included.
+func TestTaskApprovalFollowsTheOwnerRule(t *testing.T) {
+	f := startFleet(t)
+	url, _ := f.edge(t, testAuth, 0)
+	id := createTask(t, url, userToken, "delete_all", map[string]string{"where": "tmp"}).TaskID
+	pollTask(t, url, userToken, id, "input_required", statusIs("input_required"))
+
+	var def tools.Definition
+	for _, tt := range testTools {
+		if tt.def.Name == "delete_all" {
+			def = tt.def
+		}
+	}
+	admin, user := events.Identity{Tenant: "acme", Role: "admin"}, events.Identity{Tenant: "acme", Role: "user"}
+	want := events.MayAct(events.Act{Actor: admin, Owner: user, What: "answer the approvals of", Kind: "call", ID: id}, operatorRoles, &def)
+	rerr := update(t, url, adminToken, id, map[string]any{"action": "accept", "content": map[string]any{"arguments": `{"where":"prod"}`}})
+	if want == nil || want.Hidden || rerr == nil || rerr.Code != mcpedge.CodeForbidden || rerr.Message != want.Message || string(rerr.Data) != `{"status":403}` {
+		t.Fatalf("acme's admin answering acme's user's approval: %+v; want %d %v", rerr, mcpedge.CodeForbidden, want)
+	}
+	if ts, rerr := getTask(t, url, userToken, id); rerr != nil || ts.Status != "input_required" {
+		t.Fatalf("after the refused answer the task is %+v (%+v); want it waiting still", ts, rerr)
+	}
+
+	if rerr := update(t, url, approverToken, id, map[string]any{"action": "accept"}); rerr != nil {
+		t.Fatalf("the operator's answer: %+v", rerr)
+	}
+	done := pollTask(t, url, approverToken, id, "completed", statusIs("completed"))
+	if done.Result == nil || done.Result.IsError || !strings.Contains(done.Result.Content[0].Text, "tmp") {
+		t.Fatalf("approved by the operator: %+v", done.Result)
+	}
+	c, err := client.New(f.js.NC, client.WithIdentity(user))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, found, err := c.StoredResult(t.Context(), "", id)
+	if err != nil || !found || res.Approval == nil || res.Approval.By != "acme/approver" || res.Approval.ClaimedBy != "MCP client acme/approver" {
+		t.Fatalf("the stored result's approval %+v (found %v, %v); want by acme/approver, claimed by the MCP client", res.Approval, found, err)
 	}
 }

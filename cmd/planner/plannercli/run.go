@@ -45,7 +45,7 @@ func Run(ctx context.Context, c Config) error {
 		return err
 	}
 	auth := plannerapi.Auth{Token: c.Token, Tokens: c.Tokens}
-	edge, err := mcpedge.Start(ctx, nc, mcpedge.Config{Events: c.Events(), Auth: auth, Log: log})
+	edge, err := mcpedge.Start(ctx, nc, mcpedge.Config{Events: c.Events(), Auth: auth, OperatorRoles: c.OperatorRoles, Log: log})
 	if err != nil {
 		return err
 	}
