@@ -49,10 +49,8 @@ type Config struct {
 	Usage bool
 	// Prices is the price table of models and tools (-prices, see planner.LoadPrices).
 	Prices planner.PriceTable
-	// MaxStarting and MaxStall bound the planner's admission of new runs (see
-	// planner.Config.MaxStarting and MaxStall).
-	MaxStarting int
-	MaxStall    time.Duration
+	// Admission bounds the planner's admission of new runs.
+	Admission
 	// Ops is the ops server's address and the log level, as in every program.
 	Ops ops.Config
 	// Tracing is what the planner traces with: [Run] sets it up from the OTEL_*
@@ -88,9 +86,7 @@ func Parse(args []string, out io.Writer) (Config, error) {
 	fs.IntVar(&c.Shards, "shards", env.Int("TOOLFLEET_SHARDS", 1), "streams the calls and the results are each split over; the NATS server must map calls to them (see events.Config.MappingsConf; env TOOLFLEET_SHARDS)")
 	fs.BoolVar(&c.UsePicker, "picker", true, "ask the toolfleet-picker service for candidates when a run has many tools")
 	fs.BoolVar(&c.Usage, "usage", true, "publish a usage record (request, tool) for every call that returns ok, for pickers to learn from")
-	fs.IntVar(&c.MaxStarting, "max-starting", env.Int("TOOLFLEET_MAX_STARTING", 256), "the most runs started at once; past it a new run is answered 429 (env TOOLFLEET_MAX_STARTING)")
-	fs.DurationVar(&c.MaxStall, "max-stall", env.Duration("TOOLFLEET_MAX_STALL", time.Second),
-		"how long writes may wait for JetStream to acknowledge earlier ones before new runs are answered 429 (env TOOLFLEET_MAX_STALL)")
+	c.Admission.Register(fs, &env)
 	opsFlags := ops.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
@@ -119,12 +115,7 @@ func Parse(args []string, out io.Writer) (Config, error) {
 	if c.StreamReplicas < 1 || c.StreamReplicas > 5 {
 		errs = append(errs, fmt.Errorf("-stream-replicas (TOOLFLEET_STREAM_REPLICAS): must be 1 to 5, got %d", c.StreamReplicas))
 	}
-	if c.MaxStarting < 1 {
-		errs = append(errs, fmt.Errorf("-max-starting (TOOLFLEET_MAX_STARTING): must be at least 1, got %d", c.MaxStarting))
-	}
-	if c.MaxStall <= 0 {
-		errs = append(errs, fmt.Errorf("-max-stall (TOOLFLEET_MAX_STALL): must be a positive duration, got %s", c.MaxStall))
-	}
+	errs = append(errs, c.Admission.Validate())
 	if c.HTTPAddr == "" {
 		errs = append(errs, errors.New("-http-addr (TOOLFLEET_HTTP_ADDR) is empty: the API needs an address"))
 	}
@@ -133,6 +124,34 @@ func Parse(args []string, out io.Writer) (Config, error) {
 		return Config{}, err
 	}
 	return c, nil
+}
+
+// Admission bounds the planner's admission of new runs (planner.Config.MaxStarting and
+// MaxStall): -max-starting and -max-stall, of the planner program and of toolfleet dev.
+// The zero Admission leaves the planner's defaults.
+type Admission struct {
+	MaxStarting int
+	MaxStall    time.Duration
+}
+
+// Register adds -max-starting and -max-stall to fs, their defaults read from
+// TOOLFLEET_MAX_STARTING and TOOLFLEET_MAX_STALL through env.
+func (a *Admission) Register(fs *flag.FlagSet, env *envflag.Env) {
+	fs.IntVar(&a.MaxStarting, "max-starting", env.Int("TOOLFLEET_MAX_STARTING", 256), "the most runs started at once; past it a new run is answered 429 (env TOOLFLEET_MAX_STARTING)")
+	fs.DurationVar(&a.MaxStall, "max-stall", env.Duration("TOOLFLEET_MAX_STALL", time.Second),
+		"how long writes may wait for JetStream to acknowledge earlier ones before new runs are answered 429 (env TOOLFLEET_MAX_STALL)")
+}
+
+// Validate returns every problem of the values Register parsed, at once; nil for none.
+func (a Admission) Validate() error {
+	var errs []error
+	if a.MaxStarting < 1 {
+		errs = append(errs, fmt.Errorf("-max-starting (TOOLFLEET_MAX_STARTING): must be at least 1, got %d", a.MaxStarting))
+	}
+	if a.MaxStall <= 0 {
+		errs = append(errs, fmt.Errorf("-max-stall (TOOLFLEET_MAX_STALL): must be a positive duration, got %s", a.MaxStall))
+	}
+	return errors.Join(errs...)
 }
 
 // Events is the JetStream settings the planner creates streams with.
