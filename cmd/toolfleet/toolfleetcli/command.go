@@ -22,7 +22,7 @@ import (
 // usage is the toolfleet command's synopsis.
 const usage = `usage: toolfleet demo [-calls N] [-data DIR] [-http-allow HOSTS] [-v]
        toolfleet dev [-host ADDR] [-http ADDR] [-nats-port N] [-ops-addr ADDR] [-log-level LEVEL] [-data DIR] [-http-allow HOSTS]
-                     [-model SPEC] [-prices FILE] [-tools-file FILE] [-operator-roles ROLES]
+                     [-model SPEC] [-prices FILE] [-tools-file FILE] [-operator-roles ROLES] [-max-starting N] [-max-stall D]
        toolfleet mcp [-nats-url URL] [-tenant T -role R] [-log-level LEVEL]
        toolfleet health [-ops-addr ADDR]`
 
@@ -56,6 +56,7 @@ func Parse(args []string, out io.Writer) (Command, error) {
 	var calls *int
 	var opsFlags *ops.Flags
 	var pricesFile *string
+	var env envflag.Env
 	if c.Name == "demo" {
 		verbose = fs.Bool("v", false, "log the parts' warnings and errors to stderr")
 		calls = fs.Int("calls", 3000, "tool calls in the load")
@@ -72,6 +73,7 @@ func Parse(args []string, out io.Writer) (Command, error) {
 		fs.StringVar(&c.Dev.Fleet.ToolsFile, "tools-file", os.Getenv("TOOLFLEET_TOOLS_FILE"),
 			"YAML or JSON file of command and HTTP tools and MCP servers, served beside the built-ins (env TOOLFLEET_TOOLS_FILE)")
 		envflag.OperatorRoles(fs, &c.Dev.Fleet.OperatorRoles)
+		c.Dev.Fleet.Admission.Register(fs, &env) // the planner program's flags
 	}
 	if err := fs.Parse(args[1:]); err != nil {
 		return Command{}, err
@@ -108,6 +110,10 @@ func Parse(args []string, out io.Writer) (Command, error) {
 		}
 		if err := events.ValidateRoles(fleet.OperatorRoles); err != nil {
 			return Command{}, fmt.Errorf("-operator-roles (TOOLFLEET_OPERATOR_ROLES): %w", err)
+		}
+		fleet.Admission = c.Dev.Fleet.Admission
+		if err := errors.Join(env.Err(), fleet.Admission.Validate()); err != nil {
+			return Command{}, err
 		}
 		if fleet.ToolsFile != "" {
 			if _, err := os.Stat(fleet.ToolsFile); err != nil {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolfleet/toolfleet/cmd/planner/plannercli"
 	"github.com/toolfleet/toolfleet/internal/testsupport/opstest"
 )
 
@@ -152,5 +153,29 @@ func TestParseDev(t *testing.T) {
 	}
 	if _, err := Parse([]string{"demo", "-host", "0.0.0.0"}, io.Discard); err == nil {
 		t.Error("demo took -host")
+	}
+}
+
+// dev takes the planner program's admission flags, with the same defaults, variables and
+// checks: -max-starting (TOOLFLEET_MAX_STARTING) and -max-stall (TOOLFLEET_MAX_STALL).
+func TestParseDevAdmission(t *testing.T) {
+	for _, name := range []string{"TOOLFLEET_OPS_ADDR", "TOOLFLEET_LOG_LEVEL", "TOOLFLEET_API_TOKEN", "TOOLFLEET_MAX_STARTING", "TOOLFLEET_MAX_STALL"} {
+		t.Setenv(name, "")
+	}
+	c, err := Parse([]string{"dev"}, io.Discard)
+	if err != nil || c.Dev.Fleet.Admission != (plannercli.Admission{MaxStarting: 256, MaxStall: time.Second}) {
+		t.Fatalf("dev's defaults: %+v %v; want the planner's, 256 and 1s", c.Dev.Fleet.Admission, err)
+	}
+	t.Setenv("TOOLFLEET_MAX_STALL", "250ms")
+	c, err = Parse([]string{"dev", "-max-starting", "8"}, io.Discard)
+	if err != nil || c.Dev.Fleet.Admission != (plannercli.Admission{MaxStarting: 8, MaxStall: 250 * time.Millisecond}) {
+		t.Fatalf("dev -max-starting 8 with TOOLFLEET_MAX_STALL=250ms: %+v %v", c.Dev.Fleet.Admission, err)
+	}
+	t.Setenv("TOOLFLEET_MAX_STALL", "0s")
+	_, err = Parse([]string{"dev", "-max-starting", "0"}, io.Discard)
+	for _, says := range []string{"-max-starting (TOOLFLEET_MAX_STARTING): must be at least 1, got 0", "-max-stall (TOOLFLEET_MAX_STALL): must be a positive duration, got 0s"} {
+		if err == nil || !strings.Contains(err.Error(), says) {
+			t.Errorf("dev -max-starting 0 with TOOLFLEET_MAX_STALL=0s: %v; want it to say %q", err, says)
+		}
 	}
 }

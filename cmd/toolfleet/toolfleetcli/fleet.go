@@ -69,6 +69,9 @@ type Options struct {
 	// ToolsFile is an executor tools file (see pkg/toolsfile): its command and HTTP
 	// tools and MCP servers are served beside the built-ins. Empty: none.
 	ToolsFile string
+	// Admission bounds the planner's admission of new runs (-max-starting, -max-stall);
+	// zero: the planner's defaults.
+	Admission plannercli.Admission
 }
 
 // Fleet is an embedded JetStream server with an executor serving the built-in tools, the
@@ -199,7 +202,7 @@ func Start(ctx context.Context, o Options) (f *Fleet, err error) {
 		return f, err
 	}
 	p, err := plannercli.New(ctx, plNC, plannercli.Config{UsePicker: true, Usage: true, Tracing: o.Tracing,
-		Prices: o.Prices, OperatorRoles: o.OperatorRoles}, models, def, o.Metrics, o.Log)
+		Prices: o.Prices, OperatorRoles: o.OperatorRoles, Admission: o.Admission}, models, def, o.Metrics, o.Log)
 	if err != nil {
 		return f, err
 	}
