@@ -120,7 +120,7 @@ func Dev(ctx context.Context, o DevOptions) error {
 		return fmt.Errorf("planner API: listen %s: %w", onHost(o.HTTPAddr, o.Host), err)
 	}
 	auth := plannerapi.Auth{Token: o.Token, Tokens: o.Tokens}
-	edge, err := mcpedge.Start(ctx, f.NC, mcpedge.Config{Auth: auth, Log: o.Fleet.Log})
+	edge, err := mcpedge.Start(ctx, f.NC, mcpedge.Config{Auth: auth, OperatorRoles: o.Fleet.OperatorRoles, Log: o.Fleet.Log})
 	if err != nil {
 		ln.Close()
 		return err

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/toolfleet/toolfleet/internal/planner"
+	"github.com/toolfleet/toolfleet/internal/planner/plannerapi"
+	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
 // dev -model, -prices and -tools-file together, as a user tries them: a scripted model
@@ -173,4 +175,82 @@ func waitDone(t *testing.T, api, runID string, turn int) planner.RunView {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// dev's MCP edge has the fleet's operator roles, as its planner and executor do: an
+// operator sees another role's task over MCP (tasks/get), which another role that is
+// none may not. Before, the edge had none, and refused the operator too.
+func TestDevMCPEdgeHasTheOperatorRoles(t *testing.T) {
+	t.Setenv("TOOLFLEET_MODEL", "")
+	tokens := map[string]events.Identity{}
+	for token, id := range map[string]events.Identity{"user": {Tenant: "acme", Role: "user"}, "ops": {Tenant: "acme", Role: "ops"},
+		"admin": {Tenant: "acme", Role: "admin"}} {
+		tokens[plannerapi.HashToken(token)] = id
+	}
+	a, stop := startDev(t, DevOptions{HTTPAddr: ":0", Out: io.Discard, Tokens: tokens, Fleet: Options{OperatorRoles: []string{"ops"}}})
+	defer func() {
+		if err := stop(); err != nil {
+			t.Errorf("dev returned %v", err)
+		}
+	}()
+	var created struct {
+		TaskID string `json:"taskId"`
+	}
+	if rerr := mcpTask(t, a.API+"/mcp", "user", "tools/call", "calculator",
+		map[string]any{"name": "calculator", "arguments": map[string]string{"expression": "6*7"}}, &created); rerr != nil || created.TaskID == "" {
+		t.Fatalf("a task of acme's user: %s %+v", created.TaskID, rerr)
+	}
+	var seen struct {
+		Status string `json:"status"`
+	}
+	if rerr := mcpTask(t, a.API+"/mcp", "ops", "tasks/get", created.TaskID, map[string]any{"taskId": created.TaskID}, &seen); rerr != nil || seen.Status == "" {
+		t.Errorf("the operator's tasks/get: %+v %+v", seen, rerr)
+	}
+	if rerr := mcpTask(t, a.API+"/mcp", "admin", "tasks/get", created.TaskID, map[string]any{"taskId": created.TaskID}, &seen); rerr == nil || rerr.Code != -32001 {
+		t.Errorf("another role's tasks/get: %+v; want -32001", rerr)
+	}
+}
+
+// mcpError is a JSON-RPC error.
+type mcpError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+// mcpTask posts one request of the MCP tasks extension (2026-07-28, stateless) with the
+// bearer token, and decodes its result into v; it returns the error the edge answered.
+func mcpTask(t *testing.T, url, token, method, name string, params map[string]any, v any) *mcpError {
+	t.Helper()
+	params["_meta"] = map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+		"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}}}
+	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+		"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": method, "Mcp-Name": name, "Authorization": "Bearer " + token} {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var answer struct {
+		Result json.RawMessage `json:"result"`
+		Error  *mcpError       `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&answer); err != nil {
+		t.Fatalf("%s: status %d, %v", method, resp.StatusCode, err)
+	}
+	if answer.Error == nil {
+		if err := json.Unmarshal(answer.Result, v); err != nil {
+			t.Fatalf("%s: %s: %v", method, answer.Result, err)
+		}
+	}
+	return answer.Error
 }
