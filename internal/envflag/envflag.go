@@ -79,6 +79,6 @@ func List(s string) []string {
 // them alike, so every part of a fleet that takes them is given the same.
 func OperatorRoles(fs *flag.FlagSet, dst *[]string) {
 	*dst = List(os.Getenv("TOOLFLEET_OPERATOR_ROLES"))
-	fs.Func("operator-roles", "comma-separated roles that may follow up, change, pause, cancel and answer the approvals of other roles' runs and calls of their tenant, never beyond what they may call themselves; give every planner and executor of a fleet the same (env TOOLFLEET_OPERATOR_ROLES)",
+	fs.Func("operator-roles", "comma-separated `roles` that may follow up, change, pause, cancel and answer the approvals of other roles' runs and calls of their tenant, never beyond what they may call themselves; give every planner and executor of a fleet the same (env TOOLFLEET_OPERATOR_ROLES)",
 		func(s string) error { *dst = List(s); return nil })
 }

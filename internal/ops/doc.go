@@ -10,7 +10,8 @@
 // parsing: a flag wins over its variable, and a malformed value is an error that names
 // the setting it came from. Older names of the ops address ([ExecutorAlias],
 // [PickerAlias]) are still read, below the new ones, and the program warns once that
-// they are deprecated.
+// they are deprecated. The flags know whether they were given, so all this holds too
+// when pflag parses the flag set (AddGoFlagSet: toolfleet's cobra commands).
 //
 // # Logs
 //
@@ -42,7 +43,9 @@
 // the same TOOLFLEET_OPS_ADDR, on loopback — for /readyz, and exits 0 when it answers
 // 200, else 1 with the reason on stderr. It needs no shell, so it is a container's
 // HEALTHCHECK for any part of the shared image. [Main] runs a program with this
-// subcommand, signals and exit codes.
+// subcommand, signals and exit codes; a command line that another parser reads
+// (toolfleet's, on cobra) takes [RegisterHealth] and [Flags.Health] for it, and [Serve]
+// for the program.
 //
 // # help, version, exit codes
 //

@@ -64,28 +64,50 @@ func (c Config) Logger(service string) zerolog.Logger {
 type Flags struct {
 	fs      *flag.FlagSet
 	aliases []Alias
-	addr    string
-	level   string
-	old     map[string]*string // alias flag name -> its value
+	addr    setting
+	level   setting
+	old     map[string]*setting // alias flag name -> its value
 	// withLevel is false for the health subcommand, which only reads the address.
 	withLevel bool
+}
+
+// setting is a string flag that knows whether it was given, whichever parser set it:
+// the flag package, or pflag (toolfleet's cobra commands), which does not tell the flag
+// set. A given flag wins over its variable.
+type setting struct {
+	value string
+	given bool
+}
+
+func (s *setting) String() string {
+	if s == nil { // the flag package's zero-value check
+		return ""
+	}
+	return s.value
+}
+
+func (s *setting) Set(v string) error {
+	s.value, s.given = v, true
+	return nil
 }
 
 // Register adds -ops-addr, -log-level and the aliases' flags to fs.
 func Register(fs *flag.FlagSet, aliases ...Alias) *Flags {
 	f := registerAddr(fs, aliases...)
 	f.withLevel = true
-	fs.StringVar(&f.level, LevelFlag, "info", "debug, info, warn or error (env "+LevelEnv+")")
+	fs.Var(&f.level, LevelFlag, "the `level` of the logs: debug, info, warn or error (env "+LevelEnv+")")
 	return f
 }
 
 // registerAddr adds -ops-addr and the aliases' flags to fs; the level stays info.
 func registerAddr(fs *flag.FlagSet, aliases ...Alias) *Flags {
-	f := &Flags{fs: fs, aliases: aliases, level: "info", old: map[string]*string{}}
-	fs.StringVar(&f.addr, AddrFlag, DefaultAddr, `listen address of /metrics, /healthz and /readyz, or "off" (env `+AddrEnv+`)`)
+	f := &Flags{fs: fs, aliases: aliases, addr: setting{value: DefaultAddr}, level: setting{value: "info"},
+		old: map[string]*setting{}}
+	fs.Var(&f.addr, AddrFlag, "listen `address` of /metrics, /healthz and /readyz, or \"off\" (env "+AddrEnv+")")
 	for _, a := range aliases {
 		if a.Flag != "" {
-			f.old[a.Flag] = fs.String(a.Flag, "", "deprecated: use -"+AddrFlag)
+			f.old[a.Flag] = &setting{}
+			fs.Var(f.old[a.Flag], a.Flag, "deprecated: use -"+AddrFlag)
 		}
 	}
 	return f
@@ -98,16 +120,14 @@ func (f *Flags) Config() (Config, error) {
 	if f.fs.NArg() > 0 {
 		return Config{}, fmt.Errorf("unexpected arguments %q; every setting is a flag", f.fs.Args())
 	}
-	set := map[string]bool{}
-	f.fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 	var c Config
-	addr, from := f.addrSetting(set, &c)
+	addr, from := f.addrSetting(&c)
 	var err error
 	if c.Addr, err = parseAddr(addr, from); err != nil {
 		return Config{}, err
 	}
-	level, from := f.level, "-"+LevelFlag
-	if v := os.Getenv(LevelEnv); f.withLevel && !set[LevelFlag] && v != "" {
+	level, from := f.level.value, "-"+LevelFlag
+	if v := os.Getenv(LevelEnv); f.withLevel && !f.level.given && v != "" {
 		level, from = v, LevelEnv
 	}
 	if c.LogLevel, err = parseLevel(level, from); err != nil {
@@ -118,17 +138,17 @@ func (f *Flags) Config() (Config, error) {
 
 // addrSetting returns the ops address and the name of the setting that gave it,
 // recording a deprecated name in c.
-func (f *Flags) addrSetting(set map[string]bool, c *Config) (value, from string) {
+func (f *Flags) addrSetting(c *Config) (value, from string) {
 	deprecated := func(name string) {
 		c.Deprecated = append(c.Deprecated, fmt.Sprintf("%s is deprecated: use -%s or %s", name, AddrFlag, AddrEnv))
 	}
-	if set[AddrFlag] {
-		return f.addr, "-" + AddrFlag
+	if f.addr.given {
+		return f.addr.value, "-" + AddrFlag
 	}
 	for _, a := range f.aliases {
-		if a.Flag != "" && set[a.Flag] {
+		if a.Flag != "" && f.old[a.Flag].given {
 			deprecated("-" + a.Flag)
-			return *f.old[a.Flag], "-" + a.Flag
+			return f.old[a.Flag].value, "-" + a.Flag
 		}
 	}
 	if v := os.Getenv(AddrEnv); v != "" {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/rs/zerolog"
+	"github.com/spf13/pflag"
 )
 
 // clearEnv empties the variables these tests read (t.Setenv: not parallel).
@@ -64,6 +65,39 @@ func TestFlagsConfig(t *testing.T) {
 				t.Errorf("deprecation warnings %q, want %q", got, tt.deprecated)
 			}
 		})
+	}
+}
+
+// toolfleet's cobra commands parse these flags with pflag (AddGoFlagSet), which does not
+// tell the flag set what it set: a given flag still wins over its variable, and an old
+// name still warns.
+func TestFlagsParsedByPflag(t *testing.T) {
+	for _, tc := range []struct {
+		args  []string
+		addr  string
+		level zerolog.Level
+		warns bool
+	}{
+		{nil, ":9191", zerolog.WarnLevel, false},
+		{[]string{"--ops-addr", ":9292", "--log-level=debug"}, ":9292", zerolog.DebugLevel, false},
+		{[]string{"--metrics-addr", ":9393"}, ":9393", zerolog.WarnLevel, true},
+	} {
+		clearEnv(t)
+		t.Setenv(LevelEnv, "warn")
+		if !tc.warns {
+			t.Setenv(AddrEnv, ":9191")
+		}
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		f := Register(fs, ExecutorAlias)
+		pfs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+		pfs.AddGoFlagSet(fs)
+		if err := pfs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		c, err := f.Config()
+		if err != nil || c.Addr != tc.addr || c.LogLevel != tc.level || (len(c.Deprecated) > 0) != tc.warns {
+			t.Errorf("%q: %+v %v; want %s, %s, deprecation warned %v", tc.args, c, err, tc.addr, tc.level, tc.warns)
+		}
 	}
 }
 

@@ -52,14 +52,25 @@ func Probe(ctx context.Context, addr string) error {
 func Health(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("health", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	// Every older variable, so that one `toolfleet health` serves any part's container.
-	f := registerAddr(fs, Alias{Env: ExecutorAlias.Env}, Alias{Env: PickerAlias.Env})
+	f := RegisterHealth(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return ExitOK
 		}
 		return ExitConfig
 	}
+	return f.Health(context.Background(), stderr)
+}
+
+// RegisterHealth adds the health subcommand's one flag, -ops-addr, to fs; with every
+// older variable of it, so that one `toolfleet health` serves any part's container.
+func RegisterHealth(fs *flag.FlagSet) *Flags {
+	return registerAddr(fs, Alias{Env: ExecutorAlias.Env}, Alias{Env: PickerAlias.Env})
+}
+
+// Health probes the ops server that the flags of [RegisterHealth] name, once parsed,
+// and returns the health subcommand's exit code: 0 ready, 1 not, 2 a bad address.
+func (f *Flags) Health(ctx context.Context, stderr io.Writer) int {
 	c, err := f.Config()
 	if err != nil {
 		fmt.Fprintln(stderr, "health:", err)
@@ -69,11 +80,11 @@ func Health(args []string, stderr io.Writer) int {
 		err = errors.New("the ops server is off (" + AddrEnv + "=off): nothing to ask")
 	}
 	if err == nil {
-		err = Probe(context.Background(), c.Addr)
+		err = Probe(ctx, c.Addr)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "health:", err)
-		return 1
+		return ExitFailure
 	}
-	return 0
+	return ExitOK
 }

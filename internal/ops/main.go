@@ -39,7 +39,15 @@ func MainContext[C any](ctx context.Context, service string, args []string, stdo
 			args = []string{"-h"}
 		}
 	}
-	cfg, err := parse(args, stderr)
+	return Serve(ctx, service, stderr, func() (C, error) { return parse(args, stderr) }, run)
+}
+
+// Serve is [MainContext] once the command line is parsed, for a program whose flags
+// another parser read (toolfleet's, on cobra): configure builds the configuration from
+// them and the environment, and run serves until ctx ends, SIGINT or SIGTERM. It logs
+// the errors on stderr and returns the exit code, as [Main] does.
+func Serve[C any](ctx context.Context, service string, stderr io.Writer, configure func() (C, error), run func(context.Context, C) error) int {
+	cfg, err := configure()
 	if errors.Is(err, flag.ErrHelp) {
 		return ExitOK
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -14,16 +15,19 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/toolfleet/toolfleet/internal/ops"
 	"github.com/toolfleet/toolfleet/pkg/client/runs"
 )
 
-// The toolfleet command line: the all-in-one programs (demo, dev, mcp, health, in the
-// shape of every program, on Go's flag package) and the client commands that drive a
-// fleet (run, runs, approvals, tools, call, version, completion), on cobra: POSIX flags
-// (--tools a,b, -o json), nested commands, help on every one and shell completion, the
-// conventions of kubectl and temporal, which use it too.
+// The toolfleet command line, on cobra: the all-in-one programs (demo, dev, mcp, health,
+// with the settings, logs and exit codes of every program: internal/ops) and the client
+// commands that drive a fleet (run, runs, approvals, tools, call, version, completion).
+// POSIX flags (--tools a,b, -o json), nested commands, help on every one and shell
+// completion, the conventions of kubectl and temporal, which use it too; and, as the
+// other programs on Go's flag package and the docs spell them, a long flag with one dash
+// (-model x): see longFlags.
 
 // Exit codes of the client commands (those of the programs are internal/ops's).
 const (
@@ -63,11 +67,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 // MainContext is [Main] until ctx ends (a client command stops; a program stops
 // cleanly).
 func MainContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	root := newRoot(stdout, stderr)
-	root.SetArgs(args)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
+	err := execute(ctx, newRoot(stdout, stderr), args)
 	if err == nil {
 		return exitOK
 	}
@@ -84,17 +84,31 @@ func MainContext(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	return exitUsage
 }
 
-// cli is what the client commands share: where they write and the settings of the root's
-// flags.
+// execute runs the command line on root, its long flags given with one dash read as
+// with two.
+func execute(ctx context.Context, root *cobra.Command, args []string) error {
+	root.SetArgs(longFlags(root, args))
+	return root.ExecuteContext(ctx)
+}
+
+// cli is what the commands share: where they write, the settings of the root's flags,
+// and how an all-in-one program runs once its flags are parsed.
 type cli struct {
 	stdout, stderr io.Writer
 	apiURL, token  string
 	contextFile    string
 	output         string
+	// program serves the program (c.serve), or for Parse only configures it.
+	program func(ctx context.Context, configure func() (Command, error)) error
 }
 
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	c := &cli{stdout: stdout, stderr: stderr}
+	c.program = c.serve
+	return c.root()
+}
+
+func (c *cli) root() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "toolfleet",
 		Short: "Run LLM agents' tool calls as a fleet of workers on NATS JetStream",
@@ -106,6 +120,8 @@ TOOLFLEET_API_TOKEN, else the context file (--context, TOOLFLEET_CONTEXT, defaul
 ~/.config/toolfleet/context.json: {"apiUrl": "...", "token": "...", "natsUrl": "..."}),
 else ` + runs.DefaultURL + ` (where 'toolfleet dev' serves).
 
+A long flag takes one dash or two: -model x, --model x and --model=x are one.
+
 Exit codes: 0 success; 1 a failure (the planner refused, a run did not complete, nothing
 answered); 2 a bad command line or configuration.`,
 		SilenceUsage:  true,
@@ -116,12 +132,14 @@ answered); 2 a bad command line or configuration.`,
 			if len(args) > 0 {
 				return usageErrorf("unknown command %q", args[0])
 			}
-			cmd.SetOut(stderr)
+			cmd.SetOut(c.stderr)
 			_ = cmd.Usage()
 			return &exitError{code: exitUsage, err: errors.New("want a command")}
 		},
 	}
 	root.Args = cobra.ArbitraryArgs
+	root.SetOut(c.stdout)
+	root.SetErr(c.stderr)
 	pf := root.PersistentFlags()
 	pf.StringVar(&c.apiURL, "api-url", "", "the planner API's URL (env TOOLFLEET_API_URL; default "+runs.DefaultURL+")")
 	pf.StringVar(&c.token, "token", "", "the planner API's bearer token (env TOOLFLEET_API_TOKEN)")
@@ -130,9 +148,10 @@ answered); 2 a bad command line or configuration.`,
 	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "json"}, cobra.ShellCompDirectiveNoFileComp))
 	root.AddGroup(&cobra.Group{ID: "fleet", Title: "Run a fleet in this process:"},
 		&cobra.Group{ID: "client", Title: "Drive a fleet:"})
-	for _, name := range []string{"demo", "dev", "mcp", "health"} {
-		root.AddCommand(programCommand(name, stdout, stderr))
+	for _, name := range []string{"demo", "dev", "mcp"} {
+		root.AddCommand(c.programCommand(name))
 	}
+	root.AddCommand(c.healthCommand())
 	for _, cmd := range []*cobra.Command{c.runCommand(), c.runsCommand(), c.approvalsCommand(), c.toolsCommand(), c.callCommand()} {
 		cmd.GroupID = "client"
 		root.AddCommand(cmd)
@@ -150,26 +169,70 @@ var programSummaries = map[string]string{
 	"health": "Exit 0 when the ops server beside it is ready, else 1",
 }
 
-// programCommand runs an all-in-one program with its own flag parsing (single-dash
-// flags, each with a TOOLFLEET_* variable) and exit codes (internal/ops).
-func programCommand(name string, stdout, stderr io.Writer) *cobra.Command {
+// programCommand is an all-in-one program: its flags (programFlags), each with its
+// TOOLFLEET_* variable, and the exit codes of every program (internal/ops).
+func (c *cli) programCommand(name string) *cobra.Command {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	configure := programFlags(name, fs)
+	cmd := c.fleetCommand(name, fs)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		return c.program(cmd.Context(), configure)
+	}
+	return cmd
+}
+
+// serve runs a program as every program runs (ops.Serve): its errors logged on stderr,
+// its exit code.
+func (c *cli) serve(ctx context.Context, configure func() (Command, error)) error {
+	if code := ops.Serve(ctx, "toolfleet", c.stderr, configure, Run); code != ops.ExitOK {
+		return &exitError{code: code}
+	}
+	return nil
+}
+
+func (c *cli) healthCommand() *cobra.Command {
+	fs := flag.NewFlagSet("health", flag.ContinueOnError)
+	f := ops.RegisterHealth(fs)
+	cmd := c.fleetCommand("health", fs)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if code := f.Health(cmd.Context(), c.stderr); code != ops.ExitOK {
+			return &exitError{code: code}
+		}
+		return nil
+	}
+	return cmd
+}
+
+// fleetCommand is the command of an all-in-one program or health, with the flags of fs.
+// The root's flags are the client commands': its help leaves them out and it refuses
+// them, which it would ignore (`dev --token T` would not protect dev's API:
+// TOOLFLEET_API_TOKEN does).
+func (c *cli) fleetCommand(name string, fs *flag.FlagSet) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:                name + " [flags]",
-		Short:              programSummaries[name],
-		GroupID:            "fleet",
-		DisableFlagParsing: true, // the program's own flags (-data DIR, ...)
-		RunE: func(cmd *cobra.Command, args []string) error {
-			code := ops.MainContext(cmd.Context(), "toolfleet", append([]string{name}, args...), stdout, stderr, Parse, Run)
-			if code != 0 {
-				return &exitError{code: code}
-			}
-			return nil
+		Use:     name + " [flags]",
+		Short:   programSummaries[name],
+		Long:    programSummaries[name] + ".\n\nA flag's variable (env TOOLFLEET_...) is its default; the flag, given, wins.",
+		GroupID: "fleet",
+		Args:    cobra.NoArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			cmd.InheritedFlags().VisitAll(func(f *pflag.Flag) {
+				if f.Changed && err == nil {
+					err = usageErrorf("%s takes no --%s: that flag is the client commands'", cmd.CommandPath(), f.Name)
+				}
+			})
+			return err
 		},
 	}
-	// `toolfleet help dev` prints what `toolfleet dev -h` does.
-	cmd.SetHelpFunc(func(cmd *cobra.Command, _ []string) {
-		ops.MainContext(cmd.Context(), "toolfleet", []string{name, "-h"}, stdout, cmd.OutOrStdout(), Parse, Run)
+	addGoFlags(cmd, fs)
+	cmd.SetUsageFunc(func(cmd *cobra.Command) error {
+		fmt.Fprintf(cmd.OutOrStderr(), "Usage:\n  %s\n\nFlags:\n%s", cmd.UseLine(), cmd.LocalFlags().FlagUsages())
+		return nil
 	})
+	if fs.Lookup(ops.LevelFlag) != nil { // so no error to check
+		levels := []string{"debug", "info", "warn", "error"}
+		_ = cmd.RegisterFlagCompletionFunc(ops.LevelFlag, cobra.FixedCompletions(levels, cobra.ShellCompDirectiveNoFileComp))
+	}
 	return cmd
 }
 

@@ -213,7 +213,7 @@ func TestCLIHelpVersionAndUsage(t *testing.T) {
 	toolfleet("nonsense").check(t, 2, `unknown command "nonsense"`)
 	toolfleet("run").check(t, 2, "accepts 1 arg")
 	toolfleet("runs", "ls", "--bogus").check(t, 2, "unknown flag: --bogus")
-	toolfleet("dev", "-bogus").check(t, 2, "flag provided but not defined")
+	toolfleet("dev", "-bogus").check(t, 2, "unknown flag: --bogus")
 }
 
 // Every program: help and -h exit 0 with usage, version prints the build, a bad flag

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/rs/zerolog"
@@ -19,14 +20,7 @@ import (
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
-// usage is the toolfleet command's synopsis.
-const usage = `usage: toolfleet demo [-calls N] [-data DIR] [-http-allow HOSTS] [-v]
-       toolfleet dev [-host ADDR] [-http ADDR] [-nats-port N] [-ops-addr ADDR] [-log-level LEVEL] [-data DIR] [-http-allow HOSTS]
-                     [-model SPEC] [-prices FILE] [-tools-file FILE] [-operator-roles ROLES] [-max-starting N] [-max-stall D]
-       toolfleet mcp [-nats-url URL] [-tenant T -role R] [-log-level LEVEL]
-       toolfleet health [-ops-addr ADDR]`
-
-// Command is a parsed toolfleet command line: which subcommand, with its options.
+// Command is a parsed all-in-one program: which one, with its options.
 type Command struct {
 	// Name is "demo", "dev" or "mcp".
 	Name string
@@ -35,23 +29,44 @@ type Command struct {
 	MCP  MCPOptions
 }
 
-// Parse reads a toolfleet command line (without the program name) and the environment.
-// With -h it returns flag.ErrHelp after writing the usage to out.
+// Parse reads an all-in-one program's command line (after "toolfleet": "dev",
+// "-nats-port", "4333") and the environment as `toolfleet` does, and returns the command
+// without running it. Help and cobra's errors go to out; after help it returns
+// flag.ErrHelp.
 func Parse(args []string, out io.Writer) (Command, error) {
-	if len(args) == 0 || (args[0] != "demo" && args[0] != "dev" && args[0] != "mcp") {
-		fmt.Fprintln(out, usage)
-		return Command{}, errors.New("want a subcommand: demo, dev, mcp or health")
+	if len(args) == 0 || !slices.Contains([]string{"demo", "dev", "mcp"}, args[0]) {
+		return Command{}, errors.New("want a program: demo, dev or mcp")
 	}
-	if args[0] == "mcp" {
-		o, err := parseMCP(args[1:], out)
-		return Command{Name: "mcp", MCP: o}, err
+	var c Command
+	err := flag.ErrHelp
+	cl := &cli{stdout: out, stderr: out}
+	cl.program = func(_ context.Context, configure func() (Command, error)) error {
+		c, err = configure()
+		return nil
 	}
-	c := Command{Name: args[0]}
-	fs := flag.NewFlagSet("toolfleet "+c.Name, flag.ContinueOnError)
-	fs.SetOutput(out)
+	if xerr := execute(context.Background(), cl.root(), args); xerr != nil {
+		return Command{}, xerr
+	}
+	return c, err
+}
+
+// programFlags defines the flags of the all-in-one program name on fs, and returns what
+// reads the command from them and the environment once cobra parsed them. They are Go
+// flags because the pieces every program shares define theirs so (ops.Register,
+// envflag.OperatorRoles, natsconn.Config.Register); cobra reads them through
+// AddGoFlagSet, so that they parse, show and complete as every toolfleet command's.
+func programFlags(name string, fs *flag.FlagSet) func() (Command, error) {
+	if name == "mcp" {
+		configure := mcpFlags(fs)
+		return func() (Command, error) {
+			o, err := configure()
+			return Command{Name: "mcp", MCP: o}, err
+		}
+	}
+	c := Command{Name: name}
 	data := fs.String("data", "", "directory for JetStream's files (default: a temporary one, removed at exit)")
 	httpAllow := fs.String("http-allow", "", "comma-separated hosts http_get may reach (default: none, and no http_get)")
-	// Each subcommand lists only its own flags.
+	// Each program lists only its own flags.
 	var verbose *bool
 	var calls *int
 	var opsFlags *ops.Flags
@@ -75,63 +90,59 @@ func Parse(args []string, out io.Writer) (Command, error) {
 		envflag.OperatorRoles(fs, &c.Dev.Fleet.OperatorRoles)
 		c.Dev.Fleet.Admission.Register(fs, &env) // the planner program's flags
 	}
-	if err := fs.Parse(args[1:]); err != nil {
-		return Command{}, err
-	}
-	if fs.NArg() > 0 {
-		return Command{}, fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	fleet := Options{DataDir: *data, Log: zerolog.Nop()}
-	if *httpAllow != "" {
-		fleet.HTTPAllowlist = strings.Split(*httpAllow, ",")
-	}
-	switch c.Name {
-	case "demo":
-		if *verbose {
-			fleet.Log = ops.NewLogger(os.Stderr, "toolfleet", zerolog.WarnLevel)
+	return func() (Command, error) {
+		fleet := Options{DataDir: *data, Log: zerolog.Nop()}
+		if *httpAllow != "" {
+			fleet.HTTPAllowlist = strings.Split(*httpAllow, ",")
 		}
-		st, _ := os.Stderr.Stat()
-		c.Demo = DemoOptions{Fleet: fleet, Calls: *calls, Out: os.Stdout,
-			Progress: os.Stderr, ProgressTTY: st != nil && st.Mode()&os.ModeCharDevice != 0}
-	case "dev":
-		cfg, err := opsFlags.Config()
-		if err != nil {
-			return Command{}, err
-		}
-		if c.Dev.Host == "" {
-			return Command{}, errors.New("-host (TOOLFLEET_DEV_HOST) is empty: give an address such as 127.0.0.1 or 0.0.0.0")
-		}
-		fleet.NATSPort = c.Dev.Fleet.NATSPort
-		fleet.Model, fleet.ToolsFile, fleet.OperatorRoles = c.Dev.Fleet.Model, c.Dev.Fleet.ToolsFile, c.Dev.Fleet.OperatorRoles
-		if *pricesFile != "" {
-			if fleet.Prices, err = planner.LoadPrices(*pricesFile); err != nil {
-				return Command{}, fmt.Errorf("-prices (TOOLFLEET_PRICES_FILE): %w", err)
+		switch c.Name {
+		case "demo":
+			if *verbose {
+				fleet.Log = ops.NewLogger(os.Stderr, "toolfleet", zerolog.WarnLevel)
 			}
-		}
-		if err := events.ValidateRoles(fleet.OperatorRoles); err != nil {
-			return Command{}, fmt.Errorf("-operator-roles (TOOLFLEET_OPERATOR_ROLES): %w", err)
-		}
-		fleet.Admission = c.Dev.Fleet.Admission
-		if err := errors.Join(env.Err(), fleet.Admission.Validate()); err != nil {
-			return Command{}, err
-		}
-		if fleet.ToolsFile != "" {
-			if _, err := os.Stat(fleet.ToolsFile); err != nil {
-				return Command{}, fmt.Errorf("-tools-file (TOOLFLEET_TOOLS_FILE): %w", err)
-			}
-		}
-		fleet.Log = cfg.Logger("toolfleet")
-		c.Dev.Fleet = fleet
-		c.Dev.OpsAddr = cfg.Addr
-		c.Dev.Token = os.Getenv("TOOLFLEET_API_TOKEN")
-		if f := os.Getenv("TOOLFLEET_API_TOKENS_FILE"); f != "" {
-			if c.Dev.Tokens, err = plannerapi.LoadTokens(f); err != nil {
+			st, _ := os.Stderr.Stat()
+			c.Demo = DemoOptions{Fleet: fleet, Calls: *calls, Out: os.Stdout,
+				Progress: os.Stderr, ProgressTTY: st != nil && st.Mode()&os.ModeCharDevice != 0}
+		case "dev":
+			cfg, err := opsFlags.Config()
+			if err != nil {
 				return Command{}, err
 			}
+			if c.Dev.Host == "" {
+				return Command{}, errors.New("-host (TOOLFLEET_DEV_HOST) is empty: give an address such as 127.0.0.1 or 0.0.0.0")
+			}
+			fleet.NATSPort = c.Dev.Fleet.NATSPort
+			fleet.Model, fleet.ToolsFile, fleet.OperatorRoles = c.Dev.Fleet.Model, c.Dev.Fleet.ToolsFile, c.Dev.Fleet.OperatorRoles
+			if *pricesFile != "" {
+				if fleet.Prices, err = planner.LoadPrices(*pricesFile); err != nil {
+					return Command{}, fmt.Errorf("-prices (TOOLFLEET_PRICES_FILE): %w", err)
+				}
+			}
+			if err := events.ValidateRoles(fleet.OperatorRoles); err != nil {
+				return Command{}, fmt.Errorf("-operator-roles (TOOLFLEET_OPERATOR_ROLES): %w", err)
+			}
+			fleet.Admission = c.Dev.Fleet.Admission
+			if err := errors.Join(env.Err(), fleet.Admission.Validate()); err != nil {
+				return Command{}, err
+			}
+			if fleet.ToolsFile != "" {
+				if _, err := os.Stat(fleet.ToolsFile); err != nil {
+					return Command{}, fmt.Errorf("-tools-file (TOOLFLEET_TOOLS_FILE): %w", err)
+				}
+			}
+			fleet.Log = cfg.Logger("toolfleet")
+			c.Dev.Fleet = fleet
+			c.Dev.OpsAddr = cfg.Addr
+			c.Dev.Token = os.Getenv("TOOLFLEET_API_TOKEN")
+			if f := os.Getenv("TOOLFLEET_API_TOKENS_FILE"); f != "" {
+				if c.Dev.Tokens, err = plannerapi.LoadTokens(f); err != nil {
+					return Command{}, err
+				}
+			}
+			c.Dev.Out = os.Stdout
 		}
-		c.Dev.Out = os.Stdout
+		return c, nil
 	}
-	return c, nil
 }
 
 // Run runs a parsed command until it is done (demo), its client leaves (mcp) or ctx

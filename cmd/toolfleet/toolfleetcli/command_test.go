@@ -56,7 +56,7 @@ func TestCommand(t *testing.T) {
 		{"no subcommand", nil, "", 2, "want a command"},
 		{"bad dev host", []string{"dev", "-host", ""}, "", 2, "-host (TOOLFLEET_DEV_HOST) is empty"},
 		{"bad ops address", []string{"dev", "-ops-addr", "9090"}, "", 2, `-ops-addr \"9090\"`},
-		{"bad flag", []string{"demo", "-calls", "many"}, "", 2, "invalid value"},
+		{"bad flag", []string{"demo", "-calls", "many"}, "", 2, `invalid argument "many" for "--calls"`},
 		{"bad model: a configuration error", []string{"demo", "-calls", "10"}, "TOOLFLEET_MODEL=bogus", 2, "want <provider>/<model>"},
 	} {
 		cmd := exec.Command(bin, tc.args...)

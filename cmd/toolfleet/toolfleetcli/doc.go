@@ -46,9 +46,13 @@
 // drive a fleet — run, runs (ls, get, watch, cancel, pause, resume, send), approvals (ls, approve,
 // deny, modify), tools (ls, show) over the planner API with pkg/client/runs, call over
 // NATS with pkg/client — and version, completion and help (docs/cli.md has them all,
-// with their exit codes). [Parse] and [Run] are the all-in-one programs, in the shape
-// of every program (internal/ops): `toolfleet demo`, `toolfleet dev`, `toolfleet mcp`
-// and `toolfleet health`, each listing only its own flags.
+// with their exit codes); and the all-in-one programs `toolfleet demo`, `toolfleet dev`,
+// `toolfleet mcp` and `toolfleet health`, in the shape of every program (internal/ops:
+// their settings, logs and exit codes), each listing only its own flags. Every command
+// parses its flags with cobra, in one style: a long flag takes one dash or two (-model x,
+// --model x, --model=x), as the docs and the other programs, on Go's flag package, spell
+// them; each flag's TOOLFLEET_* variable is its default. [Parse] reads a program's
+// command line as toolfleet does, and [Run] runs it.
 // The fleet builds its parts with the programs' own pieces (executorcli.New,
 // pickercli.NewService, plannercli.New), so that it runs what the separate programs run.
 package toolfleetcli

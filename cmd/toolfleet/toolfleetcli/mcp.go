@@ -31,37 +31,32 @@ type MCPOptions struct {
 	Out io.WriteCloser
 }
 
-// parseMCP reads `toolfleet mcp`'s flags.
-func parseMCP(args []string, out io.Writer) (MCPOptions, error) {
+// mcpFlags defines `toolfleet mcp`'s flags on fs and returns what reads its options once
+// they are parsed.
+func mcpFlags(fs *flag.FlagSet) func() (MCPOptions, error) {
 	var o MCPOptions
-	fs := flag.NewFlagSet("toolfleet mcp", flag.ContinueOnError)
-	fs.SetOutput(out)
 	o.NATS.Register(fs)
 	fs.StringVar(&o.Caller.Tenant, "tenant", envflag.String("TOOLFLEET_MCP_TENANT", ""), "the tenant calls are made for (env TOOLFLEET_MCP_TENANT; empty: anonymous)")
 	fs.StringVar(&o.Caller.Role, "role", envflag.String("TOOLFLEET_MCP_ROLE", ""), "the caller's role within -tenant (env TOOLFLEET_MCP_ROLE)")
 	level := fs.String("log-level", envflag.String("TOOLFLEET_LOG_LEVEL", "warn"), "logs on stderr: debug, info, warn or error (env TOOLFLEET_LOG_LEVEL)")
-	if err := fs.Parse(args); err != nil {
-		return o, err
+	return func() (MCPOptions, error) {
+		if (o.Caller.Tenant == "") != (o.Caller.Role == "") {
+			return o, fmt.Errorf("give both -tenant and -role, or neither (anonymous)")
+		}
+		if err := o.Caller.Validate(); err != nil {
+			return o, err
+		}
+		if err := o.NATS.Validate(); err != nil {
+			return o, err
+		}
+		lvl, err := zerolog.ParseLevel(*level)
+		if err != nil {
+			return o, fmt.Errorf("-log-level %q: %w", *level, err)
+		}
+		o.NATS.Name = "toolfleet-mcp"
+		o.Log = ops.NewLogger(os.Stderr, "toolfleet-mcp", lvl) // stdout is the protocol's
+		return o, nil
 	}
-	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	if (o.Caller.Tenant == "") != (o.Caller.Role == "") {
-		return o, fmt.Errorf("give both -tenant and -role, or neither (anonymous)")
-	}
-	if err := o.Caller.Validate(); err != nil {
-		return o, err
-	}
-	if err := o.NATS.Validate(); err != nil {
-		return o, err
-	}
-	lvl, err := zerolog.ParseLevel(*level)
-	if err != nil {
-		return o, fmt.Errorf("-log-level %q: %w", *level, err)
-	}
-	o.NATS.Name = "toolfleet-mcp"
-	o.Log = ops.NewLogger(os.Stderr, "toolfleet-mcp", lvl) // stdout is the protocol's
-	return o, nil
 }
 
 // MCP serves the MCP edge over In and Out until the client leaves or ctx ends.

@@ -21,10 +21,11 @@ func TestMCPStdio(t *testing.T) {
 			t.Errorf("dev: %v", err)
 		}
 	}()
-	o, err := parseMCP([]string{"-nats-url", a.NATS}, io.Discard)
+	c, err := Parse([]string{"mcp", "-nats-url", a.NATS}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
+	o := c.MCP
 	toServer, fromClient := io.Pipe()
 	toClient, fromServer := io.Pipe()
 	o.In, o.Out = toServer, fromServer
