@@ -1,6 +1,7 @@
 # One image with every toolfleet binary: executor, picker, planner and the all-in-one
 # toolfleet. Static (CGO_ENABLED=0) on distroless, running as the nonroot user (65532).
 #   docker build -t toolfleet:dev .
+#   docker build --build-arg VERSION="$(git describe --tags --always --dirty)" -t toolfleet:v0.1.0 .
 #   docker run --rm -p 127.0.0.1:8080:8080 -p 127.0.0.1:4222:4222 toolfleet:dev   # all-in-one: toolfleet dev
 #   docker run --rm --entrypoint /usr/local/bin/executor toolfleet:dev          # one part
 # --entrypoint (compose: entrypoint:, Kubernetes: command:) picks a part; it also drops
@@ -16,7 +17,13 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/ \
+# What `<program> version` says: .git is not in the build context (.dockerignore), so
+# there is nothing for go build to stamp the tag and commit from; the linker takes
+# VERSION instead (a tag, or git describe's tag-commits-hash[-dirty]). Without it:
+# (devel).
+ARG VERSION=
+RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false \
+      -ldflags="-s -w -X github.com/toolfleet/toolfleet/internal/ops.version=${VERSION}" -o /out/ \
       ./cmd/executor ./cmd/picker ./cmd/planner ./cmd/toolfleet
 
 FROM gcr.io/distroless/static-debian12:nonroot

@@ -7,10 +7,17 @@ import (
 	"strings"
 )
 
+// version is the release a build without VCS information says it is, set by the linker:
+// the Dockerfile's build has no .git to stamp from, so it passes
+// -ldflags "-X github.com/toolfleet/toolfleet/internal/ops.version=$VERSION".
+var version string
+
 // BuildInfo is what a program says about its build (`<program> version`), from
-// runtime/debug.ReadBuildInfo: the module version (a tag when built with go install
-// module@version, "(devel)" in a work tree), the VCS revision and time (when built from
-// a git checkout with VCS stamping on), and the Go version.
+// runtime/debug.ReadBuildInfo: the module version (the tag when built with go install
+// module@version, or with go build from a checkout of a tagged commit; a pseudo-version
+// after it, +dirty when the tree was modified; "(devel)" with go run or without VCS
+// stamping), the VCS revision and time (when built from a git checkout with VCS stamping
+// on), and the Go version. A version set at link time (-X ...ops.version=v0.1.0) wins.
 type BuildInfo struct {
 	Program   string `json:"program"`
 	Version   string `json:"version"`
@@ -25,22 +32,23 @@ type BuildInfo struct {
 func Build(program string) BuildInfo {
 	b := BuildInfo{Program: program, Version: "(unknown)", GoVersion: runtime.Version(),
 		Platform: runtime.GOOS + "/" + runtime.GOARCH}
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return b
-	}
-	if v := info.Main.Version; v != "" {
-		b.Version = v
-	}
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			b.Revision = s.Value
-		case "vcs.time":
-			b.Time = s.Value
-		case "vcs.modified":
-			b.Modified = s.Value == "true"
+	if info, ok := debug.ReadBuildInfo(); ok {
+		if v := info.Main.Version; v != "" {
+			b.Version = v
 		}
+		for _, s := range info.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				b.Revision = s.Value
+			case "vcs.time":
+				b.Time = s.Value
+			case "vcs.modified":
+				b.Modified = s.Value == "true"
+			}
+		}
+	}
+	if version != "" {
+		b.Version = version
 	}
 	return b
 }
