@@ -28,6 +28,7 @@ RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false \
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/ /usr/local/bin/
+COPY LICENSE NOTICE /usr/share/doc/toolfleet/
 USER 65532:65532
 # 8080 the planner API (all-in-one and planner), 4222 the all-in-one's NATS, 9090 the ops
 # port of every binary (/metrics, /healthz, /readyz).
