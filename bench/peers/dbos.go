@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
+	"github.com/jackc/pgx/v5"
 )
 
 // asPGUser is argv run as the PostgreSQL user when this program runs as root (initdb
@@ -155,7 +156,34 @@ func (b *bench) startDBOS(ctx context.Context, dir string, fsync, queue bool) (*
 		inst.procs = append(inst.procs, tool)
 	}
 	inst.runner = newHTTPRunner(fmt.Sprintf("http://127.0.0.1:%d/run", httpPort))
+	inst.check = func() error { return checkPGSync(dbURL, fsync) }
 	return inst, nil
+}
+
+// checkPGSync asks PostgreSQL whether it flushes each commit (synchronous_commit) and
+// syncs at all (fsync).
+func checkPGSync(dbURL string, fsync bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	want := map[string]string{"synchronous_commit": "off", "fsync": "on"}
+	if fsync {
+		want["synchronous_commit"] = "on"
+	}
+	for name, w := range want {
+		var got string
+		if err := conn.QueryRow(ctx, "SHOW "+name).Scan(&got); err != nil {
+			return fmt.Errorf("SHOW %s: %w", name, err)
+		}
+		if got != w {
+			return fmt.Errorf("PostgreSQL's %s is %s, want %s", name, got, w)
+		}
+	}
+	return nil
 }
 
 // httpRunner starts a run with POST <url>?steps=N and expects the answer "done".

@@ -6,6 +6,7 @@ replace github.com/toolfleet/toolfleet => ../..
 
 require (
 	github.com/dbos-inc/dbos-transact-golang v1.9.0
+	github.com/jackc/pgx/v5 v5.13.0
 	github.com/toolfleet/toolfleet v0.0.0-00010101000000-000000000000
 	go.temporal.io/sdk v1.51.0
 )
@@ -21,7 +22,6 @@ require (
 	github.com/jackc/pgerrcode v0.0.0-20250907135507-afb5586c32a6 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
-	github.com/jackc/pgx/v5 v5.13.0 // indirect
 	github.com/jackc/puddle/v2 v2.2.4 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/nats-io/nats.go v1.55.0 // indirect

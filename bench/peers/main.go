@@ -74,9 +74,16 @@ type config struct {
 	PGBin      string        // PostgreSQL's bin directory
 	PGUser     string        // the user PostgreSQL runs as when the benchmark runs as root
 	DBOSPoll   time.Duration // DBOS queue and result polling (its default is 1s)
+	TemporalDC []string      // dynamic config values for Temporal's dev server, KEY=VALUE
 	Seed       int64         // the rounds' shuffles
 	Keep       bool          // keep the work directory (logs, data) for a look afterwards
 }
+
+// defaultTemporalConfig lifts the dev server's cap on how often its one history
+// shard reads its transfer queue (20 a second by default; a production server spreads
+// a namespace over hundreds of shards): under the cap, every workflow and activity
+// task waits about 45ms for its turn once a few runs follow one another.
+var defaultTemporalConfig = []string{"history.transferProcessorMaxPollRPS=10000"}
 
 var allSystems = []string{"toolfleet", "dbos", "dbos-queue", "temporal"}
 var allDurability = []string{"nofsync", "fsync"}
@@ -104,6 +111,13 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.StringVar(&c.PGBin, "pg-bin", "/usr/lib/postgresql/15/bin", "PostgreSQL's bin directory (initdb, postgres)")
 	fs.StringVar(&c.PGUser, "pg-user", "postgres", "the user PostgreSQL runs as when the benchmark runs as root")
 	fs.DurationVar(&c.DBOSPoll, "dbos-poll", 10*time.Millisecond, "DBOS's queue polling and result polling interval (its default, 1s, would add about a second to every queued step)")
+	fs.Func("temporal-config", "a dynamic config value for Temporal's dev server, KEY=JSON (repeatable); given, it replaces the default, "+strings.Join(defaultTemporalConfig, " "), func(v string) error {
+		if k, _, ok := strings.Cut(v, "="); !ok || k == "" {
+			return fmt.Errorf("want KEY=VALUE, got %q", v)
+		}
+		c.TemporalDC = append(c.TemporalDC, v)
+		return nil
+	})
 	fs.Int64Var(&c.Seed, "seed", time.Now().UnixNano(), "seed of the rounds' random order")
 	fs.BoolVar(&c.Keep, "keep", false, "keep the work directory (each process's log, the data) and print where it is")
 	if err := fs.Parse(args); err != nil {
@@ -124,6 +138,9 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		if !set["warmup"] {
 			c.Warmup = 300 * time.Millisecond
 		}
+	}
+	if c.TemporalDC == nil {
+		c.TemporalDC = defaultTemporalConfig
 	}
 	if c.Systems, err = pick("-systems", *systems, allSystems); err != nil {
 		return config{}, err

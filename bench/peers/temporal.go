@@ -55,10 +55,14 @@ func (b *bench) startTemporal(ctx context.Context, dir string, fsync bool) (*ins
 		}
 	}
 	fail := func(err error) (*instance, error) { inst.stop(); return nil, err }
-	srv, err := startProc("temporal", dir, cleanEnv(), b.cfg.Temporal, "server", "start-dev", "--ip", "127.0.0.1",
+	argv := []string{b.cfg.Temporal, "server", "start-dev", "--ip", "127.0.0.1",
 		"--port", strconv.Itoa(ports[0]), "--http-port", strconv.Itoa(ports[1]), "--metrics-port", strconv.Itoa(ports[2]),
-		"--headless", "--db-filename", db, "--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous="+sync,
-		"--log-level", "warn")
+		"--headless", "--db-filename", db, "--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=" + sync,
+		"--log-level", "warn"}
+	for _, kv := range b.cfg.TemporalDC {
+		argv = append(argv, "--dynamic-config-value", kv)
+	}
+	srv, err := startProc("temporal", dir, cleanEnv(), argv...)
 	if err != nil {
 		return fail(err)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -68,7 +69,12 @@ func (b *bench) startToolfleet(ctx context.Context, dir string, fsync bool) (*in
 	if fsync {
 		sync = "\n  sync_interval: always"
 	}
-	conf := fmt.Sprintf("listen: 127.0.0.1:%d\njetstream {\n  store_dir: %q%s\n}\n", natsPort, filepath.Join(dir, "jetstream"), sync)
+	monPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	conf := fmt.Sprintf("listen: 127.0.0.1:%d\nhttp: 127.0.0.1:%d\njetstream {\n  store_dir: %q%s\n}\n",
+		natsPort, monPort, filepath.Join(dir, "jetstream"), sync)
 	if err := os.WriteFile(filepath.Join(dir, "nats.conf"), []byte(conf), 0o644); err != nil {
 		return nil, err
 	}
@@ -117,7 +123,31 @@ func (b *bench) startToolfleet(ctx context.Context, dir string, fsync bool) (*in
 		return fail(err)
 	}
 	inst.runner = r
+	inst.check = func() error { return checkNATSSync(fmt.Sprintf("http://127.0.0.1:%d/varz", monPort), fsync) }
 	return inst, nil
+}
+
+// checkNATSSync asks the server's monitoring endpoint whether it syncs every write.
+func checkNATSSync(varz string, always bool) error {
+	resp, err := http.Get(varz)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var v struct {
+		JetStream struct {
+			Config struct {
+				SyncAlways bool `json:"sync_always"`
+			} `json:"config"`
+		} `json:"jetstream"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		return fmt.Errorf("nats-server's /varz: %w", err)
+	}
+	if v.JetStream.Config.SyncAlways != always {
+		return fmt.Errorf("nats-server's sync_always is %v, want %v", v.JetStream.Config.SyncAlways, always)
+	}
+	return nil
 }
 
 // toolfleetRunner starts runs with POST /v1/runs and wait, through pkg/client/runs,
