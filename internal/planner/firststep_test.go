@@ -73,7 +73,7 @@ func TestFirstStepTakenWhileTheRunIsStored(t *testing.T) {
 	answered := make(chan struct{})
 	p, _ := servePlanner(t, b, &hookedModel{Model: scriptedModel(t, firstStepScript), after: func() { close(answered) }})
 	var creates sync.Once
-	p.runs.wrote = func(string, int) error {
+	p.runs.wrote = func(string, []byte) error {
 		var err error
 		creates.Do(func() { // the run's create: the first write
 			select {
@@ -110,7 +110,7 @@ func TestFirstStepOfARunNotStoredSendsNothing(t *testing.T) {
 	b := setup(t, nil)
 	release := make(chan struct{})
 	p, stop := servePlanner(t, b, &hookedModel{Model: scriptedModel(t, firstStepScript), before: func() { <-release }})
-	p.runs.wrote = func(string, int) error { return errors.New("injected: the bucket refuses the write") }
+	p.runs.wrote = func(string, []byte) error { return errors.New("injected: the bucket refuses the write") }
 	id := newRunID()
 	seen, err := b.nc.SubscribeSync("toolfleet.>")
 	if err != nil {
@@ -135,7 +135,7 @@ func TestFirstStepReadyBeforeTheCreateFailsSendsNothing(t *testing.T) {
 	b := setup(t, nil)
 	p, stop := servePlanner(t, b, scriptedModel(t, firstStepScript))
 	id := newRunID()
-	p.runs.wrote = func(string, int) error {
+	p.runs.wrote = func(string, []byte) error {
 		// The create fails once the step waits for it, all else done.
 		natstest.Eventually(t, waitTimeout, "the first step to wait for the create", func() bool {
 			return goroutineWaitsIn("(*createGate).wait")
@@ -167,7 +167,7 @@ func TestFirstStepStoppedWhileWaitingForTheCreate(t *testing.T) {
 	first, stopFirst := servePlanner(t, b, scriptedModel(t, firstStepScript))
 	var creates sync.Once
 	release := make(chan struct{})
-	first.runs.wrote = func(string, int) error {
+	first.runs.wrote = func(string, []byte) error {
 		creates.Do(func() { // the run's create: the first write
 			natstest.Eventually(t, waitTimeout, "the first step to wait for the create", func() bool {
 				return goroutineWaitsIn("(*createGate).wait")

@@ -29,9 +29,9 @@ type writes struct {
 
 func newWrites() *writes { return &writes{control: map[string][]int{}, log: map[string]int{}} }
 
-func (w *writes) kv(id string, n int) error {
+func (w *writes) kv(id string, value []byte) error {
 	w.mu.Lock()
-	w.control[id] = append(w.control[id], n)
+	w.control[id] = append(w.control[id], len(value))
 	w.mu.Unlock()
 	return nil
 }
@@ -365,7 +365,7 @@ steps:
 	}
 	var mu sync.Mutex
 	writes := 0
-	p.runs.wrote = func(string, int) error {
+	p.runs.wrote = func(string, []byte) error {
 		mu.Lock()
 		defer mu.Unlock()
 		writes++

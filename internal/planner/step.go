@@ -405,8 +405,11 @@ func (p *Planner) newStepRecord(ctx context.Context, cl claim, run *Run, resp *p
 // end ends the run at step with t, unless it ended or moved on meanwhile, and does what
 // its end calls for.
 func (p *Planner) end(ctx context.Context, b stepBase, step int, t Termination, detail string) error {
+	turn := b.run.Turn
 	run, err := b.update(ctx, p, step, func(r *Run) (bool, error) {
-		if r.Status == StatusDone || r.Step != step || len(r.stepCalls()) > 0 || r.Recorded > step {
+		// t was decided on the state of turn: a run continued since (a follow-up reopened
+		// it at this same step, with its own deadline and counters) is not ended by it.
+		if r.Status == StatusDone || r.Turn != turn || r.Step != step || len(r.stepCalls()) > 0 || r.Recorded > step {
 			return false, nil
 		}
 		r.finish(t, detail, p.cfg.Now())

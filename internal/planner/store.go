@@ -43,9 +43,9 @@ type store struct {
 	// charged, when set, is told of the cost an update added to a run, once, by the
 	// update that stored it.
 	charged func(r *Run, cost float64)
-	// wrote, when set, is told the size of every value about to be written; an error
-	// fails the write (tests).
-	wrote func(id string, n int) error
+	// wrote, when set, is told every value about to be written; an error fails the
+	// write (tests).
+	wrote func(id string, value []byte) error
 	// batches: a step's record and state are stored in one atomic batch (putBatch);
 	// otherwise as two writes.
 	batches bool
@@ -112,7 +112,7 @@ func (s store) encode(id string, ctl *Run) ([]byte, error) {
 		return nil, fmt.Errorf("encode run %s: %w", id, err)
 	}
 	if s.wrote != nil {
-		if err := s.wrote(id, len(b)); err != nil {
+		if err := s.wrote(id, b); err != nil {
 			return nil, err
 		}
 	}

@@ -1,6 +1,0 @@
-//go:build !race
-
-package planner
-
-// raceDetector is true when the tests run under the race detector (race_on_test.go).
-const raceDetector = false
