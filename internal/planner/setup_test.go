@@ -45,7 +45,7 @@ func setupOn(t testing.TB, srv *natstest.Server, scripts map[string]string) *tes
 		t.Fatal(err)
 	}
 	stopPlanner := plannertest.ServeStoppable(t, p.Run)
-	natstest.Eventually(t, waitTimeout, "the planner's catalog", func() bool { _, ok := p.cat.get("delete_all"); return ok })
+	waitForFleetTools(t, p)
 	return &testBundle{srv: f.Srv, nc: f.NC, js: f.JS, cfg: f.Cfg, p: p, ctx: f.Ctx, stopPlanner: stopPlanner}
 }
 
@@ -70,8 +70,18 @@ func (b *testBundle) swapPlanner(t testing.TB, cfg Config) *Planner {
 	}
 	b.stopPlanner()
 	serve(t, p.Run)
+	waitForFleetTools(t, p)
 	b.p = p
 	return p
+}
+
+// waitForFleetTools waits until p's catalog lists every tool of the test fleet: each
+// executor entry lands on its own, so one tool listed says nothing of the others.
+func waitForFleetTools(t testing.TB, p *Planner) {
+	t.Helper()
+	for _, tt := range plannertest.Tools {
+		natstest.Eventually(t, waitTimeout, "the planner's catalog to list "+tt.Def.Name, func() bool { _, ok := p.cat.get(tt.Def.Name); return ok })
+	}
 }
 
 // startPicker runs the picker service on the bundle's server until the test ends.

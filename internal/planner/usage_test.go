@@ -54,9 +54,11 @@ func TestUsageTeachesThePicker(t *testing.T) {
 	client := NewPickerClient(b.nc, 5*time.Second)
 	q := PickQuery{Input: "parrot this word", Tenant: "acme", Max: 3}
 	var res []pick.Result
-	natstest.Eventually(t, waitTimeout, "echo picked first for acme", func() bool {
+	// Usage records reach the picker on their own: wait for all three, not the first pick
+	// that ranks echo first (two requests already do).
+	natstest.Eventually(t, waitTimeout, "echo picked first for acme from 3 requests", func() bool {
 		res, err = client.Pick(b.ctx, q)
-		return err == nil && len(res) > 0 && res[0].Name == "echo"
+		return err == nil && len(res) > 0 && res[0].Name == "echo" && strings.Contains(res[0].Reason, "3 requests")
 	})
 	if res[0].Provenance.Scorer != pick.LearnedScorerName || !containsAll(res[0].Reason, `"parrot"`, "3 requests") {
 		t.Fatalf("echo's provenance %+v, reason %q: want the learned scorer and 3 learned requests", res[0].Provenance, res[0].Reason)
