@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/toolfleet/toolfleet/internal/planner/runrec"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
@@ -109,7 +110,7 @@ steps:
 	if asked == nil {
 		t.Fatal("no assistant message with the call in the conversation")
 	}
-	if shown := asked.ToolCalls[0].Arguments; len(shown) > 2*DefaultContextBudget || !strings.Contains(string(shown), c.ID) || !json.Valid(shown) {
+	if shown := asked.ToolCalls[0].Arguments; len(shown) > 2*runrec.DefaultContextBudget || !strings.Contains(string(shown), c.ID) || !json.Valid(shown) {
 		t.Fatalf("the model is shown %d bytes of its arguments (%.200s); want them cut to the budget with the call id", len(shown), shown)
 	}
 }

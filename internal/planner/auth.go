@@ -33,13 +33,13 @@ import (
 
 // visibleTo reports whether a caller of identity id may see run: runs of its own tenant
 // (anonymous callers: anonymous runs).
-func (r *Run) visibleTo(id events.Identity) bool { return r.Tenant == id.Tenant }
+func visibleTo(r *Run, id events.Identity) bool { return r.Tenant == id.Tenant }
 
 // GetFor is [Planner.Get] for caller: a run it may not see is not found (404), as if it
 // did not exist.
 func (p *Planner) GetFor(ctx context.Context, id string, caller events.Identity) (*Run, error) {
 	run, err := p.Get(ctx, id)
-	if err == nil && !run.visibleTo(caller) {
+	if err == nil && !visibleTo(run, caller) {
 		return nil, notFoundf("no run %q", id)
 	}
 	return run, err
@@ -67,7 +67,7 @@ func (p *Planner) CallVisible(ctx context.Context, callID string, caller events.
 // tools, cancel it, answer its approvals): not found outside the run's tenant, forbidden
 // for a role that is neither the owner's nor an operator role.
 func (p *Planner) mayAct(r *Run, caller events.Identity, what string) error {
-	return p.refusal(events.MayAct(events.Act{Actor: caller, Owner: r.caller(), What: what, Kind: "run", ID: r.ID},
+	return p.refusal(events.MayAct(events.Act{Actor: caller, Owner: r.Caller(), What: what, Kind: "run", ID: r.ID},
 		p.cfg.OperatorRoles, nil))
 }
 
@@ -85,10 +85,10 @@ func (p *Planner) refusal(why *events.Refusal) error {
 
 // acted records on r that caller acted on it: a caller other than the owner joins
 // r.Actors, which narrows the tools the run may call to those every actor may call.
-func (r *Run) acted(caller events.Identity) {
+func acted(r *Run, caller events.Identity) {
 	// A zero identity on a tenant's run is a record written before records named their
 	// caller: no anonymous caller can reach a tenant's run.
-	if caller == r.caller() || caller.IsZero() || slices.Contains(r.Actors, caller) {
+	if caller == r.Caller() || caller.IsZero() || slices.Contains(r.Actors, caller) {
 		return
 	}
 	r.Actors = append(r.Actors, caller)
@@ -96,7 +96,7 @@ func (r *Run) acted(caller events.Identity) {
 
 // allowsTool reports whether the run may call the tool of definition d: its owner and
 // every caller who acted on it may call it.
-func (r *Run) allowsTool(d tools.Definition) bool {
+func allowsTool(r *Run, d tools.Definition) bool {
 	if !d.AllowsCaller(r.Tenant, r.Role) {
 		return false
 	}

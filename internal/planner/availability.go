@@ -11,27 +11,6 @@ import (
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
-// ToolsChange enables and disables tools of a run for its next steps: the body of POST
-// /v1/runs/{id}/tools, and the "tools" of a follow-up.
-type ToolsChange struct {
-	// Enable makes tools available again; a tool outside a run's explicit tool set is
-	// added to it (when the caller may call it).
-	Enable []string `json:"enable,omitempty"`
-	// Disable takes tools away: they are not offered, and a call of one is refused with
-	// not_allowed.
-	Disable []string `json:"disable,omitempty"`
-	// Reminder, if set, is a message the model sees at its next step (a user message,
-	// kept in the conversation).
-	Reminder string `json:"reminder,omitempty"`
-	// ID is the client's id of the change (an idempotency key, for a change with a
-	// reminder: a repeat adds the reminder once).
-	ID string `json:"id,omitempty"`
-}
-
-func (c *ToolsChange) empty() bool {
-	return c == nil || len(c.Enable) == 0 && len(c.Disable) == 0
-}
-
 // checkTools says, as an API error, what is wrong with caller's change of the run's
 // tools: enabling a tool needs a caller who may call it, and a run whose owner may.
 func (p *Planner) checkTools(r *Run, caller events.Identity, c *ToolsChange) error {
@@ -42,7 +21,7 @@ func (p *Planner) checkTools(r *Run, caller events.Identity, c *ToolsChange) err
 		if slices.Contains(c.Enable, n) {
 			return requestErrorf("tool %q is both enabled and disabled", n)
 		}
-		if !r.allows(n) && n != AgentToolName {
+		if !allows(r, n) && n != AgentToolName {
 			if _, ok := p.cat.get(n); !ok || r.Tools != nil {
 				return requestErrorf("unknown tool %q in disable: it is not among the run's tools", n)
 			}
@@ -52,13 +31,13 @@ func (p *Planner) checkTools(r *Run, caller events.Identity, c *ToolsChange) err
 		}
 	}
 	for _, n := range c.Enable {
-		if n == AgentToolName && r.allows(n) {
+		if n == AgentToolName && allows(r, n) {
 			continue
 		}
 		if err := p.checkNamed(n, caller, "enable"); err != nil {
 			return err
 		}
-		if d, _ := p.cat.get(n); !r.allowsTool(d) {
+		if d, _ := p.cat.get(n); !allowsTool(r, d) {
 			return forbiddenf("cannot enable %q: run %s acts as %s, which may not call it", n, r.ID, describeIdentity(r))
 		}
 	}
@@ -66,7 +45,7 @@ func (p *Planner) checkTools(r *Run, caller events.Identity, c *ToolsChange) err
 }
 
 // applyTools changes the run's tools (checked with checkTools).
-func (r *Run) applyTools(c *ToolsChange) {
+func applyTools(r *Run, c *ToolsChange) {
 	if c == nil {
 		return
 	}
@@ -88,8 +67,8 @@ func (r *Run) applyTools(c *ToolsChange) {
 
 // available returns the tools the run may be offered, given the catalog's names: its
 // tool set without the disabled ones.
-func (r *Run) available(catalog []string) []string {
-	names := r.toolNames(catalog)
+func available(r *Run, catalog []string) []string {
+	names := toolNames(r, catalog)
 	if len(r.Disabled) == 0 {
 		return names
 	}
@@ -102,11 +81,11 @@ func (r *Run) available(catalog []string) []string {
 // continuation (a canceled or storage_error run is refused, 409). The change is recorded
 // on the run (Disabled, Tools; each step's Offered shows what the model was offered).
 func (p *Planner) ChangeTools(ctx context.Context, id string, caller events.Identity, c ToolsChange) (*Run, error) {
-	if c.empty() && strings.TrimSpace(c.Reminder) == "" {
+	if c.Empty() && strings.TrimSpace(c.Reminder) == "" {
 		return nil, requestErrorf("give enable, disable or a reminder")
 	}
 	run, _, err := p.runs.get(ctx, id)
-	if errors.Is(err, errRunNotFound) || err == nil && !run.visibleTo(caller) {
+	if errors.Is(err, errRunNotFound) || err == nil && !visibleTo(run, caller) {
 		return nil, notFoundf("no run %q", id)
 	}
 	if err != nil {
@@ -132,8 +111,8 @@ func (p *Planner) ChangeTools(ctx context.Context, id string, caller events.Iden
 			return false, err
 		}
 		before, tools, actors := slices.Clone(r.Disabled), slices.Clone(r.Tools), len(r.Actors)
-		r.applyTools(&c)
-		r.acted(caller)
+		applyTools(r, &c)
+		acted(r, caller)
 		return !slices.Equal(before, r.Disabled) || !slices.Equal(tools, r.Tools) || len(r.Actors) != actors, nil
 	})
 }
@@ -142,8 +121,8 @@ func (p *Planner) ChangeTools(ctx context.Context, id string, caller events.Iden
 // another (parallel: false) from now, when the one before it has its result and it goes
 // out (dispatchNext): its calledAt and duration are its own, not its wait behind the
 // calls before it.
-func (r *Run) calledNext(now time.Time) {
-	for _, c := range r.stepCalls() {
+func calledNext(r *Run, now time.Time) {
+	for _, c := range r.StepCalls() {
 		if !c.Local && !c.Done() {
 			c.CalledAt = now
 			return
@@ -156,7 +135,7 @@ func (r *Run) calledNext(now time.Time) {
 // result of the run; a call published already goes out again with the same id, which
 // JetStream drops.
 func (p *Planner) dispatchNext(ctx context.Context, run *Run) error {
-	if run.Status != StatusRunning || !run.Sequential || len(run.stepCalls()) == 0 || run.stepComplete() {
+	if run.Status != StatusRunning || !run.Sequential || len(run.StepCalls()) == 0 || stepComplete(run) {
 		return nil
 	}
 	return p.dispatch(ctx, run)

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/toolfleet/toolfleet/internal/provider"
+	"github.com/toolfleet/toolfleet/internal/planner/runrec"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
@@ -26,72 +26,11 @@ import (
 // length: the parent keeps one charge per call of its current step, and one reservation
 // per model call under way in its tree (reserve.go), which the charges settle.
 
-// Totals is what a run used: its model's tokens, its cost (model and tool calls, see
-// PriceTable), and the model's steps.
-type Totals struct {
-	Usage provider.Usage `json:"usage"`
-	Cost  float64        `json:"cost,omitempty"`
-	Steps int            `json:"steps,omitempty"`
-}
-
-func (t Totals) plus(o Totals) Totals {
-	return Totals{Usage: t.Usage.Add(o.Usage), Cost: t.Cost + o.Cost, Steps: t.Steps + o.Steps}
-}
-
-func (t Totals) minus(o Totals) Totals {
-	return Totals{Usage: provider.Usage{InputTokens: t.Usage.InputTokens - o.Usage.InputTokens,
-		OutputTokens: t.Usage.OutputTokens - o.Usage.OutputTokens}, Cost: t.Cost - o.Cost, Steps: t.Steps - o.Steps}
-}
-
-// NestedCharge is a nested run's tree totals as charged to its parent; Seq is the
-// nested run's TreeSeq when they were, so that the parent keeps the latest.
-type NestedCharge struct {
-	Seq int `json:"seq"`
-	Totals
-}
-
-// nestedTurn is the steps of a run's Nested when its turn Turn began (MaxSteps counts
-// per turn).
-type nestedTurn struct {
-	Turn  int `json:"turn,omitempty"`
-	Steps int `json:"steps,omitempty"`
-}
-
-// Own returns what the run itself used.
-func (r *Run) Own() Totals { return Totals{Usage: r.Usage, Cost: r.Cost, Steps: r.stepsTaken()} }
-
-// Tree returns what the run and its nested runs used: its own totals plus Nested. For a
-// run without nested runs it is its own.
-func (r *Run) Tree() Totals { return r.Own().plus(r.Nested) }
-
-// treeTokens and treeCost are the parts of Tree the budgets check, without counting
-// steps.
-func (r *Run) treeTokens() int   { return r.Usage.Total() + r.Nested.Usage.Total() }
-func (r *Run) treeCost() float64 { return r.Cost + r.Nested.Cost }
-func (r *Run) nestedSteps() int  { return r.Nested.Steps - r.nestedTurnBase() }
-func (r *Run) hasNested() bool   { return r.Nested != Totals{} }
-func (r *Run) nestedTurnBase() int {
-	if r.NestedTurn.Turn == r.Turn {
-		return r.NestedTurn.Steps
-	}
-	return r.Nested.Steps // charged in an earlier turn: none in this one yet
-}
-
-// stepsUsed is how many model steps the run's tree took in its current turn: its own
-// (the current one included once the model answered it) and its nested runs'.
-func (r *Run) stepsUsed() int {
-	n := r.Step - r.TurnStart
-	if r.Status == StatusRunning && len(r.stepCalls()) > 0 {
-		n++
-	}
-	return n + r.nestedSteps()
-}
-
 // stepsStop, tokensStop and costStop say why the run's tree may not ask a model again,
 // or "": its steps (this turn's), tokens or cost reached its limits.
-func (r *Run) stepsStop() string {
-	if n := r.stepsUsed(); n >= r.Limits.MaxSteps {
-		if r.nestedSteps() > 0 {
+func stepsStop(r *Run) string {
+	if n := r.StepsUsed(); n >= r.Limits.MaxSteps {
+		if r.NestedSteps() > 0 {
 			return fmt.Sprintf("the run and its nested runs used its %d steps", r.Limits.MaxSteps)
 		}
 		return fmt.Sprintf("the run used its %d steps", r.Limits.MaxSteps)
@@ -99,10 +38,10 @@ func (r *Run) stepsStop() string {
 	return ""
 }
 
-func (r *Run) tokensStop() string {
-	if b := r.Limits.TokenBudget; b > 0 && r.treeTokens() >= b {
-		if r.hasNested() {
-			return fmt.Sprintf("the run and its nested runs used %d tokens of its budget of %d (%d its own)", r.treeTokens(), b, r.Usage.Total())
+func tokensStop(r *Run) string {
+	if b := r.Limits.TokenBudget; b > 0 && r.TreeTokens() >= b {
+		if r.HasNested() {
+			return fmt.Sprintf("the run and its nested runs used %d tokens of its budget of %d (%d its own)", r.TreeTokens(), b, r.Usage.Total())
 		}
 		return fmt.Sprintf("the run used %d tokens of its budget of %d", r.Usage.Total(), b)
 	}
@@ -110,10 +49,10 @@ func (r *Run) tokensStop() string {
 }
 
 // overCostBudget says why the run may not ask the model again, or "".
-func (r *Run) overCostBudget() string {
-	if b := r.Limits.CostBudget; b > 0 && r.treeCost() >= b-costEpsilon {
-		if r.hasNested() {
-			return fmt.Sprintf("the run and its nested runs have cost %.6g of its budget of %.6g (%.6g its own)", r.treeCost(), b, r.Cost)
+func overCostBudget(r *Run) string {
+	if b := r.Limits.CostBudget; b > 0 && r.TreeCost() >= b-costEpsilon {
+		if r.HasNested() {
+			return fmt.Sprintf("the run and its nested runs have cost %.6g of its budget of %.6g (%.6g its own)", r.TreeCost(), b, r.Cost)
 		}
 		return fmt.Sprintf("the run has cost %.6g of its budget of %.6g", r.Cost, b)
 	}
@@ -124,14 +63,14 @@ func (r *Run) overCostBudget() string {
 // what r's tree has left of it, and its time limit to r's. Nothing left of a budget is
 // refused before (noBudgetForChild); the floors here only keep a limit valid should the
 // tree have spent it meanwhile, and every ancestor's own check stops the run then.
-func (r *Run) childLimits(now time.Time) Limits {
+func childLimits(r *Run, now time.Time) Limits {
 	l := r.Limits
-	l.MaxSteps = max(l.MaxSteps-r.stepsUsed(), 1)
+	l.MaxSteps = max(l.MaxSteps-r.StepsUsed(), 1)
 	if l.TokenBudget > 0 {
-		l.TokenBudget = max(l.TokenBudget-r.treeTokens(), 1)
+		l.TokenBudget = max(l.TokenBudget-r.TreeTokens(), 1)
 	}
 	if l.CostBudget > 0 {
-		l.CostBudget = max(l.CostBudget-r.treeCost(), 2*costEpsilon)
+		l.CostBudget = max(l.CostBudget-r.TreeCost(), 2*costEpsilon)
 	}
 	if !r.Deadline.IsZero() {
 		if left := r.Deadline.Sub(now); left < l.Timeout.D() {
@@ -143,15 +82,15 @@ func (r *Run) childLimits(now time.Time) Limits {
 
 // noBudgetForChild refuses a run_agent call of r when r's tree has nothing left of a
 // budget for the nested run to draw from; nil when it has.
-func (r *Run) noBudgetForChild() *tools.Error {
+func noBudgetForChild(r *Run) *tools.Error {
 	const why = "no sub-agent was started: "
 	switch {
-	case r.stepsUsed() >= r.Limits.MaxSteps:
+	case r.StepsUsed() >= r.Limits.MaxSteps:
 		return tools.Errorf(codeMaxSteps, why+"this run and its nested runs used its %d steps", r.Limits.MaxSteps)
-	case r.Limits.TokenBudget > 0 && r.treeTokens() >= r.Limits.TokenBudget:
-		return tools.Errorf(codeTokenBudget, why+"this run and its nested runs used %d tokens of its budget of %d", r.treeTokens(), r.Limits.TokenBudget)
-	case r.Limits.CostBudget > 0 && r.treeCost() >= r.Limits.CostBudget-costEpsilon:
-		return tools.Errorf(codeCostBudget, why+"this run and its nested runs have cost %.6g of its budget of %.6g", r.treeCost(), r.Limits.CostBudget)
+	case r.Limits.TokenBudget > 0 && r.TreeTokens() >= r.Limits.TokenBudget:
+		return tools.Errorf(codeTokenBudget, why+"this run and its nested runs used %d tokens of its budget of %d", r.TreeTokens(), r.Limits.TokenBudget)
+	case r.Limits.CostBudget > 0 && r.TreeCost() >= r.Limits.CostBudget-costEpsilon:
+		return tools.Errorf(codeCostBudget, why+"this run and its nested runs have cost %.6g of its budget of %.6g", r.TreeCost(), r.Limits.CostBudget)
 	}
 	return nil
 }
@@ -195,7 +134,7 @@ func (p *Planner) ancestorsStop(ctx context.Context, r *Run) (Termination, strin
 		if err != nil {
 			return "", "", err
 		}
-		if t, why := a.spent(); t != "" {
+		if t, why := spent(a); t != "" {
 			return t, fmt.Sprintf("run %s, which this run is nested in, has nothing left: %s", a.ID, why), nil
 		}
 		id = a.ParentID
@@ -204,14 +143,14 @@ func (p *Planner) ancestorsStop(ctx context.Context, r *Run) (Termination, strin
 }
 
 // spent says which of r's budgets its tree used up (steps, tokens, cost) and how, or "".
-func (r *Run) spent() (Termination, string) {
+func spent(r *Run) (Termination, string) {
 	switch {
-	case r.stepsStop() != "":
-		return TerminationMaxSteps, r.stepsStop()
-	case r.tokensStop() != "":
-		return TerminationTokenBudget, r.tokensStop()
-	case r.overCostBudget() != "":
-		return TerminationCostBudget, r.overCostBudget()
+	case stepsStop(r) != "":
+		return TerminationMaxSteps, stepsStop(r)
+	case tokensStop(r) != "":
+		return TerminationTokenBudget, tokensStop(r)
+	case overCostBudget(r) != "":
+		return TerminationCostBudget, overCostBudget(r)
 	}
 	return "", ""
 }
@@ -227,38 +166,38 @@ func (r *Run) spent() (Termination, string) {
 // settles the reservations of run's answers its totals include (reserve.go), even where
 // a later charge carried them already.
 func (p *Planner) rollUp(ctx context.Context, run *Run, reserve float64) (refusedBy *Run, err error) {
-	from, charge := run, NestedCharge{Seq: run.TreeSeq, Totals: run.Tree()}
-	settled := run.answeredThrough()
+	from, charge := run, runrec.NestedCharge{Seq: run.TreeSeq, Totals: run.Tree()}
+	settled := answeredThrough(run)
 	for from.ParentID != "" {
 		refused := false
 		parent, err := p.runs.update(ctx, from.ParentID, func(r *Run) (bool, error) {
 			refused = false
 			now := p.cfg.Now()
-			c := r.call(from.ParentCallID)
+			c := r.Call(from.ParentCallID)
 			// When the parent moved on, it had the run's answer, after its last charge;
 			// when a later charge is in, it carried this one.
 			charged := c != nil && c.Name == AgentToolName &&
 				(c.Nested == nil || c.Nested.Seq < charge.Seq || c.Nested.Seq == charge.Seq && c.Nested.Totals != charge.Totals)
 			if charged {
-				var old Totals
+				var old runrec.Totals
 				if c.Nested != nil {
 					old = c.Nested.Totals
 				}
-				nested := r.Nested.plus(charge.minus(old))
+				nested := r.Nested.Plus(charge.Minus(old))
 				if b := r.Limits.CostBudget; reserve > 0 && b > 0 {
-					if held, _ := r.held(run.ID, now); r.Cost+nested.Cost+held > b+costEpsilon {
+					if held, _ := held(r, run.ID, now); r.Cost+nested.Cost+held > b+costEpsilon {
 						refused = true
 						return false, nil
 					}
 				}
 				if r.NestedTurn.Turn != r.Turn {
-					r.NestedTurn = nestedTurn{Turn: r.Turn, Steps: r.Nested.Steps}
+					r.NestedTurn = runrec.NestedTurn{Turn: r.Turn, Steps: r.Nested.Steps}
 				}
 				r.Nested = nested
-				c.Nested = &NestedCharge{Seq: charge.Seq, Totals: charge.Totals}
+				c.Nested = &runrec.NestedCharge{Seq: charge.Seq, Totals: charge.Totals}
 				r.TreeSeq++
 			}
-			released := r.release(run.ID, settled, now)
+			released := release(r, run.ID, settled, now)
 			return charged || released, nil
 		})
 		if errors.Is(err, errRunNotFound) {
@@ -270,7 +209,7 @@ func (p *Planner) rollUp(ctx context.Context, run *Run, reserve float64) (refuse
 		if refused {
 			return parent, nil
 		}
-		from, charge = parent, NestedCharge{Seq: parent.TreeSeq, Totals: parent.Tree()}
+		from, charge = parent, runrec.NestedCharge{Seq: parent.TreeSeq, Totals: parent.Tree()}
 	}
 	return nil, nil
 }
@@ -290,7 +229,7 @@ func (p *Planner) reserveStep(ctx context.Context, rec *stepRecord, now time.Tim
 	budget := by.Limits.CostBudget
 	refuse := func(c *CallRecord) {
 		if !c.Local && !c.Done() && c.Step == st.Step {
-			c.answerLocal(string(events.StatusError), tools.Errorf(codeCostBudget,
+			c.AnswerLocal(string(events.StatusError), tools.Errorf(codeCostBudget,
 				"%s was not run: the cost budget of %.6g of run %s, which this run is nested in, would be exceeded", c.Name, budget, by.ID), now)
 		}
 	}
@@ -302,9 +241,9 @@ func (p *Planner) reserveStep(ctx context.Context, rec *stepRecord, now time.Tim
 	}
 	st.Cost -= reserve
 	st.TreeSeq++
-	st.finish(TerminationCostBudget, fmt.Sprintf(
+	st.Finish(TerminationCostBudget, fmt.Sprintf(
 		"run %s, which this run is nested in, has cost %.6g of its budget of %.6g with its nested runs; this run's step %d (%.6g for its calls) would take it over",
-		by.ID, by.treeCost(), budget, st.Step, reserve), now)
+		by.ID, by.TreeCost(), budget, st.Step, reserve), now)
 	_, err = p.rollUp(ctx, st, 0)
 	return err
 }
@@ -312,7 +251,7 @@ func (p *Planner) reserveStep(ctx context.Context, rec *stepRecord, now time.Tim
 // callsPrice is the price of the current step's calls that go to the fleet.
 func (p *Planner) callsPrice(r *Run) float64 {
 	var sum float64
-	for _, c := range r.stepCalls() {
+	for _, c := range r.StepCalls() {
 		if !c.Local && !c.Done() {
 			sum += p.cfg.Prices.Tools[c.Name]
 		}
@@ -324,18 +263,18 @@ func (p *Planner) callsPrice(r *Run) float64 {
 // reservations change.
 type treeState struct {
 	seq      int
-	nested   Totals
-	turn     nestedTurn
-	reserved []Reservation
+	nested   runrec.Totals
+	turn     runrec.NestedTurn
+	reserved []runrec.Reservation
 }
 
-func (r *Run) treeState() treeState { return treeState{r.TreeSeq, r.Nested, r.NestedTurn, r.Reserved} }
+func treeStateOf(r *Run) treeState { return treeState{r.TreeSeq, r.Nested, r.NestedTurn, r.Reserved} }
 
 // keepNested keeps, in a step's state built from the run as it was loaded (base: its
 // TreeSeq then), the charges of nested runs that reached the stored run meanwhile
 // (stored: the stored run's treeState), and the reservations the stored run holds (a
 // run's own step never changes them).
-func (r *Run) keepNested(base int, stored treeState) {
+func keepNested(r *Run, base int, stored treeState) {
 	r.Reserved = stored.reserved
 	if stored.seq == base {
 		return

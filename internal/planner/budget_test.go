@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolfleet/toolfleet/internal/planner/runrec"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
@@ -71,10 +72,10 @@ func (b *testBundle) tree(t *testing.T, root *Run) []*Run {
 }
 
 // sumOwn adds up what each run used itself.
-func sumOwn(runs []*Run) Totals {
-	var sum Totals
+func sumOwn(runs []*Run) runrec.Totals {
+	var sum runrec.Totals
 	for _, r := range runs {
-		sum = sum.plus(r.Own())
+		sum = sum.Plus(r.Own())
 	}
 	return sum
 }
@@ -205,8 +206,8 @@ steps:
 	root := b.run(t, StartRequest{Input: "go", Tools: []string{"add", "run_agent"}, Limits: Limits{MaxSteps: 3}})
 	runs := b.tree(t, root)
 	child := runs[1]
-	if child.Limits.MaxSteps != 2 || child.Termination != TerminationMaxSteps || child.stepsTaken() != 2 {
-		t.Fatalf("the child (maxSteps %d) ended %s after %d steps", child.Limits.MaxSteps, child.Termination, child.stepsTaken())
+	if child.Limits.MaxSteps != 2 || child.Termination != TerminationMaxSteps || child.StepsTaken() != 2 {
+		t.Fatalf("the child (maxSteps %d) ended %s after %d steps", child.Limits.MaxSteps, child.Termination, child.StepsTaken())
 	}
 	if root.Termination != TerminationMaxSteps || root.Tree().Steps != 3 || root.View().TreeSteps != 3 || root.View().Steps != 1 {
 		t.Fatalf("the root ended %s (%s) with %d steps in its tree", root.Termination, root.Detail, root.Tree().Steps)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolfleet/toolfleet/internal/planner/runrec"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
@@ -37,30 +38,6 @@ import (
 // maxCompositeDepth is how deep composites may nest in one call of a run: a composite's
 // sub-call of a composite is checked too, and its own sub-calls, down to this depth.
 const maxCompositeDepth = 4
-
-// SubCall is a sub-call of a composite call of a run (CallRecord.Subs).
-type SubCall struct {
-	// ID is the sub-call's call id: its composite call's, then "-sub-" and its position
-	// from 1 (events.SubCallID), as a tools file's composite publishes it.
-	ID        string `json:"id"`
-	Name      string `json:"name"`
-	Validated bool   `json:"validated"`
-	// Status is pending, awaiting_approval, or the status of its result (or, for a
-	// sub-call its composite call ended without, what that end says of it).
-	Status string `json:"status"`
-	// Policy records the decisions of the run's policy hook about the sub-call.
-	Policy []events.PolicyRecord `json:"policy,omitempty"`
-	// Approval is the answer to its approval request; ApprovalRequestedAt when its
-	// executor asked.
-	Approval            *events.Approval `json:"approval,omitempty"`
-	ApprovalRequestedAt *time.Time       `json:"approvalRequestedAt,omitempty"`
-	FinishedAt          *time.Time       `json:"finishedAt,omitempty"`
-}
-
-// Done reports whether the sub-call has ended.
-func (s *SubCall) Done() bool {
-	return s.Status != string(CallPending) && s.Status != string(CallAwaitingApproval)
-}
 
 // subCallSep separates a composite call's id from its sub-call's position.
 const subCallSep = "-sub-"
@@ -156,22 +133,22 @@ func topCallID(id string) string {
 // model's call of top, or a sub-call of it at path — like checkCall checks a call of the
 // model, and returns their records, depth first, and whether all were validated against
 // a schema; or the error that refuses the model's call of top, naming the sub-call.
-func (p *Planner) checkSubCalls(r *Run, top, id string, path []int, d tools.Definition, args json.RawMessage) ([]*SubCall, bool, *tools.Error) {
+func (p *Planner) checkSubCalls(r *Run, top, id string, path []int, d tools.Definition, args json.RawMessage) ([]*runrec.SubCall, bool, *tools.Error) {
 	calls, err := compositeArgs(args)
 	if err != nil {
 		return nil, false, tools.Wrap(tools.CodeInvalidInput, err, fmt.Sprintf("%s was not run: %v", top, err))
 	}
 	if len(path) >= maxCompositeDepth {
 		return nil, false, tools.Errorf(tools.CodeNotAllowed, "%s was not run: its sub-call %s (%s) nests composites more than %d deep; %s",
-			top, pathLabel(path), d.Name, maxCompositeDepth, r.mayCall())
+			top, pathLabel(path), d.Name, maxCompositeDepth, mayCall(r))
 	}
-	var subs []*SubCall
+	var subs []*runrec.SubCall
 	validated := true
 	for i, sc := range calls {
 		at := append(slices.Clone(path), i)
 		refused := func(why string, a ...any) *tools.Error {
 			return tools.Errorf(tools.CodeNotAllowed, "%s was not run: its sub-call %s calls %q, %s; call %s without it (%s)",
-				top, pathLabel(at), sc.Name, fmt.Sprintf(why, a...), top, r.mayCall())
+				top, pathLabel(at), sc.Name, fmt.Sprintf(why, a...), top, mayCall(r))
 		}
 		if sc.Name == AgentToolName {
 			return nil, false, refused("and a nested run cannot start inside a composite: call %s itself", AgentToolName)
@@ -187,11 +164,11 @@ func (p *Planner) checkSubCalls(r *Run, top, id string, path []int, d tools.Defi
 		if !ok {
 			return nil, false, refused("which no executor serves")
 		}
-		if why := r.toolSetRefusal(sc.Name); why != "" {
+		if why := toolSetRefusal(r, sc.Name); why != "" {
 			return nil, false, refused("and %s", why)
 		}
-		if !r.allowsTool(sd) {
-			return nil, false, refused("which %s may not call", r.actingFor(sd))
+		if !allowsTool(r, sd) {
+			return nil, false, refused("which %s may not call", actingFor(r, sd))
 		}
 		call, err := p.cat.hydrate(sc.Name, sc.Args)
 		if err != nil {
@@ -204,7 +181,7 @@ func (p *Planner) checkSubCalls(r *Run, top, id string, path []int, d tools.Defi
 			out.Message = fmt.Sprintf("%s was not run: its sub-call %s: %s", top, pathLabel(at), te.Message)
 			return nil, false, &out
 		}
-		s := &SubCall{ID: events.SubCallID(id, i), Name: sc.Name, Validated: call.Validated(), Status: string(CallPending)}
+		s := &runrec.SubCall{ID: events.SubCallID(id, i), Name: sc.Name, Validated: call.Validated(), Status: string(CallPending)}
 		validated = validated && s.Validated
 		subs = append(subs, s)
 		if sd.Composite != nil {
@@ -233,7 +210,7 @@ func argsPointer(path []int) string {
 
 // actingFor names who, of the identities the run acts for (its owner, then each caller
 // who acted on it), may not call the tool of d.
-func (r *Run) actingFor(d tools.Definition) string {
+func actingFor(r *Run, d tools.Definition) string {
 	if !d.AllowsCaller(r.Tenant, r.Role) {
 		return describeIdentity(r) + " (the run's owner)"
 	}
@@ -249,7 +226,7 @@ func (r *Run) actingFor(d tools.Definition) string {
 // nil), or a sub-call of one at path.
 type policyItem struct {
 	call *CallRecord
-	sub  *SubCall
+	sub  *runrec.SubCall
 	path []int
 }
 
@@ -273,7 +250,7 @@ func subItems(c *CallRecord, id string) []policyItem {
 func (it policyItem) policyRequest(r *Run) (events.PolicyRequest, error) {
 	c := it.call
 	req := events.PolicyRequest{Level: events.PolicyLevelRun, Tool: c.Name, CallID: c.ID, RunID: r.ID, Step: c.Step,
-		Arguments: c.Arguments, Validated: c.Validated, Metadata: r.Metadata, Caller: r.caller()}
+		Arguments: c.Arguments, Validated: c.Validated, Metadata: r.Metadata, Caller: r.Caller()}
 	if it.sub == nil {
 		return req, nil
 	}
@@ -320,7 +297,7 @@ func (p *Planner) applySubPolicy(r *Run, it policyItem, rec events.PolicyRecord,
 	refuse := func(te *tools.Error) {
 		out := *te
 		out.Message = fmt.Sprintf("%s was not run: its sub-call %s: %s; call %s without it", c.Name, pathLabel(it.path), te.Message, c.Name)
-		c.answerLocal(string(events.StatusOf(&out)), &out, now)
+		c.AnswerLocal(string(events.StatusOf(&out)), &out, now)
 		r.Errors++
 	}
 	switch rec.Decision {
@@ -360,15 +337,15 @@ func (p *Planner) recheckSubs(r *Run, c *CallRecord, id string, path []int, d to
 	subs, _, te := p.checkSubCalls(r, c.Name, id, path, d, args)
 	if te != nil {
 		out := rec.InvalidModification(c.Name, te)
-		c.answerLocal(string(events.StatusOf(out)), out, now)
+		c.AnswerLocal(string(events.StatusOf(out)), out, now)
 		r.Errors++
 		return nil
 	}
-	under := func(s *SubCall) bool { return strings.HasPrefix(s.ID, id+subCallSep) }
+	under := func(s *runrec.SubCall) bool { return strings.HasPrefix(s.ID, id+subCallSep) }
 	at := len(c.Subs)
 	if i := slices.IndexFunc(c.Subs, under); i >= 0 {
 		at = i
-	} else if i := slices.IndexFunc(c.Subs, func(s *SubCall) bool { return s.ID == id }); i >= 0 {
+	} else if i := slices.IndexFunc(c.Subs, func(s *runrec.SubCall) bool { return s.ID == id }); i >= 0 {
 		at = i + 1
 	}
 	c.Subs = slices.DeleteFunc(c.Subs, under)
@@ -377,8 +354,8 @@ func (p *Planner) recheckSubs(r *Run, c *CallRecord, id string, path []int, d to
 }
 
 // subCall returns the sub-call id of a call of r and that call; nil when none is.
-func (r *Run) subCall(id string) (*CallRecord, *SubCall) {
-	c := r.call(topCallID(id))
+func subCall(r *Run, id string) (*CallRecord, *runrec.SubCall) {
+	c := r.Call(topCallID(id))
 	if c == nil {
 		return nil, nil
 	}
@@ -392,7 +369,7 @@ func (r *Run) subCall(id string) (*CallRecord, *SubCall) {
 
 // subResult records on s, a sub-call of a call of the run, its result res: the
 // sub-call's record settles; the composite call goes on until its own result.
-func (s *SubCall) subResult(res events.Result, now time.Time) bool {
+func subResult(s *runrec.SubCall, res events.Result, now time.Time) bool {
 	if s.Done() {
 		return false
 	}
@@ -411,7 +388,7 @@ func (s *SubCall) subResult(res events.Result, now time.Time) bool {
 // settleSubs settles the sub-calls of c still open when c's result came (its status
 // and output): each takes the status its entry in the output shows, or c's own when it
 // shows none; when c failed, the run no longer waits for them: canceled.
-func (c *CallRecord) settleSubs(status events.Status, output json.RawMessage, at time.Time) {
+func settleSubs(c *CallRecord, status events.Status, output json.RawMessage, at time.Time) {
 	for _, s := range c.Subs {
 		if s.Done() {
 			continue

@@ -12,44 +12,9 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/toolfleet/toolfleet/internal/jsutil"
+	"github.com/toolfleet/toolfleet/internal/planner/runrec"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
-
-// runControls is what callers change on a run while it lasts (control.go,
-// messages.go, availability.go): part of the control state, embedded in [Run] (its JSON
-// fields are the run's). Its size is bounded: messages are in the run log, counted here.
-type runControls struct {
-	// Canceled says who canceled the run, when and why (Termination canceled).
-	Canceled *RunCancel `json:"canceled,omitempty"`
-	// Sequential (parallel: false in the request) runs a step's calls one after another,
-	// in the model's order: each is published when the one before has its result.
-	Sequential bool `json:"sequential,omitempty"`
-	// Disabled lists the tools disabled for the run's next steps (POST
-	// /v1/runs/{id}/tools): not offered, and refused (not_allowed) when called.
-	Disabled []string `json:"disabled,omitempty"`
-	// Injected counts the message records added to the run after its start (follow-ups
-	// and reminders, toolfleet.runlog.<run>.msg.<k>); Seen is how many of them the model
-	// call of the last applied step saw (each step record keeps its own Seen).
-	Injected int `json:"injected,omitempty"`
-	Seen     int `json:"seen,omitempty"`
-	// Actors are the callers other than the owner who acted on the run (a follow-up, a
-	// tools change): from then on the run is offered and allowed only the tools that its
-	// owner and every actor may call (auth.go).
-	Actors []events.Identity `json:"actors,omitempty"`
-	// Turn counts continuations (0: the run as started); TurnStart is the step at which
-	// the current one began: MaxSteps counts from it.
-	Turn      int `json:"turn,omitempty"`
-	TurnStart int `json:"turnStart,omitempty"`
-	// PauseRequested is a pause asked for the run's next step boundary (pause.go).
-	PauseRequested *PauseRequest `json:"pauseRequested,omitempty"`
-}
-
-// RunCancel records a run's cancellation.
-type RunCancel struct {
-	By     string    `json:"by,omitempty"`
-	Reason string    `json:"reason,omitempty"`
-	At     time.Time `json:"at"`
-}
 
 // CancelRequest is the body of POST /v1/runs/{id}/cancel (optional) and of a cancel over
 // NATS ([events.RunCancelSubject]).
@@ -94,8 +59,8 @@ func (p *Planner) Cancel(ctx context.Context, id string, caller events.Identity,
 		if req.Reason != "" {
 			detail += ": " + req.Reason
 		}
-		r.Canceled = &RunCancel{By: by, Reason: req.Reason, At: now}
-		r.finish(TerminationCanceled, detail, now)
+		r.Canceled = &runrec.RunCancel{By: by, Reason: req.Reason, At: now}
+		r.Finish(TerminationCanceled, detail, now)
 		canceled = true
 		return true, nil
 	})
@@ -106,7 +71,7 @@ func (p *Planner) Cancel(ctx context.Context, id string, caller events.Identity,
 		return nil, err
 	}
 	if run.Termination == TerminationCanceled {
-		p.cancelCalls(ctx, run, run.stepCalls(), caller)
+		p.cancelCalls(ctx, run, run.StepCalls(), caller)
 	}
 	if !canceled {
 		return run, alreadyDone(run)
@@ -133,7 +98,7 @@ func (p *Planner) settleCanceledCalls(ctx context.Context, run *Run) *Run {
 	defer tick.Stop()
 	for {
 		settled := true
-		for _, c := range run.stepCalls() {
+		for _, c := range run.StepCalls() {
 			settled = settled && (c.Local || c.Done())
 		}
 		if settled {
@@ -294,33 +259,23 @@ func (p *Planner) handleCancelRequest(ctx context.Context, req micro.Request) {
 
 // canceledAt reports whether r was canceled while its model answered step (the step
 // is not part of it yet).
-func (r *Run) canceledAt(step int) bool {
+func canceledAt(r *Run, step int) bool {
 	return r.Status == StatusDone && r.Termination == TerminationCanceled && r.Step == step &&
-		r.Recorded == step && len(r.stepCalls()) == 0
+		r.Recorded == step && len(r.StepCalls()) == 0
 }
 
 // keepCanceledStep makes the recorded step whose state is st part of the run r, which
 // was canceled while the model answered it: the step's calls are the run's (their
 // cancels are published, their results recorded), and the run stays canceled.
-func (r *Run) keepCanceledStep(st *Run) bool {
-	if len(st.stepCalls()) == 0 {
+func keepCanceledStep(r *Run, st *Run) bool {
+	if len(st.StepCalls()) == 0 {
 		return false
 	}
 	canceled := *r
 	*r = *st
 	r.Calls = slices.Clone(st.Calls)
-	r.keepControls(canceled.runControls, canceled.Deadline)
+	keepControls(r, canceled.Controls, canceled.Deadline)
 	r.Status, r.Termination, r.Detail, r.FinishedAt = canceled.Status, canceled.Termination, canceled.Detail, canceled.FinishedAt
 	r.Answer, r.AnswerCall = "", ""
 	return true
-}
-
-// stepsTaken is how many steps of r the model answered: the recorded ones, and the
-// answer that completed the run, which has no record. A step a stop condition ended
-// before its model call (max_steps, timeout, token_budget, …) does not count.
-func (r *Run) stepsTaken() int {
-	if answerUnrecorded(r) {
-		return r.Step + 1
-	}
-	return r.Recorded
 }

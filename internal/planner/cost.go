@@ -14,11 +14,6 @@ import (
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
-// TerminationCostBudget: what the run's tree had left of Limits.CostBudget could not pay
-// for the shortest answer of its next model call (reserve.go), or the calls of its step
-// would have taken its cost over; a step's calls that would are not run.
-const TerminationCostBudget Termination = "cost_budget"
-
 // codeCostBudget is the error code of a call not run because of the run's cost budget.
 const codeCostBudget tools.Code = "cost_budget"
 
@@ -117,23 +112,23 @@ func (p *Planner) priced(model string) bool {
 func (p *Planner) chargeStep(r *Run, now time.Time) bool {
 	calls := p.callsPrice(r)
 	budget := r.Limits.CostBudget
-	if budget <= 0 || r.treeCost()+calls <= budget+costEpsilon {
+	if budget <= 0 || r.TreeCost()+calls <= budget+costEpsilon {
 		r.Cost += calls
 		return false
 	}
 	spent := fmt.Sprintf("the run has cost %.6g", r.Cost)
-	if r.hasNested() {
-		spent = fmt.Sprintf("the run and its nested runs have cost %.6g", r.treeCost())
+	if r.HasNested() {
+		spent = fmt.Sprintf("the run and its nested runs have cost %.6g", r.TreeCost())
 	}
 	detail := fmt.Sprintf("%s of its budget of %.6g; its step %d (the model's answer, and %.6g for its calls) would take it over",
 		spent, budget, r.Step, calls)
-	for _, c := range r.stepCalls() {
+	for _, c := range r.StepCalls() {
 		if !c.Local && !c.Done() {
-			c.answerLocal(string(events.StatusError), tools.Errorf(codeCostBudget,
+			c.AnswerLocal(string(events.StatusError), tools.Errorf(codeCostBudget,
 				"%s was not run: the run's cost budget of %.6g would be exceeded", c.Name, budget), now)
 		}
 	}
-	r.finish(TerminationCostBudget, detail, now)
+	r.Finish(TerminationCostBudget, detail, now)
 	return true
 }
 

@@ -193,7 +193,7 @@
 // once the run is stored, the step's events are held until the run's started event,
 // and its calls and state wait for the create; a run that could not be stored
 // announces and sends nothing. A replica keeps the control states it wrote or read
-// decoded, and copies them field by field ([Run.clone]) rather than through JSON.
+// decoded, and copies them field by field ([Run.Clone]) rather than through JSON.
 //
 // Steps are messages on the work-queue stream TOOLFLEET_PLAN; results and approval
 // requests are read by durable consumers all planner replicas share. Every handler is

@@ -133,7 +133,7 @@ func (p *Planner) sweep(ctx context.Context) {
 				if r.Status != StatusRunning || now.Before(r.Deadline) {
 					return false, nil
 				}
-				r.finish(TerminationTimeout, fmt.Sprintf("the run's time limit of %s is up", r.Limits.Timeout.D()), now)
+				r.Finish(TerminationTimeout, fmt.Sprintf("the run's time limit of %s is up", r.Limits.Timeout.D()), now)
 				return true, nil
 			})
 			if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolfleet/toolfleet/internal/planner/runrec"
 	"github.com/toolfleet/toolfleet/internal/tick"
 )
 
@@ -35,18 +36,6 @@ import (
 // writer wins) and the compare-and-set applies the recorded one (see takeStep). A step
 // that fails here goes to the plan stream (handOff), like a plan message that is
 // negatively acknowledged.
-
-// stepLease says that replica Owner takes step Step of the run itself until Until.
-type stepLease struct {
-	Owner string    `json:"owner"`
-	Step  int       `json:"step"`
-	Until time.Time `json:"until"`
-}
-
-// live reports whether the lease holds step at now.
-func (l *stepLease) live(step int, now time.Time) bool {
-	return l != nil && l.Step == step && now.Before(l.Until)
-}
 
 // claim is what makes the step a replica takes its own while it takes it, and tells
 // whether an earlier attempt may have recorded the step.
@@ -97,8 +86,8 @@ func (leaseClaim) retried() bool { return false }
 func (p *Planner) leaseDuration() time.Duration { return p.cfg.Events.AckWait.D() }
 
 // newLease leases step of a run to this replica from now.
-func (p *Planner) newLease(step int) *stepLease {
-	return &stepLease{Owner: p.replica, Step: step, Until: p.cfg.Now().Add(p.leaseDuration())}
+func (p *Planner) newLease(step int) *runrec.StepLease {
+	return &runrec.StepLease{Owner: p.replica, Step: step, Until: p.cfg.Now().Add(p.leaseDuration())}
 }
 
 func (p *Planner) renewLease(ctx context.Context, run string, step int) error {
@@ -285,7 +274,7 @@ func (e *errLeased) Error() string {
 func (p *Planner) leaseHeld(run *Run, step int) error {
 	now := p.cfg.Now()
 	l := run.Lease
-	if !l.live(step, now) {
+	if !l.Live(step, now) {
 		return nil
 	}
 	if l.Owner == p.replica {

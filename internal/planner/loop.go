@@ -2,9 +2,9 @@ package planner
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
+
+	"github.com/toolfleet/toolfleet/internal/planner/runrec"
 )
 
 // callKey identifies a call by tool and arguments, with the arguments in canonical form
@@ -34,26 +34,12 @@ func canonicalJSON(raw json.RawMessage) []byte {
 	return out
 }
 
-// add counts the call with key next in the window and returns how many calls at the end
-// of the run's calls, counting this one, are the same call. The window keeps a hash of
-// the last key only, so its size does not grow with the run or with the arguments.
-func (w *loopWindow) add(next string) int {
-	sum := sha256.Sum256([]byte(next))
-	h := hex.EncodeToString(sum[:16])
-	if w.Key == h {
-		w.Count++
-	} else {
-		w.Key, w.Count = h, 1
-	}
-	return w.Count
-}
-
 // repeatRun returns how many calls at the end of history, counting the new call, are the
 // same call as it. history holds callKeys in the order the calls were made.
 func repeatRun(history []string, next string) int {
-	var w loopWindow
+	var w runrec.LoopWindow
 	for _, k := range history {
-		w.add(k)
+		w.Add(k)
 	}
-	return w.add(next)
+	return w.Add(next)
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolfleet/toolfleet/internal/planner/runrec"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -165,7 +166,7 @@ steps:
 		{"final tool", "steps:\n  - calls: [{name: finish, arguments: {answer: fin}}]\n  - text: never\n", Limits{}, nil, TerminationFinalTool},
 		{"timeout while a tool runs", "steps:\n  - calls: [{name: slow}]\n  - text: never\n", Limits{Timeout: tools.Duration(300 * time.Millisecond)}, nil, TerminationTimeout},
 		{"loop stop", "steps:\n" + strings.Repeat("  - calls: [{name: add, arguments: {a: 1, b: 1}}]\n", 4) + "  - text: x\n",
-			Limits{LoopThreshold: 3, LoopAction: LoopStop}, nil, TerminationLoopDetected},
+			Limits{LoopThreshold: 3, LoopAction: runrec.LoopStop}, nil, TerminationLoopDetected},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -235,7 +236,7 @@ steps:
 func TestLoopDetectionWarns(t *testing.T) {
 	b := setup(t, map[string]string{"main": "steps:\n" +
 		strings.Repeat("  - calls: [{name: add, arguments: {a: 1, b: 1}}]\n", 3) + "  - text: done\n"})
-	run := b.run(t, StartRequest{Input: "go", Limits: Limits{LoopThreshold: 2, LoopAction: LoopWarn}})
+	run := b.run(t, StartRequest{Input: "go", Limits: Limits{LoopThreshold: 2, LoopAction: runrec.LoopWarn}})
 	if run.Termination != TerminationCompleted || len(run.Calls) != 3 || len(run.Warnings) != 2 {
 		t.Fatalf("run %s, %d calls, warnings %v; want all three calls run and two warnings", run.Termination, len(run.Calls), run.Warnings)
 	}
@@ -254,7 +255,7 @@ func TestLoopDetectionWarns(t *testing.T) {
 		}
 		d := checkEvent(t, run.ID, e)
 		var detail struct{ Tool, Action string }
-		if err := json.Unmarshal(d.Detail, &detail); err != nil || detail.Tool != "add" || detail.Action != string(LoopWarn) {
+		if err := json.Unmarshal(d.Detail, &detail); err != nil || detail.Tool != "add" || detail.Action != string(runrec.LoopWarn) {
 			t.Errorf("loop_detected %s: want tool add and action warn", e.Data)
 		}
 		warned = append(warned, d.CallID)

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/toolfleet/toolfleet/internal/planner/runrec"
 )
 
 func TestCallKeyIgnoresKeyOrderSpaceAndStringForm(t *testing.T) {
@@ -48,14 +50,14 @@ func TestRepeatRun(t *testing.T) {
 }
 
 func TestLimitsValidate(t *testing.T) {
-	ok := []Limits{{}, {MaxSteps: 1}, {MaxSteps: 100, LoopThreshold: 2, LoopAction: LoopStop, TokenBudget: 10}}
+	ok := []Limits{{}, {MaxSteps: 1}, {MaxSteps: 100, LoopThreshold: 2, LoopAction: runrec.LoopStop, TokenBudget: 10}}
 	for _, l := range ok {
 		if err := l.Validate(); err != nil {
 			t.Errorf("Validate(%+v) = %v, want nil", l, err)
 		}
 	}
 	bad := map[string]Limits{
-		"maxSteps":       {MaxSteps: MaxMaxSteps + 1},
+		"maxSteps":       {MaxSteps: runrec.MaxMaxSteps + 1},
 		"tokenBudget":    {TokenBudget: -1},
 		"loopThreshold":  {LoopThreshold: 1},
 		"loopAction":     {LoopAction: "explode"},
@@ -73,7 +75,7 @@ func TestLimitsValidate(t *testing.T) {
 		}
 	}
 	d := Limits{}.WithDefaults()
-	if d.MaxSteps != 10 || d.LoopThreshold != 3 || d.MaxDepth != 3 || d.LoopAction != LoopInject {
+	if d.MaxSteps != 10 || d.LoopThreshold != 3 || d.MaxDepth != 3 || d.LoopAction != runrec.LoopInject {
 		t.Errorf("defaults = %+v", d)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolfleet/toolfleet/internal/jsutil"
+	"github.com/toolfleet/toolfleet/internal/planner/runrec"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -48,7 +49,7 @@ type injectRecord struct {
 	By events.Identity `json:"by,omitzero"`
 	// Edit, on a resume's record, edits the model's conversation before Messages join
 	// it (pause.go); the run's own record of the conversation keeps the original.
-	Edit *conversationEdit `json:"edit,omitempty"`
+	Edit *runrec.ConversationEdit `json:"edit,omitempty"`
 }
 
 // maxInjections bounds the message records of one run.
@@ -96,7 +97,7 @@ func (p *Planner) Continue(ctx context.Context, id string, f FollowUp) (*Run, bo
 		return nil, false, requestErrorf("id is longer than 256 bytes")
 	}
 	var change *ToolsChange
-	if !f.Tools.empty() {
+	if !f.Tools.Empty() {
 		change = &ToolsChange{Enable: f.Tools.Enable, Disable: f.Tools.Disable}
 	}
 	return p.inject(ctx, id, f.Caller, injectRecord{Key: f.ID, Messages: msgs, Tools: change, By: f.Caller}, true)
@@ -124,7 +125,7 @@ func continuable(r *Run, cont bool) error {
 // returns the run as stored; added is false for a repeat of a key the run has already.
 func (p *Planner) inject(ctx context.Context, id string, caller events.Identity, rec injectRecord, cont bool) (*Run, bool, error) {
 	run, _, err := p.runs.get(ctx, id)
-	if errors.Is(err, errRunNotFound) || err == nil && !run.visibleTo(caller) {
+	if errors.Is(err, errRunNotFound) || err == nil && !visibleTo(run, caller) {
 		return nil, false, notFoundf("no run %q", id)
 	}
 	if err != nil {
@@ -201,13 +202,13 @@ func (p *Planner) applyInjection(ctx context.Context, id string, k int, rec *inj
 				return false, nil // applied already
 			}
 			reopen := cont && r.Status == StatusDone && continuable(r, true) == nil
-			if reopen && answerUnrecorded(r) && !p.rlog.known(r.ID, r.Step) {
+			if reopen && r.AnswerUnrecorded() && !p.rlog.known(r.ID, r.Step) {
 				needAnswer = r.Step
 				return false, nil
 			}
 			r.Injected = k + 1
-			r.applyTools(rec.Tools)
-			r.acted(rec.By)
+			applyTools(r, rec.Tools)
+			acted(r, rec.By)
 			if reopen {
 				*closed = p.reopen(r, p.cfg.Now())
 			}
@@ -224,18 +225,12 @@ func (p *Planner) applyInjection(ctx context.Context, id string, k int, rec *inj
 	}
 }
 
-// answerUnrecorded reports whether r ended with the model's answer at its step, which
-// has no record in the run log (see [runLog.assemble]).
-func answerUnrecorded(r *Run) bool {
-	return r.Status == StatusDone && r.Termination == TerminationCompleted && r.Recorded <= r.Step
-}
-
 // recordAnswer writes the step record of the answer that completed run (once: any
 // replica writes the same).
 func (p *Planner) recordAnswer(ctx context.Context, run *Run) error {
 	rec := &stepRecord{Step: run.Step, Message: provider.Message{Role: provider.RoleAssistant, Text: run.Answer},
-		Seen: run.Seen, State: run.control()}
-	if o := run.offered(run.Step); o != nil {
+		Seen: run.Seen, State: run.Control()}
+	if o := run.OfferedAt(run.Step); o != nil {
 		oc := *o
 		rec.Offered = &oc
 	}
@@ -247,7 +242,7 @@ func (p *Planner) recordAnswer(ctx context.Context, run *Run) error {
 // limits, and returns copies of the calls it answered canceled.
 func (p *Planner) reopen(r *Run, now time.Time) []*CallRecord {
 	var closed []*CallRecord
-	for _, c := range r.stepCalls() {
+	for _, c := range r.StepCalls() {
 		if c.Done() {
 			continue
 		}
@@ -255,11 +250,11 @@ func (p *Planner) reopen(r *Run, now time.Time) []*CallRecord {
 			cc := *c
 			closed = append(closed, &cc)
 		}
-		c.answerLocal(string(events.StatusCanceled), tools.Errorf(tools.CodeCanceled,
+		c.AnswerLocal(string(events.StatusCanceled), tools.Errorf(tools.CodeCanceled,
 			"the run ended (%s) before the call's result came", r.Termination), now)
 	}
 	switch {
-	case answerUnrecorded(r):
+	case r.AnswerUnrecorded():
 		r.Recorded = r.Step + 1
 		r.Step++
 	case r.Recorded > r.Step:
@@ -267,7 +262,7 @@ func (p *Planner) reopen(r *Run, now time.Time) []*CallRecord {
 	}
 	r.Status, r.Termination, r.Detail, r.FinishedAt = StatusRunning, "", "", nil
 	r.Answer, r.AnswerCall = "", ""
-	r.Errors, r.Loop = 0, loopWindow{}
+	r.Errors, r.Loop = 0, runrec.LoopWindow{}
 	r.Turn++
 	r.TurnStart = r.Step
 	r.Deadline = now.Add(r.Limits.Timeout.D())
@@ -276,9 +271,9 @@ func (p *Planner) reopen(r *Run, now time.Time) []*CallRecord {
 
 // keepControls carries what callers changed on the run (ctl, the deadline of its
 // continuation) over to the state st of a step recorded before they did.
-func (st *Run) keepControls(ctl runControls, deadline time.Time) {
+func keepControls(st *Run, ctl runrec.Controls, deadline time.Time) {
 	seen := st.Seen
-	st.runControls = ctl
+	st.Controls = ctl
 	st.Seen = seen
 	st.Deadline = deadline
 }
@@ -345,7 +340,7 @@ func (l *runLog) injectedAs(ctx context.Context, run string, msgs []provider.Mes
 			return nil, seen, err
 		}
 		if edited && rec.Edit != nil {
-			if msgs, err = rec.Edit.apply(msgs); err != nil {
+			if msgs, err = rec.Edit.Apply(msgs); err != nil {
 				return nil, seen, fmt.Errorf("%w: message record %d of run %s: %v", errNoRecord, k, run, err)
 			}
 		}

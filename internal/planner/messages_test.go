@@ -97,8 +97,8 @@ steps:
 		t.Fatalf("follow-up: %v, %v", added, err)
 	}
 	run = b.wait(t, run.ID)
-	if run.Termination != TerminationCompleted || run.Answer != "three, as you asked" || run.Turn != 1 || run.stepsTaken() != 2 {
-		t.Fatalf("continued run ended %s (%s), answer %q, turn %d, steps %d", run.Termination, run.Detail, run.Answer, run.Turn, run.stepsTaken())
+	if run.Termination != TerminationCompleted || run.Answer != "three, as you asked" || run.Turn != 1 || run.StepsTaken() != 2 {
+		t.Fatalf("continued run ended %s (%s), answer %q, turn %d, steps %d", run.Termination, run.Detail, run.Answer, run.Turn, run.StepsTaken())
 	}
 	roles := ""
 	for _, m := range run.Messages {

@@ -62,7 +62,7 @@ func (p *Planner) checkAgentCall(r *Run, c *CallRecord) *tools.Error {
 	if r.Depth+1 > r.Limits.MaxDepth {
 		return tools.Errorf(tools.CodeDenied, "nested runs are limited to a depth of %d; this run is at depth %d", r.Limits.MaxDepth, r.Depth)
 	}
-	if err := r.noBudgetForChild(); err != nil {
+	if err := noBudgetForChild(r); err != nil {
 		return err
 	}
 	var a agentArgs
@@ -70,7 +70,7 @@ func (p *Planner) checkAgentCall(r *Run, c *CallRecord) *tools.Error {
 		return tools.Wrap(tools.CodeInvalidInput, err, "run_agent arguments")
 	}
 	for _, t := range a.Tools {
-		if !r.allows(t) {
+		if !allows(r, t) {
 			return tools.Errorf(tools.CodeInvalidInput, "tool %q is not available to this run, so not to its sub-agent", t)
 		}
 	}
@@ -94,7 +94,7 @@ func (p *Planner) startChild(ctx context.Context, parent *Run, c *CallRecord) er
 	}
 	scoped := a.Tools
 	if len(scoped) == 0 {
-		scoped = parent.available(p.cat.names())
+		scoped = available(parent, p.cat.names())
 	}
 	// run_agent stays in the child's set when the parent's has it: the child is offered it
 	// only below the depth limit (stepTools), and a call of it at the limit is answered
@@ -106,8 +106,8 @@ func (p *Planner) startChild(ctx context.Context, parent *Run, c *CallRecord) er
 	req := StartRequest{
 		Messages: []provider.Message{{Role: provider.RoleUser, Text: a.Task}},
 		// The child draws from what the parent has left (budget.go).
-		Model: model, Tools: scoped, Limits: parent.childLimits(p.cfg.Now()), Metadata: parent.Metadata,
-		Caller: parent.caller(), // a nested run acts for the same caller
+		Model: model, Tools: scoped, Limits: childLimits(parent, p.cfg.Now()), Metadata: parent.Metadata,
+		Caller: parent.Caller(), // a nested run acts for the same caller
 	}
 	if parent.Sequential {
 		req.Parallel = new(false)
@@ -127,7 +127,7 @@ func (p *Planner) startChild(ctx context.Context, parent *Run, c *CallRecord) er
 // refused for it.
 func (p *Planner) answerParent(ctx context.Context, child *Run) error {
 	res := events.Result{Tool: AgentToolName, CallID: child.ParentCallID, RunID: child.ParentID,
-		Executor: p.cfg.ID, Validated: true, Attempts: 1, StartedAt: child.CreatedAt, Caller: child.caller()}
+		Executor: p.cfg.ID, Validated: true, Attempts: 1, StartedAt: child.CreatedAt, Caller: child.Caller()}
 	if child.FinishedAt != nil {
 		res.FinishedAt = *child.FinishedAt
 		res.DurationMS = child.FinishedAt.Sub(child.CreatedAt).Milliseconds()

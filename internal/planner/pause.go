@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolfleet/toolfleet/internal/planner/runrec"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
-	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
 // Pause and resume: the resumable loop. A run pauses at a step boundary — once every
@@ -44,71 +44,13 @@ import (
 // the run stays paused: the model sees it after the resume. A paused run can be
 // canceled. A pause asked of a run whose next model answer ends it has no effect.
 
-// StatusPaused: the run waits at a step boundary for a resume (pause.go).
-const StatusPaused Status = "paused"
-
-// maxPauseTools bounds PauseOptions.AfterTools.
-const maxPauseTools = 64
-
-// PauseOptions says when a run pauses by itself: after every step, or after a step
-// that called one of AfterTools (StartRequest.Pause; a resume may change them).
-type PauseOptions struct {
-	AfterEveryStep bool     `json:"afterEveryStep,omitempty"`
-	AfterTools     []string `json:"afterTools,omitempty"`
-}
-
-func (o *PauseOptions) clone() *PauseOptions {
-	if o == nil {
-		return nil
-	}
-	return &PauseOptions{AfterEveryStep: o.AfterEveryStep, AfterTools: slices.Clone(o.AfterTools)}
-}
-
-func (o *PauseOptions) empty() bool { return o == nil || !o.AfterEveryStep && len(o.AfterTools) == 0 }
-
-func (o *PauseOptions) validate() error {
-	if o == nil {
-		return nil
-	}
-	if len(o.AfterTools) > maxPauseTools {
-		return fmt.Errorf("pause.afterTools names %d tools, at most %d", len(o.AfterTools), maxPauseTools)
-	}
-	for i, n := range o.AfterTools {
-		if !tools.NamePattern.MatchString(n) {
-			return fmt.Errorf("pause.afterTools[%d]: %q is not a tool name", i, n)
-		}
-	}
-	return nil
-}
-
-// RunPause says why and since when a run is paused (Run.Paused).
-type RunPause struct {
-	At time.Time `json:"at"`
-	// Step is the step the run goes on with when it is resumed.
-	Step int `json:"step"`
-	// Reason: "after_step" (afterEveryStep), "after_tool" (Tool named in afterTools) or
-	// "requested" (a pause request, By and Why from it).
-	Reason string `json:"reason"`
-	Tool   string `json:"tool,omitempty"`
-	By     string `json:"by,omitempty"`
-	Why    string `json:"why,omitempty"`
-}
-
-// PauseRequest is the optional body of POST /v1/runs/{id}/pause, and a pause request
-// waiting for its run's next step boundary (Run.PauseRequested).
-type PauseRequest struct {
-	By     string    `json:"by,omitempty"`
-	Reason string    `json:"reason,omitempty"`
-	At     time.Time `json:"at,omitzero"`
-}
-
 // pauseAtBoundary pauses r, which has just moved past its finished step, when its pause
 // options or a pause request say so.
-func (r *Run) pauseAtBoundary(now time.Time) {
+func pauseAtBoundary(r *Run, now time.Time) {
 	if r.Status != StatusRunning || r.ParentID != "" {
 		return
 	}
-	p := &RunPause{At: now, Step: r.Step}
+	p := &runrec.RunPause{At: now, Step: r.Step}
 	switch {
 	case r.PauseRequested != nil:
 		p.Reason, p.By, p.Why = "requested", r.PauseRequested.By, r.PauseRequested.Reason
@@ -132,7 +74,7 @@ func (r *Run) pauseAtBoundary(now time.Time) {
 
 // settled reports whether a run in status s waits for a caller (it ended, or is
 // paused): what [Planner.Wait] waits for.
-func (s Status) settled() bool { return s == StatusDone || s == StatusPaused }
+func settled(s Status) bool { return s == StatusDone || s == StatusPaused }
 
 // afterPause announces that run paused (once per step: the event's id names it).
 func (p *Planner) afterPause(ctx context.Context, run *Run) error {
@@ -160,7 +102,7 @@ func (p *Planner) Pause(ctx context.Context, id string, caller events.Identity, 
 			return false, nil
 		}
 		r.PauseRequested = &req
-		r.acted(caller)
+		acted(r, caller)
 		return true, nil
 	})
 	if errors.Is(err, errRunNotFound) {
@@ -191,210 +133,9 @@ type ResumeRequest struct {
 	Caller events.Identity `json:"-"`
 }
 
-// MessageReplacement replaces the message at Index.
-type MessageReplacement struct {
-	Index   int              `json:"index"`
-	Message provider.Message `json:"message"`
-}
-
-// Compaction replaces the messages From..To-1 with one message of Role (default user)
-// whose text is Summary.
-type Compaction struct {
-	From    int           `json:"from"`
-	To      int           `json:"to"`
-	Summary string        `json:"summary"`
-	Role    provider.Role `json:"role,omitempty"`
-}
-
-// conversationEdit is what a resume's message record holds besides the messages it adds.
-type conversationEdit struct {
-	Replace []MessageReplacement `json:"replace,omitempty"`
-	Drop    []int                `json:"drop,omitempty"`
-	Compact *Compaction          `json:"compact,omitempty"`
-	// Before is the length of the conversation the edit applies to (a check).
-	Before int `json:"before"`
-}
-
-func (e *conversationEdit) empty() bool {
-	return e == nil || len(e.Replace) == 0 && len(e.Drop) == 0 && e.Compact == nil
-}
-
-// apply returns the conversation msgs edited by e, or why e cannot apply to it.
-func (e *conversationEdit) apply(msgs []provider.Message) ([]provider.Message, error) {
-	if e.empty() {
-		return msgs, nil
-	}
-	n := len(msgs)
-	if e.Before != n {
-		return nil, fmt.Errorf("the edit was made for a conversation of %d messages, not %d", e.Before, n)
-	}
-	touched := make(map[int]string, len(e.Replace)+len(e.Drop))
-	mark := func(i int, what string) error {
-		if i < 0 || i >= n {
-			return fmt.Errorf("%s: index %d is outside the conversation (0..%d)", what, i, n-1)
-		}
-		if prev, ok := touched[i]; ok {
-			return fmt.Errorf("%s: message %d is already in %s", what, i, prev)
-		}
-		touched[i] = what
-		return nil
-	}
-	if c := e.Compact; c != nil {
-		if c.From < 0 || c.To > n || c.From >= c.To {
-			return nil, fmt.Errorf("compact: from %d to %d is not a range of the conversation (0..%d, to exclusive)", c.From, c.To, n)
-		}
-		if strings.TrimSpace(c.Summary) == "" {
-			return nil, errors.New("compact: give the summary")
-		}
-		if c.Role != "" && c.Role != provider.RoleUser && c.Role != provider.RoleAssistant {
-			return nil, fmt.Errorf("compact: role must be user or assistant, got %q", c.Role)
-		}
-		for i := c.From; i < c.To; i++ {
-			touched[i] = "compact"
-		}
-	}
-	replaced := map[int]provider.Message{}
-	for k, r := range e.Replace {
-		if err := mark(r.Index, "replace["+strconv.Itoa(k)+"]"); err != nil {
-			return nil, err
-		}
-		if err := checkEditMessage(r.Message); err != nil {
-			return nil, fmt.Errorf("replace[%d]: %v", k, err)
-		}
-		replaced[r.Index] = r.Message
-	}
-	for k, i := range e.Drop {
-		if err := mark(i, "drop["+strconv.Itoa(k)+"]"); err != nil {
-			return nil, err
-		}
-	}
-	out := make([]provider.Message, 0, n)
-	for i, m := range msgs {
-		switch {
-		case e.Compact != nil && i == e.Compact.From:
-			role := e.Compact.Role
-			if role == "" {
-				role = provider.RoleUser
-			}
-			out = append(out, provider.Message{Role: role, Text: e.Compact.Summary})
-		case e.Compact != nil && i > e.Compact.From && i < e.Compact.To:
-		case slices.Contains(e.Drop, i):
-		default:
-			if r, ok := replaced[i]; ok {
-				m = r
-			}
-			out = append(out, m)
-		}
-	}
-	if len(out) == 0 {
-		return nil, errors.New("the edit leaves no message")
-	}
-	return out, nil
-}
-
-// check is apply for a resume that makes the edit: the edited conversation must pair
-// every call with one result, whatever the conversation was before. A run's own steps
-// always leave it paired at a pause; only the messages a run was started with can
-// leave it otherwise (a start does not check them), and an edit of such a run must then
-// pair them too, which the error says.
-func (e *conversationEdit) check(msgs []provider.Message) ([]provider.Message, error) {
-	out, err := e.apply(msgs)
-	if err != nil || e.empty() {
-		return out, err
-	}
-	if err := pairedCalls(out); err != nil {
-		if before := pairedCalls(msgs); before != nil {
-			return nil, fmt.Errorf("the edited conversation is not one a model takes: %v (before the edit: %v; an edit must leave every call paired)", err, before)
-		}
-		return nil, fmt.Errorf("the edited conversation is not one a model takes: %v", err)
-	}
-	return out, nil
-}
-
-// checkEditMessage refuses a message an edit cannot put in a conversation.
-func checkEditMessage(m provider.Message) error {
-	switch m.Role {
-	case provider.RoleUser, provider.RoleAssistant:
-		if len(m.ToolResults) > 0 {
-			return fmt.Errorf("a %s message carries no tool results", m.Role)
-		}
-	case provider.RoleTool:
-		if len(m.ToolResults) == 0 || m.Text != "" || len(m.ToolCalls) > 0 {
-			return errors.New("a tool message carries tool results only")
-		}
-	default:
-		return fmt.Errorf("role must be user, assistant or tool, got %q", m.Role)
-	}
-	if m.Role == provider.RoleUser && len(m.ToolCalls) > 0 {
-		return errors.New("a user message makes no tool calls")
-	}
-	return nil
-}
-
-// pairedCalls says why msgs is not a conversation a model takes, naming the call: each
-// call of an assistant message has exactly one result in the tool message or messages
-// right after it (the planner writes one tool message per step; a conversation given at
-// the start may hold one per result, as OpenAI's format does), and every result
-// answers a call of that assistant message.
-func pairedCalls(msgs []provider.Message) error {
-	var made *provider.Message // the last assistant message that made calls, while its results follow
-	from := -1                 // its index
-	answered := map[string]bool{}
-	for i, m := range msgs {
-		if m.Role == provider.RoleTool {
-			for _, tr := range m.ToolResults {
-				switch {
-				case made == nil:
-					return fmt.Errorf("message %d answers call %q, which no message before it made", i, tr.CallID)
-				case !slices.ContainsFunc(made.ToolCalls, func(tc provider.ToolCall) bool { return tc.ID == tr.CallID }):
-					return fmt.Errorf("message %d answers call %q, which message %d did not make", i, tr.CallID, from)
-				case answered[tr.CallID]:
-					return fmt.Errorf("message %d answers call %q of message %d a second time", i, tr.CallID, from)
-				}
-				answered[tr.CallID] = true
-			}
-			continue
-		}
-		if err := unanswered(made, from, answered); err != nil {
-			return err
-		}
-		made, from = nil, -1
-		clear(answered)
-		if len(m.ToolCalls) > 0 {
-			made, from = &msgs[i], i
-			for k, tc := range m.ToolCalls {
-				if slices.ContainsFunc(m.ToolCalls[:k], func(o provider.ToolCall) bool { return o.ID == tc.ID }) {
-					return fmt.Errorf("message %d makes call %q twice", i, tc.ID)
-				}
-			}
-		}
-	}
-	return unanswered(made, from, answered)
-}
-
-// unanswered names the calls of made (message from) that have no result in answered.
-func unanswered(made *provider.Message, from int, answered map[string]bool) error {
-	if made == nil {
-		return nil
-	}
-	var missing []string
-	for _, tc := range made.ToolCalls {
-		if !answered[tc.ID] {
-			missing = append(missing, strconv.Quote(tc.ID))
-		}
-	}
-	switch len(missing) {
-	case 0:
-		return nil
-	case 1:
-		return fmt.Errorf("call %s of message %d has no result after it", missing[0], from)
-	}
-	return fmt.Errorf("calls %s of message %d have no result after them", strings.Join(missing, ", "), from)
-}
-
 // check refuses what is wrong with the request itself.
 func (q *ResumeRequest) check() error {
-	if err := q.Pause.validate(); err != nil {
+	if err := q.Pause.Validate(); err != nil {
 		return err
 	}
 	for i, m := range q.Messages {
@@ -463,7 +204,7 @@ func (p *Planner) Resume(ctx context.Context, id string, req ResumeRequest) (*Ru
 	added := req.added()
 	for {
 		run, _, err := p.runs.get(ctx, id)
-		if errors.Is(err, errRunNotFound) || err == nil && !run.visibleTo(req.Caller) {
+		if errors.Is(err, errRunNotFound) || err == nil && !visibleTo(run, req.Caller) {
 			return nil, notFoundf("no run %q", id)
 		}
 		if err != nil {
@@ -485,8 +226,8 @@ func (p *Planner) Resume(ctx context.Context, id string, req ResumeRequest) (*Ru
 			if err != nil {
 				return nil, err
 			}
-			rec.Edit = &conversationEdit{Replace: req.Replace, Drop: req.Drop, Compact: req.Compact, Before: len(msgs)}
-			if _, err := rec.Edit.check(msgs); err != nil {
+			rec.Edit = &runrec.ConversationEdit{Replace: req.Replace, Drop: req.Drop, Compact: req.Compact, Before: len(msgs)}
+			if _, err := rec.Edit.Check(msgs); err != nil {
 				return nil, requestErrorf("%v", err)
 			}
 		}
@@ -529,7 +270,7 @@ func (p *Planner) Resume(ctx context.Context, id string, req ResumeRequest) (*Ru
 				r.PauseOn = pauseOn(req.Pause)
 			}
 			r.Deadline = now.Add(limits.Timeout.D()) // the wall clock starts again
-			r.acted(req.Caller)
+			acted(r, req.Caller)
 			resumed = true
 			return true, nil
 		})
@@ -553,7 +294,7 @@ func (p *Planner) Resume(ctx context.Context, id string, req ResumeRequest) (*Ru
 // paused is refused with 409.
 func (p *Planner) ModelConversation(ctx context.Context, id string, caller events.Identity) ([]provider.Message, error) {
 	run, _, err := p.runs.get(ctx, id)
-	if errors.Is(err, errRunNotFound) || err == nil && !run.visibleTo(caller) {
+	if errors.Is(err, errRunNotFound) || err == nil && !visibleTo(run, caller) {
 		return nil, notFoundf("no run %q", id)
 	}
 	if err != nil {

@@ -57,7 +57,7 @@ func (p *Planner) askPolicy(ctx context.Context, cl claim, r *Run) {
 		return
 	}
 	var items []policyItem
-	for _, c := range r.stepCalls() {
+	for _, c := range r.StepCalls() {
 		if !c.Local && !c.Done() && c.Name != AgentToolName {
 			items = append(items, policyItem{call: c})
 			items = append(items, subItems(c, c.ID)...)
@@ -70,7 +70,7 @@ func (p *Planner) askPolicy(ctx context.Context, cl claim, r *Run) {
 		stop := cl.hold()
 		defer stop()
 	}
-	hctx, cancel := r.within(ctx, h.Wait())
+	hctx, cancel := r.Within(ctx, h.Wait())
 	defer cancel()
 	header := events.TraceHeader(r.TraceParent, r.TraceState)
 	for len(items) > 0 {
@@ -114,14 +114,14 @@ func (p *Planner) applyPolicy(r *Run, c *CallRecord, rec events.PolicyRecord, no
 	var next []policyItem
 	switch rec.Decision {
 	case events.PolicyDeny:
-		c.answerLocal(string(events.StatusDenied), rec.Denial(c.Name), now)
+		c.AnswerLocal(string(events.StatusDenied), rec.Denial(c.Name), now)
 		r.Errors++
 		log.Info().Str("reason", rec.Reason).Msg("policy hook denied the call")
 	case events.PolicyModify:
 		call, err := p.cat.hydrate(c.Name, rec.ArgumentsModified)
 		if err != nil {
 			te := rec.InvalidModification(c.Name, err)
-			c.answerLocal(string(events.StatusOf(te)), te, now)
+			c.AnswerLocal(string(events.StatusOf(te)), te, now)
 			r.Errors++
 			p.m.policyDecision("invalid", by)
 			log.Info().Str("error", te.Message).Msg("policy hook modified the call's arguments into invalid ones; the call is refused")
@@ -141,7 +141,7 @@ func (p *Planner) applyPolicy(r *Run, c *CallRecord, rec events.PolicyRecord, no
 
 // addToolPolicy records the decision of the tool's policy hook, carried by the call's
 // result, on c: a modification replaces the arguments, which ran, keeping the model's.
-func (c *CallRecord) addToolPolicy(rec *events.PolicyRecord) {
+func addToolPolicy(c *CallRecord, rec *events.PolicyRecord) {
 	if rec == nil {
 		return
 	}
@@ -157,7 +157,7 @@ func (c *CallRecord) addToolPolicy(rec *events.PolicyRecord) {
 
 // policyArguments returns the arguments the last policy hook that modified them gave,
 // or nil when none did: what the call went out with, before any approval.
-func (c *CallRecord) policyArguments() []byte {
+func policyArguments(c *CallRecord) []byte {
 	for _, rec := range slices.Backward(c.Policy) {
 		if rec.Decision == events.PolicyModify && rec.ArgumentsModified != nil {
 			return rec.ArgumentsModified
@@ -168,27 +168,13 @@ func (c *CallRecord) policyArguments() []byte {
 
 // undoApprovalArguments takes back the arguments an approval set: the call's are again
 // what it went out with (the policy's, or the model's).
-func (c *CallRecord) undoApprovalArguments() {
+func undoApprovalArguments(c *CallRecord) {
 	if c.ArgumentsOriginal == nil {
 		return
 	}
-	if pa := c.policyArguments(); pa != nil {
+	if pa := policyArguments(c); pa != nil {
 		c.Arguments = pa
 		return
 	}
 	c.Arguments, c.ArgumentsOriginal = c.ArgumentsOriginal, nil
-}
-
-func clonePolicy(recs []events.PolicyRecord) []events.PolicyRecord {
-	if recs == nil {
-		return nil
-	}
-	out := make([]events.PolicyRecord, len(recs))
-	for i, r := range recs {
-		r.ArgumentsOriginal = cloneRaw(r.ArgumentsOriginal)
-		r.ArgumentsOriginalRef = clonePtr(r.ArgumentsOriginalRef)
-		r.ArgumentsModified = cloneRaw(r.ArgumentsModified)
-		out[i] = r
-	}
-	return out
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolfleet/toolfleet/internal/jsutil"
+	"github.com/toolfleet/toolfleet/internal/planner/runrec"
 	"github.com/toolfleet/toolfleet/internal/provider"
 )
 
@@ -60,21 +61,11 @@ import (
 // budgets cannot pay for this many output tokens, after its input at its bound, ends.
 const minAnswerTokens = 16
 
-// Reservation is a model answer under way in a run's tree, held from the run's budgets
-// until the answer is charged (Run.Reserved, reserve.go): the most it can cost.
-type Reservation struct {
-	Run    string    `json:"run"`
-	Step   int       `json:"step"`
-	Cost   float64   `json:"cost,omitempty"`
-	Tokens int       `json:"tokens,omitempty"`
-	Until  time.Time `json:"until"`
-}
-
 // budgeted reports whether r has a budget its answers are reserved from.
-func (r *Run) budgeted() bool { return r.Limits.CostBudget > 0 || r.Limits.TokenBudget > 0 }
+func budgeted(r *Run) bool { return r.Limits.CostBudget > 0 || r.Limits.TokenBudget > 0 }
 
 // held sums what r holds, at now, for answers under way other than run's.
-func (r *Run) held(run string, now time.Time) (cost float64, tokens int) {
+func held(r *Run, run string, now time.Time) (cost float64, tokens int) {
 	for _, h := range r.Reserved {
 		if h.Run != run && now.Before(h.Until) {
 			cost += h.Cost
@@ -86,9 +77,9 @@ func (r *Run) held(run string, now time.Time) (cost float64, tokens int) {
 
 // release removes the reservations of run's steps up to through, and those expired at
 // now; it reports whether it removed any.
-func (r *Run) release(run string, through int, now time.Time) bool {
+func release(r *Run, run string, through int, now time.Time) bool {
 	n := len(r.Reserved)
-	r.Reserved = slices.DeleteFunc(r.Reserved, func(h Reservation) bool {
+	r.Reserved = slices.DeleteFunc(r.Reserved, func(h runrec.Reservation) bool {
 		return h.Run == run && h.Step <= through || !now.Before(h.Until)
 	})
 	if len(r.Reserved) == 0 {
@@ -98,17 +89,17 @@ func (r *Run) release(run string, through int, now time.Time) bool {
 }
 
 // reserve holds h, in place of any reservation of the same run.
-func (r *Run) reserve(h Reservation) {
-	r.Reserved = slices.DeleteFunc(r.Reserved, func(o Reservation) bool { return o.Run == h.Run })
+func reserve(r *Run, h runrec.Reservation) {
+	r.Reserved = slices.DeleteFunc(r.Reserved, func(o runrec.Reservation) bool { return o.Run == h.Run })
 	r.Reserved = append(r.Reserved, h)
 }
 
 // answeredThrough is the last step of r whose model answer r's totals include.
-func (r *Run) answeredThrough() int {
+func answeredThrough(r *Run) int {
 	switch {
 	case r.Status == StatusDone:
 		return math.MaxInt
-	case len(r.stepCalls()) > 0:
+	case len(r.StepCalls()) > 0:
 		return r.Step
 	}
 	return r.Step - 1
@@ -131,10 +122,10 @@ var errNotReserved = errors.New("the answer's reservation failed")
 // (held), or without holding it back (free): the termination and why when fit is
 // below minAnswerTokens. math.MaxInt when x has no budget that bounds it.
 func (p *Planner) answerFit(x *Run, model, run string, in int, now time.Time) (fit, free int, t Termination, why string) {
-	heldCost, heldTokens := x.held(run, now)
+	heldCost, heldTokens := held(x, run, now)
 	fit, free = math.MaxInt, math.MaxInt
 	if b := x.Limits.TokenBudget; b > 0 {
-		left := b - x.treeTokens()
+		left := b - x.TreeTokens()
 		fit, free = left-heldTokens-in, left-in
 		if fit < minAnswerTokens {
 			t, why = TerminationTokenBudget, fmt.Sprintf(
@@ -144,7 +135,7 @@ func (p *Planner) answerFit(x *Run, model, run string, in int, now time.Time) (f
 	}
 	price, priced := p.cfg.Prices.Models[model]
 	if b := x.Limits.CostBudget; b > 0 && priced {
-		left := b - x.treeCost()
+		left := b - x.TreeCost()
 		out := func(left float64) int {
 			rest := left - float64(in)*price.InputPerMTok/1e6
 			switch {
@@ -173,7 +164,7 @@ func (p *Planner) budgetAnswer(ctx context.Context, cl claim, run *Run, req *pro
 	in := provider.InputTokensBound(*req)
 	out, _, t, why := p.answerFit(run, run.Model, run.ID, in, p.cfg.Now())
 	if out < minAnswerTokens {
-		if run.hasNested() {
+		if run.HasNested() {
 			why = "with its nested runs " + why
 		}
 		return &budgetStop{T: t, Detail: "the run " + why}
@@ -262,27 +253,28 @@ func (p *Planner) reserveUp(ctx context.Context, run *Run, in, out int) (int, *h
 		a, err := p.runs.update(ctx, id, func(a *Run) (bool, error) {
 			stop, held, fit = nil, nil, out
 			now := p.cfg.Now()
-			pruned := a.release("", -1, now) // expired reservations only
-			if t, why := a.spent(); t != "" {
+			pruned := release(a, "", -1, now) // expired reservations only
+			if t, why := spent(a); t != "" {
 				stop = &budgetStop{T: t, Detail: fmt.Sprintf("run %s, which this run is nested in, has nothing left: %s", a.ID, why)}
 				return pruned, nil
 			}
-			if !a.budgeted() {
+			if !budgeted(a) {
 				return pruned, nil
 			}
 			f, free, t, why := p.answerFit(a, run.Model, run.ID, in, now)
 			if f < minAnswerTokens {
 				if free >= minAnswerTokens {
-					held = &heldAbove{id: a.ID, until: a.firstExpiry(run.ID)}
+					held = &heldAbove{id: a.ID, until: firstExpiry(a, run.ID)}
 				} else {
 					stop = &budgetStop{T: t, Detail: fmt.Sprintf("run %s, which this run is nested in, with its nested runs %s", a.ID, why)}
 				}
 				return pruned, nil
 			}
 			fit = min(out, f)
-			a.reserve(Reservation{Run: run.ID, Step: run.Step, Tokens: in + fit,
+			reserve(a, runrec.Reservation{Run: run.ID, Step: run.Step, Tokens: in + fit,
 				Cost:  p.modelCost(run.Model, provider.Usage{InputTokens: in, OutputTokens: fit}),
 				Until: sooner(now.Add(p.cfg.ModelTimeout), run.Deadline).Add(p.leaseDuration())})
+
 			return true, nil
 		})
 		if errors.Is(err, errRunNotFound) {
@@ -304,7 +296,7 @@ func (p *Planner) reserveUp(ctx context.Context, run *Run, in, out int) (int, *h
 
 // firstExpiry is when the first of the reservations r holds for runs other than run
 // expires.
-func (r *Run) firstExpiry(run string) time.Time {
+func firstExpiry(r *Run, run string) time.Time {
 	var first time.Time
 	for _, h := range r.Reserved {
 		if h.Run != run && (first.IsZero() || h.Until.Before(first)) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/toolfleet/toolfleet/internal/planner/runrec"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/internal/testsupport/plannertest"
 )
@@ -221,7 +222,7 @@ func TestReservationOfADeadPlannerExpires(t *testing.T) {
 	<-asked
 	until := time.Now().Add(500 * time.Millisecond)
 	if _, err := b.p.runs.update(b.ctx, run.ID, func(r *Run) (bool, error) {
-		r.Reserved = append(r.Reserved, Reservation{Run: "cdead", Step: 0, Cost: 0.1, Until: until})
+		r.Reserved = append(r.Reserved, runrec.Reservation{Run: "cdead", Step: 0, Cost: 0.1, Until: until})
 		return true, nil
 	}); err != nil {
 		t.Fatal(err)
@@ -248,18 +249,18 @@ func TestReservationOfADeadPlannerExpires(t *testing.T) {
 // change.
 func TestReservationsAreKeyedByRunAndStep(t *testing.T) {
 	now := time.Now()
-	var r Run
-	r.reserve(Reservation{Run: "c1", Step: 1, Cost: 0.5, Tokens: 50, Until: now.Add(time.Minute)})
-	r.reserve(Reservation{Run: "c1", Step: 1, Cost: 0.4, Tokens: 40, Until: now.Add(time.Minute)}) // taken again
-	r.reserve(Reservation{Run: "c2", Step: 3, Cost: 0.2, Tokens: 20, Until: now.Add(time.Minute)})
-	r.reserve(Reservation{Run: "c3", Step: 0, Cost: 9, Tokens: 900, Until: now.Add(-time.Second)}) // expired
-	if cost, tokens := r.held("c2", now); !near(cost, 0.4) || tokens != 40 {
+	r := &Run{}
+	reserve(r, runrec.Reservation{Run: "c1", Step: 1, Cost: 0.5, Tokens: 50, Until: now.Add(time.Minute)})
+	reserve(r, runrec.Reservation{Run: "c1", Step: 1, Cost: 0.4, Tokens: 40, Until: now.Add(time.Minute)}) // taken again
+	reserve(r, runrec.Reservation{Run: "c2", Step: 3, Cost: 0.2, Tokens: 20, Until: now.Add(time.Minute)})
+	reserve(r, runrec.Reservation{Run: "c3", Step: 0, Cost: 9, Tokens: 900, Until: now.Add(-time.Second)}) // expired
+	if cost, tokens := held(r, "c2", now); !near(cost, 0.4) || tokens != 40 {
 		t.Fatalf("held for others than c2: %g, %d tokens; want c1's second reservation only", cost, tokens)
 	}
-	if r.release("c1", 0, now); len(r.Reserved) != 2 {
+	if release(r, "c1", 0, now); len(r.Reserved) != 2 {
 		t.Fatalf("a charge of c1's step 0 left %+v; want c1's step 1 and c2's (the expired one gone)", r.Reserved)
 	}
-	if r.release("c1", 1, now); len(r.Reserved) != 1 || r.Reserved[0].Run != "c2" {
+	if release(r, "c1", 1, now); len(r.Reserved) != 1 || r.Reserved[0].Run != "c2" {
 		t.Fatalf("a charge of c1's step 1 left %+v", r.Reserved)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolfleet/toolfleet/internal/jsutil"
+	"github.com/toolfleet/toolfleet/internal/planner/runrec"
 	"github.com/toolfleet/toolfleet/internal/tick"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -81,8 +82,8 @@ func (p *Planner) recordResult(ctx context.Context, m jetstream.Msg, res events.
 	now := p.cfg.Now()
 	ahead, announced := false, false
 	apply := func(r *Run) (bool, error) {
-		c := r.call(res.CallID)
-		ahead = c == nil && r.ahead(res.CallID)
+		c := r.Call(res.CallID)
+		ahead = c == nil && callAhead(r, res.CallID)
 		// A result for another tenant's call of the same ids (its caller chose them) is
 		// not this run's.
 		if res.Caller.Tenant != r.Tenant {
@@ -90,8 +91,8 @@ func (p *Planner) recordResult(ctx context.Context, m jetstream.Msg, res events.
 		}
 		if c == nil {
 			// A composite call's sub-call settles; the call goes on until its own result.
-			if _, s := r.subCall(res.CallID); s != nil {
-				return s.subResult(res, now), nil
+			if _, s := subCall(r, res.CallID); s != nil {
+				return subResult(s, res, now), nil
 			}
 		}
 		if c == nil || c.Done() {
@@ -105,9 +106,9 @@ func (p *Planner) recordResult(ctx context.Context, m jetstream.Msg, res events.
 		c.NoSchemaMode = res.NoSchemaMode
 		// The executor's record is what was carried out (an answer over NATS, an expiry);
 		// the planner's own record of the same decision is kept.
-		c.addToolPolicy(res.Policy) // before the approval: the tool's hook was asked first
+		addToolPolicy(c, res.Policy) // before the approval: the tool's hook was asked first
 		if a := res.Approval; a != nil && (c.Approval == nil || c.Approval.Decision != a.Decision) {
-			c.setApproval(a)
+			setCallApproval(c, a)
 		}
 		finished := res.FinishedAt
 		if finished.IsZero() {
@@ -120,11 +121,11 @@ func (p *Planner) recordResult(ctx context.Context, m jetstream.Msg, res events.
 			c.StartedAt = &started
 		}
 		c.LimitWaitMS, c.AttemptSpans = res.LimitWaitMS, res.AttemptSpans
-		c.settleSubs(res.Status, res.Output, finished)
+		settleSubs(c, res.Status, res.Output, finished)
 		if r.Sequential {
-			r.calledNext(now)
+			calledNext(r, now)
 		}
-		r.matchStop(c)
+		matchStop(r, c)
 		if res.Status != events.StatusOK {
 			// A nested run that ended for its tree's budget is no failed call: the run
 			// ends by that budget at its next step (answerParent).
@@ -150,14 +151,14 @@ func (p *Planner) recordResult(ctx context.Context, m jetstream.Msg, res events.
 			p.emit(ctx, r, what, c.Step, c.ID, p.eventCall(detail))
 			p.recordUsage(ctx, r, c)
 		}
-		if r.Status == StatusRunning && r.stepComplete() {
+		if r.Status == StatusRunning && stepComplete(r) {
 			p.completeStep(r, now)
 		}
 		return true, nil
 	}
 	for {
 		stored, rev, fresh, err := p.runs.getCached(ctx, res.RunID)
-		if err == nil && !fresh && stored.call(res.CallID) == nil && stored.ahead(res.CallID) {
+		if err == nil && !fresh && stored.Call(res.CallID) == nil && callAhead(stored, res.CallID) {
 			// This replica's copy is behind the call's step (its calls went out while its
 			// state was being stored): wait for the state if this replica stores it, else
 			// read it, so that the result completing the step takes the next step here.
@@ -201,11 +202,11 @@ func (p *Planner) stepsOn(stored *Run, apply func(*Run) (bool, error)) (*Run, bo
 	if stored.Status != StatusRunning {
 		return nil, false
 	}
-	next := stored.clone()
+	next := stored.Clone()
 	if changed, err := apply(next); err != nil || !changed {
 		return nil, false
 	}
-	return next, next.Status == StatusRunning && next.Step > stored.Step && len(next.stepCalls()) == 0
+	return next, next.Status == StatusRunning && next.Step > stored.Step && len(next.StepCalls()) == 0
 }
 
 // errStepNotStored: a result or an approval request came for a call of a step whose
@@ -249,9 +250,9 @@ func (p *Planner) loadCall(ctx context.Context, runID, callID string) (*Run, uin
 		if err != nil {
 			return nil, 0, nil, err
 		}
-		c := run.call(callID)
+		c := run.Call(callID)
 		wait := b.Next()
-		if c != nil || !run.ahead(callID) || wait > 2*time.Second {
+		if c != nil || !callAhead(run, callID) || wait > 2*time.Second {
 			return run, rev, c, nil
 		}
 		if !p.waitStored(ctx, runID) && !tick.Sleep(ctx, wait) {
@@ -260,9 +261,9 @@ func (p *Planner) loadCall(ctx context.Context, runID, callID string) (*Run, uin
 	}
 }
 
-// ahead reports whether call is a call of r, which is running, at a step whose record
+// callAhead reports whether call is a call of r, which is running, at a step whose record
 // r has not made part of it yet.
-func (r *Run) ahead(call string) bool {
+func callAhead(r *Run, call string) bool {
 	if r.Status != StatusRunning {
 		return false
 	}
@@ -296,8 +297,8 @@ func (p *Planner) eventCall(c *CallRecord) any {
 }
 
 // stepComplete reports whether every call of the current step has its result.
-func (r *Run) stepComplete() bool {
-	calls := r.stepCalls()
+func stepComplete(r *Run) bool {
+	calls := r.StepCalls()
 	if len(calls) == 0 {
 		return false
 	}
@@ -314,22 +315,22 @@ func (r *Run) stepComplete() bool {
 // from the step's record and the calls' results (runlog.go), in the order of the
 // model's calls.
 func (p *Planner) completeStep(r *Run, now time.Time) {
-	for _, c := range r.stepCalls() {
+	for _, c := range r.StepCalls() {
 		if c.Status == string(events.StatusOK) && p.cat.isFinal(c.Name) {
 			r.Answer, r.AnswerCall = string(c.Output), c.ID
-			r.finish(TerminationFinalTool, c.Name+" is a final tool", now)
+			r.Finish(TerminationFinalTool, c.Name+" is a final tool", now)
 			return
 		}
 	}
-	if r.stopMatched(now) {
+	if stopMatched(r, now) {
 		return
 	}
 	if r.Errors >= r.Limits.ErrorThreshold {
-		r.finish(TerminationErrorThreshold, "too many tool calls failed", now)
+		r.Finish(TerminationErrorThreshold, "too many tool calls failed", now)
 		return
 	}
 	r.Step++
-	r.pauseAtBoundary(now) // pause.go
+	pauseAtBoundary(r, now) // pause.go
 }
 
 // failRun ends a run whose state cannot be stored (a permanent error, such as a value
@@ -340,7 +341,7 @@ func (p *Planner) failRun(ctx context.Context, runID string, cause error) error 
 		if r.Status == StatusDone {
 			return false, nil
 		}
-		r.finish(TerminationStorageError, fmt.Sprintf("the run's state could not be stored: %v", cause), p.cfg.Now())
+		r.Finish(TerminationStorageError, fmt.Sprintf("the run's state could not be stored: %v", cause), p.cfg.Now())
 		return true, nil
 	})
 	if err != nil {
@@ -386,19 +387,19 @@ func (p *Planner) afterDone(ctx context.Context, run *Run) error {
 }
 
 // allows reports whether the run may call name.
-func (r *Run) allows(name string) bool {
+func allows(r *Run, name string) bool {
 	return r.Tools == nil || slices.Contains(r.Tools, name)
 }
 
 // toolNames returns the tools the run may call, given the catalog's names.
-func (r *Run) toolNames(catalog []string) []string {
+func toolNames(r *Run, catalog []string) []string {
 	if r.Tools != nil {
 		return r.Tools
 	}
 	return catalog
 }
 
-func (r *Run) repaired(tool string) bool { return slices.Contains(r.Repaired, tool) }
+func repaired(r *Run, tool string) bool { return slices.Contains(r.Repaired, tool) }
 
 // handleApprovalRequest marks a call of a planner run as waiting for approval and tells
 // the run's watchers, who can answer through the API or over NATS.
@@ -411,15 +412,15 @@ func (p *Planner) handleApprovalRequest(ctx context.Context, m jetstream.Msg) {
 	}
 	ahead, now := false, p.cfg.Now()
 	run, err := p.runs.update(ctx, req.RunID, func(r *Run) (bool, error) {
-		c := r.call(req.CallID)
-		ahead = c == nil && r.ahead(req.CallID)
+		c := r.Call(req.CallID)
+		ahead = c == nil && callAhead(r, req.CallID)
 		if req.Caller.Tenant != r.Tenant || r.Status == StatusDone {
 			return false, nil
 		}
 		parked := now
 		if c == nil {
 			// A sub-call of a composite call waits like a call of the run.
-			if pc, s := r.subCall(req.CallID); s != nil && !pc.Done() && !s.Done() && s.Status != string(CallAwaitingApproval) {
+			if pc, s := subCall(r, req.CallID); s != nil && !pc.Done() && !s.Done() && s.Status != string(CallAwaitingApproval) {
 				s.Status, s.ApprovalRequestedAt = string(CallAwaitingApproval), &parked
 				return true, nil
 			}
@@ -443,9 +444,9 @@ func (p *Planner) handleApprovalRequest(ctx context.Context, m jetstream.Msg) {
 		_ = m.NakWithDelay(stepNotStoredDelay(m))
 		return
 	}
-	if c := run.call(req.CallID); c != nil {
+	if c := run.Call(req.CallID); c != nil {
 		p.emit(ctx, run, "approval_needed", c.Step, c.ID, req)
-	} else if c, s := run.subCall(req.CallID); s != nil {
+	} else if c, s := subCall(run, req.CallID); s != nil {
 		p.emit(ctx, run, "approval_needed", c.Step, s.ID, req)
 	}
 	p.ack(m)
@@ -484,7 +485,7 @@ func (p *Planner) Approve(ctx context.Context, callID string, caller events.Iden
 	if err := p.mayAct(run, caller, "answer the approvals of"); err != nil {
 		return err
 	}
-	slot := run.approvalSlot(callID)
+	slot := slotOf(run, callID)
 	if slot.call == nil {
 		// Not a call of the current step: an earlier one has ended; look it up.
 		full, err := p.rlog.assemble(ctx, run)
@@ -508,7 +509,7 @@ func (p *Planner) Approve(ctx context.Context, callID string, caller events.Iden
 	}
 	tool := slot.tool()
 	if d, ok := p.cat.get(tool); ok {
-		act := events.Act{Actor: caller, Owner: run.caller(), What: "answer the approvals of", Kind: "run", ID: run.ID}
+		act := events.Act{Actor: caller, Owner: run.Caller(), What: "answer the approvals of", Kind: "run", ID: run.ID}
 		if err := p.refusal(events.MayAct(act, p.cfg.OperatorRoles, &d)); err != nil {
 			return err
 		}
@@ -528,7 +529,7 @@ func (p *Planner) Approve(ctx context.Context, callID string, caller events.Iden
 		rec.ArgumentsOriginal, rec.ArgumentsApproved = args, ans.Arguments
 	}
 	run, err = p.runs.updateFrom(ctx, runID, run, rev, true, func(r *Run) (bool, error) {
-		slot := r.approvalSlot(callID)
+		slot := slotOf(r, callID)
 		if slot.call == nil {
 			return false, notFoundf("no call %q", callID)
 		}
@@ -546,7 +547,7 @@ func (p *Planner) Approve(ctx context.Context, callID string, caller events.Iden
 		// Not published, or an answer over NATS came first (same answer id): take the
 		// record back; the result will carry the decision that stood.
 		if _, uerr := p.runs.update(context.WithoutCancel(ctx), runID, func(r *Run) (bool, error) {
-			return r.approvalSlot(callID).takeBack(rec), nil
+			return slotOf(r, callID).takeBack(rec), nil
 		}); uerr != nil {
 			p.log.Warn().Err(uerr).Str("run_id", runID).Str("call_id", callID).Msg("taking back an approval that was not published")
 		}
@@ -555,7 +556,7 @@ func (p *Planner) Approve(ctx context.Context, callID string, caller events.Iden
 		}
 		return conflictf("call %s was answered already, over NATS", callID)
 	}
-	if slot := run.approvalSlot(callID); slot.call != nil {
+	if slot := slotOf(run, callID); slot.call != nil {
 		p.emit(ctx, run, "approval_answered", slot.call.Step, callID, rec)
 	}
 	return nil
@@ -566,15 +567,15 @@ func (p *Planner) Approve(ctx context.Context, callID string, caller events.Iden
 // neither.
 type approvalSlot struct {
 	call *CallRecord
-	sub  *SubCall
+	sub  *runrec.SubCall
 }
 
 // approvalSlot returns the call or sub-call id of r's current step.
-func (r *Run) approvalSlot(id string) approvalSlot {
-	if c := r.call(id); c != nil {
+func slotOf(r *Run, id string) approvalSlot {
+	if c := r.Call(id); c != nil {
 		return approvalSlot{call: c}
 	}
-	c, s := r.subCall(id)
+	c, s := subCall(r, id)
 	return approvalSlot{call: c, sub: s}
 }
 
@@ -600,7 +601,7 @@ func (a approvalSlot) answerable() error {
 // setApproval records the decision rec.
 func (a approvalSlot) setApproval(rec *events.Approval) {
 	if a.sub == nil {
-		a.call.setApproval(rec)
+		setCallApproval(a.call, rec)
 		return
 	}
 	a.sub.Approval = rec // the sub-call's approved arguments are the record's
@@ -620,7 +621,7 @@ func (a approvalSlot) takeBack(rec *events.Approval) bool {
 	}
 	*ptr = nil
 	if a.sub == nil {
-		a.call.undoApprovalArguments()
+		undoApprovalArguments(a.call)
 	}
 	return true
 }
@@ -679,8 +680,8 @@ func approvalConflict(id, status string, a *events.Approval) error {
 
 // setApproval records the decision on the call; when the approval modified the
 // arguments, Arguments become what runs and ArgumentsOriginal keeps what the model asked.
-func (c *CallRecord) setApproval(a *events.Approval) {
-	c.undoApprovalArguments() // replacing a record that modified them
+func setCallApproval(c *CallRecord, a *events.Approval) {
+	undoApprovalArguments(c) // replacing a record that modified them
 	c.Approval = a
 	if len(a.ArgumentsApproved) > 0 {
 		if c.ArgumentsOriginal == nil { // else a policy hook modified them: the model's are kept

@@ -63,7 +63,7 @@ func (s *stepContext) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	msgs = append(msgs[:len(msgs):len(msgs)], modelMessage(rec, run.Limits.contextBudget()))
+	msgs = append(msgs[:len(msgs):len(msgs)], modelMessage(rec, run.Limits.ContextBytes()))
 	encoded, omitted, err := boundMessages(msgs, runContextMaxBytes)
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolfleet/toolfleet/internal/planner/runrec"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
@@ -20,44 +21,9 @@ import (
 // it costs.
 
 const (
-	// inputPreviewRunes is how much of a run's input its summary keeps (and q searches).
-	inputPreviewRunes = 200
-	// maxCalledTools bounds Run.Called.
-	maxCalledTools = 64
 	// maxAnsweredApprovals bounds the answered approvals remembered per tenant.
 	maxAnsweredApprovals = 1000
 )
-
-// inputPreview is the start of the input text of a run whose input is msgs: its last
-// user message's.
-func inputPreview(msgs []provider.Message) string {
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role == provider.RoleUser && msgs[i].Text != "" {
-			return firstRunes(msgs[i].Text, inputPreviewRunes)
-		}
-	}
-	return ""
-}
-
-// firstRunes returns the first n characters of s.
-func firstRunes(s string, n int) string {
-	i := 0
-	for pos := range s {
-		if i == n {
-			return s[:pos]
-		}
-		i++
-	}
-	return s
-}
-
-// countCall counts a call of tool made by the model (CallCount, Called).
-func (r *Run) countCall(tool string) {
-	r.CallCount++
-	if !slices.Contains(r.Called, tool) && len(r.Called) < maxCalledTools {
-		r.Called = append(r.Called, tool)
-	}
-}
 
 // RunSummary is a run as lists show it (GET /v1/runs): small, kept in memory by every
 // replica for every stored run.
@@ -89,28 +55,28 @@ type RunSummary struct {
 // watchedRun is what a replica reads of each value of the runs bucket: the run's
 // summary, and what the sweeper needs (deadline, lease).
 type watchedRun struct {
-	ID           string         `json:"id"`
-	ParentID     string         `json:"parentId"`
-	Depth        int            `json:"depth"`
-	Status       Status         `json:"status"`
-	Termination  Termination    `json:"termination"`
-	Detail       string         `json:"detail"`
-	Model        string         `json:"model"`
-	Tenant       string         `json:"tenant"`
-	Role         string         `json:"role"`
-	Step         int            `json:"step"`
-	Recorded     int            `json:"recorded"`
-	Calls        []watchedCall  `json:"calls"`
-	Usage        provider.Usage `json:"usage"`
-	Cost         float64        `json:"cost"`
-	CreatedAt    time.Time      `json:"createdAt"`
-	FinishedAt   *time.Time     `json:"finishedAt"`
-	Deadline     time.Time      `json:"deadline"`
-	Lease        *stepLease     `json:"lease"`
-	Turn         int            `json:"turn"`
-	InputPreview string         `json:"inputPreview"`
-	CallCount    int            `json:"callCount"`
-	Called       []string       `json:"called"`
+	ID           string            `json:"id"`
+	ParentID     string            `json:"parentId"`
+	Depth        int               `json:"depth"`
+	Status       Status            `json:"status"`
+	Termination  Termination       `json:"termination"`
+	Detail       string            `json:"detail"`
+	Model        string            `json:"model"`
+	Tenant       string            `json:"tenant"`
+	Role         string            `json:"role"`
+	Step         int               `json:"step"`
+	Recorded     int               `json:"recorded"`
+	Calls        []watchedCall     `json:"calls"`
+	Usage        provider.Usage    `json:"usage"`
+	Cost         float64           `json:"cost"`
+	CreatedAt    time.Time         `json:"createdAt"`
+	FinishedAt   *time.Time        `json:"finishedAt"`
+	Deadline     time.Time         `json:"deadline"`
+	Lease        *runrec.StepLease `json:"lease"`
+	Turn         int               `json:"turn"`
+	InputPreview string            `json:"inputPreview"`
+	CallCount    int               `json:"callCount"`
+	Called       []string          `json:"called"`
 }
 
 // watchedCall is what the index reads of a call of the control state.
@@ -146,7 +112,7 @@ func (c *watchedCall) done() bool {
 }
 
 func (w *watchedRun) summary() RunSummary {
-	steps := (&Run{Status: w.Status, Termination: w.Termination, Step: w.Step, Recorded: w.Recorded}).stepsTaken()
+	steps := (&Run{Status: w.Status, Termination: w.Termination, Step: w.Step, Recorded: w.Recorded}).StepsTaken()
 	s := RunSummary{ID: w.ID, Status: w.Status, Termination: w.Termination, Detail: w.Detail, Model: w.Model,
 		Tenant: w.Tenant, Role: w.Role, ParentID: w.ParentID, Depth: w.Depth, CreatedAt: w.CreatedAt,
 		FinishedAt: w.FinishedAt, Steps: steps, Calls: w.CallCount, Tools: w.Called, Input: w.InputPreview,

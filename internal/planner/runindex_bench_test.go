@@ -29,7 +29,7 @@ func benchRunState(i int, at time.Time) []byte {
 		Calls: []*CallRecord{{ID: callID("r", 0, 0), ModelCallID: "call_1", Name: "add", Status: "ok", Validated: true,
 			Executor: "executor-1", Attempts: 1, CalledAt: at, FinishedAt: &fin, DurationMS: 3}},
 		CreatedAt: at, Deadline: at.Add(time.Hour), FinishedAt: &fin}
-	b, err := json.Marshal(r.control())
+	b, err := json.Marshal(r.Control())
 	if err != nil {
 		panic(err)
 	}

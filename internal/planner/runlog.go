@@ -594,7 +594,7 @@ func (l *runLog) prune(run string, from int) {
 
 // stepMessages returns the messages step rec adds to the conversation, given its calls.
 func (l *runLog) stepMessages(ctx context.Context, r *Run, rec *stepRecord, calls []*CallRecord) ([]provider.Message, error) {
-	out := []provider.Message{modelMessage(rec, r.Limits.contextBudget())}
+	out := []provider.Message{modelMessage(rec, r.Limits.ContextBytes())}
 	if rec.Retried {
 		out = append(out, provider.Message{Role: provider.RoleUser, Text: retryNudge})
 	}
@@ -608,7 +608,7 @@ func (l *runLog) stepMessages(ctx context.Context, r *Run, rec *stepRecord, call
 			return nil, err
 		}
 		tool.ToolResults = append(tool.ToolResults, provider.ToolResult{
-			CallID: c.ModelCallID, Name: c.Name, Content: withinBudget(content, c.ID, r.Limits.contextBudget()), IsError: c.Failed()})
+			CallID: c.ModelCallID, Name: c.Name, Content: withinBudget(content, c.ID, r.Limits.ContextBytes()), IsError: c.Failed()})
 	}
 	return append(out, tool), nil
 }
@@ -672,7 +672,7 @@ func (l *runLog) assemble(ctx context.Context, r *Run) (*Run, error) {
 			return nil, err
 		}
 		if !done { // the current step: its results are not fed back yet
-			out.Messages = append(out.Messages, modelMessage(rec, r.Limits.contextBudget()))
+			out.Messages = append(out.Messages, modelMessage(rec, r.Limits.ContextBytes()))
 			continue
 		}
 		m, err := l.stepMessages(ctx, r, rec, calls)

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/rs/zerolog"
 
+	"github.com/toolfleet/toolfleet/internal/planner/runrec"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
@@ -424,7 +425,7 @@ steps:
 		t.Fatalf("stored result (%d bytes): ref %+v, %v; want a small result holding the reference", len(m.Data), stored.OutputRef, err)
 	}
 	tool := run.Messages[2]
-	if tool.Role != provider.RoleTool || len(tool.ToolResults[0].Content) > 2*DefaultContextBudget ||
+	if tool.Role != provider.RoleTool || len(tool.ToolResults[0].Content) > 2*runrec.DefaultContextBudget ||
 		!strings.Contains(string(tool.ToolResults[0].Content), run.Calls[0].ID) {
 		t.Fatalf("the model saw %d bytes (%.200s); want the output cut to the context budget with the call id", len(tool.ToolResults[0].Content), tool.ToolResults[0].Content)
 	}

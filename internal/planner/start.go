@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolfleet/toolfleet/internal/jsutil"
+	"github.com/toolfleet/toolfleet/internal/planner/runrec"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -81,7 +82,10 @@ func (p *Planner) start(ctx context.Context, req StartRequest, id string, parent
 		if !parent.Deadline.IsZero() && (run.Deadline.IsZero() || run.Deadline.After(parent.Deadline)) {
 			run.Deadline = parent.Deadline // a nested run ends by its parent's time
 		}
-		run.PolicyHook = clonePtr(parent.PolicyHook) // a nested run is held to its parent's policy
+		if h := parent.PolicyHook; h != nil {
+			hook := *h
+			run.PolicyHook = &hook // a nested run is held to its parent's policy
+		}
 	}
 	run.Sequential = req.Parallel != nil && !*req.Parallel
 	p.startRunSpan(ctx, run, parent)
@@ -108,7 +112,7 @@ func (p *Planner) start(ctx context.Context, req StartRequest, id string, parent
 	if serving && parent == nil {
 		first = newCreateGate()
 		p.rlog.keepInput(run.ID, run.Messages)
-		if !p.takeFirstStep(run.clone(), first) {
+		if !p.takeFirstStep(run.Clone(), first) {
 			first = nil
 		}
 	}
@@ -187,7 +191,7 @@ func (p *Planner) newRun(req StartRequest, id string) (*Run, error) {
 	if err := validatePolicy(req.PolicyHook); err != nil {
 		return nil, requestErrorf("%v", err)
 	}
-	if err := req.Pause.validate(); err != nil {
+	if err := req.Pause.Validate(); err != nil {
 		return nil, requestErrorf("%v", err)
 	}
 
@@ -232,15 +236,15 @@ func (p *Planner) newRun(req StartRequest, id string) (*Run, error) {
 		ToolChoice: choice, Limits: limits, Pick: pick, Metadata: req.Metadata, Messages: msgs,
 		Tenant: req.Caller.Tenant, Role: req.Caller.Role, StopWhen: req.StopWhen, StopHook: req.StopHook,
 		PolicyHook: req.PolicyHook, CreatedAt: now, Deadline: now.Add(limits.Timeout.D()),
-		InputPreview: inputPreview(msgs), PauseOn: pauseOn(req.Pause)}, nil
+		InputPreview: runrec.InputPreview(msgs), PauseOn: pauseOn(req.Pause)}, nil
 }
 
 // pauseOn is the run's pause options as a start gives them (nil: none).
 func pauseOn(o *PauseOptions) *PauseOptions {
-	if o.empty() {
+	if o.Empty() {
 		return nil
 	}
-	return o.clone()
+	return o.Clone()
 }
 
 func (p *Planner) modelNames() []string {
@@ -297,7 +301,7 @@ func (p *Planner) Wait(ctx context.Context, id string) (*Run, error) {
 				// (a run changing while the watch starts), so that value comes after the
 				// marker. The bucket answers.
 				r, err := p.Get(ctx, id)
-				if err != nil || r.Status.settled() {
+				if err != nil || settled(r.Status) {
 					return r, err
 				}
 				continue
@@ -307,7 +311,7 @@ func (p *Planner) Wait(ctx context.Context, id string) (*Run, error) {
 				continue
 			}
 			last = &r
-			if r.Status.settled() {
+			if settled(r.Status) {
 				return p.rlog.assemble(ctx, last)
 			}
 		}
@@ -318,7 +322,7 @@ func (p *Planner) Wait(ctx context.Context, id string) (*Run, error) {
 // for the run: the run's tools as the catalog has them now, narrowed by the picker when
 // the set is large. A tool named by toolChoice stays in the set.
 func (p *Planner) stepTools(ctx context.Context, r *Run, msgs []provider.Message) ([]tools.Definition, StepTools, error) {
-	names := r.available(p.cat.names()) // without the tools disabled for the run
+	names := available(r, p.cat.names()) // without the tools disabled for the run
 	rec := StepTools{Step: r.Step}
 	if p.cfg.Picker != nil && (r.Pick || len(names) > p.cfg.PickThreshold) {
 		picked, err := p.cfg.Picker.Pick(ctx, PickQuery{Input: lastUserText(msgs), Tools: r.Tools,
@@ -353,7 +357,7 @@ func (p *Planner) stepTools(ctx context.Context, r *Run, msgs []provider.Message
 			}
 			continue
 		}
-		if d, ok := p.cat.get(n); ok && r.allowsTool(d) {
+		if d, ok := p.cat.get(n); ok && allowsTool(r, d) {
 			defs = append(defs, d)
 			rec.Tools = append(rec.Tools, n)
 		}

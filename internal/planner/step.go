@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolfleet/toolfleet/internal/jsutil"
+	"github.com/toolfleet/toolfleet/internal/planner/runrec"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/internal/tick"
 	"github.com/toolfleet/toolfleet/pkg/events"
@@ -81,7 +82,7 @@ func (p *Planner) takeStep(ctx context.Context, cl claim, runID string, step int
 		if err != nil {
 			return err
 		}
-		if plan && run.Status == StatusRunning && run.Step == step && len(run.stepCalls()) == 0 {
+		if plan && run.Status == StatusRunning && run.Step == step && len(run.StepCalls()) == 0 {
 			if err := p.leaseHeld(run, step); err != nil {
 				return err
 			}
@@ -107,14 +108,14 @@ func (p *Planner) stepFrom(ctx context.Context, cl claim, b stepBase, step int) 
 	if run.Step != step {
 		return nil // a stale or repeated request
 	}
-	if calls := run.stepCalls(); len(calls) > 0 {
+	if calls := run.StepCalls(); len(calls) > 0 {
 		// The model already answered this step (a resumed step); make sure its calls went out.
 		return p.dispatch(ctx, run)
 	}
 	if t, detail := p.stopBeforeModel(run); t != "" {
 		return p.end(ctx, b, step, t, detail)
 	}
-	if run.ParentID != "" && !run.budgeted() { // a budget's reservation checks them (reserve.go)
+	if run.ParentID != "" && !budgeted(run) { // a budget's reservation checks them (reserve.go)
 		t, detail, err := p.ancestorsStop(ctx, run)
 		if err != nil {
 			return err
@@ -208,7 +209,7 @@ func (p *Planner) stepFrom(ctx context.Context, cl claim, b stepBase, step int) 
 	state.Lease = nil
 	p.modelAnswered(ctx, &state, step, stored.Message, stored.Calls, stored.Warnings, run.Usage)
 	var calls []*nats.Msg
-	callsAhead := state.Status == StatusRunning && state.Step == step && len(state.stepCalls()) > 0 && !state.nests()
+	callsAhead := state.Status == StatusRunning && state.Step == step && len(state.StepCalls()) > 0 && !nests(&state)
 	if callsAhead {
 		if calls, err = p.callMessages(ctx, &state); err != nil {
 			return err
@@ -232,7 +233,7 @@ func (p *Planner) stepFrom(ctx context.Context, cl claim, b stepBase, step int) 
 	doneStoring()
 	var sentCalls []*CallRecord
 	if sent != nil {
-		sentCalls = state.stepCalls()
+		sentCalls = state.StepCalls()
 		if serr := sent(ctx); serr != nil && err == nil {
 			err = serr
 		}
@@ -244,19 +245,19 @@ func (p *Planner) stepFrom(ctx context.Context, cl claim, b stepBase, step int) 
 // the run: base is the run's tree totals as the step found them.
 func applyStep(step int, state *Run, base int) func(r *Run) (bool, error) {
 	return func(r *Run) (bool, error) {
-		if r.canceledAt(step) {
+		if canceledAt(r, step) {
 			held := r.Reserved
-			kept := r.keepCanceledStep(state) // its calls went out: they are the run's
+			kept := keepCanceledStep(r, state) // its calls went out: they are the run's
 			r.Reserved = held
 			return kept, nil
 		}
-		if r.Status == StatusDone || r.Step != step || len(r.stepCalls()) > 0 || r.Recorded > step {
+		if r.Status == StatusDone || r.Step != step || len(r.StepCalls()) > 0 || r.Recorded > step {
 			return false, nil // another replica took the step meanwhile
 		}
-		ctl, deadline, tree := r.runControls, r.Deadline, r.treeState()
+		ctl, deadline, tree := r.Controls, r.Deadline, treeStateOf(r)
 		*r = *state
-		r.keepControls(ctl, deadline) // what callers changed while the model answered
-		r.keepNested(base, tree)      // and nested runs' charges
+		keepControls(r, ctl, deadline) // what callers changed while the model answered
+		keepNested(r, base, tree)      // and nested runs' charges
 		r.Calls = slices.Clone(state.Calls)
 		return true, nil
 	}
@@ -287,7 +288,7 @@ func (p *Planner) commitStep(ctx context.Context, b stepBase, step int, rec *ste
 	}
 	p.rlog.keepStep(runID, rec)
 	p.modelAnswered(ctx, &state, step, rec.Message, rec.Calls, rec.Warnings, before)
-	if state.Status != StatusRunning || state.Step != step || len(state.stepCalls()) == 0 || state.nests() {
+	if state.Status != StatusRunning || state.Step != step || len(state.StepCalls()) == 0 || nests(&state) {
 		return run, nil, nil // no calls, or nested runs: dispatched from the stored state
 	}
 	calls, err := p.callMessages(ctx, &state)
@@ -298,7 +299,7 @@ func (p *Planner) commitStep(ctx context.Context, b stepBase, step int, rec *ste
 	if err != nil {
 		return run, nil, err
 	}
-	return run, state.stepCalls(), wait(ctx)
+	return run, state.StepCalls(), wait(ctx)
 }
 
 // stepStored does what the stored step calls for (err: storing it or sending its calls
@@ -310,7 +311,7 @@ func (p *Planner) stepStored(ctx context.Context, run *Run, sent []*CallRecord, 
 		return err
 	}
 	if sent != nil && run.Termination == TerminationCanceled {
-		p.cancelCalls(ctx, run, sent, run.caller()) // canceled while its calls went out
+		p.cancelCalls(ctx, run, sent, run.Caller()) // canceled while its calls went out
 	}
 	if run.ParentID != "" && run.Status == StatusRunning &&
 		(charged == nil || charged.TreeSeq != run.TreeSeq || charged.Tree() != run.Tree()) {
@@ -319,7 +320,7 @@ func (p *Planner) stepStored(ctx context.Context, run *Run, sent []*CallRecord, 
 			return err
 		}
 	}
-	if run.Status == StatusDone || len(run.stepCalls()) == 0 {
+	if run.Status == StatusDone || len(run.StepCalls()) == 0 {
 		return p.afterChange(ctx, run)
 	}
 	if sent != nil {
@@ -334,7 +335,7 @@ func (p *Planner) stepStored(ctx context.Context, run *Run, sent []*CallRecord, 
 func (p *Planner) answered(ctx context.Context, b stepBase, step int, resp *provider.Response, offered StepTools, now time.Time) error {
 	before, injected := b.run.Usage, b.run.Injected
 	run, err := b.update(ctx, p, step, func(r *Run) (bool, error) {
-		if r.Status == StatusDone || r.Step != step || len(r.stepCalls()) > 0 || r.Recorded > step {
+		if r.Status == StatusDone || r.Step != step || len(r.StepCalls()) > 0 || r.Recorded > step {
 			return false, nil // another replica took the step meanwhile
 		}
 		if r.Injected != injected {
@@ -370,8 +371,8 @@ func (p *Planner) recorded(ctx context.Context, cl claim, run *Run, step int) (*
 
 // nests reports whether the current step of r calls run_agent: such a step starts its
 // nested runs once its state is stored.
-func (r *Run) nests() bool {
-	for _, c := range r.stepCalls() {
+func nests(r *Run) bool {
+	for _, c := range r.StepCalls() {
 		if c.Name == AgentToolName {
 			return true
 		}
@@ -383,7 +384,7 @@ func (r *Run) nests() bool {
 // state and returns the step's record: the answer, the calls it made, how the previous
 // step's calls ended, and the state it leaves.
 func (p *Planner) newStepRecord(ctx context.Context, cl claim, run *Run, resp *provider.Response, offered StepTools, now time.Time) *stepRecord {
-	next := run.control().clone() // a deep copy: the record keeps what it is given
+	next := run.Control().Clone() // a deep copy: the record keeps what it is given
 	step := next.Step
 	rec := &stepRecord{Step: step, Closed: next.Calls, Offered: &offered, Seen: run.Injected}
 	next.Seen = run.Injected
@@ -398,7 +399,7 @@ func (p *Planner) newStepRecord(ctx context.Context, cl claim, run *Run, resp *p
 	rec.Calls = next.Calls
 	rec.Warnings = next.Warnings
 	rec.Retried = slices.Contains(next.RetriedSteps, step)
-	rec.State = next.control()
+	rec.State = next.Control()
 	return rec
 }
 
@@ -409,10 +410,10 @@ func (p *Planner) end(ctx context.Context, b stepBase, step int, t Termination, 
 	run, err := b.update(ctx, p, step, func(r *Run) (bool, error) {
 		// t was decided on the state of turn: a run continued since (a follow-up reopened
 		// it at this same step, with its own deadline and counters) is not ended by it.
-		if r.Status == StatusDone || r.Turn != turn || r.Step != step || len(r.stepCalls()) > 0 || r.Recorded > step {
+		if r.Status == StatusDone || r.Turn != turn || r.Step != step || len(r.StepCalls()) > 0 || r.Recorded > step {
 			return false, nil
 		}
-		r.finish(t, detail, p.cfg.Now())
+		r.Finish(t, detail, p.cfg.Now())
 		return true, nil
 	})
 	if err != nil {
@@ -427,14 +428,14 @@ func (p *Planner) stopBeforeModel(r *Run) (Termination, string) {
 	switch {
 	case !r.Deadline.IsZero() && !now.Before(r.Deadline):
 		return TerminationTimeout, fmt.Sprintf("the run's time limit of %s is up", r.Limits.Timeout.D())
-	case r.stepsStop() != "": // steps count per continuation, its nested runs' too
-		return TerminationMaxSteps, r.stepsStop()
-	case r.tokensStop() != "": // the tree's tokens: its own and its nested runs'
-		return TerminationTokenBudget, r.tokensStop()
+	case stepsStop(r) != "": // steps count per continuation, its nested runs' too
+		return TerminationMaxSteps, stepsStop(r)
+	case tokensStop(r) != "": // the tree's tokens: its own and its nested runs'
+		return TerminationTokenBudget, tokensStop(r)
 	case r.Errors >= r.Limits.ErrorThreshold:
 		return TerminationErrorThreshold, fmt.Sprintf("%d tool calls failed (threshold %d)", r.Errors, r.Limits.ErrorThreshold)
-	case r.overCostBudget() != "":
-		return TerminationCostBudget, r.overCostBudget()
+	case overCostBudget(r) != "":
+		return TerminationCostBudget, overCostBudget(r)
 	}
 	return "", ""
 }
@@ -451,12 +452,12 @@ func (p *Planner) askModel(ctx context.Context, cl claim, run *Run, msgs []provi
 		return nil, offered, err
 	}
 	req := provider.Request{System: run.System, Messages: msgs, Tools: defs, ToolChoice: run.ToolChoice}
-	if run.budgeted() { // the most the answer may cost is reserved, its max_tokens capped to fit
+	if budgeted(run) { // the most the answer may cost is reserved, its max_tokens capped to fit
 		if err := p.budgetAnswer(ctx, cl, run, &req); err != nil {
 			return nil, offered, err
 		}
 	}
-	mctx, cancel := run.within(ctx, p.cfg.ModelTimeout)
+	mctx, cancel := run.Within(ctx, p.cfg.ModelTimeout)
 	defer cancel()
 	stop := cl.hold()
 	defer stop()
@@ -498,7 +499,7 @@ func (p *Planner) applyModelResponse(ctx context.Context, cl claim, r *Run, resp
 	msg := resp.Message
 	if len(msg.ToolCalls) == 0 && r.ToolChoice.Mode == provider.ChoiceRequired {
 		if slices.Contains(r.RetriedSteps, r.Step-1) {
-			r.finish(TerminationToolRequired, fmt.Sprintf(
+			r.Finish(TerminationToolRequired, fmt.Sprintf(
 				"toolChoice is required, but the model answered without a tool call at steps %d and %d", r.Step-1, r.Step), now)
 			return
 		}
@@ -511,25 +512,25 @@ func (p *Planner) applyModelResponse(ctx context.Context, cl claim, r *Run, resp
 	}
 	if len(msg.ToolCalls) == 0 {
 		r.Answer = msg.Text
-		r.finish(TerminationCompleted, "", now)
+		r.Finish(TerminationCompleted, "", now)
 		return
 	}
 	for i, tc := range msg.ToolCalls {
 		c := &CallRecord{ID: callID(r.ID, r.Step, i), ModelCallID: tc.ID, Name: tc.Name,
 			Arguments: tc.Arguments, Step: r.Step, Status: string(CallPending), CalledAt: now, Validated: true}
 		r.Calls = append(r.Calls, c)
-		r.countCall(tc.Name)
+		r.CountCall(tc.Name)
 
-		n := r.Loop.add(callKey(tc.Name, tc.Arguments))
+		n := r.Loop.Add(callKey(tc.Name, tc.Arguments))
 		if n >= r.Limits.LoopThreshold {
 			warning := fmt.Sprintf("%s was called %d times in a row with the same arguments", tc.Name, n)
 			switch r.Limits.LoopAction {
-			case LoopStop:
-				c.answerLocal(string(events.StatusError), tools.Errorf(codeLoopDetected, "%s; the run is stopped", warning), now)
-				r.finish(TerminationLoopDetected, warning, now)
+			case runrec.LoopStop:
+				c.AnswerLocal(string(events.StatusError), tools.Errorf(codeLoopDetected, "%s; the run is stopped", warning), now)
+				r.Finish(TerminationLoopDetected, warning, now)
 				return
-			case LoopInject:
-				c.answerLocal(string(events.StatusError), tools.Errorf(codeLoopDetected,
+			case runrec.LoopInject:
+				c.AnswerLocal(string(events.StatusError), tools.Errorf(codeLoopDetected,
 					"%s; calling it again will not give a different result. Change the arguments, use another tool, or answer with what you have", warning), now)
 				r.Warnings = append(r.Warnings, warning)
 				continue
@@ -543,7 +544,7 @@ func (p *Planner) applyModelResponse(ctx context.Context, cl claim, r *Run, resp
 	if p.chargeStep(r, now) {
 		return
 	}
-	if r.stepComplete() {
+	if stepComplete(r) {
 		p.completeStep(r, now)
 	}
 }
@@ -558,19 +559,19 @@ const codeLoopDetected tools.Code = "loop_detected"
 // arguments get a free repair.
 func (p *Planner) checkCall(r *Run, c *CallRecord, now time.Time) {
 	if _, inCatalog := p.cat.get(c.Name); !inCatalog && c.Name != AgentToolName {
-		c.answerLocal(string(events.StatusNoSuchTool), tools.Errorf(tools.CodeNoSuchTool,
-			"tool %q is not available: no executor serves it; %s", c.Name, r.mayCall()), now)
+		c.AnswerLocal(string(events.StatusNoSuchTool), tools.Errorf(tools.CodeNoSuchTool,
+			"tool %q is not available: no executor serves it; %s", c.Name, mayCall(r)), now)
 		r.Errors++
 		return
 	}
-	if why := r.refusal(c.Name); why != "" {
-		c.answerLocal(string(events.StatusError), tools.Errorf(tools.CodeNotAllowed, "%s; %s", why, r.mayCall()), now)
+	if why := callRefusal(r, c.Name); why != "" {
+		c.AnswerLocal(string(events.StatusError), tools.Errorf(tools.CodeNotAllowed, "%s; %s", why, mayCall(r)), now)
 		r.Errors++
 		return
 	}
 	if c.Name == AgentToolName {
 		if err := p.checkAgentCall(r, c); err != nil {
-			c.answerLocal(string(events.StatusError), err, now)
+			c.AnswerLocal(string(events.StatusError), err, now)
 			if !budgetCode(err.Code) { // the run ends by that budget at its next step
 				r.Errors++
 			}
@@ -578,8 +579,8 @@ func (p *Planner) checkCall(r *Run, c *CallRecord, now time.Time) {
 		return
 	}
 	refuse := func(te *tools.Error) {
-		c.answerLocal(string(events.StatusOf(te)), te, now)
-		if te.Code == tools.CodeInvalidInput && !r.repaired(c.Name) {
+		c.AnswerLocal(string(events.StatusOf(te)), te, now)
+		if te.Code == tools.CodeInvalidInput && !repaired(r, c.Name) {
 			r.Repaired = append(r.Repaired, c.Name) // the one free repair
 			return
 		}
@@ -606,14 +607,14 @@ func (p *Planner) checkCall(r *Run, c *CallRecord, now time.Time) {
 
 // refusal says why the run may not call name at its current step, or "" when it may.
 // The agent tool at the depth limit is left to checkAgentCall, which says so.
-func (r *Run) refusal(name string) string {
+func callRefusal(r *Run, name string) string {
 	switch {
 	case r.ToolChoice.Mode == provider.ChoiceNone:
 		return fmt.Sprintf("tool %q was not run: toolChoice is none, so no tool may be called", name)
 	case r.ToolChoice.Mode == provider.ChoiceTool && name != r.ToolChoice.Tool:
 		return fmt.Sprintf("tool %q was not run: toolChoice names %q, the only tool that may be called", name, r.ToolChoice.Tool)
 	}
-	if why := r.toolSetRefusal(name); why != "" {
+	if why := toolSetRefusal(r, name); why != "" {
 		return fmt.Sprintf("tool %q was not run: %s", name, why)
 	}
 	return ""
@@ -624,43 +625,36 @@ func (r *Run) refusal(name string) string {
 // at the step), or "" when it is inside. It is refusal without toolChoice, which only
 // says which tool the model itself calls: a composite's sub-calls are held to it
 // (composite.go).
-func (r *Run) toolSetRefusal(name string) string {
+func toolSetRefusal(r *Run, name string) string {
 	switch {
-	case !r.allows(name):
+	case !allows(r, name):
 		return "it is not among this run's tools"
 	case slices.Contains(r.Disabled, name):
 		return "it is disabled for this run"
 	case name == AgentToolName && r.Depth >= r.Limits.MaxDepth:
 		return ""
 	}
-	if o := r.offered(r.Step); o != nil && !slices.Contains(o.Tools, name) {
+	if o := r.OfferedAt(r.Step); o != nil && !slices.Contains(o.Tools, name) {
 		return "it was not offered at this step"
 	}
 	return ""
 }
 
 // mayCall tells the model what it may call at the current step.
-func (r *Run) mayCall() string {
+func mayCall(r *Run) string {
 	switch r.ToolChoice.Mode {
 	case provider.ChoiceNone:
 		return "answer in text"
 	case provider.ChoiceTool:
 		return fmt.Sprintf("call %s", r.ToolChoice.Tool)
 	}
-	if o := r.offered(r.Step); o != nil {
+	if o := r.OfferedAt(r.Step); o != nil {
 		return fmt.Sprintf("tools you may call: %v", o.Tools)
 	}
 	if r.Tools == nil {
 		return "call only the tools you were offered"
 	}
 	return fmt.Sprintf("tools you may call: %v", r.Tools)
-}
-
-// answerLocal gives c a result decided by the planner.
-func (c *CallRecord) answerLocal(status string, err *tools.Error, now time.Time) {
-	c.Status, c.Error, c.Local, c.FinishedAt = status, err, true, &now
-	c.Output = err.ForModel()
-	c.DurationMS = now.Sub(c.CalledAt).Milliseconds()
 }
 
 // dispatch publishes the current step's unanswered calls to the fleet, in parallel, and
@@ -688,7 +682,7 @@ func (p *Planner) publishCalls(ctx context.Context, run *Run) (wait func(context
 // them for sendCalls, and starts the step's nested runs. With parallel: false only the
 // first goes: the next goes out when its result is in (dispatchNext).
 func (p *Planner) callMessages(ctx context.Context, run *Run) ([]*nats.Msg, error) {
-	calls, err := p.withArguments(ctx, run, run.stepCalls())
+	calls, err := p.withArguments(ctx, run, run.StepCalls())
 	if err != nil {
 		return nil, err
 	}
@@ -712,7 +706,7 @@ func (p *Planner) callMessages(ctx context.Context, run *Run) ([]*nats.Msg, erro
 			return nil, err
 		}
 		msg, err := events.NewCall(events.CallOptions{Source: p.cfg.Source, ID: c.ID, RunID: run.ID, Deadline: run.Deadline,
-			TraceParent: run.TraceParent, TraceState: run.TraceState, Caller: run.caller()}, data)
+			TraceParent: run.TraceParent, TraceState: run.TraceState, Caller: run.Caller()}, data)
 		if err != nil {
 			return nil, err
 		}
@@ -786,7 +780,7 @@ func (p *Planner) afterChange(ctx context.Context, run *Run) error {
 	if run.Status == StatusPaused {
 		return p.afterPause(ctx, run)
 	}
-	if len(run.stepCalls()) == 0 {
+	if len(run.StepCalls()) == 0 {
 		return p.publishAdvanceTurn(ctx, run.ID, run.Step, run.Turn)
 	}
 	return nil

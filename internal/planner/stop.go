@@ -11,33 +11,11 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/toolfleet/toolfleet/internal/jsutil"
+	"github.com/toolfleet/toolfleet/internal/planner/runrec"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
-
-// Terminations of the custom stop conditions.
-const (
-	// TerminationStopCondition: a call matched one of the run's stopWhen conditions; the
-	// run's answer is that call's output, Detail says which condition.
-	TerminationStopCondition Termination = "stop_condition"
-	// TerminationStopHook: the run's stop hook answered stop (Detail: its reason), or
-	// could not be asked and the hook's onError is stop.
-	TerminationStopHook Termination = "stop_hook"
-)
-
-// StopCondition ends a run when a call of the run matches it, once the call's step has
-// all its results (like a final tool): the run's answer is the matching call's output.
-// A condition with only Tool matches a successful call of that tool; OutputContains and
-// OutputMatches also require the output to contain a substring or match an RE2
-// regular expression (linear in the output's size), and without Tool match a
-// successful call of any tool. The output is matched as text when it is a JSON
-// string, as its JSON text otherwise, and only its first [stopMatchBytes] bytes.
-type StopCondition struct {
-	Tool           string `json:"tool,omitempty"`
-	OutputContains string `json:"outputContains,omitempty"`
-	OutputMatches  string `json:"outputMatches,omitempty"`
-}
 
 // StopHook is a service the planner asks, before each step after the first, whether
 // the run goes on: a NATS request on Subject (any language can answer it, like an
@@ -89,12 +67,6 @@ const (
 	hookOnErrorContinue = "continue"
 	hookOnErrorStop     = "stop"
 )
-
-// stopMatch records the condition a call matched, until its step completes.
-type stopMatch struct {
-	CallID string `json:"callId"`
-	Detail string `json:"detail"`
-}
 
 // validateStop checks a run request's stop conditions and hook.
 func validateStop(conds []StopCondition, hook *StopHook) error {
@@ -157,7 +129,7 @@ func stopRegexp(pattern string) *regexp.Regexp {
 
 // matchStop checks the call c, whose result just came in, against the run's stop
 // conditions, and remembers the first match until the step completes.
-func (r *Run) matchStop(c *CallRecord) {
+func matchStop(r *Run, c *CallRecord) {
 	if r.StopMatch != nil || len(r.StopWhen) == 0 || c.Status != string(events.StatusOK) {
 		return
 	}
@@ -174,12 +146,12 @@ func (r *Run) matchStop(c *CallRecord) {
 				continue
 			}
 		}
-		r.StopMatch = &stopMatch{CallID: c.ID, Detail: fmt.Sprintf("stopWhen[%d]: %s", i, cond.describe(c.Name))}
+		r.StopMatch = &runrec.StopMatch{CallID: c.ID, Detail: fmt.Sprintf("stopWhen[%d]: %s", i, describe(cond, c.Name))}
 		return
 	}
 }
 
-func (c StopCondition) describe(tool string) string {
+func describe(c StopCondition, tool string) string {
 	s := tool + " succeeded"
 	if c.OutputContains != "" {
 		s += fmt.Sprintf(" with an output containing %q", c.OutputContains)
@@ -206,14 +178,14 @@ func outputText(out json.RawMessage) string {
 
 // stopMatched ends the run r, whose step completed, when one of its calls matched a stop
 // condition; it reports whether it did.
-func (r *Run) stopMatched(now time.Time) bool {
+func stopMatched(r *Run, now time.Time) bool {
 	if r.StopMatch == nil {
 		return false
 	}
 	m := r.StopMatch
 	r.StopMatch = nil
 	r.Answer, r.AnswerCall = "", m.CallID
-	r.finish(TerminationStopCondition, m.Detail, now)
+	r.Finish(TerminationStopCondition, m.Detail, now)
 	return true
 }
 
@@ -231,7 +203,7 @@ func (p *Planner) askStopHook(ctx context.Context, cl claim, r *Run) (Terminatio
 			sum.Calls = append(sum.Calls, StopCall{CallID: c.ID, Tool: c.Name, Status: c.Status, Error: c.Error})
 		}
 	}
-	hctx, cancel := r.within(ctx, h.Wait())
+	hctx, cancel := r.Within(ctx, h.Wait())
 	defer cancel()
 	stop := cl.hold()
 	defer stop()

@@ -41,8 +41,8 @@ func TestStopWhen(t *testing.T) {
 			if json.Unmarshal([]byte(run.Answer), &got) != nil || json.Unmarshal([]byte(tt.answer), &want) != nil || !jsonEqual(got, want) {
 				t.Fatalf("answer %s, want %s", run.Answer, tt.answer)
 			}
-			if len(run.Calls) != 3 || run.Steps() != 2 {
-				t.Fatalf("%d calls in %d steps: the run should stop after step 1", len(run.Calls), run.Steps())
+			if len(run.Calls) != 3 || run.View().Steps != 2 {
+				t.Fatalf("%d calls in %d steps: the run should stop after step 1", len(run.Calls), run.View().Steps)
 			}
 		})
 	}
@@ -71,9 +71,6 @@ func jsonEqual(a, b any) bool {
 	y, _ := json.Marshal(b)
 	return string(x) == string(y)
 }
-
-// Steps is how many steps the run took.
-func (r *Run) Steps() int { return r.View().Steps }
 
 // A stop hook is any NATS service: here a plain nats.go subscription. It is asked after
 // each step with the step's summary, and its stop ends the run with its reason.
@@ -146,7 +143,7 @@ func TestStopRegexpsStayBounded(t *testing.T) {
 	for i := range 10 * maxStopRegexps {
 		r := &Run{StopWhen: []StopCondition{{OutputMatches: fmt.Sprintf(`"n":\s*%d\b`, i)}}}
 		c := &CallRecord{ID: fmt.Sprintf("call-%d", i), Name: "count", Status: string(events.StatusOK), Output: json.RawMessage(fmt.Sprintf(`{"n": %d}`, i))}
-		r.matchStop(c)
+		matchStop(r, c)
 		if r.StopMatch == nil || r.StopMatch.CallID != c.ID {
 			t.Fatalf("run %d did not stop on its own pattern: %+v", i, r.StopMatch)
 		}

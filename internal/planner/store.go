@@ -21,14 +21,14 @@ var errRunNotFound = errors.New("run not found")
 
 // store keeps the control state of runs in the runs KV bucket: status, step, counters,
 // limits, and the current step's calls without their arguments or outputs (see
-// [Run.control]). Its size does not grow with the run: the conversation and the calls'
+// [Run.Control]). Its size does not grow with the run: the conversation and the calls'
 // arguments are in the run log (runlog.go), written once, and outputs in the results
 // stream. Every change is a compare-and-set on the entry's revision, so two replicas (or
 // two goroutines) handling results of the same run never overwrite each other: the
 // loser reloads and applies its change again.
 //
 // A replica remembers the last revision of each running run it read or wrote, decoded,
-// so the usual change costs no read and no decoding (it works on a copy: [Run.clone]); a
+// so the usual change costs no read and no decoding (it works on a copy: [Run.Clone]); a
 // stale copy fails its compare-and-set and is read again.
 // A change that would do nothing on a remembered copy is tried again on a fresh read
 // before it is believed, since a message is acknowledged on that verdict.
@@ -133,7 +133,7 @@ func (s store) put(ctx context.Context, id string, ctl *Run, rev uint64, create 
 	if err != nil {
 		return 0, err
 	}
-	s.remember(id, rev, ctl.clone())
+	s.remember(id, rev, ctl.Clone())
 	return rev, nil
 }
 
@@ -169,7 +169,7 @@ func (s store) putBatch(ctx context.Context, id string, ctl *Run, rev uint64, ms
 	if err != nil {
 		return 0, err
 	}
-	s.remember(id, ack.Sequence, ctl.clone())
+	s.remember(id, ack.Sequence, ctl.Clone())
 	return ack.Sequence, nil
 }
 
@@ -214,7 +214,7 @@ func (s store) createSettled(ctx context.Context, id string, b []byte) (rev uint
 
 // create stores a new run and returns its revision.
 func (s store) create(ctx context.Context, r *Run) (uint64, error) {
-	rev, err := s.put(ctx, r.ID, r.control(), 0, true)
+	rev, err := s.put(ctx, r.ID, r.Control(), 0, true)
 	if err != nil {
 		return 0, fmt.Errorf("store run %s: %w", r.ID, err)
 	}
@@ -240,7 +240,7 @@ func (s store) get(ctx context.Context, id string) (*Run, uint64, error) {
 		return nil, 0, err
 	}
 	if r.Status != StatusDone {
-		s.remember(id, m.Sequence, r.clone())
+		s.remember(id, m.Sequence, r.Clone())
 	}
 	return r, m.Sequence, nil
 }
@@ -249,7 +249,7 @@ func (s store) get(ctx context.Context, id string) (*Run, uint64, error) {
 // fresh reports whether it was read now.
 func (s store) getCached(ctx context.Context, id string) (r *Run, rev uint64, fresh bool, err error) {
 	if c, ok := s.cached(id); ok {
-		return c.run.clone(), c.rev, false, nil
+		return c.run.Clone(), c.rev, false, nil
 	}
 	r, rev, err = s.get(ctx, id)
 	return r, rev, true, err
@@ -312,12 +312,12 @@ func (s store) updateWith(ctx context.Context, id string, loaded *Run, rev uint6
 			return r, false, err
 		}
 		if with != nil {
-			_, err = s.putBatch(ctx, id, r.control(), rev, with)
+			_, err = s.putBatch(ctx, id, r.Control(), rev, with)
 			if err != nil {
 				return nil, false, fmt.Errorf("%w: %w", errBatchFailed, err)
 			}
 		} else {
-			_, err = s.put(ctx, id, r.control(), rev, false)
+			_, err = s.put(ctx, id, r.Control(), rev, false)
 		}
 		if err == nil {
 			if s.charged != nil && r.Cost > cost {

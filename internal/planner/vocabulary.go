@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 
+	"github.com/toolfleet/toolfleet/internal/planner/runrec"
 	"github.com/toolfleet/toolfleet/internal/provider"
 )
 
@@ -66,14 +67,14 @@ func (p *Planner) modelAnswered(ctx context.Context, state *Run, step int, msg p
 		}
 		p.emit(ctx, state, eventToolError, step, c.ID, p.eventCall(c))
 	}
-	if state.Limits.LoopAction == LoopWarn {
+	if state.Limits.LoopAction == runrec.LoopWarn {
 		// A warned loop runs the call: the warning is the step's, and names the tool
 		// ("<tool> was called N times in a row ...", step.go).
 		for _, w := range warnings {
 			if !strings.HasSuffix(w, "times in a row with the same arguments") {
 				continue
 			}
-			data := map[string]any{"action": LoopWarn, "message": w}
+			data := map[string]any{"action": runrec.LoopWarn, "message": w}
 			callID := ""
 			for _, c := range calls {
 				if strings.HasPrefix(w, c.Name+" was called ") {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/toolfleet/toolfleet/internal/planner/runrec"
 	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
@@ -77,14 +78,14 @@ steps:
 	full := &Run{ID: "r1", ParentID: "r0-0-1", Depth: 1, Status: StatusRunning, Termination: "", Detail: "d\u2028\"x\"",
 		Model: "main", Tenant: "acme", Role: "admin", Step: 3, Recorded: 3, InputPreview: "in\tput",
 		CallCount: 4, Called: []string{"add", "echo"}, Cost: 0.125, CreatedAt: at, Deadline: at.Add(time.Hour), FinishedAt: &fin,
-		Lease: &stepLease{Owner: "p1", Step: 3, Until: at.Add(time.Minute)},
+		Lease: &runrec.StepLease{Owner: "p1", Step: 3, Until: at.Add(time.Minute)},
 		Calls: []*CallRecord{
 			{ID: "r1-3-0", Name: "add", Status: string(CallAwaitingApproval), Executor: "e1", CalledAt: at,
 				Approval: &events.Approval{Decision: events.DecisionApprove, By: "ann", Reason: "ok"}},
 			{ID: "r1-3-1", Name: "echo", Status: "ok", Local: true, CalledAt: at, FinishedAt: &fin},
 		}}
 	full.Usage.InputTokens, full.Usage.OutputTokens, full.Turn = 120, 30, 2
-	b, err := json.Marshal(full.control())
+	b, err := json.Marshal(full.Control())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package planner
+package runrec
 
 import (
 	"bytes"
@@ -19,8 +19,8 @@ import (
 // written in place (strings, and a picker's opaque details). TestCloneRun fills every
 // field and checks both, so a field added to these types without its copy fails it.
 
-// clone returns a deep copy of r.
-func (r *Run) clone() *Run {
+// Clone returns a deep copy of r.
+func (r *Run) Clone() *Run {
 	if r == nil {
 		return nil
 	}
@@ -39,7 +39,7 @@ func (r *Run) clone() *Run {
 	c.PolicyHook = clonePtr(r.PolicyHook)
 	c.PauseRequested = clonePtr(r.PauseRequested)
 	c.Paused = clonePtr(r.Paused)
-	c.PauseOn = r.PauseOn.clone()
+	c.PauseOn = r.PauseOn.Clone()
 	c.Repaired = slices.Clone(r.Repaired)
 	c.Warnings = slices.Clone(r.Warnings)
 	c.Offered = cloneOffered(r.Offered)
@@ -65,13 +65,13 @@ func cloneCalls(calls []*CallRecord) []*CallRecord {
 	}
 	out := make([]*CallRecord, len(calls))
 	for i, c := range calls {
-		out[i] = c.clone()
+		out[i] = c.Clone()
 	}
 	return out
 }
 
-// clone returns a deep copy of c.
-func (c *CallRecord) clone() *CallRecord {
+// Clone returns a deep copy of c.
+func (c *CallRecord) Clone() *CallRecord {
 	if c == nil {
 		return nil
 	}
@@ -182,6 +182,20 @@ func cloneMessages(msgs []provider.Message) []provider.Message {
 				out[i].ToolResults[j] = tr
 			}
 		}
+	}
+	return out
+}
+
+func clonePolicy(recs []events.PolicyRecord) []events.PolicyRecord {
+	if recs == nil {
+		return nil
+	}
+	out := make([]events.PolicyRecord, len(recs))
+	for i, r := range recs {
+		r.ArgumentsOriginal = cloneRaw(r.ArgumentsOriginal)
+		r.ArgumentsOriginalRef = clonePtr(r.ArgumentsOriginalRef)
+		r.ArgumentsModified = cloneRaw(r.ArgumentsModified)
+		out[i] = r
 	}
 	return out
 }

@@ -1,14 +1,15 @@
-package planner
+package runrec
 
 import (
 	"context"
-	"encoding/json"
+	"crypto/sha256"
+	"encoding/hex"
+	"slices"
 	"time"
 
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/pick"
-	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
 // Status is where a run is in its life.
@@ -19,7 +20,9 @@ const (
 	StatusRunning Status = "running"
 	// StatusDone: the run ended; Termination says why.
 	StatusDone Status = "done"
-	// StatusPaused (pause.go): the run waits at a step boundary for a resume.
+	// StatusPaused: the run waits at a step boundary for a resume (the planner's
+	// pause.go).
+	StatusPaused Status = "paused"
 )
 
 // Termination says why a run ended. Every stop condition has its own.
@@ -35,8 +38,13 @@ const (
 	// TerminationTimeout: the run's wall-clock time ran out.
 	TerminationTimeout Termination = "timeout"
 	// TerminationTokenBudget: the run's tree used its token budget, or what it had left
-	// could not pay for the shortest answer of its next model call (reserve.go).
+	// could not pay for the shortest answer of its next model call (package budget).
 	TerminationTokenBudget Termination = "token_budget"
+	// TerminationCostBudget: what the run's tree had left of Limits.CostBudget could
+	// not pay for the shortest answer of its next model call (package budget), or the
+	// calls of its step would have taken its cost over; a step's calls that would are
+	// not run.
+	TerminationCostBudget Termination = "cost_budget"
 	// TerminationErrorThreshold: too many tool calls failed.
 	TerminationErrorThreshold Termination = "error_threshold"
 	// TerminationLoopDetected: the model repeated the same call, with loopAction stop.
@@ -52,6 +60,12 @@ const (
 	// retry fixes (e.g. a model answer larger than the server's max payload); Detail
 	// says which and why. The run ends at once instead of waiting for its time limit.
 	TerminationStorageError Termination = "storage_error"
+	// TerminationStopCondition: a call matched one of the run's stopWhen conditions; the
+	// run's answer is that call's output, Detail says which condition.
+	TerminationStopCondition Termination = "stop_condition"
+	// TerminationStopHook: the run's stop hook answered stop (Detail: its reason), or
+	// could not be asked and the hook's onError is stop.
+	TerminationStopHook Termination = "stop_hook"
 )
 
 // Run is a run: its control state, and the conversation and calls it accumulated.
@@ -60,7 +74,7 @@ const (
 // Offered and RetriedSteps of earlier steps, and the earlier steps' Calls — is one entry
 // of the runs KV bucket, changed only by compare-and-set on its revision, so any planner
 // replica can continue any run. Its size does not grow with the run's length (see
-// [Run.control]). What a run accumulates is written once, in the run log (on the
+// [Run.Control]). What a run accumulates is written once, in the run log (on the
 // bucket's stream, the journal: events.StreamJournal): the input messages, and one record per step with the model's
 // message, the calls it made and how the previous step's calls ended; tool outputs stay
 // in the results stream where the executors stored them, referenced by call id.
@@ -100,7 +114,7 @@ type Run struct {
 	Tenant string `json:"tenant,omitempty"`
 	Role   string `json:"role,omitempty"`
 	// What callers changed while the run lasts: cancel, follow-ups, tools (control.go).
-	runControls
+	Controls
 
 	// InputPreview is the first inputPreviewRunes characters of the run's input text (its
 	// last user message), written once at the start: what run lists show and search
@@ -139,17 +153,17 @@ type Run struct {
 	// when the current turn began, for MaxSteps.
 	Nested     Totals     `json:"nested,omitzero"`
 	TreeSeq    int        `json:"treeSeq,omitempty"`
-	NestedTurn nestedTurn `json:"nestedTurn,omitzero"`
+	NestedTurn NestedTurn `json:"NestedTurn,omitzero"`
 	// Reserved holds, from the run's budgets, the answers of model calls under way in
 	// its nested runs: the most each can cost, until it is charged (reserve.go).
 	Reserved []Reservation `json:"reserved,omitempty"`
 	// StopWhen and StopHook are the run's custom stop conditions (stop.go); StopMatch
 	// is the condition a call of the current step matched, until the step completes.
 	StopWhen  []StopCondition `json:"stopWhen,omitempty"`
-	StopHook  *StopHook       `json:"stopHook,omitempty"`
-	StopMatch *stopMatch      `json:"stopMatch,omitempty"`
+	StopHook  *events.Hook    `json:"stopHook,omitempty"`
+	StopMatch *StopMatch      `json:"StopMatch,omitempty"`
 	// PolicyHook is asked before each call of the run is published (policy.go).
-	PolicyHook *PolicyHook `json:"policyHook,omitempty"`
+	PolicyHook *events.Hook `json:"policyHook,omitempty"`
 	// PauseOn says when the run pauses by itself; Paused, while its status is paused,
 	// since when and why (pause.go).
 	PauseOn *PauseOptions `json:"pauseOn,omitempty"`
@@ -161,7 +175,7 @@ type Run struct {
 	Warnings []string `json:"warnings,omitempty"`
 	// Loop is the loop detector's window: the last call's key (a hash of tool and
 	// canonical arguments) and how many calls in a row had it.
-	Loop loopWindow `json:"loop,omitzero"`
+	Loop LoopWindow `json:"loop,omitzero"`
 	// Offered records, per step, the tools the model was offered: the only tools it may
 	// call at that step. Under toolChoice "none" it may call none, under a named tool
 	// only that one. The control state keeps the current step's only.
@@ -172,7 +186,7 @@ type Run struct {
 
 	// Lease, while set, says which replica takes the current step itself, and until
 	// when; another takes it over when it runs out (see local.go).
-	Lease *stepLease `json:"lease,omitempty"`
+	Lease *StepLease `json:"lease,omitempty"`
 
 	// TraceParent and TraceState are the W3C trace context of the run's span, when
 	// tracing is on: its model calls and tool calls join the run's trace.
@@ -184,19 +198,19 @@ type Run struct {
 	FinishedAt *time.Time `json:"finishedAt,omitempty"`
 }
 
-// loopWindow is what loop detection needs of the calls made so far: the key of the last
+// LoopWindow is what loop detection needs of the calls made so far: the key of the last
 // one and the length of the run of identical calls it ends.
-type loopWindow struct {
+type LoopWindow struct {
 	Key   string `json:"key,omitempty"`
 	Count int    `json:"count,omitempty"`
 }
 
-// control returns the part of r the runs bucket stores: r without the conversation,
+// Control returns the part of r the runs bucket stores: r without the conversation,
 // the warnings, the earlier steps' tool sets and retries, and without the calls'
 // arguments (in the step record) and outputs (in the results stream, or in the step
 // record for calls the planner answered itself). Its size is bounded by the run's
 // request and one step's calls, never by the run's length. r is not modified.
-func (r *Run) control() *Run {
+func (r *Run) Control() *Run {
 	c := *r
 	c.Messages, c.Warnings = nil, nil
 	if r.AnswerCall != "" {
@@ -234,12 +248,12 @@ type StepTools struct {
 	ModelMS int64     `json:"modelMs,omitempty"`
 }
 
-// caller is the identity the run acts with.
-func (r *Run) caller() events.Identity { return events.Identity{Tenant: r.Tenant, Role: r.Role} }
+// Caller is the identity the run acts with.
+func (r *Run) Caller() events.Identity { return events.Identity{Tenant: r.Tenant, Role: r.Role} }
 
-// offered returns the tool set recorded for step, or nil for a step taken before tool
+// OfferedAt returns the tool set recorded for step, or nil for a step taken before tool
 // sets were recorded.
-func (r *Run) offered(step int) *StepTools {
+func (r *Run) OfferedAt(step int) *StepTools {
 	for i := len(r.Offered) - 1; i >= 0; i-- {
 		if r.Offered[i].Step == step {
 			return &r.Offered[i]
@@ -248,85 +262,8 @@ func (r *Run) offered(step int) *StepTools {
 	return nil
 }
 
-// CallStatus is a tool call's state in a run.
-type CallStatus string
-
-const (
-	// CallPending: published, no result yet.
-	CallPending CallStatus = "pending"
-	// CallAwaitingApproval: the executor asked for an approval.
-	CallAwaitingApproval CallStatus = "awaiting_approval"
-)
-
-// CallRecord is one tool call of a run, with its timeline. Its Status is CallPending,
-// CallAwaitingApproval, or a result status from pkg/events once answered.
-type CallRecord struct {
-	ID string `json:"id"`
-	// ModelCallID is the id the model gave the call; results are fed back under it.
-	ModelCallID string          `json:"modelCallId"`
-	Name        string          `json:"name"`
-	Arguments   json.RawMessage `json:"arguments,omitempty"`
-	Step        int             `json:"step"`
-	Status      string          `json:"status"`
-	Output      json.RawMessage `json:"output,omitempty"`
-	Error       *tools.Error    `json:"error,omitempty"`
-	Attempts    int             `json:"attempts,omitempty"`
-	Validated   bool            `json:"validated"`
-	Executor    string          `json:"executor,omitempty"`
-	// NoSchemaMode is the tool's noSchemaMode when Validated is false (the tool has no
-	// schema); empty for a validated call.
-	NoSchemaMode tools.NoSchemaMode `json:"noSchemaMode,omitempty"`
-	// Approval records the decision on a call that asked for approval: who, when, why.
-	// An approval that modified the arguments replaced Arguments (they are what ran);
-	// ArgumentsOriginal keeps the model's.
-	Approval          *events.Approval `json:"approval,omitempty"`
-	ArgumentsOriginal json.RawMessage  `json:"argumentsOriginal,omitempty"`
-	// Policy records the decisions of the policy hooks asked about the call, in order:
-	// the run's (by the planner), then its tool's (by the executor, from the result). A
-	// hook that modified the arguments replaced Arguments too; ArgumentsOriginal keeps
-	// the model's.
-	Policy []events.PolicyRecord `json:"policy,omitempty"`
-	// Subs, on a call of a composite tool, are its sub-calls, depth first (a sub-call of
-	// a composite sub-tool follows it): each checked like a call of the model before the
-	// call went out, and followed as the fleet answers it (composite.go).
-	Subs []*SubCall `json:"subs,omitempty"`
-
-	// ArgumentsRef is set when the arguments were larger than the claim-check size: they
-	// are stored once as a payload, and the call went to the fleet by this reference.
-	ArgumentsRef *events.PayloadRef `json:"argumentsRef,omitempty"`
-
-	// Nested, on a run_agent call, is the tree totals of the nested run it started (what
-	// that run and its own nested runs used) as last charged to this run.
-	Nested *NestedCharge `json:"nested,omitempty"`
-
-	// Local marks a call answered by the planner itself (invalid input, unknown tool,
-	// loop warning, nested run), never published to the fleet.
-	Local bool `json:"local,omitempty"`
-	// The call's timeline: CalledAt, when it was published (or answered by the planner);
-	// ApprovalRequestedAt, when its executor parked it for approval (Approval.At says
-	// when that ended); StartedAt, when the executor's first attempt began (absent for a
-	// call that never ran), so StartedAt - CalledAt is its time in the queue, less
-	// LimitWaitMS (waiting at the executor for its tool's limits) and the time parked;
-	// AttemptSpans, each attempt of a call run more than once; FinishedAt, its result.
-	CalledAt            time.Time            `json:"calledAt"`
-	ApprovalRequestedAt *time.Time           `json:"approvalRequestedAt,omitempty"`
-	StartedAt           *time.Time           `json:"startedAt,omitempty"`
-	LimitWaitMS         int64                `json:"limitWaitMs,omitempty"`
-	AttemptSpans        []events.AttemptSpan `json:"attemptSpans,omitempty"`
-	FinishedAt          *time.Time           `json:"finishedAt,omitempty"`
-	DurationMS          int64                `json:"durationMs,omitempty"`
-}
-
-// Done reports whether the call has its result.
-func (c *CallRecord) Done() bool {
-	return c.Status != string(CallPending) && c.Status != string(CallAwaitingApproval)
-}
-
-// Failed reports whether the call ended in an error of any kind.
-func (c *CallRecord) Failed() bool { return c.Done() && c.Status != "ok" }
-
-// stepCalls returns the calls of the current step.
-func (r *Run) stepCalls() []*CallRecord {
+// StepCalls returns the calls of the current step.
+func (r *Run) StepCalls() []*CallRecord {
 	var out []*CallRecord
 	for _, c := range r.Calls {
 		if c.Step == r.Step {
@@ -336,8 +273,8 @@ func (r *Run) stepCalls() []*CallRecord {
 	return out
 }
 
-// call returns the call with the fleet id, or nil.
-func (r *Run) call(id string) *CallRecord {
+// Call returns the call with the fleet id, or nil.
+func (r *Run) Call(id string) *CallRecord {
 	for _, c := range r.Calls {
 		if c.ID == id {
 			return c
@@ -346,17 +283,175 @@ func (r *Run) call(id string) *CallRecord {
 	return nil
 }
 
-// finish ends the run.
-func (r *Run) finish(t Termination, detail string, now time.Time) {
+// Finish ends the run.
+func (r *Run) Finish(t Termination, detail string, now time.Time) {
 	r.Status, r.Termination, r.Detail, r.FinishedAt = StatusDone, t, detail, &now
 }
 
-// within returns ctx bounded by timeout from now and by the run's deadline, whichever
+// Within returns ctx bounded by timeout from now and by the run's deadline, whichever
 // comes first.
-func (r *Run) within(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+func (r *Run) Within(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
 	d := time.Now().Add(timeout)
 	if !r.Deadline.IsZero() && r.Deadline.Before(d) {
 		d = r.Deadline
 	}
 	return context.WithDeadline(ctx, d)
 }
+
+// Controls is what callers change on a run while it lasts (the planner's control.go,
+// messages.go, availability.go): part of the control state, embedded in [Run] (its JSON
+// fields are the run's). Its size is bounded: messages are in the run log, counted here.
+type Controls struct {
+	// Canceled says who canceled the run, when and why (Termination canceled).
+	Canceled *RunCancel `json:"canceled,omitempty"`
+	// Sequential (parallel: false in the request) runs a step's calls one after another,
+	// in the model's order: each is published when the one before has its result.
+	Sequential bool `json:"sequential,omitempty"`
+	// Disabled lists the tools disabled for the run's next steps (POST
+	// /v1/runs/{id}/tools): not offered, and refused (not_allowed) when called.
+	Disabled []string `json:"disabled,omitempty"`
+	// Injected counts the message records added to the run after its start (follow-ups
+	// and reminders, toolfleet.runlog.<run>.msg.<k>); Seen is how many of them the model
+	// call of the last applied step saw (each step record keeps its own Seen).
+	Injected int `json:"injected,omitempty"`
+	Seen     int `json:"seen,omitempty"`
+	// Actors are the callers other than the owner who acted on the run (a follow-up, a
+	// tools change): from then on the run is offered and allowed only the tools that its
+	// owner and every actor may call (auth.go).
+	Actors []events.Identity `json:"actors,omitempty"`
+	// Turn counts continuations (0: the run as started); TurnStart is the step at which
+	// the current one began: MaxSteps counts from it.
+	Turn      int `json:"turn,omitempty"`
+	TurnStart int `json:"turnStart,omitempty"`
+	// PauseRequested is a pause asked for the run's next step boundary (pause.go).
+	PauseRequested *PauseRequest `json:"pauseRequested,omitempty"`
+}
+
+// RunCancel records a run's cancellation.
+type RunCancel struct {
+	By     string    `json:"by,omitempty"`
+	Reason string    `json:"reason,omitempty"`
+	At     time.Time `json:"at"`
+}
+
+// ToolsChange enables and disables tools of a run for its next steps: the body of POST
+// /v1/runs/{id}/tools, and the "tools" of a follow-up.
+type ToolsChange struct {
+	// Enable makes tools available again; a tool outside a run's explicit tool set is
+	// added to it (when the caller may call it).
+	Enable []string `json:"enable,omitempty"`
+	// Disable takes tools away: they are not offered, and a call of one is refused with
+	// not_allowed.
+	Disable []string `json:"disable,omitempty"`
+	// Reminder, if set, is a message the model sees at its next step (a user message,
+	// kept in the conversation).
+	Reminder string `json:"reminder,omitempty"`
+	// ID is the client's id of the change (an idempotency key, for a change with a
+	// reminder: a repeat adds the reminder once).
+	ID string `json:"id,omitempty"`
+}
+
+// Empty reports whether c enables and disables nothing.
+func (c *ToolsChange) Empty() bool {
+	return c == nil || len(c.Enable) == 0 && len(c.Disable) == 0
+}
+
+// Add counts the call with key next in the window and returns how many calls at the end
+// of the run's calls, counting this one, are the same call. The window keeps a hash of
+// the last key only, so its size does not grow with the run or with the arguments.
+func (w *LoopWindow) Add(next string) int {
+	sum := sha256.Sum256([]byte(next))
+	h := hex.EncodeToString(sum[:16])
+	if w.Key == h {
+		w.Count++
+	} else {
+		w.Key, w.Count = h, 1
+	}
+	return w.Count
+}
+
+// StepLease says that replica Owner takes step Step of the run itself until Until.
+type StepLease struct {
+	Owner string    `json:"owner"`
+	Step  int       `json:"step"`
+	Until time.Time `json:"until"`
+}
+
+// Live reports whether the lease holds step at now.
+func (l *StepLease) Live(step int, now time.Time) bool {
+	return l != nil && l.Step == step && now.Before(l.Until)
+}
+
+// StopCondition ends a run when a call of the run matches it, once the call's step has
+// all its results (like a final tool): the run's answer is the matching call's output.
+// A condition with only Tool matches a successful call of that tool; OutputContains and
+// OutputMatches also require the output to contain a substring or match an RE2
+// regular expression (linear in the output's size), and without Tool match a
+// successful call of any tool. The output is matched as text when it is a JSON
+// string, as its JSON text otherwise, and only its first 64 KiB (the planner's stop.go).
+type StopCondition struct {
+	Tool           string `json:"tool,omitempty"`
+	OutputContains string `json:"outputContains,omitempty"`
+	OutputMatches  string `json:"outputMatches,omitempty"`
+}
+
+// StopMatch records the condition a call matched, until its step completes.
+type StopMatch struct {
+	CallID string `json:"callId"`
+	Detail string `json:"detail"`
+}
+
+// StepsTaken is how many steps of r the model answered: the recorded ones, and the
+// answer that completed the run, which has no record. A step a stop condition ended
+// before its model call (max_steps, timeout, token_budget, …) does not count.
+func (r *Run) StepsTaken() int {
+	if r.AnswerUnrecorded() {
+		return r.Step + 1
+	}
+	return r.Recorded
+}
+
+// AnswerUnrecorded reports whether r ended with the model's answer at its step, which
+// has no record in the run log (see runstore's assembly of a run).
+func (r *Run) AnswerUnrecorded() bool {
+	return r.Status == StatusDone && r.Termination == TerminationCompleted && r.Recorded <= r.Step
+}
+
+// CountCall counts a call of tool made by the model (CallCount, Called).
+func (r *Run) CountCall(tool string) {
+	r.CallCount++
+	if !slices.Contains(r.Called, tool) && len(r.Called) < maxCalledTools {
+		r.Called = append(r.Called, tool)
+	}
+}
+
+// InputPreview is the start of the input text of a run whose input is msgs: its last
+// user message's.
+func InputPreview(msgs []provider.Message) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == provider.RoleUser && msgs[i].Text != "" {
+			return firstRunes(msgs[i].Text, inputPreviewRunes)
+		}
+	}
+	return ""
+}
+
+// firstRunes returns the first n characters of s.
+func firstRunes(s string, n int) string {
+	i := 0
+	for pos := range s {
+		if i == n {
+			return s[:pos]
+		}
+		i++
+	}
+	return s
+}
+
+const (
+	// inputPreviewRunes is how much of a run's input InputPreview keeps (and lists' q
+	// searches).
+	inputPreviewRunes = 200
+	// maxCalledTools bounds Run.Called.
+	maxCalledTools = 64
+)

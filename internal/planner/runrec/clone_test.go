@@ -1,4 +1,4 @@
-package planner
+package runrec
 
 import (
 	"encoding/json"
@@ -16,7 +16,7 @@ import (
 func TestCloneRun(t *testing.T) {
 	var r Run
 	testfill.Fill(t, reflect.ValueOf(&r).Elem(), "Run", notCopied)
-	c := r.clone()
+	c := r.Clone()
 	if !reflect.DeepEqual(&r, c) {
 		t.Fatalf("the copy differs:\n%+v\n%+v", r, *c)
 	}
@@ -35,7 +35,7 @@ func TestCloneRun(t *testing.T) {
 	if r.Calls[0].Status == "changed" || r.Calls[0].Arguments[0] == '!' || r.Offered[0].Tools[0] == "changed" || r.Lease.Step == 99 {
 		t.Fatal("writing to the copy changed the original")
 	}
-	if (*Run)(nil).clone() != nil {
+	if (*Run)(nil).Clone() != nil {
 		t.Fatal("a nil run's copy is not nil")
 	}
 }

@@ -1,11 +1,9 @@
-package planner
+package runrec
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"time"
-	"unicode/utf8"
 
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
@@ -101,48 +99,12 @@ func (l Limits) WithDefaults() Limits {
 	return l
 }
 
-// contextBudget is ContextBudget, or its default for a run stored without one.
-func (l Limits) contextBudget() int {
+// ContextBytes is ContextBudget, or its default for a run stored without one.
+func (l Limits) ContextBytes() int {
 	if l.ContextBudget <= 0 {
 		return DefaultContextBudget
 	}
 	return l.ContextBudget
-}
-
-// withinBudget returns out as the model is shown it: as it is when it fits budget bytes,
-// otherwise a JSON object with its first bytes and a note that the full output is kept
-// in the result of call.
-func withinBudget(out json.RawMessage, call string, budget int) json.RawMessage {
-	if len(out) <= budget { // no note to write
-		return out
-	}
-	return truncated(out, call, budget, json.RawMessage("null"), fmt.Sprintf(
-		"The output is %d bytes, over this run's context budget of %d bytes per output: shown is its beginning (head). The full output is kept in the result of call %s.",
-		len(out), budget, call))
-}
-
-// truncated is b when it fits budget bytes, otherwise a JSON object with b's first
-// bytes (whole characters), its size, the call id and note; failed when that cannot be
-// encoded.
-func truncated(b json.RawMessage, call string, budget int, failed json.RawMessage, note string) json.RawMessage {
-	if len(b) <= budget {
-		return b
-	}
-	head := b[:budget]
-	for len(head) > 0 && !utf8.RuneStart(b[len(head)]) { // do not cut a character
-		head = head[:len(head)-1]
-	}
-	out, err := json.Marshal(struct {
-		Truncated bool   `json:"truncated"`
-		CallID    string `json:"callId"`
-		Bytes     int    `json:"bytes"`
-		Head      string `json:"head"`
-		Note      string `json:"note"`
-	}{true, call, len(b), string(head), note})
-	if err != nil {
-		return failed
-	}
-	return out
 }
 
 // Validate refuses limits out of range, saying which and why.

@@ -1,4 +1,4 @@
-package planner
+package runrec
 
 import (
 	"time"
@@ -60,7 +60,7 @@ type RunView struct {
 // View is the run as the API shows it.
 func (r *Run) View() RunView {
 	v := RunView{ID: r.ID, ParentID: r.ParentID, Depth: r.Depth, Status: r.Status, Termination: r.Termination,
-		Detail: r.Detail, Answer: r.Answer, Model: r.Model, Steps: r.stepsTaken(), Calls: r.Calls,
+		Detail: r.Detail, Answer: r.Answer, Model: r.Model, Steps: r.StepsTaken(), Calls: r.Calls,
 		Tokens: r.Usage.Total(), Usage: r.Usage, Warnings: r.Warnings, Metadata: r.Metadata, Tenant: r.Tenant, Role: r.Role,
 		CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt, Offered: r.Offered, Cost: r.Cost, CostBudget: r.Limits.CostBudget,
 		Canceled: r.Canceled, Tools: r.Tools, Disabled: r.Disabled, Turn: r.Turn,
