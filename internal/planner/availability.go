@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolfleet/toolfleet/internal/planner/runstore"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
@@ -84,8 +85,8 @@ func (p *Planner) ChangeTools(ctx context.Context, id string, caller events.Iden
 	if c.Empty() && strings.TrimSpace(c.Reminder) == "" {
 		return nil, requestErrorf("give enable, disable or a reminder")
 	}
-	run, _, err := p.runs.get(ctx, id)
-	if errors.Is(err, errRunNotFound) || err == nil && !visibleTo(run, caller) {
+	run, _, err := p.runs.Get(ctx, id)
+	if errors.Is(err, runstore.ErrNotFound) || err == nil && !visibleTo(run, caller) {
 		return nil, notFoundf("no run %q", id)
 	}
 	if err != nil {
@@ -101,12 +102,12 @@ func (p *Planner) ChangeTools(ctx context.Context, id string, caller events.Iden
 		return nil, err
 	}
 	if strings.TrimSpace(c.Reminder) != "" {
-		rec := injectRecord{Key: c.ID, Tools: &ToolsChange{Enable: c.Enable, Disable: c.Disable}, By: caller,
+		rec := runstore.MessageRecord{Key: c.ID, Tools: &ToolsChange{Enable: c.Enable, Disable: c.Disable}, By: caller,
 			Messages: []provider.Message{{Role: provider.RoleUser, Text: c.Reminder}}}
 		run, _, err = p.inject(ctx, id, caller, rec, false)
 		return run, err
 	}
-	return p.runs.update(ctx, id, func(r *Run) (bool, error) {
+	return p.runs.Update(ctx, id, func(r *Run) (bool, error) {
 		if err := continuable(r, false); err != nil {
 			return false, err
 		}

@@ -109,7 +109,7 @@ func BenchmarkLoopStep(b *testing.B) {
 	// sizes this run's writes have. Its run id is not a planner's, so that the planner
 	// leaves its result alone.
 	var chain []time.Duration
-	runs := tb.p.runs.kv
+	runs := tb.p.runs.KV()
 	value := func(n int) []byte { return fmt.Appendf(nil, `{"status":"done","pad":"%s"}`, strings.Repeat("x", n-29)) }
 	created, final, stepRecord := value(535), value(946), value(1108)
 	chainRun := func() {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/toolfleet/toolfleet/internal/planner/runrec"
+	"github.com/toolfleet/toolfleet/internal/planner/runstore"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
@@ -127,8 +128,8 @@ func budgetEnd(t Termination) (tools.Code, bool) {
 // left when it started, but siblings running beside it draw from the same budgets.)
 func (p *Planner) ancestorsStop(ctx context.Context, r *Run) (Termination, string, error) {
 	for id := r.ParentID; id != ""; {
-		a, _, err := p.runs.get(ctx, id)
-		if errors.Is(err, errRunNotFound) {
+		a, _, err := p.runs.Get(ctx, id)
+		if errors.Is(err, runstore.ErrNotFound) {
 			return "", "", nil
 		}
 		if err != nil {
@@ -170,7 +171,7 @@ func (p *Planner) rollUp(ctx context.Context, run *Run, reserve float64) (refuse
 	settled := answeredThrough(run)
 	for from.ParentID != "" {
 		refused := false
-		parent, err := p.runs.update(ctx, from.ParentID, func(r *Run) (bool, error) {
+		parent, err := p.runs.Update(ctx, from.ParentID, func(r *Run) (bool, error) {
 			refused = false
 			now := p.cfg.Now()
 			c := r.Call(from.ParentCallID)
@@ -200,7 +201,7 @@ func (p *Planner) rollUp(ctx context.Context, run *Run, reserve float64) (refuse
 			released := release(r, run.ID, settled, now)
 			return charged || released, nil
 		})
-		if errors.Is(err, errRunNotFound) {
+		if errors.Is(err, runstore.ErrNotFound) {
 			return nil, nil
 		}
 		if err != nil {
@@ -219,7 +220,7 @@ func (p *Planner) rollUp(ctx context.Context, run *Run, reserve float64) (refuse
 // its totals. An ancestor whose cost budget the calls would take over refuses them: none
 // is sent (each is answered cost_budget, in the record too), the run ends with
 // cost_budget, and its totals without them are charged instead.
-func (p *Planner) reserveStep(ctx context.Context, rec *stepRecord, now time.Time) error {
+func (p *Planner) reserveStep(ctx context.Context, rec *runstore.StepRecord, now time.Time) error {
 	st := rec.State
 	reserve := p.callsPrice(st)
 	by, err := p.rollUp(ctx, st, reserve)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/internal/planner/runrec"
+	"github.com/toolfleet/toolfleet/internal/planner/runstore"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
@@ -47,7 +48,7 @@ func (p *Planner) Cancel(ctx context.Context, id string, caller events.Identity,
 	now := p.cfg.Now().UTC()
 	by := DescribeCaller(caller)
 	canceled := false
-	run, err := p.runs.update(ctx, id, func(r *Run) (bool, error) {
+	run, err := p.runs.Update(ctx, id, func(r *Run) (bool, error) {
 		canceled = false
 		if err := p.mayAct(r, caller, "cancel"); err != nil {
 			return false, err
@@ -64,7 +65,7 @@ func (p *Planner) Cancel(ctx context.Context, id string, caller events.Identity,
 		canceled = true
 		return true, nil
 	})
-	if errors.Is(err, errRunNotFound) {
+	if errors.Is(err, runstore.ErrNotFound) {
 		return nil, notFoundf("no run %q", id)
 	}
 	if err != nil {
@@ -109,7 +110,7 @@ func (p *Planner) settleCanceledCalls(ctx context.Context, run *Run) *Run {
 			return run
 		case <-tick.C:
 		}
-		if latest, _, err := p.runs.get(ctx, run.ID); err == nil {
+		if latest, _, err := p.runs.Get(ctx, run.ID); err == nil {
 			run = latest
 		}
 	}
@@ -183,7 +184,7 @@ func (p *Planner) Assembled(ctx context.Context, run *Run) *Run {
 	if run == nil {
 		return nil
 	}
-	if full, err := p.rlog.assemble(ctx, run); err == nil {
+	if full, err := p.rlog.Assemble(ctx, run); err == nil {
 		return full
 	}
 	return run

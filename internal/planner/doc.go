@@ -243,7 +243,7 @@
 // Arguments over events.Config.ClaimCheckBytes are stored once, as a payload of the
 // run's tenant, when the step is recorded: the call record holds the reference
 // (argumentsRef), the call event carries it (arguments_ref), and neither the run log nor
-// the tool_called event copies the arguments (see argsref.go).
+// the tool_called event copies the arguments (see runstore's args.go).
 //
 // # Approvals and nested runs
 //

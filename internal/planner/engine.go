@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolfleet/toolfleet/internal/jsutil"
+	"github.com/toolfleet/toolfleet/internal/planner/runstore"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
@@ -27,9 +28,11 @@ type Planner struct {
 	js   jetstream.JetStream
 	cfg  Config
 	log  zerolog.Logger
-	runs store
-	rlog *runLog
-	cat  *catalogView
+	runs *runstore.Store
+	rlog *runstore.Log
+	// payloads stores what goes by reference (claim check): run contexts (runcontext.go).
+	payloads *jsutil.Payloads
+	cat      *catalogView
 	// index summarizes every stored run for the lists (runindex.go), fed by watchRuns.
 	index *runIndex
 
@@ -93,16 +96,17 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Planner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("planner: jetstream: %w", err)
 	}
+	win := jsutil.NewWindow(js, m.publishWaited)
 	// A planner started while its server is down or restarting waits for it.
 	var kv jetstream.KeyValue
 	var catalog *jsutil.Catalog
-	var rlog *runLog
+	var rlog *runstore.Log
 	err = jsutil.RetrySetup(ctx, func(ctx context.Context) (err error) {
 		if kv, err = jsutil.EnsurePlanner(ctx, js, cfg.Events); err != nil {
 			return err
 		}
 
-		if rlog, err = newRunLog(ctx, js, cfg.Events); err != nil {
+		if rlog, err = runstore.NewLog(ctx, js, cfg.Events, win); err != nil {
 			return err
 		}
 		catalog, err = jsutil.OpenCatalog(ctx, js, cfg.Events)
@@ -121,16 +125,16 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Planner, error) {
 			Msg("the run log of an earlier version is copied into the journal and no longer used; delete it: nats stream rm " + events.StreamRunLog)
 	}
 	cfg.NoUsage = cfg.NoUsage || !ensureUsage(ctx, js, cfg)
-	win := jsutil.NewWindow(js, m.publishWaited)
-	rlog.win = win
 	p := &Planner{win: win, admit: &admission{maxStarting: int64(cfg.MaxStarting), maxStall: cfg.MaxStall, win: win, m: m},
 		nc: nc, js: js, cfg: cfg, log: cfg.Log.With().Str("planner", cfg.ID).Logger(),
 		cat: newCatalogView(catalog, cfg.Log, m), deadlines: map[string]time.Time{}, leases: map[string]leaseDue{}, m: m,
 		replica: cfg.ID + "-" + nuid.Next(), tracer: newTracer(cfg), index: newRunIndex()}
-	p.runs = newStore(kv, js, nc, p.finished)
-	p.runs.charged = func(r *Run, cost float64) { m.charged(r.Tenant, cost) }
-	p.runs.beforeCommit = cfg.BeforeStepCommit
-	p.runs.batches = batchesStagedInMemory(rlog.log.CachedInfo().Config)
+	p.runs = runstore.NewStore(kv, js, nc)
+	p.payloads = jsutil.NewPayloads(js, cfg.Events)
+	p.runs.Finished = p.finished
+	p.runs.Charged = func(r *Run, cost float64) { m.charged(r.Tenant, cost) }
+	p.runs.BeforeCommit = cfg.BeforeStepCommit
+	p.runs.Batches = runstore.BatchesStagedInMemory(rlog.JournalConfig())
 	p.rlog = rlog
 	if err := p.cat.load(ctx); err != nil {
 		return nil, fmt.Errorf("planner: catalog: %w", err)
@@ -192,7 +196,7 @@ func (p *Planner) Run(ctx context.Context) error {
 	// watches, the sweeper, and the handlers of messages taken.
 	var background sync.WaitGroup
 	defer func() { cancel(); background.Wait() }()
-	runsWatch, err := jsutil.Watch(ctx, p.runs.kv, jetstream.AllKeys)
+	runsWatch, err := jsutil.Watch(ctx, p.runs.KV(), jetstream.AllKeys)
 	if err != nil {
 		return fmt.Errorf("planner: watch runs: %w", err)
 	}

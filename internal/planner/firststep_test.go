@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
+	"github.com/toolfleet/toolfleet/internal/planner/runstore"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
 )
@@ -73,7 +74,7 @@ func TestFirstStepTakenWhileTheRunIsStored(t *testing.T) {
 	answered := make(chan struct{})
 	p, _ := servePlanner(t, b, &hookedModel{Model: scriptedModel(t, firstStepScript), after: func() { close(answered) }})
 	var creates sync.Once
-	p.runs.wrote = func(string, []byte) error {
+	p.runs.Wrote = func(string, []byte) error {
 		var err error
 		creates.Do(func() { // the run's create: the first write
 			select {
@@ -110,7 +111,7 @@ func TestFirstStepOfARunNotStoredSendsNothing(t *testing.T) {
 	b := setup(t, nil)
 	release := make(chan struct{})
 	p, stop := servePlanner(t, b, &hookedModel{Model: scriptedModel(t, firstStepScript), before: func() { <-release }})
-	p.runs.wrote = func(string, []byte) error { return errors.New("injected: the bucket refuses the write") }
+	p.runs.Wrote = func(string, []byte) error { return errors.New("injected: the bucket refuses the write") }
 	id := newRunID()
 	seen, err := b.nc.SubscribeSync("toolfleet.>")
 	if err != nil {
@@ -123,7 +124,7 @@ func TestFirstStepOfARunNotStoredSendsNothing(t *testing.T) {
 	stop()         // returns once the step being taken has ended
 	// Whatever the planner published has reached the server, and from it this subscriber.
 	onlyRunLogOfUnstoredRun(t, p, b, seen, id)
-	if _, _, err := p.runs.get(b.ctx, id); !errors.Is(err, errRunNotFound) {
+	if _, _, err := p.runs.Get(b.ctx, id); !errors.Is(err, runstore.ErrNotFound) {
 		t.Fatalf("the run's state: %v, want none", err)
 	}
 }
@@ -135,7 +136,7 @@ func TestFirstStepReadyBeforeTheCreateFailsSendsNothing(t *testing.T) {
 	b := setup(t, nil)
 	p, stop := servePlanner(t, b, scriptedModel(t, firstStepScript))
 	id := newRunID()
-	p.runs.wrote = func(string, []byte) error {
+	p.runs.Wrote = func(string, []byte) error {
 		// The create fails once the step waits for it, all else done.
 		natstest.Eventually(t, waitTimeout, "the first step to wait for the create", func() bool {
 			return goroutineWaitsIn("(*createGate).wait")
@@ -167,7 +168,7 @@ func TestFirstStepStoppedWhileWaitingForTheCreate(t *testing.T) {
 	first, stopFirst := servePlanner(t, b, scriptedModel(t, firstStepScript))
 	var creates sync.Once
 	release := make(chan struct{})
-	first.runs.wrote = func(string, []byte) error {
+	first.runs.Wrote = func(string, []byte) error {
 		creates.Do(func() { // the run's create: the first write
 			natstest.Eventually(t, waitTimeout, "the first step to wait for the create", func() bool {
 				return goroutineWaitsIn("(*createGate).wait")

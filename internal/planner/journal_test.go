@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/toolfleet/toolfleet/internal/planner/runstore"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
@@ -59,8 +60,8 @@ func TestPlannerKilledMidBatch(t *testing.T) {
 	var once sync.Once
 	var before uint64 // the run's revision when the batch was cut
 	pa, stopA := servePlanner(t, b, scriptedModel(t, twoStepScript))
-	pa.runs.batches = true // on a single file-stored server too
-	pa.runs.beforeCommit = func(id string) error {
+	pa.runs.Batches = true // on a single file-stored server too
+	pa.runs.BeforeCommit = func(id string) error {
 		once.Do(func() {
 			if e, err := kv.Get(b.ctx, id); err == nil {
 				before = e.Revision()
@@ -95,7 +96,7 @@ func TestPlannerKilledMidBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	cut := stored.Recorded
-	record := logSubject(run.ID, "step", strconv.Itoa(cut))
+	record := runstore.Subject(run.ID, "step", strconv.Itoa(cut))
 	if _, err := journal.GetLastMsgForSubject(b.ctx, record); !errors.Is(err, jetstream.ErrMsgNotFound) {
 		t.Fatalf("after the kill %s: %v, want no record", record, err)
 	}

@@ -62,7 +62,7 @@ func (p *Planner) watchRuns(ctx context.Context, w jetstream.KeyWatcher) {
 			opts = append(opts, jetstream.ResumeFromRevision(last+1))
 		}
 		var err error
-		if w, err = jsutil.Watch(ctx, p.runs.kv, jetstream.AllKeys, opts...); err != nil {
+		if w, err = jsutil.Watch(ctx, p.runs.KV(), jetstream.AllKeys, opts...); err != nil {
 			if ctx.Err() == nil {
 				p.log.Error().Err(err).Msg("watching runs failed for good: this replica's run index and deadlines stop")
 			}
@@ -129,7 +129,7 @@ func (p *Planner) sweep(ctx context.Context) {
 		}
 		p.mu.Unlock()
 		for _, id := range due {
-			run, err := p.runs.update(ctx, id, func(r *Run) (bool, error) {
+			run, err := p.runs.Update(ctx, id, func(r *Run) (bool, error) {
 				if r.Status != StatusRunning || now.Before(r.Deadline) {
 					return false, nil
 				}

@@ -91,7 +91,7 @@ func (p *Planner) newLease(step int) *runrec.StepLease {
 }
 
 func (p *Planner) renewLease(ctx context.Context, run string, step int) error {
-	_, err := p.runs.update(ctx, run, func(r *Run) (bool, error) {
+	_, err := p.runs.Update(ctx, run, func(r *Run) (bool, error) {
 		if r.Lease == nil || r.Lease.Owner != p.replica || r.Lease.Step != step || r.Status != StatusRunning {
 			return false, nil
 		}
@@ -153,12 +153,12 @@ func (b stepBase) update(ctx context.Context, p *Planner, step int, change func(
 }
 
 // updateWith is update storing the messages with (the step's record) in one atomic
-// batch with the change ([store.updateWith]); it reports whether it wrote.
+// batch with the change ([runstore.Store.UpdateWith]); it reports whether it wrote.
 func (b stepBase) updateWith(ctx context.Context, p *Planner, step int, change func(*Run) (bool, error), with []*nats.Msg) (*Run, bool, error) {
 	if err := b.awaitCreate(ctx); err != nil {
 		return nil, false, err
 	}
-	return p.runs.updateWith(ctx, b.run.ID, b.stored, b.rev, b.fresh, func(r *Run) (bool, error) {
+	return p.runs.UpdateWith(ctx, b.run.ID, b.stored, b.rev, b.fresh, func(r *Run) (bool, error) {
 		changed := false
 		if b.pre != nil {
 			var err error
@@ -242,7 +242,7 @@ func (p *Planner) takeLeased(run string, step int) bool {
 func (p *Planner) handOff(ctx context.Context, run string, step int) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	r, err := p.runs.update(ctx, run, func(r *Run) (bool, error) {
+	r, err := p.runs.Update(ctx, run, func(r *Run) (bool, error) {
 		if r.Lease == nil || r.Lease.Owner != p.replica || r.Lease.Step != step {
 			return false, nil
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/internal/planner/runrec"
+	"github.com/toolfleet/toolfleet/internal/planner/runstore"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -33,23 +34,6 @@ type FollowUp struct {
 	// Caller is who sends it (the API sets it from the bearer token): only the run's
 	// tenant may.
 	Caller events.Identity `json:"-"`
-}
-
-// injectRecord is one record of messages added to a run after its start (a follow-up,
-// a reminder): toolfleet.runlog.<run>.msg.<k>, written once. The k-th record is part of
-// the run once its control state counts it (Injected > k); the model sees it at the
-// first step asked after that (the step record's Seen says how many it saw).
-type injectRecord struct {
-	Key      string             `json:"key,omitempty"`
-	Messages []provider.Message `json:"messages"`
-	// Tools is a change of the run's tools made with the messages.
-	Tools *ToolsChange `json:"tools,omitempty"`
-	// By is the caller who added the record: applying it makes the caller one of the
-	// run's actors when it is not the owner (auth.go).
-	By events.Identity `json:"by,omitzero"`
-	// Edit, on a resume's record, edits the model's conversation before Messages join
-	// it (pause.go); the run's own record of the conversation keeps the original.
-	Edit *runrec.ConversationEdit `json:"edit,omitempty"`
 }
 
 // maxInjections bounds the message records of one run.
@@ -100,7 +84,7 @@ func (p *Planner) Continue(ctx context.Context, id string, f FollowUp) (*Run, bo
 	if !f.Tools.Empty() {
 		change = &ToolsChange{Enable: f.Tools.Enable, Disable: f.Tools.Disable}
 	}
-	return p.inject(ctx, id, f.Caller, injectRecord{Key: f.ID, Messages: msgs, Tools: change, By: f.Caller}, true)
+	return p.inject(ctx, id, f.Caller, runstore.MessageRecord{Key: f.ID, Messages: msgs, Tools: change, By: f.Caller}, true)
 }
 
 // continuable says, as an API error, why run cannot take more messages (cont: and go on).
@@ -123,9 +107,9 @@ func continuable(r *Run, cont bool) error {
 
 // inject adds the messages of rec to the run (cont: continuing a run that ended) and
 // returns the run as stored; added is false for a repeat of a key the run has already.
-func (p *Planner) inject(ctx context.Context, id string, caller events.Identity, rec injectRecord, cont bool) (*Run, bool, error) {
-	run, _, err := p.runs.get(ctx, id)
-	if errors.Is(err, errRunNotFound) || err == nil && !visibleTo(run, caller) {
+func (p *Planner) inject(ctx context.Context, id string, caller events.Identity, rec runstore.MessageRecord, cont bool) (*Run, bool, error) {
+	run, _, err := p.runs.Get(ctx, id)
+	if errors.Is(err, runstore.ErrNotFound) || err == nil && !visibleTo(run, caller) {
 		return nil, false, notFoundf("no run %q", id)
 	}
 	if err != nil {
@@ -136,7 +120,7 @@ func (p *Planner) inject(ctx context.Context, id string, caller events.Identity,
 	}
 	if rec.Key != "" {
 		for k := range run.Injected {
-			got, err := p.rlog.injection(ctx, id, k)
+			got, err := p.rlog.Injection(ctx, id, k)
 			if err != nil {
 				return nil, false, err
 			}
@@ -155,16 +139,16 @@ func (p *Planner) inject(ctx context.Context, id string, caller events.Identity,
 		if k >= maxInjections {
 			return run, false, conflictf("run %s has taken %d message records, the most a run takes", id, maxInjections)
 		}
-		wrote, err := p.rlog.putOnce(ctx, logSubject(id, "msg", strconv.Itoa(k)), &rec)
+		wrote, err := p.rlog.PutMessage(ctx, id, k, &rec)
 		if err != nil {
-			if isPermanent(err) {
+			if runstore.IsPermanent(err) {
 				return nil, false, &APIError{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("the messages cannot be stored: %v", err)}
 			}
 			return nil, false, err
 		}
 		stored := &rec
 		if !wrote { // record k is there: another request's (or an earlier try of this one)
-			if stored, err = p.rlog.injection(ctx, id, k); err != nil {
+			if stored, err = p.rlog.Injection(ctx, id, k); err != nil {
 				return nil, false, err
 			}
 		}
@@ -192,17 +176,17 @@ func (p *Planner) inject(ctx context.Context, id string, caller events.Identity,
 // its tools change and its caller as an actor and, with cont, a run that ended is
 // reopened. closed receives the calls reopening answered canceled (as they were before,
 // for their cancel events).
-func (p *Planner) applyInjection(ctx context.Context, id string, k int, rec *injectRecord, cont bool, closed *[]*CallRecord) (*Run, error) {
+func (p *Planner) applyInjection(ctx context.Context, id string, k int, rec *runstore.MessageRecord, cont bool, closed *[]*CallRecord) (*Run, error) {
 	for {
 		*closed = nil
 		needAnswer := -1
-		run, err := p.runs.update(ctx, id, func(r *Run) (bool, error) {
+		run, err := p.runs.Update(ctx, id, func(r *Run) (bool, error) {
 			*closed, needAnswer = nil, -1
 			if r.Injected != k {
 				return false, nil // applied already
 			}
 			reopen := cont && r.Status == StatusDone && continuable(r, true) == nil
-			if reopen && r.AnswerUnrecorded() && !p.rlog.known(r.ID, r.Step) {
+			if reopen && r.AnswerUnrecorded() && !p.rlog.Known(r.ID, r.Step) {
 				needAnswer = r.Step
 				return false, nil
 			}
@@ -228,13 +212,13 @@ func (p *Planner) applyInjection(ctx context.Context, id string, k int, rec *inj
 // recordAnswer writes the step record of the answer that completed run (once: any
 // replica writes the same).
 func (p *Planner) recordAnswer(ctx context.Context, run *Run) error {
-	rec := &stepRecord{Step: run.Step, Message: provider.Message{Role: provider.RoleAssistant, Text: run.Answer},
+	rec := &runstore.StepRecord{Step: run.Step, Message: provider.Message{Role: provider.RoleAssistant, Text: run.Answer},
 		Seen: run.Seen, State: run.Control()}
 	if o := run.OfferedAt(run.Step); o != nil {
 		oc := *o
 		rec.Offered = &oc
 	}
-	_, err := p.rlog.writeStep(ctx, run.ID, rec)
+	_, err := p.rlog.WriteStep(ctx, run.ID, rec)
 	return err
 }
 
@@ -296,55 +280,4 @@ func (p *Planner) publishAdvanceTurn(ctx context.Context, run string, step, turn
 		return fmt.Errorf("publish step %d of run %s: %w", step, run, err)
 	}
 	return nil
-}
-
-// injection returns message record k of run (see [injectRecord]).
-func (l *runLog) injection(ctx context.Context, run string, k int) (*injectRecord, error) {
-	c := l.cache(run)
-	l.mu.Lock()
-	rec := c.injects[k]
-	l.mu.Unlock()
-	if rec != nil {
-		return rec, nil
-	}
-	rec = &injectRecord{}
-	if err := l.get(ctx, l.log, logSubject(run, "msg", strconv.Itoa(k)), rec); err != nil {
-		return nil, fmt.Errorf("message record %d of run %s: %w", k, run, err)
-	}
-	l.mu.Lock()
-	c.injects[k] = rec
-	l.mu.Unlock()
-	return rec, nil
-}
-
-// injected appends to msgs the messages of records seen..upTo-1 of run and returns them
-// with the count of records they cover: the run's record of its conversation, without
-// the edits of resumes (see modelInjected).
-func (l *runLog) injected(ctx context.Context, run string, msgs []provider.Message, seen, upTo int) ([]provider.Message, int, error) {
-	return l.injectedAs(ctx, run, msgs, seen, upTo, false)
-}
-
-// modelInjected is injected as the model sees it: the edits of resumes applied.
-func (l *runLog) modelInjected(ctx context.Context, run string, msgs []provider.Message, seen, upTo int) ([]provider.Message, int, error) {
-	return l.injectedAs(ctx, run, msgs, seen, upTo, true)
-}
-
-func (l *runLog) injectedAs(ctx context.Context, run string, msgs []provider.Message, seen, upTo int, edited bool) ([]provider.Message, int, error) {
-	if upTo <= seen {
-		return msgs, seen, nil
-	}
-	msgs = msgs[:len(msgs):len(msgs)] // appends copy: a cached slice is shared
-	for k := seen; k < upTo; k++ {
-		rec, err := l.injection(ctx, run, k)
-		if err != nil {
-			return nil, seen, err
-		}
-		if edited && rec.Edit != nil {
-			if msgs, err = rec.Edit.Apply(msgs); err != nil {
-				return nil, seen, fmt.Errorf("%w: message record %d of run %s: %v", errNoRecord, k, run, err)
-			}
-		}
-		msgs = append(msgs, rec.Messages...)
-	}
-	return msgs, upTo, nil
 }

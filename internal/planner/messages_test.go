@@ -166,7 +166,7 @@ steps:
 	}
 	held, letGo := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	p.runs.wrote = func(_ string, value []byte) error {
+	p.runs.Wrote = func(_ string, value []byte) error {
 		var r Run
 		if json.Unmarshal(value, &r) == nil && r.Termination == TerminationMaxSteps && r.Turn == 0 {
 			once.Do(func() { close(held); <-letGo })

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/toolfleet/toolfleet/internal/planner/runrec"
+	"github.com/toolfleet/toolfleet/internal/planner/runstore"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
@@ -89,7 +89,7 @@ func (p *Planner) Pause(ctx context.Context, id string, caller events.Identity, 
 	if len(req.Reason) > 1024 || len(req.By) > 256 {
 		return nil, requestErrorf("by is at most 256 bytes and reason at most 1024")
 	}
-	run, err := p.runs.update(ctx, id, func(r *Run) (bool, error) {
+	run, err := p.runs.Update(ctx, id, func(r *Run) (bool, error) {
 		if err := p.mayAct(r, caller, "pause"); err != nil {
 			return false, err
 		}
@@ -105,7 +105,7 @@ func (p *Planner) Pause(ctx context.Context, id string, caller events.Identity, 
 		acted(r, caller)
 		return true, nil
 	})
-	if errors.Is(err, errRunNotFound) {
+	if errors.Is(err, runstore.ErrNotFound) {
 		return nil, notFoundf("no run %q", id)
 	}
 	return run, err
@@ -203,8 +203,8 @@ func (p *Planner) Resume(ctx context.Context, id string, req ResumeRequest) (*Ru
 	}
 	added := req.added()
 	for {
-		run, _, err := p.runs.get(ctx, id)
-		if errors.Is(err, errRunNotFound) || err == nil && !visibleTo(run, req.Caller) {
+		run, _, err := p.runs.Get(ctx, id)
+		if errors.Is(err, runstore.ErrNotFound) || err == nil && !visibleTo(run, req.Caller) {
 			return nil, notFoundf("no run %q", id)
 		}
 		if err != nil {
@@ -220,9 +220,9 @@ func (p *Planner) Resume(ctx context.Context, id string, req ResumeRequest) (*Ru
 		if err != nil {
 			return nil, requestErrorf("%v", err)
 		}
-		rec := injectRecord{Messages: added, By: req.Caller}
+		rec := runstore.MessageRecord{Messages: added, By: req.Caller}
 		if len(req.Replace)+len(req.Drop) > 0 || req.Compact != nil {
-			msgs, err := p.rlog.conversation(ctx, run)
+			msgs, err := p.rlog.Conversation(ctx, run)
 			if err != nil {
 				return nil, err
 			}
@@ -236,15 +236,15 @@ func (p *Planner) Resume(ctx context.Context, id string, req ResumeRequest) (*Ru
 			return run, conflictf("run %s has taken %d message records, the most a run takes", id, maxInjections)
 		}
 		if len(rec.Messages) > 0 || rec.Edit != nil {
-			wrote, err := p.rlog.putOnce(ctx, logSubject(id, "msg", strconv.Itoa(k)), &rec)
+			wrote, err := p.rlog.PutMessage(ctx, id, k, &rec)
 			if err != nil {
-				if isPermanent(err) {
+				if runstore.IsPermanent(err) {
 					return nil, &APIError{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("the resume's messages cannot be stored: %v", err)}
 				}
 				return nil, err
 			}
 			if !wrote { // record k is another request's: count it, and edit what it leaves
-				stored, err := p.rlog.injection(ctx, id, k)
+				stored, err := p.rlog.Injection(ctx, id, k)
 				if err != nil {
 					return nil, err
 				}
@@ -258,7 +258,7 @@ func (p *Planner) Resume(ctx context.Context, id string, req ResumeRequest) (*Ru
 		}
 		now := p.cfg.Now()
 		resumed := false
-		run, err = p.runs.update(ctx, id, func(r *Run) (bool, error) {
+		run, err = p.runs.Update(ctx, id, func(r *Run) (bool, error) {
 			resumed = false
 			if r.Status != StatusPaused {
 				return false, nil
@@ -293,8 +293,8 @@ func (p *Planner) Resume(ctx context.Context, id string, req ResumeRequest) (*Ru
 // (edits applied), for caller: what resume edits' indices name. A run that is not
 // paused is refused with 409.
 func (p *Planner) ModelConversation(ctx context.Context, id string, caller events.Identity) ([]provider.Message, error) {
-	run, _, err := p.runs.get(ctx, id)
-	if errors.Is(err, errRunNotFound) || err == nil && !visibleTo(run, caller) {
+	run, _, err := p.runs.Get(ctx, id)
+	if errors.Is(err, runstore.ErrNotFound) || err == nil && !visibleTo(run, caller) {
 		return nil, notFoundf("no run %q", id)
 	}
 	if err != nil {
@@ -303,5 +303,5 @@ func (p *Planner) ModelConversation(ctx context.Context, id string, caller event
 	if run.Status != StatusPaused {
 		return nil, conflictf("run %s is %s: the model's view is given for a paused run", id, run.Status)
 	}
-	return p.rlog.conversation(ctx, run)
+	return p.rlog.Conversation(ctx, run)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/internal/planner/runrec"
+	"github.com/toolfleet/toolfleet/internal/planner/runstore"
 	"github.com/toolfleet/toolfleet/internal/provider"
 )
 
@@ -215,7 +216,7 @@ func (p *Planner) reserveAnswer(ctx context.Context, cl claim, run *Run, in, out
 			if w != nil {
 				_ = w.Stop()
 			}
-			if w, err = jsutil.Watch(ctx, p.runs.kv, held.id, jetstream.UpdatesOnly()); err != nil {
+			if w, err = jsutil.Watch(ctx, p.runs.KV(), held.id, jetstream.UpdatesOnly()); err != nil {
 				return 0, fmt.Errorf("watch run %s for its budget: %w", held.id, err)
 			}
 			watched = held.id
@@ -250,7 +251,7 @@ func (p *Planner) reserveUp(ctx context.Context, run *Run, in, out int) (int, *h
 		var stop *budgetStop
 		var held *heldAbove
 		fit := out
-		a, err := p.runs.update(ctx, id, func(a *Run) (bool, error) {
+		a, err := p.runs.Update(ctx, id, func(a *Run) (bool, error) {
 			stop, held, fit = nil, nil, out
 			now := p.cfg.Now()
 			pruned := release(a, "", -1, now) // expired reservations only
@@ -277,7 +278,7 @@ func (p *Planner) reserveUp(ctx context.Context, run *Run, in, out int) (int, *h
 
 			return true, nil
 		})
-		if errors.Is(err, errRunNotFound) {
+		if errors.Is(err, runstore.ErrNotFound) {
 			return out, nil, nil
 		}
 		if err != nil {

@@ -221,7 +221,7 @@ func TestReservationOfADeadPlannerExpires(t *testing.T) {
 	// answer of a run of its tree (as a reservation it made and never settled).
 	<-asked
 	until := time.Now().Add(500 * time.Millisecond)
-	if _, err := b.p.runs.update(b.ctx, run.ID, func(r *Run) (bool, error) {
+	if _, err := b.p.runs.Update(b.ctx, run.ID, func(r *Run) (bool, error) {
 		r.Reserved = append(r.Reserved, runrec.Reservation{Run: "cdead", Step: 0, Cost: 0.1, Until: until})
 		return true, nil
 	}); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/internal/planner/runrec"
+	"github.com/toolfleet/toolfleet/internal/planner/runstore"
 	"github.com/toolfleet/toolfleet/internal/tick"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -40,7 +41,7 @@ func (p *Planner) handleResult(ctx context.Context, m jetstream.Msg) {
 		p.ack(m)
 		return
 	}
-	if err := p.rlog.resolve(ctx, &res); err != nil {
+	if err := p.rlog.Resolve(ctx, &res); err != nil {
 		if !jsutil.IsPayloadGone(err) {
 			p.log.Error().Err(err).Str("run_id", res.RunID).Str("call_id", res.CallID).Msg("reading an output stored by reference failed; it will be retried")
 			_ = m.NakWithDelay(time.Second)
@@ -63,7 +64,7 @@ func (p *Planner) handleResult(ctx context.Context, m jetstream.Msg) {
 			_ = m.NakWithDelay(stepNotStoredDelay(m))
 			return
 		}
-		if isPermanent(err) && p.failRun(ctx, res.RunID, err) == nil {
+		if runstore.IsPermanent(err) && p.failRun(ctx, res.RunID, err) == nil {
 			p.ack(m)
 			return
 		}
@@ -101,7 +102,7 @@ func (p *Planner) recordResult(ctx context.Context, m jetstream.Msg, res events.
 		c.Status, c.Output, c.Error = string(res.Status), res.Output, res.Error
 		// The output is not kept in the run's state: it stays in the results stream, read
 		// by call id; this replica remembers it for the next step's conversation.
-		p.rlog.keepOutput(r.ID, c.Step, c.ID, res.Output)
+		p.rlog.KeepOutput(r.ID, c.Step, c.ID, res.Output)
 		c.Attempts, c.Executor, c.Validated = res.Attempts, res.Executor, res.Validated
 		c.NoSchemaMode = res.NoSchemaMode
 		// The executor's record is what was carried out (an answer over NATS, an expiry);
@@ -157,7 +158,7 @@ func (p *Planner) recordResult(ctx context.Context, m jetstream.Msg, res events.
 		return true, nil
 	}
 	for {
-		stored, rev, fresh, err := p.runs.getCached(ctx, res.RunID)
+		stored, rev, fresh, err := p.runs.GetCached(ctx, res.RunID)
 		if err == nil && !fresh && stored.Call(res.CallID) == nil && callAhead(stored, res.CallID) {
 			// This replica's copy is behind the call's step (its calls went out while its
 			// state was being stored): wait for the state if this replica stores it, else
@@ -165,10 +166,10 @@ func (p *Planner) recordResult(ctx context.Context, m jetstream.Msg, res events.
 			if p.waitStored(ctx, res.RunID) && ctx.Err() == nil {
 				continue
 			}
-			stored, rev, err = p.runs.get(ctx, res.RunID)
+			stored, rev, err = p.runs.Get(ctx, res.RunID)
 			fresh = true
 		}
-		if errors.Is(err, errRunNotFound) {
+		if errors.Is(err, runstore.ErrNotFound) {
 			return nil // not a planner run
 		}
 		if err != nil {
@@ -181,7 +182,7 @@ func (p *Planner) recordResult(ctx context.Context, m jetstream.Msg, res events.
 			}
 			return err
 		}
-		run, err := p.runs.updateFrom(ctx, res.RunID, stored, rev, fresh, apply)
+		run, err := p.runs.UpdateFrom(ctx, res.RunID, stored, rev, fresh, apply)
 		if err != nil {
 			return err
 		}
@@ -246,7 +247,7 @@ func (p *Planner) waitStored(ctx context.Context, run string) bool {
 func (p *Planner) loadCall(ctx context.Context, runID, callID string) (*Run, uint64, *CallRecord, error) {
 	b := tick.Backoff{First: 10 * time.Millisecond}
 	for {
-		run, rev, err := p.runs.get(ctx, runID)
+		run, rev, err := p.runs.Get(ctx, runID)
 		if err != nil {
 			return nil, 0, nil, err
 		}
@@ -312,7 +313,7 @@ func stepComplete(r *Run) bool {
 
 // completeStep moves the run past its finished step, unless a stop condition ends it.
 // The step's results join the conversation as they are: the conversation is assembled
-// from the step's record and the calls' results (runlog.go), in the order of the
+// from the step's record and the calls' results (runstore.Log), in the order of the
 // model's calls.
 func (p *Planner) completeStep(r *Run, now time.Time) {
 	for _, c := range r.StepCalls() {
@@ -337,7 +338,7 @@ func (p *Planner) completeStep(r *Run, now time.Time) {
 // over the server's max payload) with TerminationStorageError, instead of retrying the
 // write until the run's time limit.
 func (p *Planner) failRun(ctx context.Context, runID string, cause error) error {
-	run, err := p.runs.update(ctx, runID, func(r *Run) (bool, error) {
+	run, err := p.runs.Update(ctx, runID, func(r *Run) (bool, error) {
 		if r.Status == StatusDone {
 			return false, nil
 		}
@@ -356,7 +357,7 @@ func (p *Planner) answer(ctx context.Context, run *Run) string {
 	if run.Answer != "" || run.AnswerCall == "" {
 		return run.Answer
 	}
-	out, err := p.rlog.output(ctx, run.Tenant, run.ID, &CallRecord{ID: run.AnswerCall})
+	out, err := p.rlog.Output(ctx, run.Tenant, run.ID, &CallRecord{ID: run.AnswerCall})
 	if err != nil {
 		p.log.Warn().Err(err).Str("run_id", run.ID).Msg("reading the final tool's output")
 	}
@@ -373,7 +374,7 @@ func (p *Planner) afterDone(ctx context.Context, run *Run) error {
 		r.Answer = p.answer(ctx, run)
 		run = &r
 	}
-	p.rlog.forget(run.ID)
+	p.rlog.Forget(run.ID)
 	p.emit(ctx, run, "done", run.Step, "", map[string]any{
 		"termination": run.Termination, "detail": run.Detail, "answer": run.Answer})
 	if run.ParentID == "" {
@@ -411,7 +412,7 @@ func (p *Planner) handleApprovalRequest(ctx context.Context, m jetstream.Msg) {
 		return
 	}
 	ahead, now := false, p.cfg.Now()
-	run, err := p.runs.update(ctx, req.RunID, func(r *Run) (bool, error) {
+	run, err := p.runs.Update(ctx, req.RunID, func(r *Run) (bool, error) {
 		c := r.Call(req.CallID)
 		ahead = c == nil && callAhead(r, req.CallID)
 		if req.Caller.Tenant != r.Tenant || r.Status == StatusDone {
@@ -432,7 +433,7 @@ func (p *Planner) handleApprovalRequest(ctx context.Context, m jetstream.Msg) {
 		c.ApprovalRequestedAt = &parked
 		return true, nil
 	})
-	if errors.Is(err, errRunNotFound) {
+	if errors.Is(err, runstore.ErrNotFound) {
 		p.ack(m)
 		return
 	}
@@ -476,7 +477,7 @@ func (p *Planner) Approve(ctx context.Context, callID string, caller events.Iden
 		return notFoundf("no call %q", callID)
 	}
 	run, rev, _, err := p.loadCall(ctx, runID, callID)
-	if errors.Is(err, errRunNotFound) {
+	if errors.Is(err, runstore.ErrNotFound) {
 		return notFoundf("no call %q", callID)
 	}
 	if err != nil {
@@ -488,7 +489,7 @@ func (p *Planner) Approve(ctx context.Context, callID string, caller events.Iden
 	slot := slotOf(run, callID)
 	if slot.call == nil {
 		// Not a call of the current step: an earlier one has ended; look it up.
-		full, err := p.rlog.assemble(ctx, run)
+		full, err := p.rlog.Assemble(ctx, run)
 		if err != nil {
 			return err
 		}
@@ -528,7 +529,7 @@ func (p *Planner) Approve(ctx context.Context, callID string, caller events.Iden
 	if ans.Decision == events.DecisionApprove && len(ans.Arguments) > 0 {
 		rec.ArgumentsOriginal, rec.ArgumentsApproved = args, ans.Arguments
 	}
-	run, err = p.runs.updateFrom(ctx, runID, run, rev, true, func(r *Run) (bool, error) {
+	run, err = p.runs.UpdateFrom(ctx, runID, run, rev, true, func(r *Run) (bool, error) {
 		slot := slotOf(r, callID)
 		if slot.call == nil {
 			return false, notFoundf("no call %q", callID)
@@ -546,7 +547,7 @@ func (p *Planner) Approve(ctx context.Context, callID string, caller events.Iden
 	if err != nil || dup {
 		// Not published, or an answer over NATS came first (same answer id): take the
 		// record back; the result will carry the decision that stood.
-		if _, uerr := p.runs.update(context.WithoutCancel(ctx), runID, func(r *Run) (bool, error) {
+		if _, uerr := p.runs.Update(context.WithoutCancel(ctx), runID, func(r *Run) (bool, error) {
 			return slotOf(r, callID).takeBack(rec), nil
 		}); uerr != nil {
 			p.log.Warn().Err(uerr).Str("run_id", runID).Str("call_id", callID).Msg("taking back an approval that was not published")

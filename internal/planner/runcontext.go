@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/toolfleet/toolfleet/internal/planner/runstore"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -51,7 +52,7 @@ func (s *stepContext) attach(ctx context.Context, c *CallRecord, data *events.Ca
 
 func (s *stepContext) build(ctx context.Context) error {
 	run, l := s.run, s.p.rlog
-	rec, err := l.step(ctx, run.ID, run.Step)
+	rec, err := l.Step(ctx, run.ID, run.Step)
 	if err != nil {
 		return err
 	}
@@ -59,11 +60,11 @@ func (s *stepContext) build(ctx context.Context) error {
 	// it, whose last calls ended as the step's record says (Closed).
 	before := *run
 	before.Recorded, before.Injected, before.Calls = run.Step, rec.Seen, rec.Closed
-	msgs, err := l.conversation(ctx, &before)
+	msgs, err := l.Conversation(ctx, &before)
 	if err != nil {
 		return err
 	}
-	msgs = append(msgs[:len(msgs):len(msgs)], modelMessage(rec, run.Limits.ContextBytes()))
+	msgs = append(msgs[:len(msgs):len(msgs)], runstore.ModelMessage(rec, run.Limits.ContextBytes()))
 	encoded, omitted, err := boundMessages(msgs, runContextMaxBytes)
 	if err != nil {
 		return err
@@ -73,11 +74,11 @@ func (s *stepContext) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if len(data) <= l.claimCheck {
+	if len(data) <= s.p.cfg.Events.ClaimCheckBytes {
 		s.rc = rc
 		return nil
 	}
-	ref, err := l.payloads.Put(ctx, run.Tenant, data)
+	ref, err := s.p.payloads.Put(ctx, run.Tenant, data)
 	if err != nil {
 		return fmt.Errorf("store the run context (%d bytes): %w", len(data), err)
 	}

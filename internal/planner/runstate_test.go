@@ -55,7 +55,7 @@ func (b *testBundle) hookedPlanner(t *testing.T, scripts map[string]string, w *w
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.runs.wrote, p.rlog.wrote = w.kv, w.record
+	p.runs.Wrote, p.rlog.Wrote = w.kv, w.record
 	b.stopPlanner()
 	serve(t, p.Run)
 	b.p = p
@@ -366,7 +366,7 @@ steps:
 	}
 	var mu sync.Mutex
 	writes := 0
-	p.runs.wrote = func(string, []byte) error {
+	p.runs.Wrote = func(string, []byte) error {
 		mu.Lock()
 		defer mu.Unlock()
 		writes++

@@ -32,7 +32,7 @@ func TestRunsWatchStartsAgainWhenItBreaks(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(b.ctx)
-	w, err := jsutil.Watch(ctx, p.runs.kv, jetstream.AllKeys)
+	w, err := jsutil.Watch(ctx, p.runs.KV(), jetstream.AllKeys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestWatchesAreMeasured(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(b.ctx)
-	w, err := jsutil.Watch(ctx, p.runs.kv, jetstream.AllKeys)
+	w, err := jsutil.Watch(ctx, p.runs.KV(), jetstream.AllKeys)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/internal/planner/runrec"
+	"github.com/toolfleet/toolfleet/internal/planner/runstore"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -100,10 +101,10 @@ func (p *Planner) start(ctx context.Context, req StartRequest, id string, parent
 	// it there) and the control state, which makes the run exist, to the bucket; both
 	// are stored before the run is announced and Start returns. A new top-level run's
 	// first step is taken meanwhile (firststep.go); a nested run's once it is stored.
-	waitInput, err := p.rlog.writeInput(ctx, run.ID, run.Messages)
+	waitInput, err := p.rlog.WriteInput(ctx, run.ID, run.Messages)
 	if err != nil {
 		p.runSpans.Delete(run.ID)
-		if isPermanent(err) {
+		if runstore.IsPermanent(err) {
 			return nil, &APIError{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("the run's input cannot be stored: %v", err)}
 		}
 		return nil, err
@@ -111,12 +112,12 @@ func (p *Planner) start(ctx context.Context, req StartRequest, id string, parent
 	var first *createGate
 	if serving && parent == nil {
 		first = newCreateGate()
-		p.rlog.keepInput(run.ID, run.Messages)
+		p.rlog.KeepInput(run.ID, run.Messages)
 		if !p.takeFirstStep(run.Clone(), first) {
 			first = nil
 		}
 	}
-	rev, err := p.runs.create(ctx, run)
+	rev, err := p.runs.Create(ctx, run)
 	if err != nil {
 		if first != nil {
 			first.failed(err)
@@ -259,20 +260,20 @@ func (p *Planner) modelNames() []string {
 // Get returns a run, assembled from its control state, its run log and its calls'
 // results.
 func (p *Planner) Get(ctx context.Context, id string) (*Run, error) {
-	run, _, err := p.runs.get(ctx, id)
-	if errors.Is(err, errRunNotFound) {
+	run, _, err := p.runs.Get(ctx, id)
+	if errors.Is(err, runstore.ErrNotFound) {
 		return nil, notFoundf("no run %q", id)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return p.rlog.assemble(ctx, run)
+	return p.rlog.Assemble(ctx, run)
 }
 
 // Wait returns the run once it is done or paused, or when ctx ends (with the run as it
 // is then).
 func (p *Planner) Wait(ctx context.Context, id string) (*Run, error) {
-	w, err := jsutil.Watch(ctx, p.runs.kv, id)
+	w, err := jsutil.Watch(ctx, p.runs.KV(), id)
 	if err != nil {
 		return nil, fmt.Errorf("watch run %s: %w", id, err)
 	}
@@ -284,7 +285,7 @@ func (p *Planner) Wait(ctx context.Context, id string) (*Run, error) {
 			if last == nil {
 				return p.Get(context.WithoutCancel(ctx), id)
 			}
-			if full, err := p.rlog.assemble(context.WithoutCancel(ctx), last); err == nil {
+			if full, err := p.rlog.Assemble(context.WithoutCancel(ctx), last); err == nil {
 				last = full
 			}
 			return last, ctx.Err()
@@ -312,7 +313,7 @@ func (p *Planner) Wait(ctx context.Context, id string) (*Run, error) {
 			}
 			last = &r
 			if settled(r.Status) {
-				return p.rlog.assemble(ctx, last)
+				return p.rlog.Assemble(ctx, last)
 			}
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/internal/planner/runrec"
+	"github.com/toolfleet/toolfleet/internal/planner/runstore"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/internal/tick"
 	"github.com/toolfleet/toolfleet/pkg/events"
@@ -69,14 +70,14 @@ func (p *Planner) msgClaim(m jetstream.Msg) msgClaim {
 func (p *Planner) takeStep(ctx context.Context, cl claim, runID string, step int) error {
 	for {
 		_, plan := cl.(msgClaim)
-		run, rev, fresh, err := p.runs.getCached(ctx, runID)
+		run, rev, fresh, err := p.runs.GetCached(ctx, runID)
 		if err == nil && !fresh && run.Status != StatusDone && (run.Step < step || plan && run.Lease != nil || run.Status == StatusPaused) {
 			// This replica's copy is behind another's change, or shows a lease another
 			// replica may have ended, or a pause another may have resumed: read it.
-			run, rev, err = p.runs.get(ctx, runID)
+			run, rev, err = p.runs.Get(ctx, runID)
 			fresh = true
 		}
-		if errors.Is(err, errRunNotFound) {
+		if errors.Is(err, runstore.ErrNotFound) {
 			return nil
 		}
 		if err != nil {
@@ -134,8 +135,8 @@ func (p *Planner) stepFrom(ctx context.Context, cl claim, b stepBase, step int) 
 			return p.end(ctx, b, step, t, detail)
 		}
 		p.stepStarted(ctx, run, step)
-		msgs, err := p.rlog.conversation(ctx, run)
-		if errors.Is(err, errNoRecord) {
+		msgs, err := p.rlog.Conversation(ctx, run)
+		if errors.Is(err, runstore.ErrNoRecord) {
 			// A part of the run's log is gone (expired, or never stored): no step can follow.
 			return p.end(ctx, b, step, TerminationStorageError, fmt.Sprintf("the run's log is incomplete: %v", err))
 		}
@@ -178,11 +179,11 @@ func (p *Planner) stepFrom(ctx context.Context, cl claim, b stepBase, step int) 
 			}
 			charged = rec.State
 		}
-		if p.runs.batches && b.createdNow() {
+		if p.runs.Batches && b.createdNow() {
 			// One append to the journal: the record and the state the step leaves, in
 			// one atomic batch, before the calls go out (commitStep).
 			run, sent, err := p.commitStep(ctx, b, step, rec)
-			if !errors.Is(err, errBatchFailed) {
+			if !errors.Is(err, runstore.ErrBatchFailed) {
 				return p.stepStored(ctx, run, sent, charged, err)
 			}
 			// Refused, or its outcome unknown: the record is written on its own, which
@@ -190,9 +191,9 @@ func (p *Planner) stepFrom(ctx context.Context, cl claim, b stepBase, step int) 
 			// state after it.
 			p.log.Debug().Err(err).Str("run_id", runID).Int("step", step).Msg("step batch not stored; writing its parts")
 		}
-		stored, err = p.rlog.writeStep(ctx, runID, rec)
+		stored, err = p.rlog.WriteStep(ctx, runID, rec)
 		if err != nil {
-			if isPermanent(err) {
+			if runstore.IsPermanent(err) {
 				return p.end(ctx, b, step, TerminationStorageError,
 					fmt.Sprintf("the model's answer at step %d could not be stored: %v", step, err))
 			}
@@ -264,17 +265,17 @@ func applyStep(step int, state *Run, base int) func(r *Run) (bool, error) {
 }
 
 // commitStep stores step's record rec, which this replica's model call made, and the
-// state it leaves, in one atomic batch of the journal (see [store.putBatch]): the
+// state it leaves, in one atomic batch of the journal (see [runstore.Store.UpdateWith]): the
 // record only if the step has none, the state only if the run is still at the revision
 // the step started from. Once they are stored the step is announced and its calls go
 // out: sent are the calls sent, once acknowledged. When the run moved on meanwhile (another
 // replica took the step, a cancel), nothing is written and run is the run as stored.
-// errBatchFailed: nothing may be assumed stored; the caller writes the parts one by one.
-func (p *Planner) commitStep(ctx context.Context, b stepBase, step int, rec *stepRecord) (run *Run, sent []*CallRecord, err error) {
+// runstore.ErrBatchFailed: nothing may be assumed stored; the caller writes the parts one by one.
+func (p *Planner) commitStep(ctx context.Context, b stepBase, step int, rec *runstore.StepRecord) (run *Run, sent []*CallRecord, err error) {
 	runID, before := b.run.ID, b.run.Usage
-	msg, err := p.rlog.stepMessage(ctx, runID, rec)
+	msg, err := p.rlog.StepMessage(ctx, runID, rec)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", errBatchFailed, err) // writeStep says why, or ends the run
+		return nil, nil, fmt.Errorf("%w: %w", runstore.ErrBatchFailed, err) // writeStep says why, or ends the run
 	}
 	state := *rec.State
 	state.Calls = slices.Clone(state.Calls)
@@ -286,7 +287,7 @@ func (p *Planner) commitStep(ctx context.Context, b stepBase, step int, rec *ste
 	if err != nil || !wrote {
 		return run, nil, err
 	}
-	p.rlog.keepStep(runID, rec)
+	p.rlog.KeepStep(runID, rec)
 	p.modelAnswered(ctx, &state, step, rec.Message, rec.Calls, rec.Warnings, before)
 	if state.Status != StatusRunning || state.Step != step || len(state.StepCalls()) == 0 || nests(&state) {
 		return run, nil, nil // no calls, or nested runs: dispatched from the stored state
@@ -330,7 +331,7 @@ func (p *Planner) stepStored(ctx context.Context, run *Run, sent []*CallRecord, 
 }
 
 // answered stores the model's final answer at step, which completes the run: the last
-// step has no record (see [runLog.assemble]). errInjectedMeanwhile: messages were added
+// step has no record (see [runstore.Log.Assemble]). errInjectedMeanwhile: messages were added
 // to the run while the model answered without them, and nothing was stored.
 func (p *Planner) answered(ctx context.Context, b stepBase, step int, resp *provider.Response, offered StepTools, now time.Time) error {
 	before, injected := b.run.Usage, b.run.Injected
@@ -358,12 +359,12 @@ func (p *Planner) answered(ctx context.Context, b stepBase, step int, resp *prov
 // replica that recorded the step stopped, or failed to store its state. The log is read
 // only for a step asked for before (a redelivered message, or a step once leased), or a
 // step this replica recorded.
-func (p *Planner) recorded(ctx context.Context, cl claim, run *Run, step int) (*stepRecord, error) {
-	if !p.rlog.known(run.ID, step) && !cl.retried() && (run.Lease == nil || run.Lease.Owner == p.replica) {
+func (p *Planner) recorded(ctx context.Context, cl claim, run *Run, step int) (*runstore.StepRecord, error) {
+	if !p.rlog.Known(run.ID, step) && !cl.retried() && (run.Lease == nil || run.Lease.Owner == p.replica) {
 		return nil, nil
 	}
-	rec, err := p.rlog.step(ctx, run.ID, step)
-	if errors.Is(err, errNoRecord) {
+	rec, err := p.rlog.Step(ctx, run.ID, step)
+	if errors.Is(err, runstore.ErrNoRecord) {
 		return nil, nil
 	}
 	return rec, err
@@ -383,10 +384,10 @@ func nests(r *Run) bool {
 // newStepRecord applies the model's answer at the run's step to a copy of its control
 // state and returns the step's record: the answer, the calls it made, how the previous
 // step's calls ended, and the state it leaves.
-func (p *Planner) newStepRecord(ctx context.Context, cl claim, run *Run, resp *provider.Response, offered StepTools, now time.Time) *stepRecord {
+func (p *Planner) newStepRecord(ctx context.Context, cl claim, run *Run, resp *provider.Response, offered StepTools, now time.Time) *runstore.StepRecord {
 	next := run.Control().Clone() // a deep copy: the record keeps what it is given
 	step := next.Step
-	rec := &stepRecord{Step: step, Closed: next.Calls, Offered: &offered, Seen: run.Injected}
+	rec := &runstore.StepRecord{Step: step, Closed: next.Calls, Offered: &offered, Seen: run.Injected}
 	next.Seen = run.Injected
 	next.Calls, next.Warnings, next.Lease = nil, nil, nil
 	next.Reserved = nil // what the run holds for its tree stays the stored run's (applyStep)
@@ -503,7 +504,7 @@ func (p *Planner) applyModelResponse(ctx context.Context, cl claim, r *Run, resp
 				"toolChoice is required, but the model answered without a tool call at steps %d and %d", r.Step-1, r.Step), now)
 			return
 		}
-		// Asked once more, told why (retryNudge, in the conversation after the step's
+		// Asked once more, told why (runstore.RetryNudge, in the conversation after the step's
 		// message); the answer is not taken as the run's answer.
 		r.RetriedSteps = append(r.RetriedSteps, r.Step)
 		r.Warnings = append(r.Warnings, fmt.Sprintf("step %d: the model answered without a tool call under toolChoice required; asked again", r.Step))
@@ -736,7 +737,7 @@ func (p *Planner) sendCalls(ctx context.Context, msgs []*nats.Msg) (wait func(co
 		for _, f := range futures {
 			// A late PubAck, or its twin (a step taken twice) being stored: published
 			// again under its id until settled.
-			if err := jsutil.Settle(ctx, p.js, f, createTryTimeout); err != nil {
+			if err := jsutil.Settle(ctx, p.js, f, runstore.TryTimeout); err != nil {
 				return fmt.Errorf("publish call: %w", err)
 			}
 		}
@@ -748,7 +749,7 @@ func (p *Planner) sendCalls(ctx context.Context, msgs []*nats.Msg) (wait func(co
 // which the control state does not hold: they are in the step's record.
 func (p *Planner) withArguments(ctx context.Context, run *Run, calls []*CallRecord) ([]*CallRecord, error) {
 	out := make([]*CallRecord, len(calls))
-	var rec *stepRecord
+	var rec *runstore.StepRecord
 	for i, c := range calls {
 		cc := *c
 		out[i] = &cc
@@ -757,7 +758,7 @@ func (p *Planner) withArguments(ctx context.Context, run *Run, calls []*CallReco
 		}
 		if rec == nil {
 			var err error
-			if rec, err = p.rlog.step(ctx, run.ID, c.Step); err != nil {
+			if rec, err = p.rlog.Step(ctx, run.ID, c.Step); err != nil {
 				return nil, fmt.Errorf("step %d of run %s: %w", c.Step, run.ID, err)
 			}
 		}

@@ -1,4 +1,4 @@
-package planner
+package runstore
 
 import (
 	"bytes"
@@ -14,15 +14,16 @@ import (
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/toolfleet/toolfleet/internal/jsutil"
+	"github.com/toolfleet/toolfleet/internal/planner/runrec"
 )
 
-// errRunNotFound is returned for a run id the runs bucket does not hold.
-var errRunNotFound = errors.New("run not found")
+// ErrNotFound is returned for a run id the runs bucket does not hold.
+var ErrNotFound = errors.New("run not found")
 
-// store keeps the control state of runs in the runs KV bucket: status, step, counters,
+// Store keeps the control state of runs in the runs KV bucket: status, step, counters,
 // limits, and the current step's calls without their arguments or outputs (see
 // [Run.Control]). Its size does not grow with the run: the conversation and the calls'
-// arguments are in the run log (runlog.go), written once, and outputs in the results
+// arguments are in the run log ([Log]), written once, and outputs in the results
 // stream. Every change is a compare-and-set on the entry's revision, so two replicas (or
 // two goroutines) handling results of the same run never overwrite each other: the
 // loser reloads and applies its change again.
@@ -32,26 +33,29 @@ var errRunNotFound = errors.New("run not found")
 // stale copy fails its compare-and-set and is read again.
 // A change that would do nothing on a remembered copy is tried again on a fresh read
 // before it is believed, since a message is acknowledged on that verdict.
-type store struct {
+type Store struct {
+	// The fields below are set before the store is used.
+
+	// Finished, when set, is told of a run once, by the update that stored its end.
+	Finished func(*runrec.Run)
+	// Charged, when set, is told of the cost an update added to a run, once, by the
+	// update that stored it.
+	Charged func(r *runrec.Run, cost float64)
+	// Wrote, when set, is told every value about to be written; an error
+	// fails the write (tests).
+	Wrote func(id string, value []byte) error
+	// Batches: a step's record and state are stored in one atomic batch (UpdateWith);
+	// otherwise as two writes. See [BatchesStagedInMemory].
+	Batches bool
+	// BeforeCommit, when set, is called between the parts of a step's batch and its
+	// commit; an error abandons the batch (tests: a planner killed mid-batch).
+	BeforeCommit func(id string) error
+
 	kv jetstream.KeyValue
 	// js writes a step's atomic batch (putBatch).
 	js jetstream.JetStream
-	// nc reads runs from the bucket's leader (get).
+	// nc reads runs from the bucket's leader (Get).
 	nc *nats.Conn
-	// finished, when set, is told of a run once, by the update that stored its end.
-	finished func(*Run)
-	// charged, when set, is told of the cost an update added to a run, once, by the
-	// update that stored it.
-	charged func(r *Run, cost float64)
-	// wrote, when set, is told every value about to be written; an error fails the
-	// write (tests).
-	wrote func(id string, value []byte) error
-	// batches: a step's record and state are stored in one atomic batch (putBatch);
-	// otherwise as two writes.
-	batches bool
-	// beforeCommit, when set, is called between the parts of a step's batch and its
-	// commit; an error abandons the batch (tests: a planner killed mid-batch).
-	beforeCommit func(id string) error
 
 	mu    *sync.Mutex
 	cache map[string]cachedRun
@@ -59,18 +63,23 @@ type store struct {
 
 type cachedRun struct {
 	rev uint64
-	run *Run // owned by the cache: handed out as copies
+	run *runrec.Run // owned by the cache: handed out as copies
 }
 
 // maxCachedRuns bounds the remembered control states of one replica.
 const maxCachedRuns = 10000
 
-func newStore(kv jetstream.KeyValue, js jetstream.JetStream, nc *nats.Conn, finished func(*Run)) store {
-	return store{kv: kv, js: js, nc: nc, finished: finished, mu: &sync.Mutex{}, cache: map[string]cachedRun{}}
+// NewStore returns the store of the runs bucket kv, writing batches with js and reading
+// from the bucket's leader over nc.
+func NewStore(kv jetstream.KeyValue, js jetstream.JetStream, nc *nats.Conn) *Store {
+	return &Store{kv: kv, js: js, nc: nc, mu: &sync.Mutex{}, cache: map[string]cachedRun{}}
 }
 
+// KV is the runs bucket.
+func (s *Store) KV() jetstream.KeyValue { return s.kv }
+
 // remember keeps run (which the cache owns from now on) as the state of id at rev.
-func (s store) remember(id string, rev uint64, run *Run) {
+func (s *Store) remember(id string, rev uint64, run *runrec.Run) {
 	if s.mu == nil {
 		return
 	}
@@ -86,7 +95,7 @@ func (s store) remember(id string, rev uint64, run *Run) {
 }
 
 // drop forgets the remembered state of a run (it ended, or it is stale).
-func (s store) drop(id string) {
+func (s *Store) drop(id string) {
 	if s.mu == nil {
 		return
 	}
@@ -95,7 +104,7 @@ func (s store) drop(id string) {
 	s.mu.Unlock()
 }
 
-func (s store) cached(id string) (cachedRun, bool) {
+func (s *Store) cached(id string) (cachedRun, bool) {
 	if s.mu == nil {
 		return cachedRun{}, false
 	}
@@ -105,14 +114,14 @@ func (s store) cached(id string) (cachedRun, bool) {
 	return c, ok
 }
 
-// encode is ctl as the value of id, told to wrote (when set) before it is written.
-func (s store) encode(id string, ctl *Run) ([]byte, error) {
+// encode is ctl as the value of id, told to Wrote (when set) before it is written.
+func (s *Store) encode(id string, ctl *runrec.Run) ([]byte, error) {
 	b, err := json.Marshal(ctl)
 	if err != nil {
 		return nil, fmt.Errorf("encode run %s: %w", id, err)
 	}
-	if s.wrote != nil {
-		if err := s.wrote(id, b); err != nil {
+	if s.Wrote != nil {
+		if err := s.Wrote(id, b); err != nil {
 			return nil, err
 		}
 	}
@@ -120,7 +129,7 @@ func (s store) encode(id string, ctl *Run) ([]byte, error) {
 }
 
 // put stores ctl, a run's control state, as the value of id at rev (or as a new key).
-func (s store) put(ctx context.Context, id string, ctl *Run, rev uint64, create bool) (uint64, error) {
+func (s *Store) put(ctx context.Context, id string, ctl *runrec.Run, rev uint64, create bool) (uint64, error) {
 	b, err := s.encode(id, ctl)
 	if err != nil {
 		return 0, err
@@ -143,7 +152,7 @@ func (s store) put(ctx context.Context, id string, ctl *Run, rev uint64, create 
 // without acknowledgements) and the batch's sequence is the value's revision. A refusal
 // does not say which part was refused (a record already there, or a value changed
 // meanwhile): the caller falls back to writing them one by one.
-func (s store) putBatch(ctx context.Context, id string, ctl *Run, rev uint64, msgs []*nats.Msg) (uint64, error) {
+func (s *Store) putBatch(ctx context.Context, id string, ctl *runrec.Run, rev uint64, msgs []*nats.Msg) (uint64, error) {
 	b, err := s.encode(id, ctl)
 	if err != nil {
 		return 0, err
@@ -157,8 +166,8 @@ func (s store) putBatch(ctx context.Context, id string, ctl *Run, rev uint64, ms
 			return 0, err
 		}
 	}
-	if s.beforeCommit != nil {
-		if err := s.beforeCommit(id); err != nil {
+	if s.BeforeCommit != nil {
+		if err := s.BeforeCommit(id); err != nil {
 			_ = batch.Discard()
 			return 0, err
 		}
@@ -173,30 +182,30 @@ func (s store) putBatch(ctx context.Context, id string, ctl *Run, rev uint64, ms
 	return ack.Sequence, nil
 }
 
-// batchesStagedInMemory reports whether the server stages an atomic batch of the journal
+// BatchesStagedInMemory reports whether the server stages an atomic batch of the journal
 // sc in memory until its commit, which makes a batch cheaper than its parts written one
 // by one: it does for a replicated stream (the commit is one proposal of the stream's
 // Raft group) or one in memory. A single file-stored replica stages each batch in a
 // file store of its own, created and synced at the commit (nats-server 2.15): about
 // 2.5 ms a batch where the record and the compare-and-set take 0.15 ms together
 // (BenchmarkLoopStep's step-batch and step-parts on 2 shared cores), so there the
-// step is written in two parts.
-func batchesStagedInMemory(sc jetstream.StreamConfig) bool {
+// Step is written in two parts.
+func BatchesStagedInMemory(sc jetstream.StreamConfig) bool {
 	return sc.AllowAtomicPublish && (sc.Replicas > 1 || sc.Storage == jetstream.MemoryStorage)
 }
 
-// createTryTimeout bounds one try of a run's create, or of a record written once
-// (runLog.settle): one sent to a server that died gets no answer, and is tried again.
-const createTryTimeout = 3 * time.Second
+// TryTimeout bounds one try of a run's create, or of a record written once
+// (Log.settle): one sent to a server that died gets no answer, and is tried again.
+const TryTimeout = 3 * time.Second
 
 // createSettled stores value b under the new key id, riding out a server that dies and a
 // bucket that elects a leader (jsutil.RetryWrite). A try refused because the key exists,
 // after a try whose answer was lost, may be refused by that try's own write: it is when
 // the stored value is b (a run's value holds its id, creation time and lease: no other
 // start writes it).
-func (s store) createSettled(ctx context.Context, id string, b []byte) (rev uint64, err error) {
+func (s *Store) createSettled(ctx context.Context, id string, b []byte) (rev uint64, err error) {
 	tries := 0
-	err = jsutil.RetryWrite(ctx, createTryTimeout, func(ctx context.Context) error {
+	err = jsutil.RetryWrite(ctx, TryTimeout, func(ctx context.Context) error {
 		tries++
 		var err error
 		rev, err = s.kv.Create(ctx, id, b)
@@ -212,20 +221,20 @@ func (s store) createSettled(ctx context.Context, id string, b []byte) (rev uint
 	return rev, err
 }
 
-// create stores a new run and returns its revision.
-func (s store) create(ctx context.Context, r *Run) (uint64, error) {
+// Create stores a new run and returns its revision.
+func (s *Store) Create(ctx context.Context, r *runrec.Run) (uint64, error) {
 	rev, err := s.put(ctx, r.ID, r.Control(), 0, true)
 	if err != nil {
-		return 0, fmt.Errorf("store run %s: %w", r.ID, err)
+		return 0, fmt.Errorf("Store run %s: %w", r.ID, err)
 	}
 	return rev, nil
 }
 
-// get returns the run's control state as stored, read fresh from the bucket's leader:
+// Get returns the run's control state as stored, read fresh from the bucket's leader:
 // a read is what a replica decides on (a change with nothing to do is believed only
 // fresh, and a message is acked on it), and on a replicated bucket a direct get may be
 // answered by a follower that has not stored the latest change yet.
-func (s store) get(ctx context.Context, id string) (*Run, uint64, error) {
+func (s *Store) Get(ctx context.Context, id string) (*runrec.Run, uint64, error) {
 	bucket := s.kv.Bucket()
 	m, err := jsutil.LeaderGetLast(ctx, s.nc, "KV_"+bucket, "$KV."+bucket+"."+id)
 	if err != nil {
@@ -233,76 +242,76 @@ func (s store) get(ctx context.Context, id string) (*Run, uint64, error) {
 	}
 	// None, or a delete, purge or expiry marker.
 	if m == nil || m.Header.Get("KV-Operation") != "" || m.Header.Get(jetstream.MarkerReasonHeader) != "" {
-		return nil, 0, errRunNotFound
+		return nil, 0, ErrNotFound
 	}
 	r, err := decodeRun(id, m.Data)
 	if err != nil {
 		return nil, 0, err
 	}
-	if r.Status != StatusDone {
+	if r.Status != runrec.StatusDone {
 		s.remember(id, m.Sequence, r.Clone())
 	}
 	return r, m.Sequence, nil
 }
 
-// getCached returns the run's control state as this replica last saw it, or reads it.
+// GetCached returns the run's control state as this replica last saw it, or reads it.
 // fresh reports whether it was read now.
-func (s store) getCached(ctx context.Context, id string) (r *Run, rev uint64, fresh bool, err error) {
+func (s *Store) GetCached(ctx context.Context, id string) (r *runrec.Run, rev uint64, fresh bool, err error) {
 	if c, ok := s.cached(id); ok {
 		return c.run.Clone(), c.rev, false, nil
 	}
-	r, rev, err = s.get(ctx, id)
+	r, rev, err = s.Get(ctx, id)
 	return r, rev, true, err
 }
 
-func decodeRun(id string, b []byte) (*Run, error) {
-	var r Run
+func decodeRun(id string, b []byte) (*runrec.Run, error) {
+	var r runrec.Run
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("decode run %s: %w", id, err)
 	}
 	return &r, nil
 }
 
-// update loads the run, applies change and stores the result if the run was not changed
+// Update loads the run, applies change and stores the result if the run was not changed
 // meanwhile; otherwise it starts over. change reports whether it changed anything; when
 // it did not, nothing is written. The run as stored is returned.
-func (s store) update(ctx context.Context, id string, change func(r *Run) (bool, error)) (*Run, error) {
-	r, rev, fresh, err := s.getCached(ctx, id)
+func (s *Store) Update(ctx context.Context, id string, change func(r *runrec.Run) (bool, error)) (*runrec.Run, error) {
+	r, rev, fresh, err := s.GetCached(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	return s.updateFrom(ctx, id, r, rev, fresh, change)
+	return s.UpdateFrom(ctx, id, r, rev, fresh, change)
 }
 
-// updateFrom is update starting from a run the caller loaded at revision rev (fresh:
+// UpdateFrom is Update starting from a run the caller loaded at revision rev (fresh:
 // read from the bucket just now, not remembered), so the usual case costs no second
 // read; a run changed meanwhile is read again. loaded is handed over: change may modify
 // it, and the caller uses the returned run instead.
-func (s store) updateFrom(ctx context.Context, id string, loaded *Run, rev uint64, fresh bool, change func(r *Run) (bool, error)) (*Run, error) {
-	r, _, err := s.updateWith(ctx, id, loaded, rev, fresh, change, nil)
+func (s *Store) UpdateFrom(ctx context.Context, id string, loaded *runrec.Run, rev uint64, fresh bool, change func(r *runrec.Run) (bool, error)) (*runrec.Run, error) {
+	r, _, err := s.UpdateWith(ctx, id, loaded, rev, fresh, change, nil)
 	return r, err
 }
 
-// errBatchFailed: a step's atomic batch was refused or its outcome is unknown; nothing
+// ErrBatchFailed: a step's atomic batch was refused or its outcome is unknown; nothing
 // of it may be assumed stored, and the caller writes its parts one by one instead, each
 // of which settles what the batch did.
-var errBatchFailed = errors.New("the step's batch was not stored")
+var ErrBatchFailed = errors.New("the step's batch was not stored")
 
-// updateWith is updateFrom storing, with the change, the messages with (the journal's
-// records of the step) in one atomic batch ([store.putBatch]); with none, a plain
+// UpdateWith is UpdateFrom storing, with the change, the messages with (the journal's
+// records of the step) in one atomic batch ([Store.putBatch]); with none, a plain
 // compare-and-set. It reports whether this call wrote. A batch is not tried again: its
-// failure is errBatchFailed.
-func (s store) updateWith(ctx context.Context, id string, loaded *Run, rev uint64, fresh bool, change func(r *Run) (bool, error), with []*nats.Msg) (*Run, bool, error) {
+// failure is ErrBatchFailed.
+func (s *Store) UpdateWith(ctx context.Context, id string, loaded *runrec.Run, rev uint64, fresh bool, change func(r *runrec.Run) (bool, error), with []*nats.Msg) (*runrec.Run, bool, error) {
 	r := loaded
 	for {
 		if r == nil {
 			var err error
-			if r, rev, err = s.get(ctx, id); err != nil {
+			if r, rev, err = s.Get(ctx, id); err != nil {
 				return nil, false, err
 			}
 			fresh = true
 		}
-		wasDone, cost := r.Status == StatusDone, r.Cost
+		wasDone, cost := r.Status == runrec.StatusDone, r.Cost
 		changed, err := change(r)
 		if err == nil && !changed && !fresh && !wasDone {
 			r = nil // a remembered copy may be behind: believe "nothing to do" only fresh
@@ -314,25 +323,25 @@ func (s store) updateWith(ctx context.Context, id string, loaded *Run, rev uint6
 		if with != nil {
 			_, err = s.putBatch(ctx, id, r.Control(), rev, with)
 			if err != nil {
-				return nil, false, fmt.Errorf("%w: %w", errBatchFailed, err)
+				return nil, false, fmt.Errorf("%w: %w", ErrBatchFailed, err)
 			}
 		} else {
 			_, err = s.put(ctx, id, r.Control(), rev, false)
 		}
 		if err == nil {
-			if s.charged != nil && r.Cost > cost {
-				s.charged(r, r.Cost-cost)
+			if s.Charged != nil && r.Cost > cost {
+				s.Charged(r, r.Cost-cost)
 			}
-			if !wasDone && r.Status == StatusDone {
+			if !wasDone && r.Status == runrec.StatusDone {
 				s.drop(id)
-				if s.finished != nil {
-					s.finished(r)
+				if s.Finished != nil {
+					s.Finished(r)
 				}
 			}
 			return r, true, nil
 		}
 		if !isWrongRevision(err) {
-			return nil, false, fmt.Errorf("store run %s: %w", id, err)
+			return nil, false, fmt.Errorf("Store run %s: %w", id, err)
 		}
 		if ctx.Err() != nil {
 			return nil, false, ctx.Err()
@@ -346,9 +355,9 @@ func isWrongRevision(err error) bool { return errors.Is(err, jetstream.ErrKeyRev
 // errCodeMsgTooLarge is JetStream's error code for a message over the stream's limit.
 const errCodeMsgTooLarge = 10054
 
-// isPermanent reports whether a write failed in a way no retry fixes: the message is
+// IsPermanent reports whether a write failed in a way no retry fixes: the message is
 // larger than the server or the stream accepts.
-func isPermanent(err error) bool {
+func IsPermanent(err error) bool {
 	if errors.Is(err, nats.ErrMaxPayload) {
 		return true
 	}

@@ -1,4 +1,4 @@
-package planner
+package runstore
 
 import (
 	"bytes"
@@ -14,12 +14,13 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/toolfleet/toolfleet/internal/jsutil"
+	"github.com/toolfleet/toolfleet/internal/planner/runrec"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
-// The run log: what a run accumulates, written once on the journal (the runs bucket's
-// stream, events.StreamJournal), one subject per record:
+// Log is the run log: what a run accumulates, written once on the journal (the runs
+// bucket's stream, events.StreamJournal), one subject per record:
 //
 //	toolfleet.runlog.<run>.input              the messages the run started with
 //	toolfleet.runlog.<run>.step.<n>           step n: the model's message, the calls it made
@@ -30,27 +31,28 @@ import (
 //	                                          state holds the answer)
 //	toolfleet.runlog.<run>.args.<attempt>.<i> the arguments of tool call i of a step whose
 //	                                          arguments are too large to share its record
+//	toolfleet.runlog.<run>.msg.<k>            messages added after the start ([MessageRecord])
 //
 // A record is published with Nats-Expected-Last-Subject-Sequence: 0, so the first writer
 // wins: two replicas taking the same step (a redelivery) may both ask the model, but only
 // one answer is recorded, and the compare-and-set that makes it part of the run applies
 // the recorded one, whichever replica does it; on a replicated journal a step's record
-// and that compare-and-set are one atomic batch (commitStep). Tool outputs are not copied here: they
-// are the results the executors stored in the results stream, read by call id.
-type runLog struct {
+// and that compare-and-set are one atomic batch ([Store.UpdateWith]). Tool outputs are
+// not copied here: they are the results the executors stored in the results stream, read by call id.
+type Log struct {
 	js jetstream.JetStream
-	// win is the planner's window of asynchronous publishes (admission.go), set by New.
+	// win is the planner's window of asynchronous publishes (its admission.go).
 	win     *jsutil.Window
 	log     jetstream.Stream
 	results []jetstream.Stream // one per shard: shards.ResultShard picks
 	shards  events.Config
 	// payloads reads outputs the executors stored by reference, and stores arguments
-	// larger than claimCheck (argsref.go).
+	// larger than claimCheck (args.go).
 	payloads   *jsutil.Payloads
 	claimCheck int
 
 	// wrote, when set, is told the size of every record written (tests).
-	wrote func(subject string, n int)
+	Wrote func(subject string, n int)
 
 	mu   sync.Mutex
 	runs map[string]*runCache
@@ -64,19 +66,19 @@ type runCache struct {
 	input   []provider.Message
 	msgs    []provider.Message // the conversation covering records 0..covered-1
 	covered int
-	recs    map[int]*stepRecord
+	recs    map[int]*StepRecord
 	outputs map[string]json.RawMessage
 	outStep int // the step whose outputs are kept
 	seen    int // the message records msgs covers
-	injects map[int]*injectRecord
+	injects map[int]*MessageRecord
 }
 
 // maxCachedConversations bounds the runs whose conversation one replica remembers; past
 // it, the cache starts over (the log is the truth).
 const maxCachedConversations = 1024
 
-// stepRecord is one step of a run as the run log keeps it.
-type stepRecord struct {
+// StepRecord is one step of a run as the run log keeps it.
+type StepRecord struct {
 	Step int `json:"step"`
 	// Message is the model's answer. Its tool calls' arguments are absent when ArgsRef is
 	// set: each is then in its own args record.
@@ -85,11 +87,11 @@ type stepRecord struct {
 	// Calls are the calls the model made at this step, as they were made: validated
 	// arguments (absent when they are the message's), and the planner's own answer for
 	// calls it answered itself.
-	Calls []*CallRecord `json:"calls,omitempty"`
+	Calls []*runrec.CallRecord `json:"calls,omitempty"`
 	// Closed are the calls of the step before, as they ended (no arguments, no outputs).
-	Closed   []*CallRecord `json:"closed,omitempty"`
-	Offered  *StepTools    `json:"offered,omitempty"`
-	Warnings []string      `json:"warnings,omitempty"`
+	Closed   []*runrec.CallRecord `json:"closed,omitempty"`
+	Offered  *runrec.StepTools    `json:"offered,omitempty"`
+	Warnings []string             `json:"warnings,omitempty"`
 	// Retried: the model answered without a call under toolChoice required and was told so.
 	Retried bool `json:"retried,omitempty"`
 	// Seen is how many message records added after the run's start (follow-ups,
@@ -97,16 +99,16 @@ type stepRecord struct {
 	// before the step's message in the conversation.
 	Seen int `json:"seen,omitempty"`
 	// State is the control state the step leaves, as the compare-and-set stores it.
-	State *Run `json:"state"`
+	State *runrec.Run `json:"state"`
 }
 
 // argsRecord holds the arguments of one tool call when they are too large to share the
-// step record: the model's, and the validated ones when they differ.
+// Step record: the model's, and the validated ones when they differ.
 type argsRecord struct {
 	Model     json.RawMessage `json:"model"`
 	Validated json.RawMessage `json:"validated,omitempty"`
 	// ModelRef, instead of Model, points at the model's arguments when they are over
-	// the claim-check size (argsref.go).
+	// the claim-check size (args.go).
 	ModelRef *events.PayloadRef `json:"modelRef,omitempty"`
 }
 
@@ -114,11 +116,13 @@ type argsRecord struct {
 // record, so that a step of several large calls stays under the server's max payload.
 const inlineArgsMax = 64 << 10
 
-// retryNudge is what the model is told when it answered without a call under
+// RetryNudge is what the model is told when it answered without a call under
 // toolChoice required.
-const retryNudge = "toolChoice is required: answer by calling one of the offered tools, not in text."
+const RetryNudge = "toolChoice is required: answer by calling one of the offered tools, not in text."
 
-func newRunLog(ctx context.Context, js jetstream.JetStream, cfg events.Config) (*runLog, error) {
+// NewLog opens the run log of the journal and the results streams of cfg; win is the
+// window of the planner's asynchronous publishes, which the log's writes go through.
+func NewLog(ctx context.Context, js jetstream.JetStream, cfg events.Config, win *jsutil.Window) (*Log, error) {
 	log, err := js.Stream(ctx, events.StreamJournal) // made by jsutil.EnsurePlanner
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: %w", events.StreamJournal, err)
@@ -131,11 +135,16 @@ func newRunLog(ctx context.Context, js jetstream.JetStream, cfg events.Config) (
 		}
 		results = append(results, s)
 	}
-	return &runLog{js: js, log: log, results: results, shards: cfg, payloads: jsutil.NewPayloads(js, cfg),
+	return &Log{js: js, win: win, log: log, results: results, shards: cfg, payloads: jsutil.NewPayloads(js, cfg),
 		claimCheck: cfg.WithDefaults().ClaimCheckBytes, runs: map[string]*runCache{}}, nil
 }
 
-func logSubject(run string, kind ...string) string {
+// JournalConfig is the journal's configuration as the log last read it.
+func (l *Log) JournalConfig() jetstream.StreamConfig { return l.log.CachedInfo().Config }
+
+// Subject is the subject of run's record of kind (input; step, n; msg, k; args, ref,
+// i) on the journal.
+func Subject(run string, kind ...string) string {
 	s := "toolfleet.runlog." + run
 	for _, k := range kind {
 		s += "." + k
@@ -146,7 +155,7 @@ func logSubject(run string, kind ...string) string {
 // putOnce writes a record to subject unless one is there. It reports whether this
 // write stored it. While a replicated stream is still storing another write of the
 // subject (two requests racing for the same record), it waits for that one to settle.
-func (l *runLog) putOnce(ctx context.Context, subject string, v any) (bool, error) {
+func (l *Log) putOnce(ctx context.Context, subject string, v any) (bool, error) {
 	msg, err := l.record(subject, v)
 	if err != nil {
 		return false, err
@@ -154,8 +163,8 @@ func (l *runLog) putOnce(ctx context.Context, subject string, v any) (bool, erro
 	return l.putMsgOnce(ctx, msg)
 }
 
-// putMsgOnce is putOnce of msg, a record made by [runLog.record].
-func (l *runLog) putMsgOnce(ctx context.Context, msg *nats.Msg) (bool, error) {
+// putMsgOnce is putOnce of msg, a record made by [Log.record].
+func (l *Log) putMsgOnce(ctx context.Context, msg *nats.Msg) (bool, error) {
 	if _, err := jsutil.PublishSettled(ctx, l.js, msg); err != nil {
 		if jsutil.IsAlreadyAnswered(err) {
 			return false, nil
@@ -166,14 +175,14 @@ func (l *runLog) putMsgOnce(ctx context.Context, msg *nats.Msg) (bool, error) {
 }
 
 // record is v as the record on subject, to be stored only if the subject has none
-// (Nats-Expected-Last-Subject-Sequence: 0); its size is told to l.wrote.
-func (l *runLog) record(subject string, v any) (*nats.Msg, error) {
+// (Nats-Expected-Last-Subject-Sequence: 0); its size is told to l.Wrote.
+func (l *Log) record(subject string, v any) (*nats.Msg, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
-	if l.wrote != nil {
-		l.wrote(subject, len(b))
+	if l.Wrote != nil {
+		l.Wrote(subject, len(b))
 	}
 	msg := nats.NewMsg(subject)
 	msg.Data = b
@@ -181,14 +190,14 @@ func (l *runLog) record(subject string, v any) (*nats.Msg, error) {
 	return msg, nil
 }
 
-// get reads the record on subject into v; errNoRecord when there is none.
-func (l *runLog) get(ctx context.Context, stream jetstream.Stream, subject string, v any) error {
+// get reads the record on subject into v; ErrNoRecord when there is none.
+func (l *Log) get(ctx context.Context, stream jetstream.Stream, subject string, v any) error {
 	m, err := l.last(ctx, stream, subject)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", subject, err)
 	}
 	if m == nil {
-		return errNoRecord
+		return ErrNoRecord
 	}
 	if err := json.Unmarshal(m.Data, v); err != nil {
 		return fmt.Errorf("decode %s: %w", subject, err)
@@ -196,14 +205,15 @@ func (l *runLog) get(ctx context.Context, stream jetstream.Stream, subject strin
 	return nil
 }
 
-var errNoRecord = errors.New("no such record")
+// ErrNoRecord: the run log has no such record (expired, or never stored).
+var ErrNoRecord = errors.New("no such record")
 
 // last reads the last message on subject of stream (nil when there is none) with a
 // direct get, which any replica of a replicated stream may answer: a miss is confirmed
 // by the stream's leader, since a follower may not have stored yet what the leader
 // acknowledged (a record another replica just wrote, or whose write was just refused
 // because it was there).
-func (l *runLog) last(ctx context.Context, stream jetstream.Stream, subject string) (*jetstream.RawStreamMsg, error) {
+func (l *Log) last(ctx context.Context, stream jetstream.Stream, subject string) (*jetstream.RawStreamMsg, error) {
 	m, err := stream.GetLastMsgForSubject(ctx, subject)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return jsutil.LeaderGetLast(ctx, l.js.Conn(), stream.CachedInfo().Config.Name, subject)
@@ -212,7 +222,7 @@ func (l *runLog) last(ctx context.Context, stream jetstream.Stream, subject stri
 }
 
 // cache returns the replica's cache of run, creating it.
-func (l *runLog) cache(run string) *runCache {
+func (l *Log) cache(run string) *runCache {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	c := l.runs[run]
@@ -220,24 +230,25 @@ func (l *runLog) cache(run string) *runCache {
 		if len(l.runs) >= maxCachedConversations {
 			clear(l.runs)
 		}
-		c = &runCache{recs: map[int]*stepRecord{}, outputs: map[string]json.RawMessage{}, injects: map[int]*injectRecord{}}
+		c = &runCache{recs: map[int]*StepRecord{}, outputs: map[string]json.RawMessage{}, injects: map[int]*MessageRecord{}}
 		l.runs[run] = c
 	}
 	return c
 }
 
-func (l *runLog) forget(run string) {
+// Forget drops what this replica remembers of run.
+func (l *Log) Forget(run string) {
 	l.mu.Lock()
 	delete(l.runs, run)
 	l.mu.Unlock()
 }
 
-// writeInput starts writing the messages a run starts with and returns a function that
+// WriteInput starts writing the messages a run starts with and returns a function that
 // waits for the write's outcome (nil too when an earlier start wrote them). An error
 // now is one no retry fixes, such as an input over the server's max payload, or ctx's
 // end while the planner waited for room to publish.
-func (l *runLog) writeInput(ctx context.Context, run string, msgs []provider.Message) (wait func(context.Context) error, err error) {
-	subject := logSubject(run, "input")
+func (l *Log) WriteInput(ctx context.Context, run string, msgs []provider.Message) (wait func(context.Context) error, err error) {
+	subject := Subject(run, "input")
 	msg, err := l.record(subject, msgs)
 	if err != nil {
 		return nil, err
@@ -249,7 +260,7 @@ func (l *runLog) writeInput(ctx context.Context, run string, msgs []provider.Mes
 	return func(ctx context.Context) error {
 		// No answer (a server that died or is slow), a stream electing: published again
 		// until settled; the record there already is an earlier try's.
-		if err := jsutil.Settle(ctx, l.js, f, createTryTimeout); err != nil && !jsutil.IsAlreadyAnswered(err) {
+		if err := jsutil.Settle(ctx, l.js, f, TryTimeout); err != nil && !jsutil.IsAlreadyAnswered(err) {
 			return fmt.Errorf("write %s: %w", subject, err)
 		}
 		c := l.cache(run)
@@ -260,16 +271,17 @@ func (l *runLog) writeInput(ctx context.Context, run string, msgs []provider.Mes
 	}, nil
 }
 
-// keepInput remembers the input of run, being written, for its first step taken
+// KeepInput remembers the input of run, being written, for its first step taken
 // meanwhile (firststep.go).
-func (l *runLog) keepInput(run string, msgs []provider.Message) {
+func (l *Log) KeepInput(run string, msgs []provider.Message) {
 	c := l.cache(run)
 	l.mu.Lock()
 	c.input = msgs
 	l.mu.Unlock()
 }
 
-func (l *runLog) input(ctx context.Context, run string) ([]provider.Message, error) {
+// Input returns the messages run started with.
+func (l *Log) Input(ctx context.Context, run string) ([]provider.Message, error) {
 	c := l.cache(run)
 	l.mu.Lock()
 	in := c.input
@@ -277,7 +289,7 @@ func (l *runLog) input(ctx context.Context, run string) ([]provider.Message, err
 	if in != nil {
 		return in, nil
 	}
-	if err := l.get(ctx, l.log, logSubject(run, "input"), &in); err != nil {
+	if err := l.get(ctx, l.log, Subject(run, "input"), &in); err != nil {
 		return nil, err
 	}
 	l.mu.Lock()
@@ -286,10 +298,10 @@ func (l *runLog) input(ctx context.Context, run string) ([]provider.Message, err
 	return in, nil
 }
 
-// writeStep records step rec.Step of run, unless a record of that step is there: then it
+// WriteStep records step rec.Step of run, unless a record of that step is there: then it
 // returns that one, which is the step as it happened.
-func (l *runLog) writeStep(ctx context.Context, run string, rec *stepRecord) (*stepRecord, error) {
-	msg, err := l.stepMessage(ctx, run, rec)
+func (l *Log) WriteStep(ctx context.Context, run string, rec *StepRecord) (*StepRecord, error) {
+	msg, err := l.StepMessage(ctx, run, rec)
 	if err != nil {
 		return nil, err
 	}
@@ -301,13 +313,13 @@ func (l *runLog) writeStep(ctx context.Context, run string, rec *stepRecord) (*s
 		// Another replica recorded the step first: its record is the step.
 		return l.readStep(ctx, run, rec.Step)
 	}
-	l.keepStep(run, rec)
+	l.KeepStep(run, rec)
 	return rec, nil
 }
 
-// stepMessage is the record of step rec.Step of run, to be written once; arguments too
+// StepMessage is the record of step rec.Step of run, to be written once; arguments too
 // large to share it are written first, each in its own record.
-func (l *runLog) stepMessage(ctx context.Context, run string, rec *stepRecord) (*nats.Msg, error) {
+func (l *Log) StepMessage(ctx context.Context, run string, rec *StepRecord) (*nats.Msg, error) {
 	if err := l.storeLargeArguments(ctx, rec); err != nil {
 		return nil, err
 	}
@@ -320,10 +332,10 @@ func (l *runLog) stepMessage(ctx context.Context, run string, rec *stepRecord) (
 		// Each call's arguments in its own record, under a name no other attempt uses.
 		stored.ArgsRef = nuid.Next()
 		stored.Message.ToolCalls = append([]provider.ToolCall(nil), rec.Message.ToolCalls...)
-		stored.Calls = make([]*CallRecord, len(rec.Calls))
+		stored.Calls = make([]*runrec.CallRecord, len(rec.Calls))
 		futures := make([]jetstream.PubAckFuture, 0, len(rec.Message.ToolCalls))
 		for i, tc := range rec.Message.ToolCalls {
-			var made *CallRecord
+			var made *runrec.CallRecord
 			if i < len(rec.Calls) {
 				made = rec.Calls[i]
 			}
@@ -335,9 +347,9 @@ func (l *runLog) stepMessage(ctx context.Context, run string, rec *stepRecord) (
 			if err != nil {
 				return nil, err
 			}
-			subject := logSubject(run, "args", stored.ArgsRef, strconv.Itoa(i))
-			if l.wrote != nil {
-				l.wrote(subject, len(b))
+			subject := Subject(run, "args", stored.ArgsRef, strconv.Itoa(i))
+			if l.Wrote != nil {
+				l.Wrote(subject, len(b))
 			}
 			f, err := l.win.Publish(ctx, &nats.Msg{Subject: subject, Data: b})
 			if err != nil {
@@ -353,12 +365,12 @@ func (l *runLog) stepMessage(ctx context.Context, run string, rec *stepRecord) (
 		}
 		for _, f := range futures {
 			// Each on a subject of its own: published again, it is the same record.
-			if err := jsutil.Settle(ctx, l.js, f, createTryTimeout); err != nil {
+			if err := jsutil.Settle(ctx, l.js, f, TryTimeout); err != nil {
 				return nil, fmt.Errorf("write arguments of step %d: %w", rec.Step, err)
 			}
 		}
 	} else {
-		stored.Calls = make([]*CallRecord, len(rec.Calls))
+		stored.Calls = make([]*runrec.CallRecord, len(rec.Calls))
 		for i, c := range rec.Calls {
 			cc := *c
 			if i < len(rec.Message.ToolCalls) && bytes.Equal(cc.Arguments, rec.Message.ToolCalls[i].Arguments) {
@@ -367,26 +379,27 @@ func (l *runLog) stepMessage(ctx context.Context, run string, rec *stepRecord) (
 			stored.Calls[i] = &cc
 		}
 	}
-	return l.record(logSubject(run, "step", strconv.Itoa(rec.Step)), &stored)
+	return l.record(Subject(run, "step", strconv.Itoa(rec.Step)), &stored)
 }
 
-func (l *runLog) keepStep(run string, rec *stepRecord) {
+// KeepStep remembers record rec of run, which this replica wrote.
+func (l *Log) KeepStep(run string, rec *StepRecord) {
 	c := l.cache(run)
 	l.mu.Lock()
 	c.recs[rec.Step] = rec
 	l.mu.Unlock()
 }
 
-// known reports whether this replica has record n of run in its cache.
-func (l *runLog) known(run string, n int) bool {
+// Known reports whether this replica has record n of run in its cache.
+func (l *Log) Known(run string, n int) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	c := l.runs[run]
 	return c != nil && c.recs[n] != nil
 }
 
-// step returns record n of run, with its arguments, from the cache or the log.
-func (l *runLog) step(ctx context.Context, run string, n int) (*stepRecord, error) {
+// Step returns record n of run, with its arguments, from the cache or the log.
+func (l *Log) Step(ctx context.Context, run string, n int) (*StepRecord, error) {
 	c := l.cache(run)
 	l.mu.Lock()
 	rec := c.recs[n]
@@ -398,20 +411,20 @@ func (l *runLog) step(ctx context.Context, run string, n int) (*stepRecord, erro
 }
 
 // readStep reads record n of run from the log, with its arguments, and caches it.
-func (l *runLog) readStep(ctx context.Context, run string, n int) (*stepRecord, error) {
-	var rec stepRecord
-	if err := l.get(ctx, l.log, logSubject(run, "step", strconv.Itoa(n)), &rec); err != nil {
+func (l *Log) readStep(ctx context.Context, run string, n int) (*StepRecord, error) {
+	var rec StepRecord
+	if err := l.get(ctx, l.log, Subject(run, "step", strconv.Itoa(n)), &rec); err != nil {
 		return nil, err
 	}
 	for i := range rec.Message.ToolCalls {
 		tc := &rec.Message.ToolCalls[i]
 		var a argsRecord
 		if rec.ArgsRef != "" {
-			if err := l.get(ctx, l.log, logSubject(run, "args", rec.ArgsRef, strconv.Itoa(i)), &a); err != nil {
+			if err := l.get(ctx, l.log, Subject(run, "args", rec.ArgsRef, strconv.Itoa(i)), &a); err != nil {
 				return nil, fmt.Errorf("arguments of call %d of step %d: %w", i, n, err)
 			}
 			tc.Arguments = a.Model
-			var made *CallRecord
+			var made *runrec.CallRecord
 			if i < len(rec.Calls) {
 				made = rec.Calls[i]
 			}
@@ -427,13 +440,13 @@ func (l *runLog) readStep(ctx context.Context, run string, n int) (*stepRecord, 
 		}
 	}
 	rec.ArgsRef = ""
-	l.keepStep(run, &rec)
+	l.KeepStep(run, &rec)
 	return &rec, nil
 }
 
-// keepOutput remembers the output of a call of run whose result came in on this replica,
+// KeepOutput remembers the output of a call of run whose result came in on this replica,
 // for the conversation of the next step.
-func (l *runLog) keepOutput(run string, step int, call string, out json.RawMessage) {
+func (l *Log) KeepOutput(run string, step int, call string, out json.RawMessage) {
 	c := l.cache(run)
 	l.mu.Lock()
 	if c.outStep != step { // only the current step's: another replica may take the steps
@@ -444,9 +457,9 @@ func (l *runLog) keepOutput(run string, step int, call string, out json.RawMessa
 	l.mu.Unlock()
 }
 
-// output returns the output of fleet call c of run (a run of tenant): from the cache, or
+// Output returns the output of fleet call c of run (a run of tenant): from the cache, or
 // from the result the executor stored (nil when there is none any more).
-func (l *runLog) output(ctx context.Context, tenant, run string, c *CallRecord) (json.RawMessage, error) {
+func (l *Log) Output(ctx context.Context, tenant, run string, c *runrec.CallRecord) (json.RawMessage, error) {
 	cache := l.cache(run)
 	l.mu.Lock()
 	out, ok := cache.outputs[c.ID]
@@ -469,7 +482,7 @@ func (l *runLog) output(ctx context.Context, tenant, run string, c *CallRecord) 
 	if err != nil {
 		return nil, fmt.Errorf("decode result of call %s: %w", c.ID, err)
 	}
-	if err := l.resolve(ctx, &res); err != nil {
+	if err := l.Resolve(ctx, &res); err != nil {
 		return nil, err
 	}
 	return res.Output, nil
@@ -485,15 +498,15 @@ func (r rawMsg) Subject() string      { return r.m.Subject }
 // history is a run's steps as recorded: records 0..Recorded-1, and every call with the
 // state it ended in (or is in).
 type history struct {
-	recs  []*stepRecord
-	final map[string]*CallRecord // by call id: the call's latest state
+	recs  []*StepRecord
+	final map[string]*runrec.CallRecord // by call id: the call's latest state
 }
 
 // history reads records 0..r.Recorded-1 of the run r (its control state).
-func (l *runLog) history(ctx context.Context, r *Run, from int) (*history, error) {
-	h := &history{final: map[string]*CallRecord{}}
+func (l *Log) history(ctx context.Context, r *runrec.Run, from int) (*history, error) {
+	h := &history{final: map[string]*runrec.CallRecord{}}
 	for n := from; n < r.Recorded; n++ {
-		rec, err := l.step(ctx, r.ID, n)
+		rec, err := l.Step(ctx, r.ID, n)
 		if err != nil {
 			return nil, fmt.Errorf("step %d of run %s: %w", n, r.ID, err)
 		}
@@ -510,8 +523,8 @@ func (l *runLog) history(ctx context.Context, r *Run, from int) (*history, error
 
 // calls returns the calls of rec in their latest state, with arguments, and whether all
 // of them have ended.
-func (h *history) calls(rec *stepRecord) ([]*CallRecord, bool) {
-	out := make([]*CallRecord, len(rec.Calls))
+func (h *history) calls(rec *StepRecord) ([]*runrec.CallRecord, bool) {
+	out := make([]*runrec.CallRecord, len(rec.Calls))
 	done := true
 	for i, made := range rec.Calls {
 		c := *made
@@ -533,17 +546,17 @@ func (h *history) calls(rec *stepRecord) ([]*CallRecord, bool) {
 	return out, done
 }
 
-// conversation returns the messages to send the model at the run's current step: the
+// Conversation returns the messages to send the model at the run's current step: the
 // input, then per recorded step the model's message, the nudge of a retried step, and
 // the results of its calls (each output within the run's context budget). Every call of
 // the recorded steps has ended when a step is taken.
-func (l *runLog) conversation(ctx context.Context, r *Run) ([]provider.Message, error) {
+func (l *Log) Conversation(ctx context.Context, r *runrec.Run) ([]provider.Message, error) {
 	c := l.cache(r.ID)
 	l.mu.Lock()
 	msgs, covered, seen := c.msgs, c.covered, c.seen
 	l.mu.Unlock()
 	if msgs == nil || covered > r.Recorded {
-		in, err := l.input(ctx, r.ID)
+		in, err := l.Input(ctx, r.ID)
 		if err != nil {
 			return nil, fmt.Errorf("input of run %s: %w", r.ID, err)
 		}
@@ -559,7 +572,7 @@ func (l *runLog) conversation(ctx context.Context, r *Run) ([]provider.Message, 
 		if !done {
 			return nil, fmt.Errorf("run %s: step %d has calls without results", r.ID, rec.Step)
 		}
-		if msgs, seen, err = l.modelInjected(ctx, r.ID, msgs, seen, rec.Seen); err != nil {
+		if msgs, seen, err = l.ModelInjected(ctx, r.ID, msgs, seen, rec.Seen); err != nil {
 			return nil, err
 		}
 		if m, err := l.stepMessages(ctx, r, rec, calls); err != nil {
@@ -574,13 +587,13 @@ func (l *runLog) conversation(ctx context.Context, r *Run) ([]provider.Message, 
 	l.mu.Unlock()
 	l.prune(r.ID, r.Recorded-1)
 	// Messages added since the last recorded step come before this one.
-	msgs, _, err = l.modelInjected(ctx, r.ID, msgs, seen, r.Injected)
+	msgs, _, err = l.ModelInjected(ctx, r.ID, msgs, seen, r.Injected)
 	return msgs, err
 }
 
 // prune forgets the cached records of run before step from: the next step needs only
 // the last one (its calls' arguments).
-func (l *runLog) prune(run string, from int) {
+func (l *Log) prune(run string, from int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if c := l.runs[run]; c != nil {
@@ -593,10 +606,10 @@ func (l *runLog) prune(run string, from int) {
 }
 
 // stepMessages returns the messages step rec adds to the conversation, given its calls.
-func (l *runLog) stepMessages(ctx context.Context, r *Run, rec *stepRecord, calls []*CallRecord) ([]provider.Message, error) {
-	out := []provider.Message{modelMessage(rec, r.Limits.ContextBytes())}
+func (l *Log) stepMessages(ctx context.Context, r *runrec.Run, rec *StepRecord, calls []*runrec.CallRecord) ([]provider.Message, error) {
+	out := []provider.Message{ModelMessage(rec, r.Limits.ContextBytes())}
 	if rec.Retried {
-		out = append(out, provider.Message{Role: provider.RoleUser, Text: retryNudge})
+		out = append(out, provider.Message{Role: provider.RoleUser, Text: RetryNudge})
 	}
 	if len(calls) == 0 {
 		return out, nil
@@ -615,11 +628,11 @@ func (l *runLog) stepMessages(ctx context.Context, r *Run, rec *stepRecord, call
 
 // callOutput returns what the model is given for the ended call c: its output, else its
 // error, else null.
-func (l *runLog) callOutput(ctx context.Context, r *Run, c *CallRecord) (json.RawMessage, error) {
+func (l *Log) callOutput(ctx context.Context, r *runrec.Run, c *runrec.CallRecord) (json.RawMessage, error) {
 	out := c.Output
 	if !c.Local && out == nil {
 		var err error
-		if out, err = l.output(ctx, r.Tenant, r.ID, c); err != nil {
+		if out, err = l.Output(ctx, r.Tenant, r.ID, c); err != nil {
 			return nil, err
 		}
 	}
@@ -632,12 +645,12 @@ func (l *runLog) callOutput(ctx context.Context, r *Run, c *CallRecord) (json.Ra
 	return out, nil
 }
 
-// assemble fills the control state r with what the run log and the results stream hold:
+// Assemble fills the control state r with what the run log and the results stream hold:
 // the conversation, every call with its arguments and output, the tool sets, warnings
 // and retries of every step, and the answer of a final tool.
-func (l *runLog) assemble(ctx context.Context, r *Run) (*Run, error) {
-	in, err := l.input(ctx, r.ID)
-	if err != nil && !errors.Is(err, errNoRecord) {
+func (l *Log) Assemble(ctx context.Context, r *runrec.Run) (*runrec.Run, error) {
+	in, err := l.Input(ctx, r.ID)
+	if err != nil && !errors.Is(err, ErrNoRecord) {
 		return nil, err
 	}
 	h, err := l.history(ctx, r, 0)
@@ -668,11 +681,11 @@ func (l *runLog) assemble(ctx context.Context, r *Run) (*Run, error) {
 		if rec.Retried {
 			out.RetriedSteps = append(out.RetriedSteps, rec.Step)
 		}
-		if out.Messages, seen, err = l.injected(ctx, r.ID, out.Messages, seen, rec.Seen); err != nil {
+		if out.Messages, seen, err = l.Injected(ctx, r.ID, out.Messages, seen, rec.Seen); err != nil {
 			return nil, err
 		}
 		if !done { // the current step: its results are not fed back yet
-			out.Messages = append(out.Messages, modelMessage(rec, r.Limits.ContextBytes()))
+			out.Messages = append(out.Messages, ModelMessage(rec, r.Limits.ContextBytes()))
 			continue
 		}
 		m, err := l.stepMessages(ctx, r, rec, calls)
@@ -681,10 +694,10 @@ func (l *runLog) assemble(ctx context.Context, r *Run) (*Run, error) {
 		}
 		out.Messages = append(out.Messages, m...)
 	}
-	if r.Status == StatusDone && r.Termination == TerminationCompleted && r.Recorded <= r.Step {
+	if r.Status == runrec.StatusDone && r.Termination == runrec.TerminationCompleted && r.Recorded <= r.Step {
 		// The step that answered has no record: its message is the answer, its tool set
 		// the control state's.
-		if out.Messages, seen, err = l.injected(ctx, r.ID, out.Messages, seen, r.Seen); err != nil {
+		if out.Messages, seen, err = l.Injected(ctx, r.ID, out.Messages, seen, r.Seen); err != nil {
 			return nil, err
 		}
 		out.Messages = append(out.Messages, provider.Message{Role: provider.RoleAssistant, Text: r.Answer})
@@ -692,20 +705,20 @@ func (l *runLog) assemble(ctx context.Context, r *Run) (*Run, error) {
 			out.Offered = append(out.Offered, r.Offered[n-1])
 		}
 	}
-	if out.Messages, _, err = l.injected(ctx, r.ID, out.Messages, seen, r.Injected); err != nil {
+	if out.Messages, _, err = l.Injected(ctx, r.ID, out.Messages, seen, r.Injected); err != nil {
 		return nil, err
 	}
-	if r.Status == StatusDone {
-		l.forget(r.ID) // nothing to cache for a run that ended
+	if r.Status == runrec.StatusDone {
+		l.Forget(r.ID) // nothing to cache for a run that ended
 	} else {
 		l.prune(r.ID, r.Recorded-1)
 	}
 	return &out, nil
 }
 
-// resolve reads an output stored by reference into res.Output: the run keeps it, and
+// Resolve reads an output stored by reference into res.Output: the run keeps it, and
 // the model sees it within the run's context budget like any output.
-func (l *runLog) resolve(ctx context.Context, res *events.Result) error {
+func (l *Log) Resolve(ctx context.Context, res *events.Result) error {
 	if res.OutputRef == nil {
 		return nil
 	}
