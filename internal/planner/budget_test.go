@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolfleet/toolfleet/internal/planner/budget"
 	"github.com/toolfleet/toolfleet/internal/planner/runrec"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -101,7 +102,7 @@ func TestCostBudgetHoldsForTheTree(t *testing.T) {
 		t.Fatalf("%d runs in the tree, want the root, two children and two grandchildren: %v", len(runs), terminations(runs))
 	}
 	total := sumOwn(runs)
-	if total.Cost > 0.035+costEpsilon {
+	if total.Cost > 0.035+budget.Epsilon {
 		t.Fatalf("the tree spent %g of the root's budget of 0.035 (%v)", total.Cost, terminations(runs))
 	}
 	if !near(total.Cost, 0.03) || !near(root.Tree().Cost, total.Cost) || !near(root.View().TreeCost, total.Cost) {
@@ -117,7 +118,7 @@ func TestCostBudgetHoldsForTheTree(t *testing.T) {
 		t.Fatalf("runs ended %v; want one grandchild ended by the budget, having spent nothing", terminations(runs))
 	}
 	c := stopped[0].Calls[0]
-	if !c.Local || c.Error == nil || c.Error.Code != codeCostBudget || c.Executor != "" {
+	if !c.Local || c.Error == nil || c.Error.Code != budget.CodeCostBudget || c.Executor != "" {
 		t.Fatalf("the call over the budget: %+v", c)
 	}
 	if root.Termination != TerminationCompleted {
@@ -125,7 +126,7 @@ func TestCostBudgetHoldsForTheTree(t *testing.T) {
 	}
 	// Each child started with what the root had left then (all of it), not more.
 	for _, r := range runs[1:3] {
-		if r.Limits.CostBudget > 0.035+costEpsilon {
+		if r.Limits.CostBudget > 0.035+budget.Epsilon {
 			t.Fatalf("a child's budget is %g", r.Limits.CostBudget)
 		}
 	}

@@ -131,7 +131,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	if err := c.Prices.validate(); err != nil {
+	if err := c.Prices.Validate(); err != nil {
 		return c, fmt.Errorf("planner: %w", err)
 	}
 	return c, nil

@@ -2,12 +2,11 @@ package planner
 
 import (
 	"math"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/toolfleet/toolfleet/internal/planner/budget"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/internal/testsupport/opstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
@@ -52,7 +51,7 @@ func TestCostBudget(t *testing.T) {
 	if len(run.Calls) != 2 || run.Calls[0].Status != "ok" || run.Calls[0].Executor == "" {
 		t.Fatalf("calls %+v", run.Calls)
 	}
-	if c := run.Calls[1]; !c.Local || c.Executor != "" || c.Error == nil || c.Error.Code != codeCostBudget {
+	if c := run.Calls[1]; !c.Local || c.Executor != "" || c.Error == nil || c.Error.Code != budget.CodeCostBudget {
 		t.Fatalf("the call over budget: %+v", c)
 	}
 	v := run.View()
@@ -73,33 +72,6 @@ func TestCostBudget(t *testing.T) {
 	}
 	if _, err := b.p.Start(b.ctx, StartRequest{Input: "add", Limits: Limits{CostBudget: -1}}); err == nil {
 		t.Fatal("a negative cost budget was accepted")
-	}
-}
-
-func TestLoadPrices(t *testing.T) {
-	dir := t.TempDir()
-	yml := filepath.Join(dir, "prices.yaml")
-	if err := os.WriteFile(yml, []byte("models:\n  main: {inputPerMTok: 2.5, outputPerMTok: 10}\ntools:\n  web_search: 0.01\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	p, err := LoadPrices(yml)
-	if err != nil || p.Models["main"].OutputPerMTok != 10 || p.Tools["web_search"] != 0.01 {
-		t.Fatalf("%+v, %v", p, err)
-	}
-	js := filepath.Join(dir, "prices.json")
-	if err := os.WriteFile(js, []byte(`{"models":{"main":{"inputPerMTok":1,"outputPerMTok":2}},"tools":{}}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if p, err := LoadPrices(js); err != nil || p.Models["main"].InputPerMTok != 1 {
-		t.Fatalf("%+v, %v", p, err)
-	}
-	for _, bad := range []string{"models:\n  main: {inputPerMTok: -1}\n", "modles: {}\n", "tools: {x: .nan}\n"} {
-		if err := os.WriteFile(yml, []byte(bad), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := LoadPrices(yml); err == nil {
-			t.Errorf("%q: no error", bad)
-		}
 	}
 }
 

@@ -38,7 +38,7 @@
 // A run's cost (Run.Cost, shown by GET /v1/runs/{id}) is its model's tokens at the
 // price of Config.Prices ([PriceTable], a YAML or JSON file for cmd/planner's -prices)
 // plus the price of each call sent to the fleet. Limits.CostBudget and TokenBudget hold
-// (reserve.go): before each model call the most the answer can cost (its input at
+// (package budget): before each model call the most the answer can cost (its input at
 // provider.InputTokensBound, its output at the request's MaxTokens, which the planner
 // caps to fit) must fit what the run's tree has left, or the run ends with cost_budget
 // or token_budget without asking; a step whose calls would take the run over its cost
@@ -46,7 +46,7 @@
 //
 // # Budgets over a tree of runs
 //
-// Limits hold for a run and its nested runs together (budget.go). A nested run starts
+// Limits hold for a run and its nested runs together (package budget). A nested run starts
 // with its parent's budgets cut to what the parent's tree has left (tokens, cost, the
 // steps of the parent's turn) and the parent's deadline; a run_agent call made with
 // nothing left is answered with the budget's code (token_budget, cost_budget,
@@ -60,7 +60,7 @@
 // (CallRecord.Nested); the parent's Nested changes by the difference, and its own new
 // totals go on to its parent the same way, up to the root. A nested run with a budget
 // also reserves, before each model call, the most its answer can cost from every
-// ancestor's budgets, by compare-and-set on the ancestor's entry ([Reservation], in
+// ancestor's budgets, by compare-and-set on the ancestor's entry ([runrec.Reservation], in
 // Run.Reserved), which the charge carrying the answer's usage settles; a nested run
 // without one checks every ancestor's steps, read fresh. A step with priced calls is
 // charged to its ancestors before its calls are sent, each ancestor refusing a charge

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolfleet/toolfleet/internal/jsutil"
+	"github.com/toolfleet/toolfleet/internal/planner/budget"
 	"github.com/toolfleet/toolfleet/internal/planner/runstore"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
@@ -30,6 +31,8 @@ type Planner struct {
 	log  zerolog.Logger
 	runs *runstore.Store
 	rlog *runstore.Log
+	// budgets charges and reserves over the runs' trees (package budget).
+	budgets *budget.Tree
 	// payloads stores what goes by reference (claim check): run contexts (runcontext.go).
 	payloads *jsutil.Payloads
 	cat      *catalogView
@@ -129,13 +132,16 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Planner, error) {
 		nc: nc, js: js, cfg: cfg, log: cfg.Log.With().Str("planner", cfg.ID).Logger(),
 		cat: newCatalogView(catalog, cfg.Log, m), deadlines: map[string]time.Time{}, leases: map[string]leaseDue{}, m: m,
 		replica: cfg.ID + "-" + nuid.Next(), tracer: newTracer(cfg), index: newRunIndex()}
+	// The parts the planner coordinates: the journal (the runs bucket and the run log),
+	// the budgets of run trees over it, and the claim-check store.
 	p.runs = runstore.NewStore(kv, js, nc)
-	p.payloads = jsutil.NewPayloads(js, cfg.Events)
 	p.runs.Finished = p.finished
 	p.runs.Charged = func(r *Run, cost float64) { m.charged(r.Tenant, cost) }
 	p.runs.BeforeCommit = cfg.BeforeStepCommit
 	p.runs.Batches = runstore.BatchesStagedInMemory(rlog.JournalConfig())
 	p.rlog = rlog
+	p.budgets = &budget.Tree{Runs: p.runs, Prices: cfg.Prices, Now: cfg.Now, ModelTimeout: cfg.ModelTimeout, Lease: p.leaseDuration()}
+	p.payloads = jsutil.NewPayloads(js, cfg.Events)
 	if err := p.cat.load(ctx); err != nil {
 		return nil, fmt.Errorf("planner: catalog: %w", err)
 	}

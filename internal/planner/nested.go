@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/toolfleet/toolfleet/internal/jsutil"
+	"github.com/toolfleet/toolfleet/internal/planner/budget"
+	"github.com/toolfleet/toolfleet/internal/planner/runrec"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -15,7 +17,7 @@ import (
 // AgentToolName is the planner's own tool: it starts a child run on a task with a scoped
 // tool set, and its result is the child's answer. A run offers it when its tool set names
 // it; the depth of nesting is bounded by Limits.MaxDepth.
-const AgentToolName = "run_agent"
+const AgentToolName = runrec.AgentToolName
 
 // agentSchema is the arguments of run_agent.
 const agentSchema = `{
@@ -62,7 +64,7 @@ func (p *Planner) checkAgentCall(r *Run, c *CallRecord) *tools.Error {
 	if r.Depth+1 > r.Limits.MaxDepth {
 		return tools.Errorf(tools.CodeDenied, "nested runs are limited to a depth of %d; this run is at depth %d", r.Limits.MaxDepth, r.Depth)
 	}
-	if err := noBudgetForChild(r); err != nil {
+	if err := budget.NoBudgetForChild(r); err != nil {
 		return err
 	}
 	var a agentArgs
@@ -105,8 +107,8 @@ func (p *Planner) startChild(ctx context.Context, parent *Run, c *CallRecord) er
 	}
 	req := StartRequest{
 		Messages: []provider.Message{{Role: provider.RoleUser, Text: a.Task}},
-		// The child draws from what the parent has left (budget.go).
-		Model: model, Tools: scoped, Limits: childLimits(parent, p.cfg.Now()), Metadata: parent.Metadata,
+		// The child draws from what the parent has left (package budget).
+		Model: model, Tools: scoped, Limits: budget.ChildLimits(parent, p.cfg.Now()), Metadata: parent.Metadata,
 		Caller: parent.Caller(), // a nested run acts for the same caller
 	}
 	if parent.Sequential {
@@ -138,7 +140,7 @@ func (p *Planner) answerParent(ctx context.Context, child *Run) error {
 		res.Status = events.StatusOK
 	default:
 		res.Status = events.StatusError
-		code, ok := budgetEnd(child.Termination)
+		code, ok := budget.End(child.Termination)
 		if !ok {
 			code = tools.CodeToolFailed
 		}

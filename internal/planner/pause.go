@@ -189,7 +189,7 @@ func (p *Planner) resumedLimits(r *Run, ch *Limits) (Limits, error) {
 	if err := l.Validate(); err != nil {
 		return r.Limits, err
 	}
-	if l.CostBudget > 0 && !p.priced(r.Model) {
+	if l.CostBudget > 0 && !p.cfg.Prices.Priced(r.Model) {
 		return r.Limits, fmt.Errorf("limits.costBudget needs a price for model %q, and the planner's price table has none", r.Model)
 	}
 	return l, nil

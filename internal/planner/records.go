@@ -1,6 +1,9 @@
 package planner
 
-import "github.com/toolfleet/toolfleet/internal/planner/runrec"
+import (
+	"github.com/toolfleet/toolfleet/internal/planner/budget"
+	"github.com/toolfleet/toolfleet/internal/planner/runrec"
+)
 
 // A run's record — its control state, calls, limits and what it used — is package
 // runrec's, which the planner's parts share. These are the names the planner's users
@@ -48,3 +51,12 @@ const (
 	TerminationStopCondition  = runrec.TerminationStopCondition
 	TerminationStopHook       = runrec.TerminationStopHook
 )
+
+// Prices are package budget's: the planner's Config takes them.
+type (
+	PriceTable = budget.PriceTable
+	ModelPrice = budget.ModelPrice
+)
+
+// LoadPrices reads a price table from a YAML or JSON file ([budget.LoadPrices]).
+func LoadPrices(path string) (PriceTable, error) { return budget.LoadPrices(path) }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/toolfleet/toolfleet/internal/planner/budget"
 	"github.com/toolfleet/toolfleet/internal/planner/runrec"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/internal/testsupport/plannertest"
@@ -98,9 +99,9 @@ func TestBudgetHoldsHoweverWideTheTreeFansOut(t *testing.T) {
 				t.Fatalf("%d runs in the tree, want the root and %d sub-agents: %v", len(runs), tt.width, terminations(runs))
 			}
 			total := sumOwn(runs)
-			budget, want := tt.limits.CostBudget, TerminationCostBudget
-			if budget > 0 && total.Cost > budget+costEpsilon {
-				t.Fatalf("the tree spent %.6g of its budget of %g (%v)", total.Cost, budget, terminations(runs))
+			limit, want := tt.limits.CostBudget, TerminationCostBudget
+			if limit > 0 && total.Cost > limit+budget.Epsilon {
+				t.Fatalf("the tree spent %.6g of its budget of %g (%v)", total.Cost, limit, terminations(runs))
 			}
 			if b := tt.limits.TokenBudget; b > 0 {
 				want = TerminationTokenBudget
@@ -139,8 +140,8 @@ func TestBudgetHoldsHoweverWideTheTreeFansOut(t *testing.T) {
 			reqs := fixture.Requests()
 			cut := 0
 			for _, r := range reqs {
-				if r.MaxTokens < minAnswerTokens || r.MaxTokens > provider.DefaultMaxTokens {
-					t.Fatalf("a request's max_tokens is %d, want between %d and %d", r.MaxTokens, minAnswerTokens, provider.DefaultMaxTokens)
+				if r.MaxTokens < budget.MinAnswerTokens || r.MaxTokens > provider.DefaultMaxTokens {
+					t.Fatalf("a request's max_tokens is %d, want between %d and %d", r.MaxTokens, budget.MinAnswerTokens, provider.DefaultMaxTokens)
 				}
 				if r.MaxTokens < childOutput {
 					cut++
@@ -171,11 +172,11 @@ func TestBudgetCapsARunsOwnAnswer(t *testing.T) {
 	fanOutPlanners(t, b, fixture, 1)
 
 	run := b.run(t, StartRequest{Input: "add", Tools: []string{"add"}, Limits: Limits{CostBudget: 0.02}})
-	if run.Termination != TerminationCompleted || run.Cost > 0.02+costEpsilon {
+	if run.Termination != TerminationCompleted || run.Cost > 0.02+budget.Epsilon {
 		t.Fatalf("the run ended %s (%s) at a cost of %.6g, want completed within 0.02", run.Termination, run.Detail, run.Cost)
 	}
 	reqs := fixture.Requests()
-	if len(reqs) != 2 || reqs[1].MaxTokens < minAnswerTokens || reqs[1].MaxTokens >= 2000 || run.Usage.OutputTokens != 20+reqs[1].MaxTokens {
+	if len(reqs) != 2 || reqs[1].MaxTokens < budget.MinAnswerTokens || reqs[1].MaxTokens >= 2000 || run.Usage.OutputTokens != 20+reqs[1].MaxTokens {
 		t.Fatalf("the model was asked %d times, its last answer capped at %d tokens (%+v), want capped below its 2000", len(reqs), reqs[len(reqs)-1].MaxTokens, run.Usage)
 	}
 
@@ -240,27 +241,5 @@ func TestReservationOfADeadPlannerExpires(t *testing.T) {
 	}
 	if root.Cost > 0.1 || len(root.Reserved) != 0 {
 		t.Fatalf("the root spent %.6g and still holds %+v", root.Cost, root.Reserved)
-	}
-}
-
-// A reservation is keyed by run and step: the same step reserved again (taken again
-// after its replica died) replaces it; a charge settles the steps its totals include,
-// not the next one; an expired reservation counts for nothing and goes with the next
-// change.
-func TestReservationsAreKeyedByRunAndStep(t *testing.T) {
-	now := time.Now()
-	r := &Run{}
-	reserve(r, runrec.Reservation{Run: "c1", Step: 1, Cost: 0.5, Tokens: 50, Until: now.Add(time.Minute)})
-	reserve(r, runrec.Reservation{Run: "c1", Step: 1, Cost: 0.4, Tokens: 40, Until: now.Add(time.Minute)}) // taken again
-	reserve(r, runrec.Reservation{Run: "c2", Step: 3, Cost: 0.2, Tokens: 20, Until: now.Add(time.Minute)})
-	reserve(r, runrec.Reservation{Run: "c3", Step: 0, Cost: 9, Tokens: 900, Until: now.Add(-time.Second)}) // expired
-	if cost, tokens := held(r, "c2", now); !near(cost, 0.4) || tokens != 40 {
-		t.Fatalf("held for others than c2: %g, %d tokens; want c1's second reservation only", cost, tokens)
-	}
-	if release(r, "c1", 0, now); len(r.Reserved) != 2 {
-		t.Fatalf("a charge of c1's step 0 left %+v; want c1's step 1 and c2's (the expired one gone)", r.Reserved)
-	}
-	if release(r, "c1", 1, now); len(r.Reserved) != 1 || r.Reserved[0].Run != "c2" {
-		t.Fatalf("a charge of c1's step 1 left %+v", r.Reserved)
 	}
 }

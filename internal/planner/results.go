@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolfleet/toolfleet/internal/jsutil"
+	"github.com/toolfleet/toolfleet/internal/planner/budget"
 	"github.com/toolfleet/toolfleet/internal/planner/runrec"
 	"github.com/toolfleet/toolfleet/internal/planner/runstore"
 	"github.com/toolfleet/toolfleet/internal/tick"
@@ -130,7 +131,7 @@ func (p *Planner) recordResult(ctx context.Context, m jetstream.Msg, res events.
 		if res.Status != events.StatusOK {
 			// A nested run that ended for its tree's budget is no failed call: the run
 			// ends by that budget at its next step (answerParent).
-			if c.Name != AgentToolName || res.Error == nil || !budgetCode(res.Error.Code) {
+			if c.Name != AgentToolName || res.Error == nil || !budget.IsCode(res.Error.Code) {
 				r.Errors++
 			}
 			if len(c.Output) == 0 && c.Error != nil {
@@ -381,7 +382,7 @@ func (p *Planner) afterDone(ctx context.Context, run *Run) error {
 		return nil
 	}
 	// Its last charge reaches its ancestors before its answer lets its parent go on.
-	if _, err := p.rollUp(ctx, run, 0); err != nil {
+	if _, err := p.budgets.RollUp(ctx, run, 0); err != nil {
 		return err
 	}
 	return p.answerParent(ctx, run)

@@ -183,7 +183,7 @@ func (p *Planner) newRun(req StartRequest, id string) (*Run, error) {
 		return nil, requestErrorf("%v", err)
 	}
 	limits := req.Limits.WithDefaults()
-	if limits.CostBudget > 0 && !p.priced(model) {
+	if limits.CostBudget > 0 && !p.cfg.Prices.Priced(model) {
 		return nil, requestErrorf("limits.costBudget needs a price for model %q, and the planner's price table has none", model)
 	}
 	if err := validateStop(req.StopWhen, req.StopHook); err != nil {

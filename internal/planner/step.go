@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolfleet/toolfleet/internal/jsutil"
+	"github.com/toolfleet/toolfleet/internal/planner/budget"
 	"github.com/toolfleet/toolfleet/internal/planner/runrec"
 	"github.com/toolfleet/toolfleet/internal/planner/runstore"
 	"github.com/toolfleet/toolfleet/internal/provider"
@@ -116,8 +117,8 @@ func (p *Planner) stepFrom(ctx context.Context, cl claim, b stepBase, step int) 
 	if t, detail := p.stopBeforeModel(run); t != "" {
 		return p.end(ctx, b, step, t, detail)
 	}
-	if run.ParentID != "" && !budgeted(run) { // a budget's reservation checks them (reserve.go)
-		t, detail, err := p.ancestorsStop(ctx, run)
+	if run.ParentID != "" && !budget.Budgeted(run) { // a budget's reservation checks them (package budget)
+		t, detail, err := p.budgets.AncestorsStop(ctx, run)
 		if err != nil {
 			return err
 		}
@@ -129,7 +130,7 @@ func (p *Planner) stepFrom(ctx context.Context, cl claim, b stepBase, step int) 
 	if err != nil {
 		return err
 	}
-	var charged *Run // the state whose totals reserveStep charged to the run's ancestors
+	var charged *Run // the state whose totals budgets.ReserveStep charged to the run's ancestors
 	if stored == nil {
 		if t, detail := p.askStopHook(ctx, cl, run); t != "" {
 			return p.end(ctx, b, step, t, detail)
@@ -148,11 +149,11 @@ func (p *Planner) stepFrom(ctx context.Context, cl claim, b stepBase, step int) 
 			return ctx.Err()
 		}
 		now := p.cfg.Now()
-		var unpaid *budgetStop
-		if errors.As(modelErr, &unpaid) { // the model was not asked (reserve.go)
+		var unpaid *budget.Stop
+		if errors.As(modelErr, &unpaid) { // the model was not asked (package budget)
 			return p.end(ctx, b, step, unpaid.T, unpaid.Detail)
 		}
-		if errors.Is(modelErr, errNotReserved) {
+		if errors.Is(modelErr, budget.ErrNotReserved) {
 			return modelErr
 		}
 		if modelErr != nil {
@@ -173,8 +174,8 @@ func (p *Planner) stepFrom(ctx context.Context, cl claim, b stepBase, step int) 
 		// recorded step (this replica's, or another's that recorded it first) part of the run.
 		rec := p.newStepRecord(ctx, cl, run, resp, offered, now)
 		if run.ParentID != "" {
-			// Charged to the runs it is nested in before its calls go out (budget.go).
-			if err := p.reserveStep(ctx, rec, now); err != nil {
+			// Charged to the runs it is nested in before its calls go out (package budget).
+			if err := p.budgets.ReserveStep(ctx, rec, now); err != nil {
 				return err
 			}
 			charged = rec.State
@@ -255,10 +256,10 @@ func applyStep(step int, state *Run, base int) func(r *Run) (bool, error) {
 		if r.Status == StatusDone || r.Step != step || len(r.StepCalls()) > 0 || r.Recorded > step {
 			return false, nil // another replica took the step meanwhile
 		}
-		ctl, deadline, tree := r.Controls, r.Deadline, treeStateOf(r)
+		ctl, deadline, tree := r.Controls, r.Deadline, budget.TreeStateOf(r)
 		*r = *state
-		keepControls(r, ctl, deadline) // what callers changed while the model answered
-		keepNested(r, base, tree)      // and nested runs' charges
+		keepControls(r, ctl, deadline)   // what callers changed while the model answered
+		budget.KeepNested(r, base, tree) // and nested runs' charges
 		r.Calls = slices.Clone(state.Calls)
 		return true, nil
 	}
@@ -317,7 +318,7 @@ func (p *Planner) stepStored(ctx context.Context, run *Run, sent []*CallRecord, 
 	if run.ParentID != "" && run.Status == StatusRunning &&
 		(charged == nil || charged.TreeSeq != run.TreeSeq || charged.Tree() != run.Tree()) {
 		// Another replica's record of the step was stored, or charges came meanwhile.
-		if _, err := p.rollUp(ctx, run, 0); err != nil {
+		if _, err := p.budgets.RollUp(ctx, run, 0); err != nil {
 			return err
 		}
 	}
@@ -429,14 +430,14 @@ func (p *Planner) stopBeforeModel(r *Run) (Termination, string) {
 	switch {
 	case !r.Deadline.IsZero() && !now.Before(r.Deadline):
 		return TerminationTimeout, fmt.Sprintf("the run's time limit of %s is up", r.Limits.Timeout.D())
-	case stepsStop(r) != "": // steps count per continuation, its nested runs' too
-		return TerminationMaxSteps, stepsStop(r)
-	case tokensStop(r) != "": // the tree's tokens: its own and its nested runs'
-		return TerminationTokenBudget, tokensStop(r)
+	case budget.StepsStop(r) != "": // steps count per continuation, its nested runs' too
+		return TerminationMaxSteps, budget.StepsStop(r)
+	case budget.TokensStop(r) != "": // the tree's tokens: its own and its nested runs'
+		return TerminationTokenBudget, budget.TokensStop(r)
 	case r.Errors >= r.Limits.ErrorThreshold:
 		return TerminationErrorThreshold, fmt.Sprintf("%d tool calls failed (threshold %d)", r.Errors, r.Limits.ErrorThreshold)
-	case overCostBudget(r) != "":
-		return TerminationCostBudget, overCostBudget(r)
+	case budget.CostStop(r) != "":
+		return TerminationCostBudget, budget.CostStop(r)
 	}
 	return "", ""
 }
@@ -453,8 +454,8 @@ func (p *Planner) askModel(ctx context.Context, cl claim, run *Run, msgs []provi
 		return nil, offered, err
 	}
 	req := provider.Request{System: run.System, Messages: msgs, Tools: defs, ToolChoice: run.ToolChoice}
-	if budgeted(run) { // the most the answer may cost is reserved, its max_tokens capped to fit
-		if err := p.budgetAnswer(ctx, cl, run, &req); err != nil {
+	if budget.Budgeted(run) { // the most the answer may cost is reserved, its max_tokens capped to fit
+		if err := p.budgets.Answer(ctx, cl.hold, run, &req); err != nil {
 			return nil, offered, err
 		}
 	}
@@ -493,9 +494,9 @@ func keepAlive(m jetstream.Msg, period time.Duration) (stop func()) {
 func (p *Planner) applyModelResponse(ctx context.Context, cl claim, r *Run, resp *provider.Response, now time.Time) {
 	r.Usage = r.Usage.Add(resp.Usage)
 	r.StepUsage = resp.Usage
-	r.Cost += p.modelCost(r.Model, resp.Usage)
+	r.Cost += p.cfg.Prices.ModelCost(r.Model, resp.Usage)
 	if r.ParentID != "" {
-		r.TreeSeq++ // its next charge to the runs it is nested in (budget.go)
+		r.TreeSeq++ // its next charge to the runs it is nested in (package budget)
 	}
 	msg := resp.Message
 	if len(msg.ToolCalls) == 0 && r.ToolChoice.Mode == provider.ChoiceRequired {
@@ -542,7 +543,7 @@ func (p *Planner) applyModelResponse(ctx context.Context, cl claim, r *Run, resp
 		p.checkCall(r, c, now)
 	}
 	p.askPolicy(ctx, cl, r)
-	if p.chargeStep(r, now) {
+	if p.cfg.Prices.ChargeStep(r, now) {
 		return
 	}
 	if stepComplete(r) {
@@ -573,7 +574,7 @@ func (p *Planner) checkCall(r *Run, c *CallRecord, now time.Time) {
 	if c.Name == AgentToolName {
 		if err := p.checkAgentCall(r, c); err != nil {
 			c.AnswerLocal(string(events.StatusError), err, now)
-			if !budgetCode(err.Code) { // the run ends by that budget at its next step
+			if !budget.IsCode(err.Code) { // the run ends by that budget at its next step
 				r.Errors++
 			}
 		}

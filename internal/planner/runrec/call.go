@@ -18,6 +18,11 @@ const (
 	CallAwaitingApproval CallStatus = "awaiting_approval"
 )
 
+// AgentToolName is the planner's own tool, run_agent, whose call starts a nested run:
+// the call on which the nested run's totals are charged to its parent
+// (CallRecord.Nested).
+const AgentToolName = "run_agent"
+
 // CallRecord is one tool call of a run, with its timeline. Its Status is CallPending,
 // CallAwaitingApproval, or a result status from pkg/events once answered.
 type CallRecord struct {

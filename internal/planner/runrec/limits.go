@@ -32,11 +32,11 @@ type Limits struct {
 	Timeout tools.Duration `json:"timeout,omitempty"`
 	// TokenBudget bounds input+output tokens over all steps of the run and its nested
 	// runs: each answer's most (its input at its bound, its capped max_tokens) is
-	// reserved before the model is asked (reserve.go). 0 means none.
+	// reserved before the model is asked (package budget). 0 means none.
 	TokenBudget int `json:"tokenBudget,omitempty"`
 	// CostBudget bounds the cost of the run and its nested runs (Run.Tree, in the
 	// planner's price table's currency): each answer's most is reserved before the
-	// model is asked, its max_tokens capped to fit (reserve.go), and a step whose calls
+	// model is asked, its max_tokens capped to fit (package budget), and a step whose calls
 	// would exceed it is not dispatched. 0 means none; a budget needs a price for the
 	// run's model.
 	CostBudget float64 `json:"costBudget,omitempty"`
@@ -49,7 +49,7 @@ type Limits struct {
 	// LoopAction is what to do on a loop. Default inject.
 	LoopAction LoopAction `json:"loopAction,omitempty"`
 	// MaxDepth bounds nested runs (a run started by a tool of another run). Default 3.
-	// A nested run's budgets are what its parent has left when it starts (budget.go).
+	// A nested run's budgets are what its parent has left when it starts (package budget).
 	MaxDepth int `json:"maxDepth,omitempty"`
 	// ContextBudget bounds, in bytes, each tool output as the model sees it. An output
 	// over it is replaced, in the model's context only, by a JSON object holding its

@@ -146,7 +146,7 @@ type Run struct {
 	// StepUsage is the last model answer's usage.
 	StepUsage provider.Usage `json:"stepUsage,omitzero"`
 	// Nested is what the run's nested runs used, their own nested runs included, as
-	// charged to this run while they run (budget.go): the run's tree totals (GET
+	// charged to this run while they run (package budget): the run's tree totals (GET
 	// /v1/runs/{id}'s treeUsage, treeCost, treeSteps) are its own plus Nested, and its
 	// budgets are checked against them. TreeSeq counts the changes of its tree totals,
 	// so that its parent keeps the latest of its charges; NestedTurn is Nested's steps
@@ -155,7 +155,7 @@ type Run struct {
 	TreeSeq    int        `json:"treeSeq,omitempty"`
 	NestedTurn NestedTurn `json:"NestedTurn,omitzero"`
 	// Reserved holds, from the run's budgets, the answers of model calls under way in
-	// its nested runs: the most each can cost, until it is charged (reserve.go).
+	// its nested runs: the most each can cost, until it is charged (package budget).
 	Reserved []Reservation `json:"reserved,omitempty"`
 	// StopWhen and StopHook are the run's custom stop conditions (stop.go); StopMatch
 	// is the condition a call of the current step matched, until the step completes.

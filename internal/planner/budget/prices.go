@@ -1,4 +1,4 @@
-package planner
+package budget
 
 import (
 	"bytes"
@@ -9,13 +9,11 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/toolfleet/toolfleet/internal/planner/runrec"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
-
-// codeCostBudget is the error code of a call not run because of the run's cost budget.
-const codeCostBudget tools.Code = "cost_budget"
 
 // ModelPrice is what a model costs, per million tokens, in the currency of the price
 // table (the planner does not care which, as long as budgets use the same).
@@ -29,7 +27,7 @@ type ModelPrice struct {
 	MaxOutputTokens int `json:"maxOutputTokens,omitempty" yaml:"maxOutputTokens,omitempty"`
 }
 
-// PriceTable prices the planner's models, by the names runs use (Config.Models' keys),
+// PriceTable prices the planner's models, by the names runs use (its Config.Models' keys),
 // and tool calls, by tool name: a tool's price is charged per call sent to the fleet.
 //
 // Tool prices live in the planner's configuration, not in tools.Definition: what a call
@@ -59,10 +57,11 @@ func LoadPrices(path string) (PriceTable, error) {
 	if err := dec.Decode(&t); err != nil {
 		return t, fmt.Errorf("price table %s: %w", path, err)
 	}
-	return t, t.validate()
+	return t, t.Validate()
 }
 
-func (t PriceTable) validate() error {
+// Validate refuses prices that are not non-negative numbers, saying which.
+func (t PriceTable) Validate() error {
 	bad := func(v float64) bool { return v < 0 || math.IsNaN(v) || math.IsInf(v, 0) }
 	for name, p := range t.Models {
 		if bad(p.InputPerMTok) || bad(p.OutputPerMTok) {
@@ -80,39 +79,39 @@ func (t PriceTable) validate() error {
 	return nil
 }
 
-// modelCost is what usage of the run's model costs, 0 when the model has no price.
-func (p *Planner) modelCost(model string, u provider.Usage) float64 {
-	pr, ok := p.cfg.Prices.Models[model]
+// ModelCost is what usage of model costs, 0 when the model has no price.
+func (t PriceTable) ModelCost(model string, u provider.Usage) float64 {
+	pr, ok := t.Models[model]
 	if !ok {
 		return 0
 	}
 	return (float64(u.InputTokens)*pr.InputPerMTok + float64(u.OutputTokens)*pr.OutputPerMTok) / 1e6
 }
 
-// maxOutput is the most output tokens a request of model asks for under a budget.
-func (p *Planner) maxOutput(model string) int {
-	if n := p.cfg.Prices.Models[model].MaxOutputTokens; n > 0 {
+// MaxOutput is the most output tokens a request of model asks for under a budget.
+func (t PriceTable) MaxOutput(model string) int {
+	if n := t.Models[model].MaxOutputTokens; n > 0 {
 		return n
 	}
 	return provider.DefaultMaxTokens
 }
 
-// priced reports whether the planner can count a run's cost on model.
-func (p *Planner) priced(model string) bool {
-	_, ok := p.cfg.Prices.Models[model]
+// Priced reports whether the planner can count a run's cost on model.
+func (t PriceTable) Priced(model string) bool {
+	_, ok := t.Models[model]
 	return ok
 }
 
-// chargeStep counts the cost of the step's calls about to go to the fleet. Under a cost
+// ChargeStep counts the cost of the step's calls about to go to the fleet. Under a cost
 // budget that they would exceed with the run's tree's cost (its own and its nested
 // runs'; the model's answer is counted already), none of them
 // is sent: each is answered with cost_budget and the run ends with that termination. It
 // reports whether the run ended. It runs before the step is stored, so the step's calls
 // are never dispatched.
-func (p *Planner) chargeStep(r *Run, now time.Time) bool {
-	calls := p.callsPrice(r)
+func (t PriceTable) ChargeStep(r *runrec.Run, now time.Time) bool {
+	calls := t.CallsPrice(r)
 	budget := r.Limits.CostBudget
-	if budget <= 0 || r.TreeCost()+calls <= budget+costEpsilon {
+	if budget <= 0 || r.TreeCost()+calls <= budget+Epsilon {
 		r.Cost += calls
 		return false
 	}
@@ -124,13 +123,13 @@ func (p *Planner) chargeStep(r *Run, now time.Time) bool {
 		spent, budget, r.Step, calls)
 	for _, c := range r.StepCalls() {
 		if !c.Local && !c.Done() {
-			c.AnswerLocal(string(events.StatusError), tools.Errorf(codeCostBudget,
+			c.AnswerLocal(string(events.StatusError), tools.Errorf(CodeCostBudget,
 				"%s was not run: the run's cost budget of %.6g would be exceeded", c.Name, budget), now)
 		}
 	}
-	r.Finish(TerminationCostBudget, detail, now)
+	r.Finish(runrec.TerminationCostBudget, detail, now)
 	return true
 }
 
-// costEpsilon absorbs floating-point error in budget comparisons.
-const costEpsilon = 1e-12
+// Epsilon absorbs floating-point error in budget comparisons.
+const Epsilon = 1e-12

@@ -1,4 +1,4 @@
-package planner
+package budget
 
 import (
 	"context"
@@ -25,23 +25,23 @@ import (
 // run's own budgets must pay for it; nothing else spends them while it asks (its nested
 // runs have ended). A nested run's answer is also held, by compare-and-set, from the
 // budgets of every run it is nested in, its parent first and the root last: a
-// [Reservation] in that run's Reserved. What a run's tree has left is its budget less
+// [runrec.Reservation] in that run's Reserved. What a run's tree has left is its budget less
 // its tree's totals and less what it holds for answers under way, so two runs of a tree
 // asking at once, on any replicas, cannot both take the last of it. MaxTokens is the
 // most output that fits what each of those runs has left, and at most the model's
 // ModelPrice.MaxOutputTokens.
 //
 // A reservation is settled when its answer is charged: the charge that carries the
-// answer's usage up the tree (rollUp) removes it in the same compare-and-set at each
+// answer's usage up the tree ([Tree.RollUp]) removes it in the same compare-and-set at each
 // run, so no run counts the answer twice or not at all. It is keyed by run and step: a
 // step taken again (its replica died while the model answered) replaces it, and the
 // answer another replica recorded settles it. A reservation of a planner that died is
 // released when another replica takes the step over (it replaces it, then settles it),
 // when the run ends (its last charge settles all of its), and at the latest at Until:
-// the model call's deadline (the run's deadline or Config.ModelTimeout, the sooner)
-// plus the ack wait. A run holds at most one reservation at each run above it.
+// the model call's deadline (the run's deadline or Tree.ModelTimeout, the sooner)
+// plus Tree.Lease. A run holds at most one reservation at each run above it.
 //
-// A step whose budgets cannot pay for the shortest answer (minAnswerTokens of output
+// A step whose budgets cannot pay for the shortest answer (MinAnswerTokens of output
 // after its input at its bound) ends before its model is asked, with cost_budget or
 // token_budget. When what it lacks is held for other runs' answers under way, it waits
 // for one of them to be settled or to expire (a watch of that run's value), keeping its
@@ -56,17 +56,17 @@ import (
 // max_tokens: BenchmarkLoopStep's loop/raw new/old 0.97-1.22, median 1.01, i.e.
 // noise); a root run with one sums its request's lengths; a nested run with one makes
 // one compare-and-set on each run above it per step instead of reading each
-// (ancestorsStop), and its settlement rides on the charge it made already.
+// ([Tree.AncestorsStop]), and its settlement rides on the charge it made already.
 
-// minAnswerTokens is the shortest answer a step with a budget asks for: a step whose
+// MinAnswerTokens is the shortest answer a step with a budget asks for: a step whose
 // budgets cannot pay for this many output tokens, after its input at its bound, ends.
-const minAnswerTokens = 16
+const MinAnswerTokens = 16
 
-// budgeted reports whether r has a budget its answers are reserved from.
-func budgeted(r *Run) bool { return r.Limits.CostBudget > 0 || r.Limits.TokenBudget > 0 }
+// Budgeted reports whether r has a budget its answers are reserved from.
+func Budgeted(r *runrec.Run) bool { return r.Limits.CostBudget > 0 || r.Limits.TokenBudget > 0 }
 
-// held sums what r holds, at now, for answers under way other than run's.
-func held(r *Run, run string, now time.Time) (cost float64, tokens int) {
+// Held sums what r holds, at now, for answers under way other than run's.
+func Held(r *runrec.Run, run string, now time.Time) (cost float64, tokens int) {
 	for _, h := range r.Reserved {
 		if h.Run != run && now.Before(h.Until) {
 			cost += h.Cost
@@ -76,9 +76,9 @@ func held(r *Run, run string, now time.Time) (cost float64, tokens int) {
 	return cost, tokens
 }
 
-// release removes the reservations of run's steps up to through, and those expired at
+// Release removes the reservations of run's steps up to through, and those expired at
 // now; it reports whether it removed any.
-func release(r *Run, run string, through int, now time.Time) bool {
+func Release(r *runrec.Run, run string, through int, now time.Time) bool {
 	n := len(r.Reserved)
 	r.Reserved = slices.DeleteFunc(r.Reserved, func(h runrec.Reservation) bool {
 		return h.Run == run && h.Step <= through || !now.Before(h.Until)
@@ -89,16 +89,16 @@ func release(r *Run, run string, through int, now time.Time) bool {
 	return len(r.Reserved) != n
 }
 
-// reserve holds h, in place of any reservation of the same run.
-func reserve(r *Run, h runrec.Reservation) {
+// Reserve holds h, in place of any reservation of the same run.
+func Reserve(r *runrec.Run, h runrec.Reservation) {
 	r.Reserved = slices.DeleteFunc(r.Reserved, func(o runrec.Reservation) bool { return o.Run == h.Run })
 	r.Reserved = append(r.Reserved, h)
 }
 
-// answeredThrough is the last step of r whose model answer r's totals include.
-func answeredThrough(r *Run) int {
+// AnsweredThrough is the last step of r whose model answer r's totals include.
+func AnsweredThrough(r *runrec.Run) int {
 	switch {
-	case r.Status == StatusDone:
+	case r.Status == runrec.StatusDone:
 		return math.MaxInt
 	case len(r.StepCalls()) > 0:
 		return r.Step
@@ -106,41 +106,42 @@ func answeredThrough(r *Run) int {
 	return r.Step - 1
 }
 
-// budgetStop: a step cannot be paid for; its run ends with T before its model is asked.
-type budgetStop struct {
-	T      Termination
+// Stop: a step cannot be paid for; its run ends with T before its model is asked.
+type Stop struct {
+	T      runrec.Termination
 	Detail string
 }
 
-func (e *budgetStop) Error() string { return e.Detail }
+// Error is Detail.
+func (e *Stop) Error() string { return e.Detail }
 
-// errNotReserved: an answer could not be reserved (NATS failed); the model was not asked,
+// ErrNotReserved: an answer could not be reserved (NATS failed); the model was not asked,
 // and the step is tried again.
-var errNotReserved = errors.New("the answer's reservation failed")
+var ErrNotReserved = errors.New("the answer's reservation failed")
 
 // answerFit is how many output tokens an answer of model to in input tokens may have
 // within what x has left, holding back what x holds for answers other than run's
 // (held), or without holding it back (free): the termination and why when fit is
-// below minAnswerTokens. math.MaxInt when x has no budget that bounds it.
-func (p *Planner) answerFit(x *Run, model, run string, in int, now time.Time) (fit, free int, t Termination, why string) {
-	heldCost, heldTokens := held(x, run, now)
+// below MinAnswerTokens. math.MaxInt when x has no budget that bounds it.
+func (tr *Tree) answerFit(x *runrec.Run, model, run string, in int, now time.Time) (fit, free int, t runrec.Termination, why string) {
+	heldCost, heldTokens := Held(x, run, now)
 	fit, free = math.MaxInt, math.MaxInt
 	if b := x.Limits.TokenBudget; b > 0 {
 		left := b - x.TreeTokens()
 		fit, free = left-heldTokens-in, left-in
-		if fit < minAnswerTokens {
-			t, why = TerminationTokenBudget, fmt.Sprintf(
+		if fit < MinAnswerTokens {
+			t, why = runrec.TerminationTokenBudget, fmt.Sprintf(
 				"has %d tokens left of its budget of %d (%d more held for answers under way): not enough for an answer of %d tokens to its input of at most %d",
-				max(left-heldTokens, 0), b, heldTokens, minAnswerTokens, in)
+				max(left-heldTokens, 0), b, heldTokens, MinAnswerTokens, in)
 		}
 	}
-	price, priced := p.cfg.Prices.Models[model]
+	price, priced := tr.Prices.Models[model]
 	if b := x.Limits.CostBudget; b > 0 && priced {
 		left := b - x.TreeCost()
 		out := func(left float64) int {
 			rest := left - float64(in)*price.InputPerMTok/1e6
 			switch {
-			case rest < -costEpsilon:
+			case rest < -Epsilon:
 				return -1
 			case price.OutputPerMTok == 0:
 				return math.MaxInt
@@ -148,37 +149,38 @@ func (p *Planner) answerFit(x *Run, model, run string, in int, now time.Time) (f
 			return int(min(math.Floor(max(rest, 0)*1e6/price.OutputPerMTok), math.MaxInt32))
 		}
 		f, fr := out(left-heldCost), out(left)
-		if f < fit && f < minAnswerTokens {
-			t, why = TerminationCostBudget, fmt.Sprintf(
+		if f < fit && f < MinAnswerTokens {
+			t, why = runrec.TerminationCostBudget, fmt.Sprintf(
 				"has %.6g left of its cost budget of %.6g (%.6g more held for answers under way): not enough for an answer of %d tokens to its input of at most %d tokens (%.6g)",
-				max(left-heldCost, 0), b, heldCost, minAnswerTokens, in, p.modelCost(model, provider.Usage{InputTokens: in, OutputTokens: minAnswerTokens}))
+				max(left-heldCost, 0), b, heldCost, MinAnswerTokens, in, tr.Prices.ModelCost(model, provider.Usage{InputTokens: in, OutputTokens: MinAnswerTokens}))
 		}
 		fit, free = min(fit, f), min(free, fr)
 	}
 	return fit, free, t, why
 }
 
-// budgetAnswer caps req's MaxTokens to what run's budgets can pay for, and holds the
-// answer from the budgets of the runs it is nested in (see above). A *budgetStop says
-// the step cannot be paid for. cl is the step's claim, kept while it waits.
-func (p *Planner) budgetAnswer(ctx context.Context, cl claim, run *Run, req *provider.Request) error {
+// Answer caps req's MaxTokens to what run's budgets can pay for, and holds the
+// answer from the budgets of the runs it is nested in (see above). A *Stop says
+// the step cannot be paid for. hold keeps the step's claim while it waits, until the
+// function it returns is called.
+func (tr *Tree) Answer(ctx context.Context, hold func() (release func()), run *runrec.Run, req *provider.Request) error {
 	in := provider.InputTokensBound(*req)
-	out, _, t, why := p.answerFit(run, run.Model, run.ID, in, p.cfg.Now())
-	if out < minAnswerTokens {
+	out, _, t, why := tr.answerFit(run, run.Model, run.ID, in, tr.Now())
+	if out < MinAnswerTokens {
 		if run.HasNested() {
 			why = "with its nested runs " + why
 		}
-		return &budgetStop{T: t, Detail: "the run " + why}
+		return &Stop{T: t, Detail: "the run " + why}
 	}
-	out = min(out, p.maxOutput(run.Model))
+	out = min(out, tr.Prices.MaxOutput(run.Model))
 	if run.ParentID != "" {
 		var err error
-		if out, err = p.reserveAnswer(ctx, cl, run, in, out); err != nil {
-			var unpaid *budgetStop
+		if out, err = tr.reserveAnswer(ctx, hold, run, in, out); err != nil {
+			var unpaid *Stop
 			if errors.As(err, &unpaid) {
 				return err
 			}
-			return fmt.Errorf("%w: %w", errNotReserved, err)
+			return fmt.Errorf("%w: %w", ErrNotReserved, err)
 		}
 	}
 	req.MaxTokens = out
@@ -194,7 +196,7 @@ type heldAbove struct {
 // reserveAnswer holds an answer of run to in input tokens and at most out output tokens
 // from each run it is nested in, and returns the output tokens that fit them all; it
 // waits while what one of them lacks is held for others.
-func (p *Planner) reserveAnswer(ctx context.Context, cl claim, run *Run, in, out int) (int, error) {
+func (tr *Tree) reserveAnswer(ctx context.Context, hold func() (release func()), run *runrec.Run, in, out int) (int, error) {
 	var w jetstream.KeyWatcher
 	watched, release := "", func() {}
 	defer func() {
@@ -205,24 +207,24 @@ func (p *Planner) reserveAnswer(ctx context.Context, cl claim, run *Run, in, out
 	}()
 	holding := false
 	for {
-		fit, held, err := p.reserveUp(ctx, run, in, out)
+		fit, held, err := tr.reserveUp(ctx, run, in, out)
 		if err != nil || held == nil {
 			return fit, err
 		}
 		if !holding {
-			release, holding = cl.hold(), true // waiting may outlast the step's claim
+			release, holding = hold(), true // waiting may outlast the step's claim
 		}
 		if watched != held.id {
 			if w != nil {
 				_ = w.Stop()
 			}
-			if w, err = jsutil.Watch(ctx, p.runs.KV(), held.id, jetstream.UpdatesOnly()); err != nil {
+			if w, err = jsutil.Watch(ctx, tr.Runs.KV(), held.id, jetstream.UpdatesOnly()); err != nil {
 				return 0, fmt.Errorf("watch run %s for its budget: %w", held.id, err)
 			}
 			watched = held.id
 			continue // a settlement before the watch began is seen by trying again
 		}
-		timer := time.NewTimer(max(sooner(held.until, run.Deadline).Sub(p.cfg.Now()), time.Millisecond))
+		timer := time.NewTimer(max(sooner(held.until, run.Deadline).Sub(tr.Now()), time.Millisecond))
 		select {
 		case _, ok := <-w.Updates():
 			if !ok {
@@ -235,8 +237,8 @@ func (p *Planner) reserveAnswer(ctx context.Context, cl claim, run *Run, in, out
 			return 0, ctx.Err()
 		}
 		timer.Stop()
-		if !run.Deadline.IsZero() && !p.cfg.Now().Before(run.Deadline) {
-			return 0, &budgetStop{T: TerminationTimeout, Detail: fmt.Sprintf(
+		if !run.Deadline.IsZero() && !tr.Now().Before(run.Deadline) {
+			return 0, &Stop{T: runrec.TerminationTimeout, Detail: fmt.Sprintf(
 				"the run's time limit of %s ran out while what run %s had left was held for other answers under way", run.Limits.Timeout.D(), held.id)}
 		}
 	}
@@ -244,37 +246,37 @@ func (p *Planner) reserveAnswer(ctx context.Context, cl claim, run *Run, in, out
 
 // reserveUp makes one try of reserveAnswer: up from run's parent, each run it is nested
 // in holds the answer (the output that fits all so far), or says what stops it (a
-// *budgetStop), or that what it lacks is held for others (held, its reservations made
+// *Stop), or that what it lacks is held for others (held, its reservations made
 // below it stay, to be replaced by the next try).
-func (p *Planner) reserveUp(ctx context.Context, run *Run, in, out int) (int, *heldAbove, error) {
+func (tr *Tree) reserveUp(ctx context.Context, run *runrec.Run, in, out int) (int, *heldAbove, error) {
 	for id := run.ParentID; id != ""; {
-		var stop *budgetStop
+		var stop *Stop
 		var held *heldAbove
 		fit := out
-		a, err := p.runs.Update(ctx, id, func(a *Run) (bool, error) {
+		a, err := tr.Runs.Update(ctx, id, func(a *runrec.Run) (bool, error) {
 			stop, held, fit = nil, nil, out
-			now := p.cfg.Now()
-			pruned := release(a, "", -1, now) // expired reservations only
-			if t, why := spent(a); t != "" {
-				stop = &budgetStop{T: t, Detail: fmt.Sprintf("run %s, which this run is nested in, has nothing left: %s", a.ID, why)}
+			now := tr.Now()
+			pruned := Release(a, "", -1, now) // expired reservations only
+			if t, why := Spent(a); t != "" {
+				stop = &Stop{T: t, Detail: fmt.Sprintf("run %s, which this run is nested in, has nothing left: %s", a.ID, why)}
 				return pruned, nil
 			}
-			if !budgeted(a) {
+			if !Budgeted(a) {
 				return pruned, nil
 			}
-			f, free, t, why := p.answerFit(a, run.Model, run.ID, in, now)
-			if f < minAnswerTokens {
-				if free >= minAnswerTokens {
+			f, free, t, why := tr.answerFit(a, run.Model, run.ID, in, now)
+			if f < MinAnswerTokens {
+				if free >= MinAnswerTokens {
 					held = &heldAbove{id: a.ID, until: firstExpiry(a, run.ID)}
 				} else {
-					stop = &budgetStop{T: t, Detail: fmt.Sprintf("run %s, which this run is nested in, with its nested runs %s", a.ID, why)}
+					stop = &Stop{T: t, Detail: fmt.Sprintf("run %s, which this run is nested in, with its nested runs %s", a.ID, why)}
 				}
 				return pruned, nil
 			}
 			fit = min(out, f)
-			reserve(a, runrec.Reservation{Run: run.ID, Step: run.Step, Tokens: in + fit,
-				Cost:  p.modelCost(run.Model, provider.Usage{InputTokens: in, OutputTokens: fit}),
-				Until: sooner(now.Add(p.cfg.ModelTimeout), run.Deadline).Add(p.leaseDuration())})
+			Reserve(a, runrec.Reservation{Run: run.ID, Step: run.Step, Tokens: in + fit,
+				Cost:  tr.Prices.ModelCost(run.Model, provider.Usage{InputTokens: in, OutputTokens: fit}),
+				Until: sooner(now.Add(tr.ModelTimeout), run.Deadline).Add(tr.Lease)})
 
 			return true, nil
 		})
@@ -297,7 +299,7 @@ func (p *Planner) reserveUp(ctx context.Context, run *Run, in, out int) (int, *h
 
 // firstExpiry is when the first of the reservations r holds for runs other than run
 // expires.
-func firstExpiry(r *Run, run string) time.Time {
+func firstExpiry(r *runrec.Run, run string) time.Time {
 	var first time.Time
 	for _, h := range r.Reserved {
 		if h.Run != run && (first.IsZero() || h.Until.Before(first)) {
