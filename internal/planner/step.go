@@ -98,119 +98,152 @@ func (p *Planner) takeStep(ctx context.Context, cl claim, runID string, step int
 }
 
 // stepFrom takes step of the run from b: b.run is the state the step starts from, and
-// every write of the step is a compare-and-set on b (see [stepBase.update]).
+// every write of the step is a compare-and-set on b (see [stepBase.update]). A step has
+// three phases: the checks that may end it before the model is asked (stepChecks), the
+// model's answer asked and recorded once (askAndRecord; skipped when a replica recorded
+// it already), and its calls sent while the state it leaves is stored (sendAndStore).
 func (p *Planner) stepFrom(ctx context.Context, cl claim, b stepBase, step int) error {
-	run, runID := b.run, b.run.ID
-	if run.Status == StatusDone {
-		return p.afterDone(ctx, run)
+	if handled, err := p.stepChecks(ctx, b, step); handled {
+		return err
 	}
-	if run.Status == StatusPaused {
-		return nil // a resume asks for the step again (pause.go)
-	}
-	if run.Step != step {
-		return nil // a stale or repeated request
-	}
-	if calls := run.StepCalls(); len(calls) > 0 {
-		// The model already answered this step (a resumed step); make sure its calls went out.
-		return p.dispatch(ctx, run)
-	}
-	if t, detail := p.stopBeforeModel(run); t != "" {
-		return p.end(ctx, b, step, t, detail)
-	}
-	if run.ParentID != "" && !budget.Budgeted(run) { // a budget's reservation checks them (package budget)
-		t, detail, err := p.budgets.AncestorsStop(ctx, run)
-		if err != nil {
-			return err
-		}
-		if t != "" {
-			return p.end(ctx, b, step, t, detail)
-		}
-	}
-	stored, err := p.recorded(ctx, cl, run, step)
+	stored, err := p.recorded(ctx, cl, b.run, step)
 	if err != nil {
 		return err
 	}
 	var charged *Run // the state whose totals budgets.ReserveStep charged to the run's ancestors
 	if stored == nil {
-		if t, detail := p.askStopHook(ctx, cl, run); t != "" {
-			return p.end(ctx, b, step, t, detail)
-		}
-		p.stepStarted(ctx, run, step)
-		msgs, err := p.rlog.Conversation(ctx, run)
-		if errors.Is(err, runstore.ErrNoRecord) {
-			// A part of the run's log is gone (expired, or never stored): no step can follow.
-			return p.end(ctx, b, step, TerminationStorageError, fmt.Sprintf("the run's log is incomplete: %v", err))
-		}
-		if err != nil {
-			return err
-		}
-		resp, offered, modelErr := p.askModel(ctx, cl, run, msgs)
-		if modelErr != nil && ctx.Err() != nil {
-			return ctx.Err()
-		}
-		now := p.cfg.Now()
-		var unpaid *budget.Stop
-		if errors.As(modelErr, &unpaid) { // the model was not asked (package budget)
-			return p.end(ctx, b, step, unpaid.T, unpaid.Detail)
-		}
-		if errors.Is(modelErr, budget.ErrNotReserved) {
-			return modelErr
-		}
-		if modelErr != nil {
-			if !run.Deadline.IsZero() && !now.Before(run.Deadline) {
-				return p.end(ctx, b, step, TerminationTimeout,
-					fmt.Sprintf("the run's time limit of %s ran out while the model was answering", run.Limits.Timeout.D()))
-			}
-			return p.end(ctx, b, step, TerminationModelError, modelErr.Error())
-		}
-
-		if len(resp.Message.ToolCalls) == 0 && run.ToolChoice.Mode != provider.ChoiceRequired {
-			// The model's answer ends the run, and the control state holds all there is
-			// of this step (the answer, the tool set, the usage): nothing to record.
-			return p.answered(ctx, b, step, resp, offered, now)
-		}
-		// The answer is applied to a copy of the control state and recorded, with the state it
-		// leaves, in the step's record, written once; the compare-and-set then makes the
-		// recorded step (this replica's, or another's that recorded it first) part of the run.
-		rec := p.newStepRecord(ctx, cl, run, resp, offered, now)
-		if run.ParentID != "" {
-			// Charged to the runs it is nested in before its calls go out (package budget).
-			if err := p.budgets.ReserveStep(ctx, rec, now); err != nil {
-				return err
-			}
-			charged = rec.State
-		}
-		if p.runs.Batches && b.createdNow() {
-			// One append to the journal: the record and the state the step leaves, in
-			// one atomic batch, before the calls go out (commitStep).
-			run, sent, err := p.commitStep(ctx, b, step, rec)
-			if !errors.Is(err, runstore.ErrBatchFailed) {
-				return p.stepStored(ctx, run, sent, charged, err)
-			}
-			// Refused, or its outcome unknown: the record is written on its own, which
-			// settles what the batch did (its record, or the one stored first), and the
-			// state after it.
-			p.log.Debug().Err(err).Str("run_id", runID).Int("step", step).Msg("step batch not stored; writing its parts")
-		}
-		stored, err = p.rlog.WriteStep(ctx, runID, rec)
-		if err != nil {
-			if runstore.IsPermanent(err) {
-				return p.end(ctx, b, step, TerminationStorageError,
-					fmt.Sprintf("the model's answer at step %d could not be stored: %v", step, err))
-			}
+		var handled bool
+		if stored, charged, handled, err = p.askAndRecord(ctx, cl, b, step); handled {
 			return err
 		}
 	}
-	// The step is announced and its calls go out while its state is stored: they carry
-	// the ids the stored state gives them, whichever replica stores it, and a result
-	// that comes back before the state is stored waits for it (recordResult). A first
-	// step taken while its run is being stored announces and encodes them meanwhile:
-	// its events are held until the run's started event, its calls wait for the create.
+	return p.sendAndStore(ctx, b, step, stored, charged)
+}
+
+// stepChecks decides whether step of b's run is to be taken: handled is true when it is
+// not (a run done, paused, past the step, or ended here by a limit: err is the outcome).
+func (p *Planner) stepChecks(ctx context.Context, b stepBase, step int) (handled bool, err error) {
+	run := b.run
+	if run.Status == StatusDone {
+		return true, p.afterDone(ctx, run)
+	}
+	if run.Status == StatusPaused {
+		return true, nil // a resume asks for the step again (pause.go)
+	}
+	if run.Step != step {
+		return true, nil // a stale or repeated request
+	}
+	if calls := run.StepCalls(); len(calls) > 0 {
+		// The model already answered this step (a resumed step); make sure its calls went out.
+		return true, p.dispatch(ctx, run)
+	}
+	if t, detail := p.stopBeforeModel(run); t != "" {
+		return true, p.end(ctx, b, step, t, detail)
+	}
+	if run.ParentID != "" && !budget.Budgeted(run) { // a budget's reservation checks them (package budget)
+		t, detail, err := p.budgets.AncestorsStop(ctx, run)
+		if err != nil {
+			return true, err
+		}
+		if t != "" {
+			return true, p.end(ctx, b, step, t, detail)
+		}
+	}
+	return false, nil
+}
+
+// askAndRecord asks the model for step of b's run and records its answer once: stored is
+// the step's record (this replica's, or another's stored first), charged the state whose
+// totals were charged to the run's ancestors. handled is true when the step was finished
+// here instead (the run ended, answered, or its batch stored and its calls sent: err is
+// the outcome).
+func (p *Planner) askAndRecord(ctx context.Context, cl claim, b stepBase, step int) (stored *runstore.StepRecord, charged *Run, handled bool, err error) {
+	run := b.run
+	if t, detail := p.askStopHook(ctx, cl, run); t != "" {
+		return nil, nil, true, p.end(ctx, b, step, t, detail)
+	}
+	p.stepStarted(ctx, run, step)
+	msgs, err := p.rlog.Conversation(ctx, run)
+	if errors.Is(err, runstore.ErrNoRecord) {
+		// A part of the run's log is gone (expired, or never stored): no step can follow.
+		return nil, nil, true, p.end(ctx, b, step, TerminationStorageError, fmt.Sprintf("the run's log is incomplete: %v", err))
+	}
+	if err != nil {
+		return nil, nil, true, err
+	}
+	resp, offered, modelErr := p.askModel(ctx, cl, run, msgs)
+	if modelErr != nil && ctx.Err() != nil {
+		return nil, nil, true, ctx.Err()
+	}
+	now := p.cfg.Now()
+	var unpaid *budget.Stop
+	if errors.As(modelErr, &unpaid) { // the model was not asked (package budget)
+		return nil, nil, true, p.end(ctx, b, step, unpaid.T, unpaid.Detail)
+	}
+	if errors.Is(modelErr, budget.ErrNotReserved) {
+		return nil, nil, true, modelErr
+	}
+	if modelErr != nil {
+		if !run.Deadline.IsZero() && !now.Before(run.Deadline) {
+			return nil, nil, true, p.end(ctx, b, step, TerminationTimeout,
+				fmt.Sprintf("the run's time limit of %s ran out while the model was answering", run.Limits.Timeout.D()))
+		}
+		return nil, nil, true, p.end(ctx, b, step, TerminationModelError, modelErr.Error())
+	}
+
+	if len(resp.Message.ToolCalls) == 0 && run.ToolChoice.Mode != provider.ChoiceRequired {
+		// The model's answer ends the run, and the control state holds all there is
+		// of this step (the answer, the tool set, the usage): nothing to record.
+		return nil, nil, true, p.answered(ctx, b, step, resp, offered, now)
+	}
+	// The answer is applied to a copy of the control state and recorded, with the state it
+	// leaves, in the step's record, written once; the compare-and-set then makes the
+	// recorded step (this replica's, or another's that recorded it first) part of the run.
+	rec := p.newStepRecord(ctx, cl, run, resp, offered, now)
+	if run.ParentID != "" {
+		// Charged to the runs it is nested in before its calls go out (package budget).
+		if err := p.budgets.ReserveStep(ctx, rec, now); err != nil {
+			return nil, nil, true, err
+		}
+		charged = rec.State
+	}
+	if p.runs.Batches && b.createdNow() {
+		// One append to the journal: the record and the state the step leaves, in
+		// one atomic batch, before the calls go out (commitStep).
+		run, sent, err := p.commitStep(ctx, b, step, rec)
+		if !errors.Is(err, runstore.ErrBatchFailed) {
+			return nil, nil, true, p.stepStored(ctx, run, sent, charged, err)
+		}
+		// Refused, or its outcome unknown: the record is written on its own, which
+		// settles what the batch did (its record, or the one stored first), and the
+		// state after it.
+		p.log.Debug().Err(err).Str("run_id", b.run.ID).Int("step", step).Msg("step batch not stored; writing its parts")
+	}
+	stored, err = p.rlog.WriteStep(ctx, run.ID, rec)
+	if err != nil {
+		if runstore.IsPermanent(err) {
+			return nil, nil, true, p.end(ctx, b, step, TerminationStorageError,
+				fmt.Sprintf("the model's answer at step %d could not be stored: %v", step, err))
+		}
+		return nil, nil, true, err
+	}
+	return stored, charged, false, nil
+}
+
+// sendAndStore announces step of b's run as stored records it and sends its calls while
+// the state it leaves is stored. The calls carry the ids the stored state gives them,
+// whichever replica stores it, and a result that comes back before the state is stored
+// waits for it (recordResult). A first step taken while its run is being stored
+// announces and encodes them meanwhile: its events are held until the run's started
+// event, its calls wait for the create.
+func (p *Planner) sendAndStore(ctx context.Context, b stepBase, step int, stored *runstore.StepRecord, charged *Run) error {
+	run := b.run
 	state := *stored.State
 	state.Calls = slices.Clone(state.Calls)
 	state.Lease = nil
 	p.modelAnswered(ctx, &state, step, stored.Message, stored.Calls, stored.Warnings, run.Usage)
 	var calls []*nats.Msg
+	var err error
 	callsAhead := state.Status == StatusRunning && state.Step == step && len(state.StepCalls()) > 0 && !nests(&state)
 	if callsAhead {
 		if calls, err = p.callMessages(ctx, &state); err != nil {
@@ -224,8 +257,8 @@ func (p *Planner) stepFrom(ctx context.Context, cl claim, b stepBase, step int) 
 	doneStoring := func() {}
 	if callsAhead {
 		ch := make(chan struct{})
-		p.storing.Store(runID, ch)
-		doneStoring = func() { p.storing.CompareAndDelete(runID, ch); close(ch) }
+		p.storing.Store(run.ID, ch)
+		doneStoring = func() { p.storing.CompareAndDelete(run.ID, ch); close(ch) }
 		if sent, err = p.sendCalls(ctx, calls); err != nil {
 			doneStoring()
 			return err
