@@ -25,9 +25,19 @@ ARG VERSION=
 RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false \
       -ldflags="-s -w -X github.com/toolfleet/toolfleet/internal/ops.version=${VERSION}" -o /out/ \
       ./cmd/executor ./cmd/picker ./cmd/planner ./cmd/toolfleet
+# The licence and notice files of every module linked into the binaries, which their
+# licences ask a copy to carry: /usr/share/doc/toolfleet/third_party/<module>/.
+RUN go list -deps -f '{{with .Module}}{{if not .Main}}{{.Path}} {{.Dir}}{{end}}{{end}}' \
+      ./cmd/executor ./cmd/picker ./cmd/planner ./cmd/toolfleet | sort -u | \
+    while read -r path dir; do \
+      mkdir -p "/out/third_party/$path" && \
+      find "$dir" -maxdepth 1 -type f \( -iname 'LICEN[CS]E*' -o -iname 'COPYING*' -o -iname 'NOTICE*' \) \
+        -exec cp {} "/out/third_party/$path/" \; ; \
+    done
 
 FROM gcr.io/distroless/static-debian12:nonroot
-COPY --from=build /out/ /usr/local/bin/
+COPY --from=build /out/executor /out/picker /out/planner /out/toolfleet /usr/local/bin/
+COPY --from=build /out/third_party/ /usr/share/doc/toolfleet/third_party/
 COPY LICENSE NOTICE /usr/share/doc/toolfleet/
 USER 65532:65532
 # 8080 the planner API (all-in-one and planner), 4222 the all-in-one's NATS, 9090 the ops
