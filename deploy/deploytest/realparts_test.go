@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +19,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/jsutil"
 	"github.com/toolfleet/toolfleet/internal/pickerservice"
 	"github.com/toolfleet/toolfleet/internal/planner"
+	"github.com/toolfleet/toolfleet/internal/planner/plannerapi"
 	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
 	"github.com/toolfleet/toolfleet/pkg/builtin"
@@ -135,6 +139,7 @@ func testRealParts(t *testing.T, s *authServer, cfg events.Config) {
 	if b, err := os.ReadFile(filepath.Join(sandbox, "out.txt")); err != nil || string(b) != "42" {
 		t.Errorf("out.txt = %q, %v", b, err)
 	}
+	servesLists(t, p, run.ID)
 
 	// A client's call of a tool nobody serves is answered by the executor's janitor; the
 	// client reads the result through its own consumer, as its permissions intend.
@@ -213,6 +218,69 @@ func testRealParts(t *testing.T, s *authServer, cfg events.Config) {
 		cleanups = append(cleanups, refusedCleanup(stream))
 	}
 	caller.noViolations(cleanups...)
+}
+
+// servesLists asks the planner's HTTP API, under the planner's own NATS user, for every
+// list the inspector and the CLI show (the fleet page's tools with their queues, runs,
+// approvals, dead letters) and the run: each must answer 200 with what the fleet did,
+// as it does without permissions.
+func servesLists(t *testing.T, p *planner.Planner, runID string) {
+	t.Helper()
+	api := httptest.NewServer(plannerapi.Handler(p, plannerapi.Auth{}))
+	defer api.Close()
+	get := func(path string, into any) {
+		t.Helper()
+		res, err := http.Get(api.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, err := io.ReadAll(res.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.StatusCode != http.StatusOK {
+			t.Errorf("GET %s under the planner's user: %d %s", path, res.StatusCode, body)
+			return
+		}
+		if err := json.Unmarshal(body, into); err != nil {
+			t.Errorf("GET %s: %v\n%s", path, err, body)
+		}
+	}
+	var tools struct {
+		Tools []struct {
+			Name      string `json:"name"`
+			Executors int    `json:"executors"`
+		} `json:"tools"`
+	}
+	get("/v1/tools", &tools)
+	served := map[string]int{}
+	for _, tl := range tools.Tools {
+		served[tl.Name] = tl.Executors
+	}
+	if served["calculator"] < 1 || len(served) != 3 {
+		t.Errorf("GET /v1/tools: %+v, want the 3 tools with their executor", tools.Tools)
+	}
+	var runsPage struct{ Runs []struct{ ID string } }
+	get("/v1/runs", &runsPage)
+	if len(runsPage.Runs) != 1 || runsPage.Runs[0].ID != runID {
+		t.Errorf("GET /v1/runs: %+v, want run %s", runsPage.Runs, runID)
+	}
+	var approvals struct {
+		Approvals []struct {
+			Tool      string          `json:"tool"`
+			Arguments json.RawMessage `json:"arguments"`
+		} `json:"approvals"`
+	}
+	get("/v1/approvals?status=all", &approvals)
+	// The arguments come from the approval request on the events stream.
+	if len(approvals.Approvals) == 0 || !strings.Contains(string(approvals.Approvals[0].Arguments), "out.txt") {
+		t.Errorf("GET /v1/approvals?status=all: %+v, want write_file's with its arguments", approvals.Approvals)
+	}
+	var dead struct{ DeadLetters []json.RawMessage }
+	get("/v1/dead-letters", &dead)
+	var one struct{ ID string }
+	get("/v1/runs/"+runID, &one)
 }
 
 // runPart runs a part until the test ends and checks it stops cleanly.
