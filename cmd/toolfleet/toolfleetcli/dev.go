@@ -104,16 +104,18 @@ func Dev(ctx context.Context, o DevOptions) error {
 	if o.Fleet.Metrics == nil {
 		o.Fleet.Metrics = ops.NewRegistry()
 	}
-	srv, err := ops.Start(onHost(o.OpsAddr, o.Host), o.Fleet.Metrics, o.Fleet.Log)
-	if err != nil {
-		return err
-	}
-	defer srv.Close()
+	// The fleet first: it checks its configuration before it binds a port (a bad model
+	// or tools file is exit 2 whatever holds the ops port), then the ops server.
 	f, err := Start(ctx, o.Fleet)
 	if err != nil {
 		return err
 	}
 	defer f.Stop()
+	srv, err := ops.Start(onHost(o.OpsAddr, o.Host), o.Fleet.Metrics, o.Fleet.Log)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
 	srv.SetReady(f.Ready)
 	ln, err := net.Listen("tcp", onHost(o.HTTPAddr, o.Host))
 	if err != nil {

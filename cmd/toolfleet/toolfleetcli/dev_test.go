@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -75,7 +76,9 @@ steps:
 	}
 }
 
-// Bad dev flag values exit 2 and say which flag.
+// Bad dev flag values exit 2 and say which flag, before any port is bound: the ports
+// dev is given are all taken (as a dev already running takes 4222, 8080 and 9090), and
+// the configuration's error is still the one reported.
 func TestDevBadFlags(t *testing.T) {
 	t.Setenv("TOOLFLEET_MODEL", "")
 	dir := t.TempDir()
@@ -87,6 +90,16 @@ func TestDevBadFlags(t *testing.T) {
 	if err := os.WriteFile(badTools, []byte("tools: [{name: x}]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	taken := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		return ln.Addr().String()
+	}
+	httpAddr, opsAddr := taken(), taken()
+	_, natsPort, _ := net.SplitHostPort(taken())
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -100,7 +113,8 @@ func TestDevBadFlags(t *testing.T) {
 		{"operator role malformed", []string{"-operator-roles", "ops,bad role"}, "-operator-roles (TOOLFLEET_OPERATOR_ROLES)"},
 	} {
 		var stderr bytes.Buffer
-		args := append([]string{"dev", "-nats-port", "-1", "-http", "127.0.0.1:0", "-data", t.TempDir()}, tc.args...)
+		args := append([]string{"dev", "-host", "127.0.0.1", "-nats-port", natsPort, "-http", httpAddr, "-ops-addr", opsAddr,
+			"-data", t.TempDir()}, tc.args...)
 		code := MainContext(context.Background(), args, io.Discard, &stderr)
 		if code != 2 || !strings.Contains(stderr.String(), tc.says) {
 			t.Errorf("%s: exit %d (want 2), stderr:\n%s", tc.name, code, stderr.String())

@@ -124,6 +124,33 @@ func Start(ctx context.Context, o Options) (f *Fleet, err error) {
 		}
 	}
 
+	// The configuration is checked (the model, the tools file) before any port is
+	// bound: a mistake is exit 2 with its own message, even where the ports are taken.
+	models, def, err := models(o.Model)
+	err = ops.ConfigError(err) // a model unknown, or its key missing: exit 2
+	if err != nil {
+		return f, err
+	}
+	f.Model = def
+	// The parts are the programs' own building blocks, with the fleet's settings.
+	// The executor and the planner decide who may act on a call with the same operator
+	// roles (events.MayAct).
+	exCfg := executorcli.Config{Concurrency: 64, ExecutorID: "allinone", GracePeriod: executorcli.DefaultGracePeriod,
+		SandboxRoot: f.Sandbox, HTTPAllowlist: o.HTTPAllowlist, Tracing: o.Tracing, ToolsFile: o.ToolsFile,
+		OperatorRoles: o.OperatorRoles}
+	// As the executor program does (a bad tools file is a configuration error, exit 2):
+	// the file's MCP servers run until the executor has stopped (Stop runs the cleanups
+	// after the parts).
+	reg, hooks, servers, err := exCfg.Tools(ctx, o.Log, nil)
+	if err != nil {
+		return f, err
+	}
+	f.cleanup = append(f.cleanup, servers.Close)
+	exCfg.PolicyHooks = hooks
+	for _, d := range reg.Definitions() {
+		f.Tools = append(f.Tools, d.Name)
+	}
+
 	srv, err := server.NewServer(&server.Options{Host: o.NATSHost, Port: o.NATSPort, JetStream: true,
 		StoreDir: f.DataDir, NoLog: true, NoSigs: true, MaxPayload: 8 << 20})
 	if err != nil {
@@ -147,24 +174,6 @@ func Start(ctx context.Context, o Options) (f *Fleet, err error) {
 		return f, err
 	}
 
-	// The parts are the programs' own building blocks, with the fleet's settings.
-	// The executor and the planner decide who may act on a call with the same operator
-	// roles (events.MayAct).
-	exCfg := executorcli.Config{Concurrency: 64, ExecutorID: "allinone", GracePeriod: executorcli.DefaultGracePeriod,
-		SandboxRoot: f.Sandbox, HTTPAllowlist: o.HTTPAllowlist, Tracing: o.Tracing, ToolsFile: o.ToolsFile,
-		OperatorRoles: o.OperatorRoles}
-	// As the executor program does (a bad tools file is a configuration error, exit 2):
-	// the file's MCP servers run until the executor has stopped (Stop runs the cleanups
-	// after the parts).
-	reg, hooks, servers, err := exCfg.Tools(ctx, o.Log, nil)
-	if err != nil {
-		return f, err
-	}
-	f.cleanup = append(f.cleanup, servers.Close)
-	exCfg.PolicyHooks = hooks
-	for _, d := range reg.Definitions() {
-		f.Tools = append(f.Tools, d.Name)
-	}
 	exNC, err := connect("toolfleet-executor")
 	if err != nil {
 		return f, err
@@ -182,12 +191,6 @@ func Start(ctx context.Context, o Options) (f *Fleet, err error) {
 		return f, err
 	}
 	f.ready = ops.All(ops.Connected(f.NC), executorcli.Serving(ex), pickercli.Indexed(pk))
-	models, def, err := models(o.Model)
-	err = ops.ConfigError(err) // a model unknown, or its key missing: exit 2
-	if err != nil {
-		return f, err
-	}
-	f.Model = def
 	plNC, err := connect("toolfleet-planner")
 	if err != nil {
 		return f, err
