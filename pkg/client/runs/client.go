@@ -180,11 +180,36 @@ func (c *Client) ModelMessages(ctx context.Context, id string) ([]json.RawMessag
 	return msgs, nil
 }
 
+// Messages returns the conversation of the run id in view: [ViewRun] (its record, the
+// default when empty) or [ViewModel] (a paused run's conversation as its model will be
+// asked it: the indices a ResumeRequest names; 409 for a run that is not paused).
+func (c *Client) Messages(ctx context.Context, id, view string) ([]Message, error) {
+	path := "/v1/runs/" + url.PathEscape(id) + "/messages"
+	if view != "" {
+		path += "?view=" + url.QueryEscape(view)
+	}
+	var msgs []Message
+	if err := c.do(ctx, http.MethodGet, path, nil, &msgs); err != nil {
+		return nil, err
+	}
+	return msgs, nil
+}
+
 // FollowUp adds a message to the run id and continues it (a run that ended is
 // reopened). It returns the run as it stands.
 func (c *Client) FollowUp(ctx context.Context, id string, f FollowUp) (*Run, error) {
 	var run Run
 	if err := c.do(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(id)+"/messages", f, &run); err != nil {
+		return nil, err
+	}
+	return &run, nil
+}
+
+// ChangeTools enables and disables tools of the run id for its next steps, and
+// returns the run as it stands. A tool the caller may not call is a 403 *[Error].
+func (c *Client) ChangeTools(ctx context.Context, id string, ch ToolsChange) (*Run, error) {
+	var run Run
+	if err := c.do(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(id)+"/tools", ch, &run); err != nil {
 		return nil, err
 	}
 	return &run, nil
@@ -279,9 +304,7 @@ func (c *Client) Modify(ctx context.Context, callID string, arguments json.RawMe
 // Tools returns the tools the caller may call, sorted by name, with the fleet's state
 // of each.
 func (c *Client) Tools(ctx context.Context) ([]Tool, error) {
-	var body struct {
-		Tools []Tool `json:"tools"`
-	}
+	var body toolList
 	if err := c.do(ctx, http.MethodGet, "/v1/tools", nil, &body); err != nil {
 		return nil, err
 	}

@@ -23,7 +23,11 @@
 // # The wire
 //
 // The types here are the API's JSON, defined in this package so that a client needs
-// nothing of the planner's internals; fields a newer planner adds are ignored. Every
+// nothing of the planner's internals, with pkg/events' types where those are the wire
+// types (a run event's data is [events.RunEvent], an approval [events.Approval]). They
+// cover every field of the API: a test checks each type's JSON fields against its
+// schema in the planner's OpenAPI document, both ways, so a run decoded and encoded
+// again is the document the API served. Fields a newer planner adds are ignored. Every
 // request carries the bearer token ([WithToken]), so the planner acts with its tenant and
 // role; a caller sees only its tenant's runs (another's is 404).
 //

@@ -104,7 +104,7 @@ func (c *Client) followOnce(ctx context.Context, id string, after *uint64, yield
 		if err := json.Unmarshal([]byte(ev.data), &e.Data); err != nil {
 			return false, got, fmt.Errorf("runs: event %d (%s): %w", e.Seq, e.What, err)
 		}
-		e.Data.fillTool()
+		fillTool(&e.Data)
 		got, *after = true, e.Seq
 		if !yield(e, nil) {
 			return true, got, nil
@@ -162,7 +162,7 @@ func readSSE(r io.Reader) iter.Seq2[sseEvent, error] {
 // fillTool sets Tool from the detail when the event names its tool only there (the
 // planner's call events: tool_called and approval_needed say "tool", tool_result and
 // tool_error carry the call record, whose "name" it is).
-func (d *EventData) fillTool() {
+func fillTool(d *EventData) {
 	if d.Tool != "" || len(d.Detail) == 0 || d.Detail[0] != '{' {
 		return
 	}

@@ -8,7 +8,9 @@ import (
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
 
-// The wire types of the planner's HTTP API, as its JSON has them. Fields this package
+// The wire types of the planner's HTTP API, as its JSON has them: every field of the
+// schemas of internal/planner/plannerapi/openapi.yaml (a test holds them to it), with
+// pkg/events' and pkg/tools' types where those are the wire types. Fields this package
 // does not name are ignored on decode, so a newer planner that adds fields still works.
 
 // StartRequest is the body of POST /v1/runs: Input (or Messages) and the run's options.
@@ -28,6 +30,14 @@ type StartRequest struct {
 	Pick       *bool             `json:"pick,omitempty"`
 	Parallel   *bool             `json:"parallel,omitempty"`
 	Metadata   map[string]string `json:"metadata,omitempty"`
+	// StopWhen ends the run (stop_condition) when a call matches one of its conditions
+	// (at most 8); StopHook is a NATS service asked before each step after the first
+	// whether the run goes on.
+	StopWhen []StopCondition `json:"stopWhen,omitempty"`
+	StopHook *events.Hook    `json:"stopHook,omitempty"`
+	// PolicyHook is a NATS service asked before each call of the run goes to the fleet:
+	// it allows, denies or modifies the call.
+	PolicyHook *events.Hook `json:"policyHook,omitempty"`
 	// Pause makes the run pause after every step, or after steps that called the named
 	// tools, until it is resumed ([Client.Resume]).
 	Pause *PauseOptions `json:"pause,omitempty"`
@@ -36,6 +46,15 @@ type StartRequest struct {
 	// is then.
 	Wait        bool   `json:"wait,omitempty"`
 	WaitTimeout string `json:"waitTimeout,omitempty"`
+}
+
+// StopCondition matches a call that ends its run: a call of Tool (any tool when
+// empty) whose output contains OutputContains or matches the regular expression
+// OutputMatches (either, when set).
+type StopCondition struct {
+	Tool           string `json:"tool,omitempty"`
+	OutputContains string `json:"outputContains,omitempty"`
+	OutputMatches  string `json:"outputMatches,omitempty"`
 }
 
 // PauseOptions say when a run pauses by itself, before the model's next step.
@@ -78,7 +97,8 @@ type Compaction struct {
 }
 
 // Pause says why and since when a run is paused: Reason after_step, after_tool (Tool)
-// or requested (By, Why); Step is the step it goes on with.
+// or requested (By, the caller who paused it, and Why, the reason it gave); Step is the
+// step it goes on with.
 type Pause struct {
 	At     time.Time `json:"at"`
 	Step   int       `json:"step"`
@@ -95,7 +115,19 @@ type Limits struct {
 	TokenBudget    int     `json:"tokenBudget,omitempty"`
 	CostBudget     float64 `json:"costBudget,omitempty"`
 	ErrorThreshold int     `json:"errorThreshold,omitempty"`
-	MaxDepth       int     `json:"maxDepth,omitempty"`
+	// LoopThreshold is how many times the same call may repeat before LoopAction: warn,
+	// stop or inject (a warning to the model).
+	LoopThreshold int    `json:"loopThreshold,omitempty"`
+	LoopAction    string `json:"loopAction,omitempty"`
+	MaxDepth      int    `json:"maxDepth,omitempty"`
+	// ContextBudget bounds the tokens of the conversation the model is asked with.
+	ContextBudget int `json:"contextBudget,omitempty"`
+}
+
+// Usage counts a model's tokens.
+type Usage struct {
+	InputTokens  int `json:"inputTokens"`
+	OutputTokens int `json:"outputTokens"`
 }
 
 // Run statuses and the terminations a client most often tests for; Termination has
@@ -123,7 +155,9 @@ type Run struct {
 	Steps       int               `json:"steps"`
 	Calls       []Call            `json:"calls"`
 	Tokens      int               `json:"tokens"`
+	Usage       Usage             `json:"usage"`
 	Cost        float64           `json:"cost"`
+	CostBudget  float64           `json:"costBudget,omitempty"`
 	Warnings    []string          `json:"warnings,omitempty"`
 	Metadata    map[string]string `json:"metadata,omitempty"`
 	Tenant      string            `json:"tenant,omitempty"`
@@ -131,12 +165,51 @@ type Run struct {
 	CreatedAt   time.Time         `json:"createdAt"`
 	FinishedAt  *time.Time        `json:"finishedAt,omitempty"`
 	DurationMS  int64             `json:"durationMs"`
-	Tools       []string          `json:"tools,omitempty"`
-	Disabled    []string          `json:"disabled,omitempty"`
-	Canceled    *Cancel           `json:"canceled,omitempty"`
-	Turn        int               `json:"turn,omitempty"`
+	// Offered is, per step, when the model was asked, how long it took, and the tools
+	// it was offered (with the picker's scores when it chose them).
+	Offered []StepTools `json:"offered,omitempty"`
+	// The run's tree totals: it and its nested runs, which its budgets hold for.
+	TreeSteps  int      `json:"treeSteps"`
+	TreeTokens int      `json:"treeTokens"`
+	TreeUsage  Usage    `json:"treeUsage"`
+	TreeCost   float64  `json:"treeCost"`
+	Tools      []string `json:"tools,omitempty"`
+	Disabled   []string `json:"disabled,omitempty"`
+	Canceled   *Cancel  `json:"canceled,omitempty"`
+	Turn       int      `json:"turn,omitempty"`
+	// PauseOn says when the run pauses by itself.
+	PauseOn *PauseOptions `json:"pauseOn,omitempty"`
 	// Paused, while Status is paused, says since when and why.
 	Paused *Pause `json:"paused,omitempty"`
+	// PauseRequested, while the run runs, is a pause asked for its next step boundary.
+	PauseRequested *PauseRequest `json:"pauseRequested,omitempty"`
+}
+
+// StepTools is one step of a run: the tools its model was offered, when it was asked
+// and how long it took to answer (ModelMS is absent while it thinks, and under 1 ms).
+type StepTools struct {
+	Step    int       `json:"step"`
+	Tools   []string  `json:"tools"`
+	AskedAt time.Time `json:"askedAt,omitzero"`
+	ModelMS int64     `json:"modelMs,omitempty"`
+	// Picked are the picker's choices, when it chose the tools.
+	Picked []Picked `json:"picked,omitempty"`
+}
+
+// Picked is a tool the picker chose for a step, with its score (0..1) and why.
+type Picked struct {
+	Name       string          `json:"name"`
+	Score      float64         `json:"score"`
+	Reason     string          `json:"reason,omitempty"`
+	Provenance json.RawMessage `json:"provenance,omitempty"`
+}
+
+// PauseRequest is a pause asked for a running run's next step boundary: by whom, why
+// and when.
+type PauseRequest struct {
+	By     string    `json:"by,omitempty"`
+	Reason string    `json:"reason,omitempty"`
+	At     time.Time `json:"at,omitzero"`
 }
 
 // Done reports whether the run has ended (its Termination says how).
@@ -180,27 +253,49 @@ type Call struct {
 	Attempts          int              `json:"attempts,omitempty"`
 	Validated         bool             `json:"validated"`
 	Executor          string           `json:"executor,omitempty"`
+	NoSchemaMode      string           `json:"noSchemaMode,omitempty"`
 	Approval          *events.Approval `json:"approval,omitempty"`
 	ArgumentsOriginal json.RawMessage  `json:"argumentsOriginal,omitempty"`
+	// Policy are the decisions of the policy hooks asked about the call.
+	Policy []events.PolicyRecord `json:"policy,omitempty"`
 	// Subs, on a call of a composite tool, are its sub-calls, depth first.
-	Subs       []SubCall  `json:"subs,omitempty"`
-	Local      bool       `json:"local,omitempty"`
-	CalledAt   time.Time  `json:"calledAt"`
-	FinishedAt *time.Time `json:"finishedAt,omitempty"`
-	DurationMS int64      `json:"durationMs,omitempty"`
+	Subs []SubCall `json:"subs,omitempty"`
+	// ArgumentsRef is set instead of Arguments when they went by reference.
+	ArgumentsRef *events.PayloadRef `json:"argumentsRef,omitempty"`
+	// Nested is what a run_agent call's nested run used, charged to this run.
+	Nested *NestedCharge `json:"nested,omitempty"`
+	Local  bool          `json:"local,omitempty"`
+	// The call's timeline: called, parked for approval, started by its executor (after
+	// LimitWaitMS waiting for the tool's limits), each attempt, finished.
+	CalledAt            time.Time            `json:"calledAt"`
+	ApprovalRequestedAt *time.Time           `json:"approvalRequestedAt,omitempty"`
+	StartedAt           *time.Time           `json:"startedAt,omitempty"`
+	LimitWaitMS         int64                `json:"limitWaitMs,omitempty"`
+	AttemptSpans        []events.AttemptSpan `json:"attemptSpans,omitempty"`
+	FinishedAt          *time.Time           `json:"finishedAt,omitempty"`
+	DurationMS          int64                `json:"durationMs,omitempty"`
+}
+
+// NestedCharge is what a nested run (a run_agent call's) used: Seq orders the charges.
+type NestedCharge struct {
+	Seq   int     `json:"seq"`
+	Usage Usage   `json:"usage"`
+	Cost  float64 `json:"cost,omitempty"`
+	Steps int     `json:"steps,omitempty"`
 }
 
 // SubCall is a sub-call of a composite call of a run: its id is the composite call's,
 // "-sub-" and its position from 1; it waits for an approval like a call, and is
 // answered by its id.
 type SubCall struct {
-	ID                  string           `json:"id"`
-	Name                string           `json:"name"`
-	Validated           bool             `json:"validated"`
-	Status              string           `json:"status"`
-	Approval            *events.Approval `json:"approval,omitempty"`
-	ApprovalRequestedAt *time.Time       `json:"approvalRequestedAt,omitempty"`
-	FinishedAt          *time.Time       `json:"finishedAt,omitempty"`
+	ID                  string                `json:"id"`
+	Name                string                `json:"name"`
+	Validated           bool                  `json:"validated"`
+	Status              string                `json:"status"`
+	Policy              []events.PolicyRecord `json:"policy,omitempty"`
+	Approval            *events.Approval      `json:"approval,omitempty"`
+	ApprovalRequestedAt *time.Time            `json:"approvalRequestedAt,omitempty"`
+	FinishedAt          *time.Time            `json:"finishedAt,omitempty"`
 }
 
 // FollowUp is the body of POST /v1/runs/{id}/messages: a message that continues the
@@ -211,7 +306,57 @@ type FollowUp struct {
 	// ID is an idempotency key: a follow-up whose id the run has taken is not added
 	// again.
 	ID string `json:"id,omitempty"`
+	// Tools changes the run's tools with the follow-up.
+	Tools *ToolsChange `json:"tools,omitempty"`
+	// Wait and WaitTimeout are as [StartRequest]'s: the answer comes once the run is
+	// done again (or after WaitTimeout).
+	Wait        bool   `json:"wait,omitempty"`
+	WaitTimeout string `json:"waitTimeout,omitempty"`
 }
+
+// ToolsChange enables and disables tools of a run for its next steps
+// ([Client.ChangeTools], [FollowUp]), with a Reminder to the model; ID makes a retried
+// change count once.
+type ToolsChange struct {
+	Enable   []string `json:"enable,omitempty"`
+	Disable  []string `json:"disable,omitempty"`
+	Reminder string   `json:"reminder,omitempty"`
+	ID       string   `json:"id,omitempty"`
+}
+
+// Message is one message of a run's conversation ([Client.Messages]): a user's text,
+// the model's text and tool calls, or the tools' results.
+type Message struct {
+	// Role is user, assistant or tool.
+	Role        string       `json:"role"`
+	Text        string       `json:"text,omitempty"`
+	ToolCalls   []ToolCall   `json:"toolCalls,omitempty"`
+	ToolResults []ToolResult `json:"toolResults,omitempty"`
+}
+
+// ToolCall is a call the model asked for in a message.
+type ToolCall struct {
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// ToolResult is a tool's result as the model is given it.
+type ToolResult struct {
+	CallID  string          `json:"callId"`
+	Name    string          `json:"name"`
+	Content json.RawMessage `json:"content"`
+	IsError bool            `json:"isError,omitempty"`
+}
+
+// Views of a run's conversation ([Client.Messages]).
+const (
+	// ViewRun is the run's record of its conversation, with what resume edits replaced.
+	ViewRun = "run"
+	// ViewModel, for a paused run, is the conversation as its model will be asked it,
+	// with the edits applied: the indices a [ResumeRequest] names.
+	ViewModel = "model"
+)
 
 // Answer is an approval's answer (POST /v1/approvals/{callId}).
 type Answer struct {
@@ -301,6 +446,11 @@ type Approval struct {
 	Decision *events.Approval `json:"approval,omitempty"`
 }
 
+// toolList is the answer of GET /v1/tools.
+type toolList struct {
+	Tools []Tool `json:"tools"`
+}
+
 // Tool is a tool of the catalog the caller may call, with how the fleet serves it now.
 type Tool struct {
 	Name         string          `json:"name"`
@@ -330,24 +480,12 @@ type Event struct {
 	Seq uint64
 	// What is the event's kind: started, step_started, text_delta, tool_call_started,
 	// model_answered, tool_called, tool_started, tool_progress, tool_result, tool_error,
-	// approval_needed, approval_answered, loop_detected, done.
+	// approval_needed, approval_answered, loop_detected, paused, resumed, done.
 	What string
+	// Data is the event's data. Its Tool names the tool of an event about a call
+	// ([Client.Follow] takes it from the detail where the planner puts it there).
 	Data EventData
 }
 
-// EventData is a run event's data.
-type EventData struct {
-	RunID  string `json:"run_id"`
-	Tenant string `json:"tenant,omitempty"`
-	Step   int    `json:"step"`
-	// Tool is the tool of an event about a call ([Client.Follow] takes it from the
-	// detail where the planner puts it there).
-	Tool   string          `json:"tool,omitempty"`
-	CallID string          `json:"call_id,omitempty"`
-	At     time.Time       `json:"at,omitzero"`
-	Detail json.RawMessage `json:"detail,omitempty"`
-	// Executor and Attempt are set on the events an executor publishes (tool_started,
-	// tool_progress).
-	Executor string `json:"executor,omitempty"`
-	Attempt  int    `json:"attempt,omitempty"`
-}
+// EventData is a run event's data: the event contract's own type.
+type EventData = events.RunEvent
