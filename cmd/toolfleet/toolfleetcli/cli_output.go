@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/toolfleet/toolfleet/pkg/client/runs"
 )
@@ -64,7 +65,8 @@ func (v *liveView) show(ev runs.Event) error {
 		Arguments   json.RawMessage `json:"arguments"`
 		Status      string          `json:"status"`
 		Output      json.RawMessage `json:"output"`
-		DurationMS  int64           `json:"durationMs"`
+		CalledAt    time.Time       `json:"calledAt"`
+		FinishedAt  *time.Time      `json:"finishedAt"`
 		Error       *struct{ Code, Message string }
 		Decision    string `json:"decision"`
 		By          string `json:"by"`
@@ -93,7 +95,7 @@ func (v *liveView) show(ev runs.Event) error {
 	case "tool_started":
 		line = fmt.Sprintf("  … %s running on %s", d.Tool, d.Executor)
 	case "tool_result":
-		line = fmt.Sprintf("  ✓ %s %s in %s: %s", d.Tool, detail.Status, millis(detail.DurationMS), short(string(detail.Output), 60))
+		line = fmt.Sprintf("  ✓ %s %s in %s: %s", d.Tool, detail.Status, took(detail.CalledAt, detail.FinishedAt), short(string(detail.Output), 60))
 	case "tool_error":
 		msg := detail.Status
 		if detail.Error != nil {

@@ -3,6 +3,7 @@ package toolfleetcli
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -29,8 +30,10 @@ func runEnd(r *runs.Run) error {
 
 func (c *cli) runCommand() *cobra.Command {
 	var req runs.StartRequest
-	var wait, follow, quiet bool
+	var wait, follow, quiet, pauseEveryStep bool
 	var maxSteps int
+	var costBudget float64
+	var pauseAfter []string
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   `run "INPUT" [--tools a,b] [--wait|--follow]`,
@@ -42,6 +45,7 @@ run completed and 1 when it ended otherwise (canceled, timeout, error threshold,
 -q prints nothing but the id, for scripts.`,
 		Example: `  toolfleet run "What is 6*7?" --tools calculator --wait
   toolfleet run "Summarize the report" --follow
+  toolfleet run "Clean up staging" --pause-after delete_files --cost-budget 0.50
   id=$(toolfleet run "Summarize the report" -q)
   toolfleet run "Clean up staging" -o json`,
 		Args: cobra.ExactArgs(1),
@@ -54,11 +58,17 @@ run completed and 1 when it ended otherwise (canceled, timeout, error threshold,
 				return usageErrorf("-q prints only the run's id: not with --wait, --follow or -o json")
 			}
 			req.Input = args[0]
-			if maxSteps > 0 || timeout > 0 {
-				req.Limits = &runs.Limits{MaxSteps: maxSteps}
+			if costBudget < 0 {
+				return usageErrorf("--cost-budget %v: want a cost above 0", costBudget)
+			}
+			if maxSteps > 0 || timeout > 0 || costBudget > 0 {
+				req.Limits = &runs.Limits{MaxSteps: maxSteps, CostBudget: costBudget}
 				if timeout > 0 {
 					req.Limits.Timeout = timeout.String()
 				}
+			}
+			if pauseEveryStep || len(pauseAfter) > 0 {
+				req.Pause = &runs.PauseOptions{AfterEveryStep: pauseEveryStep, AfterTools: pauseAfter}
 			}
 			run, err := api.Start(cmd.Context(), req)
 			if err != nil {
@@ -79,6 +89,9 @@ run completed and 1 when it ended otherwise (canceled, timeout, error threshold,
 	f.StringVar(&req.ToolChoice, "tool-choice", "", "auto, required, none, or one tool's name")
 	f.IntVar(&maxSteps, "max-steps", 0, "the most model calls (default: the planner's, 10)")
 	f.DurationVar(&timeout, "timeout", 0, "the run's wall-clock limit, e.g. 2m (default: the planner's, 5m)")
+	f.Float64Var(&costBudget, "cost-budget", 0, "the most the run and its nested runs may cost (the planner's price table)")
+	f.BoolVar(&pauseEveryStep, "pause", false, "pause after every step, until 'toolfleet runs resume'")
+	f.StringSliceVar(&pauseAfter, "pause-after", nil, "pause after a step that called one of these tools, comma-separated")
 	f.StringToStringVar(&req.Metadata, "metadata", nil, "key=value pairs kept with the run")
 	f.BoolVar(&wait, "wait", false, "wait for the run's end and print it")
 	f.BoolVar(&follow, "follow", false, "show the run's steps and calls as they happen, then its end")
@@ -94,7 +107,7 @@ func (c *cli) runsCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(c.runsList(), c.runsGet(), c.runsWatch(), c.runsCancel(), c.runsPause(), c.runsResume(), c.runsSend())
+	cmd.AddCommand(c.runsList(), c.runsGet(), c.runsWatch(), c.runsMessages(), c.runsCancel(), c.runsPause(), c.runsResume(), c.runsSend())
 	return cmd
 }
 
@@ -110,6 +123,9 @@ func (c *cli) runsList() *cobra.Command {
   toolfleet runs ls -q invoice -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.Status != "" && !slices.Contains(runStatuses, f.Status) {
+				return usageErrorf("--status %q: want %s", f.Status, strings.Join(runStatuses, ", "))
+			}
 			var err error
 			if f.Since, err = parseSince(since, "--since"); err != nil {
 				return err
@@ -140,7 +156,7 @@ func (c *cli) runsList() *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.Status, "status", "", "running or done")
+	fl.StringVar(&f.Status, "status", "", "running, paused or done")
 	fl.StringVar(&f.Termination, "termination", "", "how the runs ended: completed, canceled, timeout, ...")
 	fl.StringVar(&f.Tool, "tool", "", "runs that called this tool")
 	fl.StringVar(&f.Parent, "parent", "", "the nested runs of this run")
@@ -149,10 +165,13 @@ func (c *cli) runsList() *cobra.Command {
 	fl.StringVarP(&f.Query, "query", "q", "", "runs whose input contains this text")
 	fl.IntVar(&f.Limit, "limit", 0, "runs on the page, 1 to 500 (default 50)")
 	fl.StringVar(&f.Cursor, "cursor", "", "the page after the one that printed this cursor")
-	_ = cmd.RegisterFlagCompletionFunc("status", cobra.FixedCompletions([]string{"running", "done"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("status", cobra.FixedCompletions(runStatuses, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("tool", c.completeTools)
 	return cmd
 }
+
+// runStatuses are the statuses runs ls filters on.
+var runStatuses = []string{runs.StatusRunning, runs.StatusPaused, runs.StatusDone}
 
 // parseSince reads a time as a duration ago or an RFC 3339 time; empty is none.
 func parseSince(v, flag string) (time.Time, error) {
@@ -187,6 +206,63 @@ func (c *cli) runsGet() *cobra.Command {
 			return c.showRun(run)
 		},
 	}
+}
+
+func (c *cli) runsMessages() *cobra.Command {
+	var view string
+	cmd := &cobra.Command{
+		Use:   "messages RUN [--view run|model]",
+		Short: "Show a run's conversation, numbered as runs resume --drop and --compact take it",
+		Long: `Show a run's conversation, one message a row with its index: the run's record of it
+(--view run, the default), or, for a paused run, the conversation as its model will be
+asked it once resumed (--view model): the indices 'toolfleet runs resume' edits name.
+-o json prints the messages as the API answers them.`,
+		Example: `  toolfleet runs messages r1gpQk66 --view model
+  toolfleet runs resume r1gpQk66 --drop 3`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: c.completeRuns,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if view != runs.ViewRun && view != runs.ViewModel {
+				return usageErrorf("--view %q: want run or model", view)
+			}
+			api, err := c.api()
+			if err != nil {
+				return err
+			}
+			msgs, err := api.Messages(cmd.Context(), args[0], view)
+			if err != nil {
+				return c.failed(api, err)
+			}
+			if c.output == "json" {
+				return c.printJSON(msgs)
+			}
+			t := newTable(c.stdout, "INDEX", "ROLE", "CONTENT")
+			for i, m := range msgs {
+				t.row(i, m.Role, short(messageContent(m), 100))
+			}
+			t.flush()
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&view, "view", runs.ViewRun, "run (the run's record) or model (a paused run, as its model will be asked it)")
+	_ = cmd.RegisterFlagCompletionFunc("view", cobra.FixedCompletions([]string{runs.ViewRun, runs.ViewModel}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+// messageContent is a message in one line: its text, its tool calls (→ name args) and
+// its tools' results (← name content).
+func messageContent(m runs.Message) string {
+	var parts []string
+	if m.Text != "" {
+		parts = append(parts, m.Text)
+	}
+	for _, tc := range m.ToolCalls {
+		parts = append(parts, "→ "+tc.Name+" "+string(tc.Arguments))
+	}
+	for _, tr := range m.ToolResults {
+		parts = append(parts, "← "+tr.Name+" "+string(tr.Content))
+	}
+	return strings.Join(parts, " · ")
 }
 
 func (c *cli) runsWatch() *cobra.Command {
@@ -282,6 +358,7 @@ func (c *cli) runsResume() *cobra.Command {
 		Short: "Resume a paused run, optionally editing its conversation and limits",
 		Example: `  toolfleet runs resume r1gpQk66
   toolfleet runs resume r1gpQk66 --compact 0:4 --summary "The totals are computed." --input "Now write the report"
+  toolfleet runs messages r1gpQk66 --view model   # the indices --drop and --compact take
   toolfleet runs resume r1gpQk66 --drop 5 --max-steps 20 --stop-pausing`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: c.completeRuns,
@@ -309,7 +386,7 @@ func (c *cli) runsResume() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&r.Input, "input", "", "a user message added after the conversation")
-	cmd.Flags().IntSliceVar(&r.Drop, "drop", nil, "indices of messages to drop (see GET /v1/runs/{id}/messages?view=model)")
+	cmd.Flags().IntSliceVar(&r.Drop, "drop", nil, "indices of messages to drop (as 'toolfleet runs messages RUN --view model' numbers them)")
 	cmd.Flags().StringVar(&compact, "compact", "", "FROM:TO, messages replaced by --summary")
 	cmd.Flags().StringVar(&summary, "summary", "", "the summary that replaces the --compact range")
 	cmd.Flags().IntVar(&maxSteps, "max-steps", 0, "new maxSteps limit")
@@ -412,7 +489,7 @@ func (c *cli) showRun(r *runs.Run) error {
 			if call.Status == runs.CallAwaitingApproval {
 				result = "toolfleet approvals approve " + call.ID
 			}
-			t.row(call.Step, call.ID, call.Name, call.Status, call.Attempts, millis(call.DurationMS), short(result, 70))
+			t.row(call.Step, call.ID, call.Name, call.Status, call.Attempts, took(call.CalledAt, call.FinishedAt), short(result, 70))
 		}
 		t.flush()
 	}
@@ -422,12 +499,18 @@ func (c *cli) showRun(r *runs.Run) error {
 	return nil
 }
 
-// millis shows a duration in milliseconds; 0 is "-".
-func millis(v int64) string {
-	if v == 0 {
+// took is how long a call took from called to finished, "-" while it has not finished:
+// to the microsecond under a millisecond (a fast call is not "-"), else to the
+// millisecond.
+func took(called time.Time, finished *time.Time) string {
+	if finished == nil || called.IsZero() {
 		return "-"
 	}
-	return (time.Duration(v) * time.Millisecond).String()
+	d := finished.Sub(called)
+	if d < time.Millisecond {
+		return d.Round(time.Microsecond).String()
+	}
+	return d.Round(time.Millisecond).String()
 }
 
 // age is how long ago t was, to the second (kubectl's AGE column).

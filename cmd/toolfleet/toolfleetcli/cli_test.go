@@ -9,7 +9,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -109,6 +111,16 @@ func TestCLI(t *testing.T) {
 	if r.check(t, 0); json.Unmarshal([]byte(r.stdout), &got) != nil || got.Termination != "completed" || len(got.Calls) != 6 {
 		t.Errorf("runs get -o json: %s", r.stdout)
 	}
+	// -o json prints the API's document whole: every field, as the API wrote it.
+	var printed, served any
+	if err := json.Unmarshal([]byte(r.stdout), &printed); err != nil {
+		t.Fatal(err)
+	}
+	call(t, "GET", a.API+"/v1/runs/"+runID, "", &served)
+	if !reflect.DeepEqual(printed, served) {
+		t.Errorf("runs get -o json is not GET /v1/runs/%s:\nprinted: %s\nserved:  %v", runID, r.stdout, served)
+	}
+	toolfleet("runs", "messages", runID).check(t, 0, "INDEX", "0      user       Total the orders", "→ write_file", "11     assistant  The orders total 84")
 	toolfleet("runs", "ls").check(t, 0, "ID", "STATUS", runID, "Total the orders")
 	var page runs.RunPage
 	r = toolfleet("runs", "ls", "--status", "done", "-q", "total THE", "-o", "json")
@@ -116,6 +128,8 @@ func TestCLI(t *testing.T) {
 		t.Errorf("runs ls --status done -q: %s", r.stdout)
 	}
 	toolfleet("runs", "ls", "--since", "yesterday").check(t, 2, "--since")
+	toolfleet("runs", "ls", "--status", "bogus").check(t, 2, `--status "bogus": want running, paused, done`)
+	toolfleet("runs", "ls", "--status", "paused").check(t, 0, "ID")
 	// A follow-up: the run reopens and the scripted model's repeating last step answers.
 	toolfleet("runs", "send", runID, "Thanks.", "--wait").check(t, 0, "done (completed)", "offline scripted demo model")
 	toolfleet("runs", "watch", runID, "-o", "json").check(t, 0, `"termination":"completed"`, "offline scripted demo model")
@@ -144,6 +158,9 @@ func TestCLI(t *testing.T) {
 		return json.Unmarshal([]byte(toolfleet("runs", "get", runID, "-o", "json").stdout), &run) == nil && run.Status == runs.StatusPaused
 	})
 	toolfleet("runs", "resume", runID, "--compact", "0", "--summary", "x").check(t, 2, "FROM:TO")
+	// The model's view: the indices resume's --drop and --compact take.
+	toolfleet("runs", "messages", runID, "--view", "model").check(t, 0, "INDEX", "0      user       Total the orders", "← write_file")
+	toolfleet("runs", "messages", runID, "--view", "other").check(t, 2, `--view "other"`)
 	toolfleet("runs", "resume", runID, "--max-steps", "20").check(t, 0, "resumed (running)")
 	toolfleet("runs", "watch", runID).check(t, 0, "done: completed")
 	toolfleet("runs", "resume", runID).check(t, 1, "409 Conflict", "not paused")
@@ -158,6 +175,21 @@ func TestCLI(t *testing.T) {
 		t.Errorf("canceling the quiet run: exit %d: %s%s", c.code, c.stdout, c.stderr)
 	}
 	toolfleet("run", "x", "-q", "--wait").check(t, 2, "-q prints only the run's id")
+	// A run that pauses by itself after every step, and one with a cost budget (which
+	// this dev, with no price table, refuses: the budget reached the planner).
+	r = toolfleet("run", "Total the orders", "--tools", "get_time,list_dir", "--pause", "--pause-after", "list_dir", "-o", "json")
+	var paused runs.Run
+	if r.check(t, 0); json.Unmarshal([]byte(r.stdout), &paused) != nil || paused.PauseOn == nil ||
+		!paused.PauseOn.AfterEveryStep || !slices.Equal(paused.PauseOn.AfterTools, []string{"list_dir"}) {
+		t.Errorf("run --pause --pause-after list_dir: %s", r.stdout)
+	}
+	natstest.Eventually(t, 30*time.Second, "the run to pause after its first step", func() bool {
+		var run runs.Run
+		return json.Unmarshal([]byte(toolfleet("runs", "get", paused.ID, "-o", "json").stdout), &run) == nil && run.Status == runs.StatusPaused
+	})
+	toolfleet("runs", "cancel", paused.ID).check(t, 0, "canceled")
+	toolfleet("run", "x", "--cost-budget", "0.5").check(t, 1, "limits.costBudget needs a price")
+	toolfleet("run", "x", "--cost-budget", "-1").check(t, 2, "--cost-budget")
 
 	// Tools and direct calls.
 	toolfleet("tools", "ls").check(t, 0, "NAME", "EXECUTORS", "calculator", "write_file")
@@ -303,5 +335,24 @@ func TestLiveViewRefusesAnEventItCannotPrint(t *testing.T) {
 	}
 	if out.Len() != 0 {
 		t.Errorf("show printed %q", out.String())
+	}
+}
+
+// A call that took under a millisecond shows how long it took, not "-" (which is for a
+// call not finished).
+func TestShowRunFastCall(t *testing.T) {
+	called := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	finished := called.Add(412 * time.Microsecond)
+	var out strings.Builder
+	c := &cli{stdout: &out, output: "table"}
+	err := c.showRun(&runs.Run{ID: "r1", Status: runs.StatusDone, Termination: "completed", CreatedAt: called,
+		Calls: []runs.Call{{ID: "r1-1", Name: "echo", Status: "ok", CalledAt: called, FinishedAt: &finished},
+			{ID: "r1-2", Name: "slow", Status: "pending", CalledAt: called}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast, pending := regexp.MustCompile(`r1-1\s+echo\s+ok\s+0\s+412µs`), regexp.MustCompile(`r1-2\s+slow\s+pending\s+0\s+-`)
+	if !fast.MatchString(out.String()) || !pending.MatchString(out.String()) {
+		t.Errorf("the calls' durations:\n%s", out.String())
 	}
 }
