@@ -187,3 +187,15 @@ func parseLevel(v, from string) (zerolog.Level, error) {
 	}
 	return lvl, nil
 }
+
+// Usage makes fs's usage (-h, help, a bad flag) say what the program is before its
+// flags: "Usage: NAME [flags]", then about, a paragraph (what it does, and what the
+// environment gives it that no flag does), then the flags. Each program sets it, so
+// that -h never prints flags alone.
+func Usage(fs *flag.FlagSet, about string) {
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "Usage: %s [flags]\n       %s health | version | help\n\n%s\n\nFlags:\n", fs.Name(), fs.Name(), strings.TrimSpace(about))
+		fs.PrintDefaults()
+	}
+}

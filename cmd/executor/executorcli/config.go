@@ -84,6 +84,11 @@ func Parse(args []string, out io.Writer) (Config, error) {
 	var env envflag.Env
 	fs := flag.NewFlagSet("executor", flag.ContinueOnError)
 	fs.SetOutput(out)
+	ops.Usage(fs, `The toolfleet executor: it serves tools to the fleet over NATS JetStream, the
+built-in tools and those of a tools file (command, HTTP and MCP tools, composites),
+one durable consumer per tool, and stores one result per call.
+Each flag's default is its TOOLFLEET_* variable; the NATS password comes only from
+TOOLFLEET_NATS_PASSWORD.`)
 	c.NATS.Register(fs)
 	c.NATS.Name = "toolfleet-executor"
 

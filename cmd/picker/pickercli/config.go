@@ -39,6 +39,11 @@ func Parse(args []string, out io.Writer) (Config, error) {
 	var env envflag.Env
 	fs := flag.NewFlagSet("picker", flag.ContinueOnError)
 	fs.SetOutput(out)
+	ops.Usage(fs, `The toolfleet picker: the pickTools service (NATS micro, toolfleet.picker.>)
+that ranks the live tool catalog for a run's request, learning from the fleet's usage
+per tenant. "picker eval" measures its choices on a data set.
+Each flag's default is its TOOLFLEET_* variable; the NATS password comes only from
+TOOLFLEET_NATS_PASSWORD.`)
 	c.NATS.Register(fs)
 	c.NATS.Name = pickerservice.ServiceName
 	fs.StringVar(&c.EmbeddingsURL, "embeddings-url", os.Getenv("TOOLFLEET_EMBEDDINGS_URL"), "OpenAI-compatible server for the embedding and hybrid scorers (env TOOLFLEET_EMBEDDINGS_URL)")

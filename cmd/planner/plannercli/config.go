@@ -66,6 +66,14 @@ func Parse(args []string, out io.Writer) (Config, error) {
 	var env envflag.Env
 	fs := flag.NewFlagSet("planner", flag.ContinueOnError)
 	fs.SetOutput(out)
+	ops.Usage(fs, `The toolfleet planner: it runs agents' tool loops (asks the model, sends its
+calls to the fleet, gathers the results) and serves the HTTP API, the inspector
+(/ui/) and the MCP edge (/mcp).
+The model comes from TOOLFLEET_MODEL, e.g. openai/gpt-4o-mini,
+anthropic/claude-sonnet-4-5 or ollama/llama3.1, with its key from the provider's
+variable (OPENAI_API_KEY, ANTHROPIC_API_KEY); -script adds scripted models.
+TOOLFLEET_API_TOKEN (one token) or -api-tokens protect the API. Each flag's default
+is its TOOLFLEET_* variable; the NATS password comes only from TOOLFLEET_NATS_PASSWORD.`)
 	c.NATS.Register(fs)
 	c.NATS.Name = "toolfleet-planner"
 	fs.StringVar(&c.HTTPAddr, "http-addr", envflag.String("TOOLFLEET_HTTP_ADDR", DefaultHTTPAddr), "HTTP API listen address (env TOOLFLEET_HTTP_ADDR)")

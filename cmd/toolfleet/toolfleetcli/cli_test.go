@@ -278,12 +278,20 @@ func TestProgramsHelpVersionExitCodes(t *testing.T) {
 			{[]string{"help"}, 0, "-ops-addr"},
 			{[]string{"version"}, 0, p.name + " "},
 			{[]string{"-no-such-flag"}, 2, "bad configuration"},
+			// -h says what the program is before its flags.
+			{[]string{"-h"}, 0, "Usage: " + p.name + " [flags]"},
+			{[]string{"-h"}, 0, "The toolfleet " + p.name + ": "},
 		} {
 			var out, errOut bytes.Buffer
 			if code := p.main(tc.args, &out, &errOut); code != tc.code || !strings.Contains(out.String()+errOut.String(), tc.says) {
 				t.Errorf("%s %q: exit %d, want %d saying %q:\n%s%s", p.name, tc.args, code, tc.code, tc.says, out.String(), errOut.String())
 			}
 		}
+	}
+	// The planner's help names where its model comes from.
+	var help bytes.Buffer
+	if ops.MainContext(ctx, "planner", []string{"-h"}, &help, &help, plannercli.Parse, plannercli.Run); !strings.Contains(help.String(), "TOOLFLEET_MODEL") {
+		t.Errorf("planner -h does not mention TOOLFLEET_MODEL:\n%s", help.String())
 	}
 	// picker eval: -h is help, a bad flag a configuration error.
 	if err := pickercli.Eval(ctx, []string{"-h"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
