@@ -23,10 +23,12 @@ import (
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
-// The tokens of the fleet the browser tests use: two tenants.
+// The tokens of the fleet the browser tests use: three tenants (initech's runs are
+// the pause and badge tests', which need a tenant nothing else waits in).
 const (
-	acmeToken   = "acme-s3cret"
-	globexToken = "globex-s3cret"
+	acmeToken    = "acme-s3cret"
+	globexToken  = "globex-s3cret"
+	initechToken = "initech-s3cret"
 )
 
 // demoRun is the request of the demo's run (the dev command prints it): the scripted
@@ -57,8 +59,9 @@ func startFleet(t *testing.T) *fleet {
 	ctx, cancel := context.WithCancel(context.Background())
 	ready, failed := make(chan toolfleetcli.DevAddrs, 1), make(chan error, 1)
 	tokens := map[string]events.Identity{
-		apiauth.HashToken(acmeToken):   {Tenant: "acme", Role: "admin"},
-		apiauth.HashToken(globexToken): {Tenant: "globex", Role: "admin"},
+		apiauth.HashToken(acmeToken):    {Tenant: "acme", Role: "admin"},
+		apiauth.HashToken(globexToken):  {Tenant: "globex", Role: "admin"},
+		apiauth.HashToken(initechToken): {Tenant: "initech", Role: "admin"},
 	}
 	go func() {
 		failed <- toolfleetcli.Dev(ctx, toolfleetcli.DevOptions{HTTPAddr: "127.0.0.1:0", Tokens: tokens, Out: io.Discard,
@@ -115,13 +118,19 @@ func (f *fleet) api(t *testing.T, token, method, path string, body any) (int, ma
 	return res.StatusCode, out
 }
 
-// startDemo starts the demo's run as token's holder and waits until its write_file
-// waits for an approval; it returns the run's id.
-func (f *fleet) startDemo(t *testing.T, token string) string {
+// startDemo starts the demo's run as token's holder, with the request's other fields
+// in more, and waits until its write_file waits for an approval; it returns the run's
+// id.
+func (f *fleet) startDemo(t *testing.T, token string, more ...map[string]any) string {
 	t.Helper()
 	req := map[string]any{"wait": true, "waitTimeout": "100ms"}
 	for k, v := range demoRun {
 		req[k] = v
+	}
+	for _, m := range more {
+		for k, v := range m {
+			req[k] = v
+		}
 	}
 	status, run := f.api(t, token, "POST", "/v1/runs", req)
 	id, _ := run["id"].(string)
@@ -157,7 +166,7 @@ func (f *fleet) tab(t *testing.T, token, fragment string) context.Context {
 		}
 		ctx, c := context.WithTimeout(tab, 10*time.Second)
 		defer c()
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(90))
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // 100: a PNG
 		if err != nil {
 			t.Logf("no screenshot: %v", err)
 			return
@@ -228,6 +237,23 @@ func (f *fleet) text(t *testing.T, tab context.Context, sel string) string {
 		t.Fatalf("the text of %s: %v", sel, err)
 	}
 	return s[0]
+}
+
+// apiList calls GET path, whose answer is a JSON array.
+func (f *fleet) apiList(t *testing.T, token, path string) (int, []any) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", f.addrs.API+path, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var out []any
+	if err := json.NewDecoder(res.Body).Decode(&out); err != nil {
+		t.Errorf("GET %s: %v", path, err)
+	}
+	return res.StatusCode, out
 }
 
 func (f *fleet) needLists(t *testing.T) {
@@ -353,6 +379,178 @@ func TestInspectorInBrowser(t *testing.T) {
 		}
 		if s := f.text(t, tab, `tr[data-seq]`); !strings.Contains(s, "calculator") {
 			t.Errorf("the dead letter: %q", s)
+		}
+	})
+
+	t.Run("the approvals badge: hidden at 0, live, hidden again", func(t *testing.T) {
+		tab := f.tab(t, initechToken, "/runs")
+		const badge = `document.getElementById('pending-count')`
+		f.until(t, tab, badge+`.textContent === '0'`)
+		var shown string
+		f.run(t, tab, js(`getComputedStyle(`+badge+`).display`, &shown))
+		if shown != "none" {
+			t.Errorf("the badge with no pending approval: display %s, want none", shown)
+		}
+		// A run that waits for an approval: the badge says so, with no reload.
+		id := f.startDemo(t, initechToken)
+		f.until(t, tab, badge+`.textContent === '1' && getComputedStyle(`+badge+`).display !== 'none'`)
+		// The inbox lists what the badge counts.
+		f.goTo(t, tab, "/approvals")
+		f.until(t, tab, fmt.Sprintf(`document.querySelectorAll('article[data-call^=%q]').length === 1`, id+"-"))
+		f.run(t, tab, js(badge+`.textContent`, &shown))
+		if shown != "1" {
+			t.Errorf("the badge says %s beside an inbox of 1", shown)
+		}
+		// Answered elsewhere (the API): the badge hides again, live.
+		_, run := f.api(t, initechToken, "GET", "/v1/runs/"+id, nil)
+		var call string
+		for _, c := range run["calls"].([]any) {
+			if c := c.(map[string]any); c["status"] == "awaiting_approval" {
+				call = c["id"].(string)
+			}
+		}
+		if status, body := f.api(t, initechToken, "POST", "/v1/approvals/"+call, map[string]any{"decision": "approve"}); status != http.StatusAccepted {
+			t.Fatalf("approve %s: %d %v", call, status, body)
+		}
+		f.goTo(t, tab, "/runs")
+		f.until(t, tab, `getComputedStyle(`+badge+`).display === 'none'`)
+	})
+
+	t.Run("pause and resume with edits, the pause's reason and actor, its clock stopped", func(t *testing.T) {
+		id := f.startDemo(t, initechToken, map[string]any{"metadata": map[string]string{"ticket": "T-42"}})
+		tab := f.tab(t, initechToken, "/runs/"+id)
+		if s := f.text(t, tab, `[data-fact="metadata"]`); s != "ticket=T-42" {
+			t.Errorf("the run's metadata: %q", s)
+		}
+		// Pause from the page: requested now, taken at the step boundary once the parked
+		// call is answered.
+		f.run(t, tab, chromedp.WaitEnabled(chromedp.CSS(`#pause-run`)),
+			chromedp.SendKeys(chromedp.CSS(`#pause-reason`), "look first"), chromedp.Click(chromedp.CSS(`#pause-run`)),
+			chromedp.WaitVisible(chromedp.CSS(`[data-fact="pause-requested"]`)))
+		if s := f.text(t, tab, `[data-fact="pause-requested"]`); !strings.Contains(s, "by initech/admin: look first") {
+			t.Errorf("the pause request: %q", s)
+		}
+		f.run(t, tab, chromedp.Click(chromedp.CSS(`[data-action="approve"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`section[aria-label="head"] .status.paused`)),
+			chromedp.WaitVisible(chromedp.CSS(`#resume li[data-index]`)))
+		if s := f.text(t, tab, `[data-fact="paused"]`); !strings.Contains(s, "asked by initech/admin: look first") {
+			t.Errorf("the pause: %q", s)
+		}
+		// A paused run's clock stands still: ten minutes later, the page says the same.
+		var took, axis, later, laterAxis string
+		f.run(t, tab, js(`document.querySelector('[data-fact="duration"]').textContent`, &took),
+			js(`document.querySelector('.wf-axis .end').textContent`, &axis),
+			js(`(() => { const real = Date.now; Date.now = () => real() + 600000; })()`, nil))
+		f.goTo(t, tab, "/runs/"+id+"?again=1")
+		f.run(t, tab, chromedp.WaitVisible(chromedp.CSS(`#resume li[data-index]`)),
+			js(`document.querySelector('[data-fact="duration"]').textContent`, &later),
+			js(`document.querySelector('.wf-axis .end').textContent`, &laterAxis))
+		if took == "" || later != took || laterAxis != axis {
+			t.Errorf("paused, ten minutes later: ran for %q then %q, the axis %q then %q", took, later, axis, laterAxis)
+		}
+		// The resume form lists the conversation as the model will be asked it.
+		status, model := f.apiList(t, initechToken, "/v1/runs/"+id+"/messages?view=model")
+		var rows int
+		f.run(t, tab, js(`document.querySelectorAll('#resume li[data-index]').length`, &rows))
+		if status != http.StatusOK || rows != len(model) {
+			t.Fatalf("the resume form lists %d messages, the model's view has %d (%d)", rows, len(model), status)
+		}
+		// Dropping a call's result alone leaves the call unanswered: the API says no.
+		last := len(model) - 1
+		f.run(t, tab, chromedp.Click(chromedp.CSS(fmt.Sprintf(`#resume input[data-drop="%d"]`, last))),
+			chromedp.Click(chromedp.CSS(`#resume-run`)), chromedp.WaitVisible(chromedp.CSS(`#resume .error-box`)))
+		if s := f.text(t, tab, `#resume .error-box`); !strings.HasPrefix(s, "400") || !strings.Contains(s, "not one a model takes") {
+			t.Errorf("an edit that breaks the conversation: %q", s)
+		}
+		// Drop the call with its result, add a message and a limit: the run goes on (the
+		// scripted model, its write dropped, writes the report again).
+		f.run(t, tab, chromedp.Click(chromedp.CSS(fmt.Sprintf(`#resume input[data-drop="%d"]`, last-1))),
+			chromedp.SendKeys(chromedp.CSS(`#resume-input`), "Check the report now."),
+			chromedp.SendKeys(chromedp.CSS(`#resume-max-steps`), "20"),
+			chromedp.Click(chromedp.CSS(`#resume-run`)),
+			chromedp.WaitVisible(chromedp.CSS(`section[aria-label="head"] .status.running`)))
+		_, msgs := f.apiList(t, initechToken, "/v1/runs/"+id+"/messages")
+		if !strings.Contains(fmt.Sprint(msgs), "Check the report now.") {
+			t.Errorf("the resumed run's conversation lacks the message added: %v", msgs)
+		}
+		if _, run := f.api(t, initechToken, "GET", "/v1/runs/"+id, nil); run["status"] != "running" || run["paused"] != nil {
+			t.Errorf("the run after resume: %v, paused %v", run["status"], run["paused"])
+		}
+		f.api(t, initechToken, "POST", "/v1/runs/"+id+"/cancel", nil)
+	})
+
+	t.Run("a long wait is collapsed: the other bars stay readable", func(t *testing.T) {
+		id := f.startDemo(t, initechToken)
+		tab := f.tab(t, initechToken, "/runs/"+id)
+		// Four minutes of waiting for the approval, on the page's clock.
+		f.run(t, tab, chromedp.WaitVisible(chromedp.CSS(`.wf-row[data-call] .bar.park`)),
+			js(`(() => { const real = Date.now; Date.now = () => real() + 240000; })()`, nil))
+		f.goTo(t, tab, "/runs/"+id+"?later=1")
+		f.until(t, tab, `document.querySelector('.wf-axis .gap-label') !== null`)
+		var share float64
+		var gap string
+		f.run(t, tab, js(`(() => { const b = document.querySelector('.wf-row[data-call] .bar.park'); return b.getBoundingClientRect().width / b.parentElement.getBoundingClientRect().width; })()`, &share),
+			js(`document.querySelector('.wf-axis .gap-label').textContent`, &gap))
+		if share > 0.5 || !strings.HasPrefix(gap, "+4m") {
+			t.Errorf("a 4-minute approval wait takes %.0f%% of its track (want the wait collapsed), marked %q", share*100, gap)
+		}
+		f.api(t, initechToken, "POST", "/v1/runs/"+id+"/cancel", nil)
+	})
+
+	t.Run("390 px: a large JSON result wraps, labels are whole, nothing scrolls sideways", func(t *testing.T) {
+		row := map[string]any{"order": 1, "widgets": 17, "note": strings.Repeat("averyveryverylongtokenwithoutanyspace", 8)}
+		rows := make([]any, 60)
+		for i := range rows {
+			rows[i] = row
+		}
+		value, err := json.Marshal(map[string]any{"rows": rows})
+		if err != nil {
+			t.Fatal(err)
+		}
+		status, run := f.api(t, acmeToken, "POST", "/v1/runs", map[string]any{"model": "scripted/echo", "tools": []string{"echo", "get_time"},
+			"input": `get_time and echo {"value": ` + string(value) + `}`, "wait": true})
+		id, _ := run["id"].(string)
+		if status != http.StatusOK || run["termination"] != "completed" {
+			t.Fatalf("the echo run: %d %v %v", status, run["termination"], run["detail"])
+		}
+		tab := f.tab(t, acmeToken, "/runs/"+id)
+		f.run(t, tab, chromedp.EmulateViewport(390, 844), chromedp.WaitVisible(chromedp.CSS(`.wf-row[data-call]`)))
+		// The echo call's output is over 4 KiB: it opens on demand.
+		f.run(t, tab, chromedp.Click(chromedp.CSS(`details.call:nth-child(2) > summary`)),
+			chromedp.WaitVisible(chromedp.CSS(`details.call:nth-child(2) .body button`)),
+			js(`[...document.querySelectorAll('details.call:nth-child(2) .body button')].find(b => b.textContent.startsWith('Show output')).click()`, nil),
+			chromedp.WaitVisible(chromedp.CSS(`details.call:nth-child(2) pre[aria-label="output"]`)))
+		// Pictures of the page at 390 px (go test -artifacts keeps them): its top, the
+		// timeline, the output.
+		for name, shot := range map[string]chromedp.Action[[]byte]{
+			"run-390px-top.png":      chromedp.CaptureScreenshot(),
+			"run-390px-timeline.png": chromedp.Screenshot(chromedp.CSS(`section[aria-label="timeline"]`)),
+			"run-390px-output.png":   chromedp.Screenshot(chromedp.CSS(`details.call:nth-child(2)`)),
+		} {
+			ctx, cancel := context.WithTimeout(tab, 20*time.Second)
+			png, err := chromedp.Run(ctx, shot)
+			cancel()
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if err := os.WriteFile(filepath.Join(t.ArtifactDir(), name), png, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var width int
+		var cut []string
+		var underline string
+		f.run(t, tab, js(`document.documentElement.scrollWidth`, &width),
+			js(`[...document.querySelectorAll('.wf-label')].filter(l => l.scrollWidth > l.clientWidth + 1).map(l => l.textContent)`, &cut),
+			js(`getComputedStyle(document.querySelector('.wf-label a')).textUnderlineOffset`, &underline))
+		if width > 390 {
+			t.Errorf("at 390 px the run page is %d px wide", width)
+		}
+		if len(cut) > 0 {
+			t.Errorf("timeline labels cut: %q", cut)
+		}
+		if underline == "auto" || underline == "" {
+			t.Errorf("tool links are underlined on their underscores (text-underline-offset %q)", underline)
 		}
 	})
 

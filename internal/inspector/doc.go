@@ -43,5 +43,8 @@
 // Routes are the URL's fragment (#/runs, #/runs/{id}, #/approvals, #/fleet), so the
 // server serves one document for every path under [Path] and every view has an address
 // to share. Every control is a button, link, form field or details element, reachable
-// by keyboard; tables scroll sideways on a phone, and the waterfall's labels shrink.
+// by keyboard. At a phone's 390 px nothing but a table scrolls sideways: JSON and long
+// words wrap, the waterfall's labels wrap rather than being cut, and a long wait for a
+// person (or a pause) is collapsed to a marked gap so the short calls beside it stay
+// readable.
 package inspector

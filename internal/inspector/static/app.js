@@ -208,26 +208,41 @@
   // One stream of the tenant's events for the whole page; pages subscribe to it.
   const tenantListeners = new Set();
   let stopTenantStream = null;
-  function onTenantEvents(fn) {
-    tenantListeners.add(fn);
+  function tenantStream() {
     if (!stopTenantStream) {
       stopTenantStream = follow('/v1/events', (what, data) => tenantListeners.forEach(l => l(what, data)));
     }
+  }
+  function onTenantEvents(fn) {
+    tenantListeners.add(fn);
+    tenantStream();
     return () => tenantListeners.delete(fn);
   }
 
   // ---- the pending-approvals badge ---------------------------------------------------
+  // The badge is the API's list of pending approvals, counted: the approvals page sets it
+  // from the list it shows, so the two never disagree. The list follows the runs'
+  // records a moment after their events, so an event asks for the count again once
+  // that moment has passed too.
   const badge = document.getElementById('pending-count');
+  function setBadge(n, more) {
+    badge.hidden = n === 0;
+    badge.textContent = more ? `${n}+` : String(n);
+    badge.setAttribute('aria-label', `${badge.textContent} pending`);
+  }
   const refreshBadge = coalesce(async () => {
     try {
       const r = await api('/v1/approvals?status=pending&limit=500');
-      const n = (r.approvals || []).length;
-      badge.hidden = n === 0;
-      badge.textContent = n >= 500 ? '500+' : String(n);
-      badge.setAttribute('aria-label', `${badge.textContent} pending`);
+      setBadge((r.approvals || []).length, !!r.next);
     } catch { badge.hidden = true; }
-  }, 1000);
-  const badgeEvents = new Set(['approval_needed', 'approval_answered', 'done', 'tool_result', 'tool_error']);
+  }, 250);
+  let badgeSettle = null;
+  function askBadge() {
+    refreshBadge();
+    clearTimeout(badgeSettle);
+    badgeSettle = setTimeout(refreshBadge, 1000);
+  }
+  const badgeEvents = new Set(['approval_needed', 'approval_answered', 'done', 'tool_result', 'tool_error', 'paused', 'resumed']);
 
   // ---- the token page -------------------------------------------------------------
   let asking = false;
@@ -272,8 +287,12 @@
     if (page === 'fleet') return fleetPage();
     return runsPage(params);
   }
+  // The badge listens for as long as the page is open: not in cleanup, which each view
+  // change runs (the view's own listeners).
+  let badgeListening = false;
   function start() {
-    cleanup.push(onTenantEvents(what => { if (badgeEvents.has(what)) refreshBadge(); }));
+    if (!badgeListening) { badgeListening = true; tenantListeners.add(what => { if (badgeEvents.has(what)) askBadge(); }); }
+    tenantStream(); // again after a new token (askToken stops it)
     refreshBadge();
     route();
   }
@@ -301,7 +320,7 @@
       location.hash = '#/runs' + q(p);
     }},
     field('q', 'Input contains', text('q', {type: 'search', placeholder: 'text'})),
-    field('status', 'Status', select('status', ['running', 'done'])),
+    field('status', 'Status', select('status', ['running', 'paused', 'done'])),
     field('termination', 'Termination', select('termination', TERMINATIONS)),
     field('tool', 'Tool', text('tool', {list: 'tool-names', size: 12})),
     field('since', 'Since', h('input', {type: 'datetime-local', value: toLocalInput(f.since)})),
@@ -352,7 +371,7 @@
     };
     more.addEventListener('click', () => load(true));
     const refresh = coalesce(() => load(false), 1000);
-    const listen = new Set(['started', 'done', 'model_answered', 'approval_needed', 'approval_answered', 'tool_result', 'tool_error']);
+    const listen = new Set(['started', 'done', 'model_answered', 'approval_needed', 'approval_answered', 'tool_result', 'tool_error', 'paused', 'resumed']);
     cleanup.push(onTenantEvents(what => { if (listen.has(what)) refresh(); }), refresh.cancel);
     load(false);
   }
@@ -403,20 +422,36 @@
 
   function fact(label, value) { return value === '' || value === undefined || value === null ? null : h('div', {}, h('dt', {text: label}), h('dd', {}, value)); }
 
+  // runNow is the run's present: now while it runs, the moment it paused while it is
+  // paused (its clock stops), its end once it ended.
+  const runNow = run => run.finishedAt ? ms(run.finishedAt) : run.status === 'paused' && run.paused ? ms(run.paused.at) : Date.now();
+  // pauseText says why a paused run paused and who paused it.
+  function pauseText(p) {
+    const why = p.reason === 'after_tool' ? `after a step that called ${p.tool || 'a tool'}` :
+      p.reason === 'after_step' ? 'after its step, as it pauses after every step' : `asked by ${p.by || '?'}${p.why ? ': ' + p.why : ''}`;
+    return `before step ${p.step}, ${why}, at ${fmtTime(p.at)}`;
+  }
+
   function renderHead(el, run) {
-    const dur = run.finishedAt ? run.durationMs : Date.now() - ms(run.createdAt);
+    const paused = run.status === 'paused' && run.paused;
+    const dur = run.finishedAt ? run.durationMs : runNow(run) - ms(run.createdAt);
+    const meta = Object.entries(run.metadata || {}).sort(([a], [b]) => a < b ? -1 : 1);
     replace(el, h('div.card', {},
       h('dl.facts', {},
         fact('Status', h('span', {}, status(run.status === 'done' ? run.termination : run.status), run.detail ? h('div.muted', {text: run.detail}) : null)),
+        paused ? fact('Paused', h('span', {'data-fact': 'paused', text: pauseText(run.paused)})) : null,
+        run.pauseRequested ? fact('Pause requested', h('span', {'data-fact': 'pause-requested',
+          text: `by ${run.pauseRequested.by || '?'}${run.pauseRequested.reason ? ': ' + run.pauseRequested.reason : ''}, for the next step boundary`})) : null,
         fact('Model', run.model), fact('Tenant / role', [run.tenant || '(anonymous)', run.role].filter(Boolean).join(' / ')),
         fact('Created', h('span', {title: run.createdAt, text: fmtTime(run.createdAt)})),
-        fact(run.finishedAt ? 'Took' : 'Running for', fmtMs(dur)),
+        fact(run.finishedAt ? 'Took' : paused ? 'Ran for, before the pause' : 'Running for', h('span', {'data-fact': 'duration', text: fmtMs(dur)})),
         fact('Steps', String(run.steps)), fact('Calls', String(run.calls.length)),
         fact('Tokens', String(run.tokens)), fact('Cost', fmtCost(run.cost) || '$0'),
         run.treeTokens !== run.tokens || run.treeCost !== run.cost ? fact('With nested runs', `${run.treeSteps} steps, ${run.treeTokens} tokens, ${fmtCost(run.treeCost) || '$0'}`) : null,
         run.parentId ? fact('Parent run', runLink(run.parentId)) : null,
         run.turn ? fact('Turn', String(run.turn)) : null,
-        run.canceled ? fact('Canceled', `by ${run.canceled.by || '?'}${run.canceled.reason ? ': ' + run.canceled.reason : ''}`) : null),
+        run.canceled ? fact('Canceled', `by ${run.canceled.by || '?'}${run.canceled.reason ? ': ' + run.canceled.reason : ''}`) : null,
+        meta.length ? fact('Metadata', h('span.meta', {'data-fact': 'metadata'}, meta.map(([k, v]) => h('code.badge', {text: `${k}=${v}`})))) : null),
       run.termination ? h('p', {}, h('strong', {text: 'Termination: '}), run.termination, run.detail ? ' — ' + run.detail : '') : null,
       run.answer ? h('div', {}, h('strong', {text: 'Answer'}), h('div.text', {style: 'white-space:pre-wrap', text: run.answer})) : null,
       (run.warnings || []).length ? h('ul', {}, run.warnings.map(w => h('li.muted', {text: w}))) : null));
@@ -451,15 +486,35 @@
         catch (e2) { replace(out, errorBox(e2)); }
         refresh();
       }}, h('label', {for: 'follow-up'}, 'Follow-up message', msg), h('p.row', {}, h('button.primary', {type: 'submit', text: 'Send'})));
+      // Pause: the run stops at its next step boundary (its current step's calls finish).
+      const pauseReason = h('input', {type: 'text', id: 'pause-reason', placeholder: 'why (optional)', 'aria-label': 'Why pause', size: 20});
+      const pause = h('button', {type: 'button', id: 'pause-run', text: 'Pause at the next step', onclick: async () => {
+        pause.disabled = true;
+        const why = pauseReason.value.trim();
+        try {
+          await api(`/v1/runs/${encodeURIComponent(run.id)}/pause`, {method: 'POST', body: why ? {reason: why} : {}});
+          toast('The run pauses at its next step boundary'); pauseReason.value = ''; replace(out);
+        } catch (e) { replace(out, errorBox(e)); }
+        refresh();
+      }});
+      const resumeBox = h('div.card', {id: 'resume', hidden: true});
       const toolsBox = h('div.row', {'aria-label': 'Tools for the next steps'});
-      st.actionEls = {cancel, toolsBox, out};
-      replace(el, h('details.card', {open: run.status === 'running'}, h('summary', {text: 'Actions: cancel, follow up, tools'}),
-        h('div', {style: 'margin-top:8px'}, h('p.row', {}, cancel), send,
-          h('div', {}, h('strong', {text: 'Tools for the next steps '}), h('span.muted', {text: '(uncheck to disable)'})), toolsBox, out)));
+      const details = h('details.card', {open: run.status !== 'done'}, h('summary', {text: 'Actions: cancel, pause, resume, follow up, tools'}),
+        h('div', {style: 'margin-top:8px'}, h('p.row', {}, cancel, pause, pauseReason), resumeBox, send,
+          h('div', {}, h('strong', {text: 'Tools for the next steps '}), h('span.muted', {text: '(uncheck to disable)'})), toolsBox, out));
+      st.actionEls = {cancel, pause, resumeBox, details, toolsBox, out};
+      replace(el, details);
       api('/v1/tools').then(r => { st.catalog = (r.tools || []).map(t => t.name); renderActions(el, st, refresh); }).catch(() => {});
     }
-    const {cancel, toolsBox, out} = st.actionEls;
-    cancel.disabled = run.status !== 'running';
+    const {cancel, pause, resumeBox, details, toolsBox, out} = st.actionEls;
+    cancel.disabled = run.status === 'done';
+    // A nested run pauses with its parent; a run pauses once.
+    pause.disabled = run.status !== 'running' || !!run.pauseRequested || !!run.parentId;
+    pause.title = run.parentId ? 'A nested run pauses with the run that started it.' : '';
+    const pausedAt = run.status === 'paused' && run.paused ? run.paused.at : '';
+    resumeBox.hidden = !pausedAt;
+    if (pausedAt && st.resumeFor !== pausedAt) { details.open = true; resumeForm(resumeBox, run, refresh); }
+    st.resumeFor = pausedAt;
     const names = [...new Set([...(run.tools || st.catalog || []), ...(run.disabled || [])])].sort();
     const disabled = new Set(run.disabled || []);
     replace(toolsBox, names.map(name => {
@@ -472,6 +527,55 @@
       return h('label.check', {}, box, name);
     }));
   }
+
+  // resumeForm resumes the paused run, with the edits the API takes: messages of the
+  // conversation as its model will be asked it dropped (by their index) or compacted
+  // into a summary, a message added, new limits, no more pauses. An edit the API
+  // refuses (one that leaves a call without its result) shows its message.
+  function resumeForm(box, run, refresh) {
+    const out = h('div', {'aria-live': 'polite'});
+    const list = h('ol.resume-msgs', {start: 0, 'aria-label': 'The conversation as the model will be asked it'}, h('li.muted', {text: 'Loading…'}));
+    const num = (id, label, attrs) => { const el = h('input', Object.assign({type: 'number', id, min: 0, style: 'width:6em'}, attrs)); return [el, h('label', {for: id}, label, el)]; };
+    const [from, fromLabel] = num('compact-from', 'Compact from');
+    const [to, toLabel] = num('compact-to', 'to (not included)');
+    const summary = h('input', {type: 'text', id: 'compact-summary', size: 28, placeholder: 'what those messages said'});
+    const input = h('textarea', {id: 'resume-input', rows: 2, style: 'min-height:3em', placeholder: 'A message for the model (optional)'});
+    const [maxSteps, maxStepsLabel] = num('resume-max-steps', 'Max steps', {min: 1});
+    const timeout = h('input', {type: 'text', id: 'resume-timeout', size: 8, placeholder: 'e.g. 5m'});
+    const stopPausing = h('input', {type: 'checkbox', id: 'resume-stop-pausing'});
+    const go = h('button.primary', {type: 'submit', id: 'resume-run', text: 'Resume'});
+    const form = h('form', {onsubmit: async e => {
+      e.preventDefault();
+      const body = {};
+      const drop = [...list.querySelectorAll('input[data-drop]:checked')].map(x => Number(x.dataset.drop));
+      if (drop.length) body.drop = drop;
+      if (from.value !== '' || to.value !== '' || summary.value.trim()) body.compact = {from: Number(from.value), to: Number(to.value), summary: summary.value.trim()};
+      if (input.value.trim()) body.input = input.value.trim();
+      const limits = {};
+      if (maxSteps.value) limits.maxSteps = Number(maxSteps.value);
+      if (timeout.value.trim()) limits.timeout = timeout.value.trim();
+      if (Object.keys(limits).length) body.limits = limits;
+      if (stopPausing.checked) body.pause = {};
+      go.disabled = true;
+      try { await api(`/v1/runs/${encodeURIComponent(run.id)}/resume`, {method: 'POST', body}); toast('Run resumed'); replace(out); }
+      catch (e2) { replace(out, errorBox(e2)); }
+      go.disabled = false;
+      refresh();
+    }},
+    h('p.muted', {text: 'The conversation as the model will be asked it; tick the messages to drop (a call and its result go together).'}), list,
+    h('div.row', {}, fromLabel, toLabel, h('label', {for: 'compact-summary'}, 'Summary replacing them', summary)),
+    h('label', {for: 'resume-input'}, 'Add a message', input),
+    h('div.row', {}, maxStepsLabel, h('label', {for: 'resume-timeout'}, 'Timeout', timeout), h('label.check', {}, stopPausing, 'pause no more')),
+    h('p.row', {}, go), out);
+    replace(box, h('strong', {text: 'Resume, with edits'}), form);
+    api(`/v1/runs/${encodeURIComponent(run.id)}/messages?view=model`).then(msgs => replace(list, (msgs || []).map((m, i) => h('li', {'data-index': i},
+      h('label.check', {}, h('input', {type: 'checkbox', 'data-drop': i, 'aria-label': `Drop message ${i}`}), 'drop'),
+      h('span.mono', {text: String(i)}), h('span', {text: m.role}), h('span.content', {text: compact(messageLine(m))})))))
+      .catch(e => replace(list, h('li', {}, errorBox(e))));
+  }
+  // messageLine is a message in one line: its text, its calls (→) and results (←).
+  const messageLine = m => [m.text || '', ...(m.toolCalls || []).map(tc => `→ ${tc.name} ${compact(tc.arguments)}`),
+    ...(m.toolResults || []).map(tr => `← ${tr.name} ${compact(tr.content)}`)].filter(Boolean).join(' · ');
 
   function renderConversation(el, messages, run) {
     if (!messages.length) { replace(el, h('p.muted', {text: 'No messages yet.'})); return; }
@@ -531,44 +635,100 @@
     }
     return segs.filter(s => !isNaN(s.from) && !isNaN(s.to) && s.to >= s.from);
   }
-  function renderTimeline(el, run, st) {
-    const now = Date.now();
-    const t0 = ms(run.createdAt);
-    let t1 = run.finishedAt ? ms(run.finishedAt) : now;
-    for (const c of run.calls) t1 = Math.max(t1, c.finishedAt ? ms(c.finishedAt) : now);
+  // timeScale maps the run's time t0..t1 onto the track (0..100%), collapsing each long
+  // stretch in which nothing but a wait for a person (or a pause, or nothing) happened,
+  // so that a four-minute approval does not squash every other bar to a hairline. A
+  // stretch is long when it outlasts both 2 s and half of the run's busy time; each
+  // collapsed one takes a few percent of the track and is marked with its length.
+  function timeScale(t0, t1, busy) {
     const span = Math.max(1, t1 - t0);
-    const pos = (from, to) => `left:${((from - t0) / span * 100).toFixed(3)}%;width:${(Math.max(0, to - from) / span * 100).toFixed(3)}%`;
-    const bars = segs => segs.map(s => h('span.bar.' + s.cls.replace(/ /g, '.'), {style: pos(s.from, s.to), title: `${s.what}: ${fmtMs(s.to - s.from)}`}));
+    const iv = busy.map(([a, b]) => [Math.max(t0, a), Math.min(t1, b)]).filter(([a, b]) => b >= a).sort((x, y) => x[0] - y[0]);
+    const merged = [];
+    for (const [a, b] of iv) {
+      const last = merged[merged.length - 1];
+      if (last && a <= last[1]) last[1] = Math.max(last[1], b); else merged.push([a, b]);
+    }
+    const idle = [];
+    let at = t0;
+    for (const [a, b] of merged) { if (a > at) idle.push([at, a]); at = Math.max(at, b); }
+    if (t1 > at) idle.push([at, t1]);
+    const idleTotal = idle.reduce((n, [a, b]) => n + b - a, 0);
+    const long = idle.filter(([a, b]) => b - a >= Math.max(2000, (span - idleTotal) / 2));
+    const linear = span - long.reduce((n, [a, b]) => n + b - a, 0);
+    if (!long.length || linear <= 0) return {pos: t => (t - t0) / span * 100, gaps: [], span};
+    const each = Math.min(6, 40 / long.length); // the track share of one collapsed stretch
+    const k = (100 - each * long.length) / linear;
+    const pos = t => {
+      let x = 0, from = t0;
+      for (const [a, b] of long) {
+        if (t <= a) break;
+        x += (a - from) * k;
+        if (t < b) return x + (t - a) / (b - a) * each;
+        x += each; from = b;
+      }
+      return x + (Math.min(t, t1) - from) * k;
+    };
+    return {pos, gaps: long.map(([a, b]) => ({from: pos(a), to: pos(b), ms: b - a})), span};
+  }
+  function renderTimeline(el, run, st) {
+    const now = runNow(run); // a paused run's clock stopped when it paused
+    const t0 = ms(run.createdAt);
+    let t1 = now;
+    for (const c of run.calls) t1 = Math.max(t1, c.finishedAt ? ms(c.finishedAt) : now);
     const byStep = new Map();
     for (const c of run.calls) { if (!byStep.has(c.step)) byStep.set(c.step, []); byStep.get(c.step).push(c); }
     const offered = new Map((run.offered || []).map(o => [o.step, o]));
     const steps = [...new Set([...byStep.keys(), ...offered.keys()])].sort((a, b) => a - b);
-    const rows = [];
+    // The model's time per step, and each call's segments, before any is drawn: the scale
+    // is made from all of them.
+    const model = new Map();
     for (const s of steps) {
       const o = offered.get(s);
-      if (o && o.askedAt) {
-        // modelMs is absent while the model thinks, and when it took under a millisecond.
-        const thinking = o.modelMs === undefined && run.status === 'running' && s === Math.max(...steps) && !byStep.has(s);
-        const from = ms(o.askedAt), to = thinking ? now : from + (o.modelMs || 0);
-        rows.push(h('div.wf-row.step', {}, h('div.wf-label', {title: `step ${s}: the model took ${fmtMs(to - from)}`}, `step ${s} · model ${fmtMs(to - from)}`),
-          h('div.wf-track', {}, bars([{cls: 'model', from, to, what: `step ${s}: the model`}]))));
+      if (!o || !o.askedAt) continue;
+      // modelMs is absent while the model thinks, and when it took under a millisecond.
+      const thinking = o.modelMs === undefined && run.status === 'running' && s === Math.max(...steps) && !byStep.has(s);
+      const from = ms(o.askedAt);
+      model.set(s, {cls: 'model', from, to: thinking ? now : from + (o.modelMs || 0), what: `step ${s}: the model`});
+    }
+    const segsOf = new Map(run.calls.map(c => [c.id, callSegments(c, now)]));
+    const all = [...model.values(), ...[...segsOf.values()].flat()];
+    const scale = timeScale(t0, t1, all.filter(x => x.cls !== 'park').map(x => [x.from, x.to]));
+    const pos = (from, to) => {
+      const a = scale.pos(from), b = scale.pos(to);
+      return `left:${a.toFixed(3)}%;width:${Math.max(0, b - a).toFixed(3)}%`;
+    };
+    const gapMarks = () => scale.gaps.map(g => h('span.gap', {style: `left:${g.from.toFixed(3)}%;width:${(g.to - g.from).toFixed(3)}%`,
+      title: `${fmtMs(g.ms)} with nothing but waits, collapsed`}));
+    const bars = segs => segs.map(x => h('span.bar.' + x.cls.replace(/ /g, '.'), {style: pos(x.from, x.to), title: `${x.what}: ${fmtMs(x.to - x.from)}`}));
+    const rows = [];
+    for (const s of steps) {
+      const m = model.get(s);
+      if (m) {
+        rows.push(h('div.wf-row.step', {}, h('div.wf-label', {title: `step ${s}: the model took ${fmtMs(m.to - m.from)}`}, `step ${s} · model ${fmtMs(m.to - m.from)}`),
+          h('div.wf-track', {}, gapMarks(), bars([m]))));
       } else {
-        rows.push(h('div.wf-row.step', {}, h('div.wf-label', {text: `step ${s}`}), h('div.wf-track')));
+        rows.push(h('div.wf-row.step', {}, h('div.wf-label', {text: `step ${s}`}), h('div.wf-track', {}, gapMarks())));
       }
       for (const c of byStep.get(s) || []) {
         const total = (c.finishedAt ? ms(c.finishedAt) : now) - ms(c.calledAt);
+        const segs = segsOf.get(c.id);
         rows.push(h('div.wf-row', {'data-call': c.id},
           h('div.wf-label', {title: `${c.name} ${c.status} ${fmtMs(total)}`},
             h('a', {href: `#/runs/${encodeURIComponent(run.id)}?call=${encodeURIComponent(c.id)}`, text: c.name}), ' ',
             h('span.muted', {text: `${c.status} ${fmtMs(total)}${c.attempts > 1 ? ` ×${c.attempts}` : ''}`})),
-          h('div.wf-track', {role: 'img', 'aria-label': callSegments(c, now).map(x => `${x.what} ${fmtMs(x.to - x.from)}`).join(', ')}, bars(callSegments(c, now)))));
+          h('div.wf-track', {role: 'img', 'aria-label': segs.map(x => `${x.what} ${fmtMs(x.to - x.from)}`).join(', ')}, gapMarks(), bars(segs))));
       }
     }
     replace(el,
       h('div.legend', {'aria-hidden': 'true'}, [['model', 'model'], ['queue', 'queued'], ['limit', 'limits'], ['park', 'parked for approval'], ['run', 'running'], ['fail', 'failed attempt']]
-        .map(([c, t]) => h('span', {}, h('i.bar.' + c, {style: 'position:static;display:inline-block'}), t))),
+        .map(([c, t]) => h('span', {}, h('i.bar.' + c, {style: 'position:static;display:inline-block'}), t)),
+        scale.gaps.length ? h('span', {}, h('i.gap-key', {text: '⋯'}), ' a long wait, collapsed') : null),
       h('div.wf', {}, h('div.wf-row.axis', {'aria-hidden': 'true'}, h('div.wf-label'),
-        h('div.wf-axis', {}, h('span', {text: '0'}), h('span', {text: fmtMs(span / 2)}), h('span', {text: fmtMs(span)}))),
+        h('div.wf-axis', {}, h('span', {text: '0', style: 'left:0'}),
+          // a label near the end is aligned on it, so that it stays on the page
+          scale.gaps.map(g => (g.from + g.to) / 2 > 85 ? h('span.gap-label.at-end', {style: 'right:0', text: `+${fmtMs(g.ms)}`, title: 'a long wait, collapsed'}) :
+            h('span.gap-label', {style: `left:${((g.from + g.to) / 2).toFixed(3)}%`, text: `+${fmtMs(g.ms)}`, title: 'a long wait, collapsed'})),
+          h('span.end', {text: fmtMs(scale.span)}))),
         rows.length ? rows : h('p.muted', {style: 'padding:0 8px', text: 'No steps yet.'})));
   }
 
@@ -748,6 +908,7 @@
         await api('/v1/approvals/' + encodeURIComponent(item.callId), {method: 'POST', body});
         toast(`${item.tool}: ${body.decision === 'approve' ? (body.arguments ? 'approved with changes' : 'approved') : 'denied'}`);
         replace(out, h('p', {}, status(body.decision === 'approve' ? 'ok' : 'denied'), ' answered'));
+        askBadge();
         refresh && refresh();
       } catch (e) { replace(out, errorBox(e)); }
     };
@@ -790,6 +951,7 @@
       try { r = await api('/v1/approvals' + q({status: which, limit: 200})); } catch (e) { replace(list, errorBox(e)); return; }
       timers.length = 0;
       const items = r.approvals || [];
+      if (which === 'pending') setBadge(items.length, !!r.next); else askBadge();
       if (!items.length) { replace(list, h('p.muted', {text: which === 'pending' ? 'Nothing waits for an approval.' : 'No approvals.'})); return; }
       replace(list, items.map(a => {
         const countdown = h('span.countdown');
