@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -494,6 +495,11 @@ func TestInspectorInBrowser(t *testing.T) {
 		if share > 0.5 || !strings.HasPrefix(gap, "+4m") {
 			t.Errorf("a 4-minute approval wait takes %.0f%% of its track (want the wait collapsed), marked %q", share*100, gap)
 		}
+		// The call's own time is told apart from its wait for a person.
+		label := f.text(t, tab, `.wf-row[data-call]:has(.bar.park) .wf-label`)
+		if !regexp.MustCompile(`^write_file awaiting_approval [0-9.]+ m?s \+ 4m \d+s approval wait$`).MatchString(label) {
+			t.Errorf("the parked call's label: %q, want its time and the approval wait apart", label)
+		}
 		f.api(t, initechToken, "POST", "/v1/runs/"+id+"/cancel", nil)
 	})
 
@@ -552,6 +558,83 @@ func TestInspectorInBrowser(t *testing.T) {
 		if underline == "auto" || underline == "" {
 			t.Errorf("tool links are underlined on their underscores (text-underline-offset %q)", underline)
 		}
+	})
+
+	t.Run("the runs list tells a clean run from a failed and a denied one", func(t *testing.T) {
+		f.needLists(t)
+		echo := func(tools []string, input string) string {
+			status, run := f.api(t, acmeToken, "POST", "/v1/runs", map[string]any{"model": "scripted/echo", "tools": tools, "input": input, "wait": true})
+			id, _ := run["id"].(string)
+			if status != http.StatusOK || run["termination"] != "completed" {
+				t.Fatalf("the echo run %q: %d %v %v", input, status, run["termination"], run["detail"])
+			}
+			return id
+		}
+		clean := echo([]string{"get_time"}, "get_time")
+		failed := echo([]string{"read_file"}, `read_file {"path": "no-such-file.txt"}`)
+		if _, run := f.api(t, acmeToken, "GET", "/v1/runs/"+failed, nil); !strings.Contains(fmt.Sprint(run["calls"]), "status:error") {
+			t.Fatalf("the read of a missing file did not fail: %v", run["calls"])
+		}
+		denied := f.startDemo(t, acmeToken)
+		_, run := f.api(t, acmeToken, "GET", "/v1/runs/"+denied, nil)
+		for _, c := range run["calls"].([]any) {
+			if c := c.(map[string]any); c["status"] == "awaiting_approval" {
+				if status, body := f.api(t, acmeToken, "POST", "/v1/approvals/"+c["id"].(string), map[string]any{"decision": "deny"}); status != http.StatusAccepted {
+					t.Fatalf("deny: %d %v", status, body)
+				}
+			}
+		}
+		tab := f.tab(t, acmeToken, "/runs")
+		row := func(id string) string { return fmt.Sprintf(`document.querySelector('tr[data-run=%q]')`, id) }
+		f.until(t, tab, row(denied)+` && `+row(denied)+`.querySelector('.status').textContent === 'completed'`)
+		// Each row says when its run finished.
+		for _, id := range []string{clean, failed, denied} {
+			if s := f.text(t, tab, fmt.Sprintf(`tr[data-run=%q] [data-fact="finished"]`, id)); s == "" {
+				t.Errorf("the row of %s has no finish time", id)
+			}
+		}
+		// The outcome and its counts, when the API's list gives them.
+		_, page := f.api(t, acmeToken, "GET", "/v1/runs?limit=5", nil)
+		if first, _ := page["runs"].([]any)[0].(map[string]any); first["outcome"] == nil {
+			t.Skip("the API's list gives no outcome yet: the colors and counts are not checked")
+		}
+		looks := map[string][3]string{} // outcome, background, counts
+		for _, id := range []string{clean, failed, denied} {
+			var got []string
+			f.run(t, tab, js(fmt.Sprintf(`(r => { const s = r.querySelector('.status'); const n = r.querySelector('[data-fact="outcome"]');
+				return [s.dataset.outcome || '', getComputedStyle(s).backgroundColor, n ? n.textContent : '', r.querySelector('[data-fact="took"]').textContent]; })(%s)`, row(id)), &got))
+			looks[id] = [3]string{got[0], got[1], got[2]}
+			if got[3] == "" {
+				t.Errorf("the row of %s has no duration", id)
+			}
+		}
+		want := map[string][3]string{clean: {"clean", "", ""}, failed: {"tool_errors", "", "1 tool error"}, denied: {"denied", "", "1 denied"}}
+		for id, w := range want {
+			if g := looks[id]; g[0] != w[0] || g[2] != w[2] {
+				t.Errorf("run %s: outcome %q counts %q, want %q %q", id, g[0], g[2], w[0], w[2])
+			}
+		}
+		if looks[clean][1] == looks[failed][1] || looks[clean][1] == looks[denied][1] || looks[failed][1] == looks[denied][1] {
+			t.Errorf("the three outcomes look alike: %v", looks)
+		}
+	})
+
+	t.Run("a run waiting for a person is listed as waiting, with its deadline", func(t *testing.T) {
+		f.needLists(t)
+		id := f.startDemo(t, globexToken)
+		if _, run := f.api(t, globexToken, "GET", "/v1/runs/"+id, nil); run["status"] != "awaiting_approval" {
+			t.Skipf("the API says %v of a run that waits for an approval: awaiting_approval not served yet", run["status"])
+		}
+		tab := f.tab(t, globexToken, "/runs?status=awaiting_approval")
+		f.run(t, tab, chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`tr[data-run=%q] .status.awaiting_approval`, id))))
+		if s := f.text(t, tab, fmt.Sprintf(`tr[data-run=%q] [data-fact="deadline"]`, id)); !strings.HasPrefix(s, "denied at ") {
+			t.Errorf("the waiting run's deadline in the list: %q", s)
+		}
+		f.goTo(t, tab, "/runs/"+id)
+		if s := f.text(t, tab, `[data-fact="deadline"]`); !strings.Contains(s, "denied at") {
+			t.Errorf("the waiting run's deadline on its page: %q", s)
+		}
+		f.api(t, globexToken, "POST", "/v1/runs/"+id+"/cancel", nil)
 	})
 
 	t.Run("a second tenant never sees the first's runs", func(t *testing.T) {

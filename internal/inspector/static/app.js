@@ -301,8 +301,38 @@
   // ---- runs ---------------------------------------------------------------------------
   const TERMINATIONS = ['completed', 'final_tool', 'max_steps', 'timeout', 'token_budget', 'cost_budget', 'error_threshold',
     'loop_detected', 'model_error', 'stop_condition', 'stop_hook', 'tool_required', 'storage_error', 'canceled'];
-  const FILTERS = ['status', 'termination', 'tool', 'since', 'until', 'parent', 'q'];
+  const FILTERS = ['status', 'termination', 'outcome', 'tool', 'since', 'until', 'parent', 'q'];
+  // A done run's outcome: clean, or it ended with failed calls, or with calls refused.
+  const OUTCOMES = ['clean', 'tool_errors', 'denied'];
   const toLocalInput = iso => { if (!iso) return ''; const d = new Date(iso); return isNaN(d) ? '' : `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`; };
+
+  // runStatus is a run's status as a badge: a done run's termination, colored by its
+  // outcome when the API gives one (green when clean, red with failed calls, magenta
+  // with refused ones), so that a run that "completed" over failures does not look
+  // like a clean one.
+  function runStatus(r) {
+    if (r.status !== 'done') return status(r.status, r.detail);
+    const outcome = OUTCOMES.includes(r.outcome) ? r.outcome : '';
+    return h('span.status.' + (outcome ? 'outcome-' + outcome : String(r.termination || 'done').replace(/[^a-z_]/g, '')),
+      {text: r.termination || 'done', title: [outcome, r.detail].filter(Boolean).join(': '), 'data-outcome': outcome || null});
+  }
+  // runStatusNotes is what a status alone does not say: the calls that wait for a person
+  // and when they are denied, who paused the run and why, a done run's failed and
+  // refused calls.
+  function runStatusNotes(r) {
+    const notes = [];
+    if (r.pendingApprovals) notes.push(h('span.status.awaiting_approval', {text: `${r.pendingApprovals} to approve`}));
+    if (r.approvalDeadline && r.status === 'awaiting_approval') {
+      notes.push(h('span.muted', {'data-fact': 'deadline', title: r.approvalDeadline, text: `denied at ${fmtTime(r.approvalDeadline)} unanswered`}));
+    }
+    if (r.status === 'paused' && (r.pausedBy || r.pauseReason)) {
+      notes.push(h('span.muted', {'data-fact': 'paused', title: r.pausedAt || '', text: `by ${r.pausedBy || '?'}${r.pauseReason ? ': ' + r.pauseReason : ''}`}));
+    }
+    const n = (k, one, many) => k ? `${k} ${k === 1 ? one : many}` : '';
+    const bad = [n(r.toolErrors, 'tool error', 'tool errors'), n(r.denials, 'denied', 'denied')].filter(Boolean).join(' · ');
+    if (bad) notes.push(h('span.outcome-count', {'data-fact': 'outcome', text: bad}));
+    return notes.map(x => h('div', {}, x));
+  }
 
   function runsPage(params) {
     const f = Object.fromEntries(FILTERS.map(k => [k, params.get(k) || '']));
@@ -320,8 +350,9 @@
       location.hash = '#/runs' + q(p);
     }},
     field('q', 'Input contains', text('q', {type: 'search', placeholder: 'text'})),
-    field('status', 'Status', select('status', ['running', 'paused', 'done'])),
+    field('status', 'Status', select('status', ['running', 'awaiting_approval', 'paused', 'done'])),
     field('termination', 'Termination', select('termination', TERMINATIONS)),
+    field('outcome', 'Outcome', select('outcome', OUTCOMES)),
     field('tool', 'Tool', text('tool', {list: 'tool-names', size: 12})),
     field('since', 'Since', h('input', {type: 'datetime-local', value: toLocalInput(f.since)})),
     field('until', 'Until', h('input', {type: 'datetime-local', value: toLocalInput(f.until)})),
@@ -334,8 +365,8 @@
     const info = h('p.muted', {role: 'status'});
     replace(main, h('h1', {text: 'Runs'}), form, info,
       h('div.table-wrap', {}, h('table', {'aria-label': 'Runs'},
-        h('thead', {}, h('tr', {}, ['Run', 'Status', 'Input', 'Tools', 'Calls', 'Steps', 'Tokens', 'Cost', 'Created'].map((c, i) =>
-          h('th' + (i >= 4 && i <= 7 ? '.num' : '') + (i === 3 || i === 7 ? '.hide-narrow' : ''), {scope: 'col', text: c})))), body)),
+        h('thead', {}, h('tr', {}, ['Run', 'Status', 'Input', 'Tools', 'Calls', 'Steps', 'Tokens', 'Cost', 'Took', 'Created', 'Finished'].map((c, i) =>
+          h('th' + (i >= 4 && i <= 8 ? '.num' : '') + (i === 3 || i === 7 || i === 10 ? '.hide-narrow' : ''), {scope: 'col', text: c})))), body)),
       h('p', {}, more));
     api('/v1/tools').then(r => replace(form.querySelector('datalist'), (r.tools || []).map(t => h('option', {value: t.name})))).catch(() => {});
 
@@ -345,13 +376,14 @@
       replace(body, rows.map(r => {
         const tr = h('tr' + (known.size && !known.has(r.id + r.status) ? '.fresh' : ''), {'data-run': r.id},
           h('td', {}, runLink(r.id), r.parentId ? h('div.muted', {}, '↳ ', runLink(r.parentId)) : null),
-          h('td', {}, status(r.status === 'done' ? (r.termination || 'done') : r.status, r.detail),
-            r.pendingApprovals ? h('div', {}, h('span.status.awaiting_approval', {text: `${r.pendingApprovals} to approve`})) : null),
+          h('td', {}, runStatus(r), runStatusNotes(r)),
           h('td.input', {title: r.input || '', text: r.input || ''}),
           h('td.hide-narrow.mono', {text: (r.tools || []).join(', ')}),
           h('td.num', {text: r.calls ?? ''}), h('td.num', {text: r.steps ?? ''}),
           h('td.num', {text: r.tokens ?? ''}), h('td.num.hide-narrow', {text: fmtCost(r.cost)}),
-          h('td', {title: r.createdAt, text: fmtTime(r.createdAt)}));
+          h('td.num', {'data-fact': 'took', text: fmtMs(r.durationMs)}),
+          h('td', {title: r.createdAt, text: fmtTime(r.createdAt)}),
+          h('td.hide-narrow', {'data-fact': 'finished', title: r.finishedAt || '', text: fmtTime(r.finishedAt)}));
         return tr;
       }));
       known = new Set(rows.map(r => r.id + r.status));
@@ -422,6 +454,8 @@
 
   function fact(label, value) { return value === '' || value === undefined || value === null ? null : h('div', {}, h('dt', {text: label}), h('dd', {}, value)); }
 
+  // running: the run goes on, or waits for a person to go on (awaiting_approval).
+  const running = run => run.status === 'running' || run.status === 'awaiting_approval';
   // runNow is the run's present: now while it runs, the moment it paused while it is
   // paused (its clock stops), its end once it ended.
   const runNow = run => run.finishedAt ? ms(run.finishedAt) : run.status === 'paused' && run.paused ? ms(run.paused.at) : Date.now();
@@ -438,7 +472,9 @@
     const meta = Object.entries(run.metadata || {}).sort(([a], [b]) => a < b ? -1 : 1);
     replace(el, h('div.card', {},
       h('dl.facts', {},
-        fact('Status', h('span', {}, status(run.status === 'done' ? run.termination : run.status), run.detail ? h('div.muted', {text: run.detail}) : null)),
+        fact('Status', h('span', {}, runStatus(run), run.detail ? h('div.muted', {text: run.detail}) : null)),
+        run.status === 'awaiting_approval' && run.approvalDeadline ? fact('Waiting for', h('span', {'data-fact': 'deadline', title: run.approvalDeadline},
+          `an approval: unanswered, its calls are denied at ${fmtTime(run.approvalDeadline)}`)) : null,
         paused ? fact('Paused', h('span', {'data-fact': 'paused', text: pauseText(run.paused)})) : null,
         run.pauseRequested ? fact('Pause requested', h('span', {'data-fact': 'pause-requested',
           text: `by ${run.pauseRequested.by || '?'}${run.pauseRequested.reason ? ': ' + run.pauseRequested.reason : ''}, for the next step boundary`})) : null,
@@ -509,7 +545,7 @@
     const {cancel, pause, resumeBox, details, toolsBox, out} = st.actionEls;
     cancel.disabled = run.status === 'done';
     // A nested run pauses with its parent; a run pauses once.
-    pause.disabled = run.status !== 'running' || !!run.pauseRequested || !!run.parentId;
+    pause.disabled = !running(run) || !!run.pauseRequested || !!run.parentId;
     pause.title = run.parentId ? 'A nested run pauses with the run that started it.' : '';
     const pausedAt = run.status === 'paused' && run.paused ? run.paused.at : '';
     resumeBox.hidden = !pausedAt;
@@ -686,7 +722,7 @@
       const o = offered.get(s);
       if (!o || !o.askedAt) continue;
       // modelMs is absent while the model thinks, and when it took under a millisecond.
-      const thinking = o.modelMs === undefined && run.status === 'running' && s === Math.max(...steps) && !byStep.has(s);
+      const thinking = o.modelMs === undefined && running(run) && s === Math.max(...steps) && !byStep.has(s);
       const from = ms(o.askedAt);
       model.set(s, {cls: 'model', from, to: thinking ? now : from + (o.modelMs || 0), what: `step ${s}: the model`});
     }
@@ -710,12 +746,15 @@
         rows.push(h('div.wf-row.step', {}, h('div.wf-label', {text: `step ${s}`}), h('div.wf-track', {}, gapMarks())));
       }
       for (const c of byStep.get(s) || []) {
-        const total = (c.finishedAt ? ms(c.finishedAt) : now) - ms(c.calledAt);
+        // The call's own time, and its wait for a person apart: a 4-minute approval is not
+        // a slow tool.
+        const took = callMs(c, now), parked = parkedMs(c);
+        const total = `${fmtMs(took)}${parked ? ` + ${fmtMs(parked)} approval wait` : ''}`;
         const segs = segsOf.get(c.id);
         rows.push(h('div.wf-row', {'data-call': c.id},
-          h('div.wf-label', {title: `${c.name} ${c.status} ${fmtMs(total)}`},
+          h('div.wf-label', {title: `${c.name} ${c.status} ${total}`},
             h('a', {href: `#/runs/${encodeURIComponent(run.id)}?call=${encodeURIComponent(c.id)}`, text: c.name}), ' ',
-            h('span.muted', {text: `${c.status} ${fmtMs(total)}${c.attempts > 1 ? ` ×${c.attempts}` : ''}`})),
+            h('span.muted', {text: `${c.status} ${total}${c.attempts > 1 ? ` ×${c.attempts}` : ''}`})),
           h('div.wf-track', {role: 'img', 'aria-label': segs.map(x => `${x.what} ${fmtMs(x.to - x.from)}`).join(', ')}, gapMarks(), bars(segs))));
       }
     }
@@ -757,7 +796,7 @@
     for (const c of run.calls) {
       const t = by.get(c.name) || {calls: 0, errors: 0, ms: 0, attempts: 0};
       t.calls++; if (c.finishedAt && c.status !== 'ok') t.errors++;
-      t.ms += c.durationMs || 0; t.attempts += c.attempts || 0;
+      t.ms += c.finishedAt ? callMs(c) : 0; t.attempts += c.attempts || 0;
       if (c.nested) { t.tokens = (t.tokens || 0) + (c.nested.tokens || 0); t.cost = (t.cost || 0) + (c.nested.cost || 0); }
       by.set(c.name, t);
     }
@@ -790,7 +829,8 @@
           h('span.mono', {text: `#${c.step}`}), h('strong.mono', {text: c.name}), status(c.status),
           c.status === 'awaiting_approval' ? h('span', {text: 'needs your approval'}) : null,
           subWaits(c) ? h('span', {text: 'a sub-call needs your approval'}) : null,
-          h('span.muted', {text: [c.finishedAt ? fmtMs(c.durationMs) : '', c.attempts > 1 ? `${c.attempts} attempts` : '', c.executor || ''].filter(Boolean).join(' · ')})));
+          h('span.muted', {text: [c.finishedAt ? fmtMs(callMs(c)) : '', c.approvalRequestedAt && c.approval ? `waited ${fmtMs(parkedMs(c))} for approval` : '',
+            c.attempts > 1 ? `${c.attempts} attempts` : '', c.executor || ''].filter(Boolean).join(' · ')})));
         node.built = false;
         if (node.el.open && !(editing && c.status === 'awaiting_approval')) { node.built = true; fillCall(node, run.id, refresh); }
         else if (node.el.open) { node.built = true; node.el.append(node.body); }
@@ -813,7 +853,7 @@
       c.approvalRequestedAt ? fact('Parked for approval', fmtMs(parkedMs(c))) : null,
       c.limitWaitMs ? fact('Waited for limits', fmtMs(c.limitWaitMs)) : null,
       c.startedAt && c.finishedAt ? fact('Ran', fmtMs(ms(c.finishedAt) - ms(c.startedAt))) : null,
-      c.finishedAt ? fact('Total', fmtMs(c.durationMs)) : null,
+      c.finishedAt ? fact(c.approvalRequestedAt ? 'Took, the approval wait left out' : 'Took', h('span', {'data-fact': 'took', text: fmtMs(callMs(c))})) : null,
       fact('Attempts', c.attempts ? String(c.attempts) : ''), fact('Executor', c.executor ? h('span.mono', {text: c.executor}) : ''),
       fact('Validated', c.validated ? 'yes' : `no${c.noSchemaMode ? ' (' + c.noSchemaMode + ')' : ''}`),
       c.local ? fact('Answered by', 'the planner') : null);
@@ -858,7 +898,15 @@
     for (const n of id.slice(c.id.length).split('-sub-').slice(1)) args = (((args || {}).calls || [])[n - 1] || {}).args;
     return args;
   };
-  const parkedMs = c => c.approvalRequestedAt ? ((c.approval ? ms(c.approval.at) : Date.now()) - ms(c.approvalRequestedAt)) : 0;
+  // parkedMs is the call's time parked for an approval: the record's approvalWaitMs
+  // once answered when the API gives it, else from when it was asked to its answer (or
+  // now, while it waits).
+  const parkedMs = c => c.approvalWaitMs !== undefined && (c.approval || c.finishedAt) ? c.approvalWaitMs :
+    c.approvalRequestedAt ? ((c.approval ? ms(c.approval.at) : Date.now()) - ms(c.approvalRequestedAt)) : 0;
+  // callMs is the call's time without its wait for an approval: the record's durationMs
+  // once the API leaves the wait out of it (approvalWaitMs given), else the total less it.
+  const callMs = (c, now) => c.approvalWaitMs !== undefined && c.finishedAt && c.durationMs !== undefined ? c.durationMs :
+    (c.finishedAt ? ms(c.finishedAt) : (now ?? Date.now())) - ms(c.calledAt) - parkedMs(c);
   function childRunID(c) {
     try { const o = typeof c.output === 'string' ? JSON.parse(c.output) : c.output; if (o && o.runId) return o.runId; } catch { /* derive it */ }
     return 'c' + c.id.replace(/-/g, '_'); // the planner's childID
