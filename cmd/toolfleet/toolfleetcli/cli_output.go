@@ -39,9 +39,17 @@ func (t *table) flush() { _ = t.tw.Flush() }
 type liveView struct {
 	w    io.Writer
 	json bool
+	// created is when the run was created, the time its "run started" line shows: the
+	// started event is stamped when it is published, which can be after the first step
+	// began (the planner takes it at once).
+	created time.Time
 }
 
-func newLiveView(w io.Writer, asJSON bool) *liveView { return &liveView{w: w, json: asJSON} }
+// newLiveView prints events on w, as JSON lines or, with the run's creation time (zero
+// when unknown), as lines for a person.
+func newLiveView(w io.Writer, asJSON bool, created time.Time) *liveView {
+	return &liveView{w: w, json: asJSON, created: created}
+}
 
 // eventLine is an event as -o json prints it.
 type eventLine struct {
@@ -79,10 +87,14 @@ func (v *liveView) show(ev runs.Event) error {
 	}
 	_ = json.Unmarshal(ev.Data.Detail, &detail) // a detail of another shape: the line shows what it has
 	d := ev.Data
+	at := d.At
 	var line string
 	switch ev.What {
 	case "started":
 		line = "run started, model " + detail.Model
+		if !v.created.IsZero() && v.created.Before(at) {
+			at = v.created
+		}
 	case "step_started":
 		line = fmt.Sprintf("step %d: asking the model", d.Step)
 	case "model_answered":
@@ -120,6 +132,6 @@ func (v *liveView) show(ev runs.Event) error {
 	default: // text_delta, tool_call_started, tool_progress: the details above say it
 		return nil
 	}
-	fmt.Fprintf(v.w, "%s %s\n", d.At.Local().Format("15:04:05.000"), line)
+	fmt.Fprintf(v.w, "%s %s\n", at.Local().Format("15:04:05.000"), line)
 	return nil
 }

@@ -280,7 +280,17 @@ as a JSON line), until the run ends. Exit 0 when the run completed, 1 otherwise.
 			if err != nil {
 				return err
 			}
-			return c.watch(cmd.Context(), api, args[0], after)
+			// The run's creation time stamps its "run started" line; a view that starts
+			// after that event, or prints JSON, needs none.
+			var created time.Time
+			if after == 0 && c.output != "json" {
+				run, err := api.Get(cmd.Context(), args[0])
+				if err != nil {
+					return c.failed(api, err)
+				}
+				created = run.CreatedAt
+			}
+			return c.watch(cmd.Context(), api, args[0], after, created)
 		},
 	}
 	cmd.Flags().Uint64Var(&after, "after", 0, "resume after the event with this sequence")
@@ -424,9 +434,10 @@ func (c *cli) runsSend() *cobra.Command {
 	return cmd
 }
 
-// watch shows the run's events live, then the run; it exits as [runEnd] says.
-func (c *cli) watch(ctx context.Context, api *runs.Client, id string, after uint64) error {
-	live := newLiveView(c.stdout, c.output == "json")
+// watch shows the run's events live, then the run; it exits as [runEnd] says. created
+// is when the run was created (zero: the started event's own time).
+func (c *cli) watch(ctx context.Context, api *runs.Client, id string, after uint64, created time.Time) error {
+	live := newLiveView(c.stdout, c.output == "json", created)
 	for ev, err := range api.Follow(ctx, id, after) {
 		if err != nil {
 			return c.failed(api, err)
@@ -535,7 +546,7 @@ func age(t time.Time) string {
 func (c *cli) afterStart(ctx context.Context, api *runs.Client, run *runs.Run, follow, wait bool, summary string) error {
 	switch {
 	case follow:
-		return c.watch(ctx, api, run.ID, 0)
+		return c.watch(ctx, api, run.ID, 0, run.CreatedAt)
 	case wait:
 		run, err := api.Wait(ctx, run.ID)
 		if err != nil {

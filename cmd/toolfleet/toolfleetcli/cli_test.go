@@ -111,6 +111,12 @@ func TestCLI(t *testing.T) {
 	if r.check(t, 0); json.Unmarshal([]byte(r.stdout), &got) != nil || got.Termination != "completed" || len(got.Calls) != 6 {
 		t.Errorf("runs get -o json: %s", r.stdout)
 	}
+	// The run started when it was created, before its first step (the started event is
+	// published after the planner took that step).
+	started := got.CreatedAt.Local().Format("15:04:05.000") + " run started"
+	if lines := strings.Split(w.stdout, "\n"); !strings.HasPrefix(lines[0], started) || len(lines) < 2 || lines[1][:12] < lines[0][:12] {
+		t.Errorf("runs watch, want %q first and no line before it in time:\n%s", started, w.stdout)
+	}
 	// -o json prints the API's document whole: every field, as the API wrote it.
 	var printed, served any
 	if err := json.Unmarshal([]byte(r.stdout), &printed); err != nil {
@@ -336,7 +342,7 @@ func TestCLICallAsTenant(t *testing.T) {
 // An event -o json cannot print is an error naming it, not an empty line.
 func TestLiveViewRefusesAnEventItCannotPrint(t *testing.T) {
 	var out strings.Builder
-	v := newLiveView(&out, true)
+	v := newLiveView(&out, true, time.Time{})
 	err := v.show(runs.Event{Seq: 7, What: "tool_result", Data: runs.EventData{Detail: json.RawMessage(`{"status":`)}})
 	if err == nil || !strings.Contains(err.Error(), "event 7 (tool_result)") {
 		t.Errorf("show: %v, want an error naming event 7", err)
