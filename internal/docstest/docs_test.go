@@ -150,7 +150,8 @@ func TestAPIDocMatchesOpenAPI(t *testing.T) {
 	}
 }
 
-// Every curl that sends a body says it is JSON: the API answers 415 without it.
+// Every curl that sends a body says it is JSON: the API answers 415 without it. The
+// Kubernetes guide's curls count too.
 func TestCurlExamplesSendContentType(t *testing.T) {
 	dir := root(t)
 	names, texts := docs(t, dir)
@@ -159,6 +160,11 @@ func TestCurlExamplesSendContentType(t *testing.T) {
 		t.Fatal(err)
 	}
 	names, texts["docker-compose.yml"] = append(names, "docker-compose.yml"), string(compose)
+	k8s, err := os.ReadFile(filepath.Join(dir, "deploy", "k8s", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, texts["deploy/k8s/README.md"] = append(names, "deploy/k8s/README.md"), string(k8s)
 	n := 0
 	for _, name := range names {
 		for _, cmd := range CurlPosts(texts[name]) {

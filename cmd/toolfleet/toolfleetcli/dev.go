@@ -12,6 +12,7 @@ import (
 	"github.com/toolfleet/toolfleet/internal/mcpedge"
 	"github.com/toolfleet/toolfleet/internal/ops"
 	"github.com/toolfleet/toolfleet/internal/planner/plannerapi"
+	"github.com/toolfleet/toolfleet/internal/provider"
 	"github.com/toolfleet/toolfleet/pkg/client/runs"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
@@ -47,15 +48,23 @@ type DevAddrs struct {
 	UI   string // the inspector's URL, the API's /ui/
 }
 
+// echoExample is a message the echo model answers with the calculator's result, quoted
+// for a shell.
+const echoExample = `'calculator {"expression": "6*7"}'`
+
 // printDevHelp shows how to drive the fleet with the toolfleet CLI, which finds dev at
 // its default addresses by itself; other addresses (and a token) are set once in the
-// environment the CLI reads. The scripted model follows the demo's script whatever the
-// input, so its example is the demo's run, which stops at an approval the user gives; a
-// real model gets a question of its own.
+// environment the CLI reads. The demo's script is followed whatever the input, so its
+// example is the demo's run, which stops at an approval the user gives; a script of the
+// user's own answers as it says, so its example is the echo model's, whose answer is
+// the tool's result; a real model gets a question of its own.
 func printDevHelp(out io.Writer, a DevAddrs, token, tokensFile bool, model string) {
-	if isScripted(model) {
+	switch {
+	case model == ScriptedModelName:
 		fmt.Fprintln(out, "model: scripted model — no LLM; it follows the demo's script whatever the input (-model or TOOLFLEET_MODEL for a real one)")
-	} else {
+	case isScripted(model):
+		fmt.Fprintf(out, "model: %s, a scripted model — no LLM; it answers from its script (the demo's script is %s)\n", model, ScriptedModelName)
+	default:
 		fmt.Fprintf(out, "model: %s\n", model)
 	}
 	fmt.Fprintln(out, "drive it with the CLI in another terminal (go install ./cmd/toolfleet, or alias toolfleet='go run ./cmd/toolfleet'; docs/cli.md):")
@@ -75,10 +84,14 @@ func printDevHelp(out io.Writer, a DevAddrs, token, tokensFile bool, model strin
 	if len(env) > 0 {
 		fmt.Fprintf(out, "  export %s\n", strings.Join(env, " "))
 	}
-	if isScripted(model) {
+	switch {
+	case model == ScriptedModelName:
 		fmt.Fprintf(out, "  toolfleet run %q --tools %s --follow\n", "Total the orders and write a report", strings.Join(demoTools, ","))
 		fmt.Fprintln(out, "    (it waits at write_file, which is unsafe, until you answer)")
-	} else {
+	case isScripted(model):
+		fmt.Fprintf(out, "  toolfleet run %s --model %s --tools calculator --wait\n", echoExample, provider.EchoModelName)
+		fmt.Fprintln(out, "    (the echo model calls the tools a message names; the answer is their results)")
+	default:
 		fmt.Fprintln(out, `  toolfleet run "What is 6*7?" --tools calculator --wait`)
 	}
 	fmt.Fprintln(out, "  toolfleet approvals ls                  # calls waiting for you; approvals approve|deny|modify <callId>")

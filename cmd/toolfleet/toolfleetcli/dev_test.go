@@ -16,6 +16,7 @@ import (
 
 	"github.com/toolfleet/toolfleet/internal/planner"
 	"github.com/toolfleet/toolfleet/internal/planner/plannerapi"
+	"github.com/toolfleet/toolfleet/pkg/client/runs"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
@@ -267,4 +268,33 @@ func mcpTask(t *testing.T, url, token, method, name string, params map[string]an
 		}
 	}
 	return answer.Error
+}
+
+// dev's banner says what its model will do: the demo's script is followed whatever the
+// input, a script of the user's own is not the demo's (its example is the echo model's,
+// which answers with the tool's result), a real model gets a question.
+func TestDevBannerSaysWhatTheModelDoes(t *testing.T) {
+	a := DevAddrs{API: runs.DefaultURL, NATS: defaultNATSURL}
+	for _, c := range []struct {
+		model     string
+		want, not []string
+	}{
+		{ScriptedModelName, []string{"it follows the demo's script whatever the input", `toolfleet run "Total the orders and write a report"`}, nil},
+		{"scripted/upper", []string{"model: scripted/upper, a scripted model — no LLM; it answers from its script",
+			`toolfleet run 'calculator {"expression": "6*7"}' --model scripted/echo --tools calculator --wait`}, []string{"follows the demo's script", "Total the orders"}},
+		{"openai/gpt-4o-mini", []string{"model: openai/gpt-4o-mini\n", `toolfleet run "What is 6*7?"`}, []string{"scripted"}},
+	} {
+		var out bytes.Buffer
+		printDevHelp(&out, a, false, false, c.model)
+		for _, w := range c.want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("%s: the banner lacks %q:\n%s", c.model, w, out.String())
+			}
+		}
+		for _, n := range c.not {
+			if strings.Contains(out.String(), n) {
+				t.Errorf("%s: the banner says %q:\n%s", c.model, n, out.String())
+			}
+		}
+	}
 }
