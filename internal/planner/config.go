@@ -49,6 +49,14 @@ type Config struct {
 	Prices PriceTable
 	// ModelTimeout bounds one model call. Default 2m.
 	ModelTimeout time.Duration
+	// StepLease is how long a step, or a result or approval request being handled,
+	// stays this replica's without a sign of life: the ack wait of the planner's
+	// consumers and the length of a step's lease in its run's control state (see
+	// local.go). A replica renews what it holds every third of it for as long as it
+	// handles it, however long the model answers; one that dies has its steps taken by
+	// another within StepLease (plus the sweeper's 250ms for a lease). Every replica
+	// must use the same value: the consumers are shared. Default 3s; at least 1s.
+	StepLease time.Duration
 	// Source is the CloudEvents source of what the planner publishes. Default
 	// "/toolfleet/planner".
 	Source string
@@ -89,6 +97,10 @@ type Config struct {
 	BeforeStepCommit func(run string) error
 }
 
+// DefaultStepLease is Config.StepLease's default: a dead replica's steps move within
+// it, well inside the 5s a run may wait for a replica that is gone.
+const DefaultStepLease = 3 * time.Second
+
 func (c Config) withDefaults() (Config, error) {
 	if len(c.Models) == 0 {
 		return c, fmt.Errorf("planner: no model configured")
@@ -121,6 +133,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.ModelTimeout == 0 {
 		c.ModelTimeout = 2 * time.Minute
+	}
+	if c.StepLease == 0 {
+		c.StepLease = DefaultStepLease
+	}
+	if c.StepLease < time.Second {
+		return c, fmt.Errorf("planner: StepLease must be at least 1s, got %s", c.StepLease)
 	}
 	if c.Source == "" {
 		c.Source = "/toolfleet/planner"

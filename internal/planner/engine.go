@@ -163,7 +163,8 @@ type consumer struct {
 // before the consumer that must see it exists (results and events are read from new
 // messages on, not from a week of history).
 func (p *Planner) createConsumers(ctx context.Context) error {
-	// AckWait is the events config's: a long model call is kept alive by keepAlive.
+	// Their ack wait is the step lease, not the calls' AckWait: a message held by a
+	// replica that died moves within it, and one being handled is kept alive (Run).
 	specs := []struct {
 		name   string
 		handle func(context.Context, jetstream.Msg)
@@ -177,6 +178,7 @@ func (p *Planner) createConsumers(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		cc.AckWait = p.leaseDuration()
 		for _, stream := range streams { // results: one consumer on each shard
 			cons, err := p.js.CreateOrUpdateConsumer(ctx, stream, cc)
 			if err != nil {
@@ -230,7 +232,13 @@ func (p *Planner) Run(ctx context.Context) error {
 		// Pulls are renewed within a second of a lost consumer leader, and consume errors
 		// are logged at warn (see jsutil.ConsumeOptions).
 		cc, err := c.cons.Consume(func(m jetstream.Msg) {
-			handlers.Go(func() { handle(ctx, m) })
+			handlers.Go(func() {
+				// The message stays this replica's while it is handled, however long
+				// (local.go): a step's claim, a result, an approval request.
+				stop := p.keepAlive(m)
+				defer stop()
+				handle(ctx, m)
+			})
 		}, jsutil.ConsumeOptions(64, func(err error, repeats int) {
 			p.log.Warn().Err(err).Str("consumer", name).Int("repeats", repeats).Msg("consume: pulling failed; pulling again")
 		})...)

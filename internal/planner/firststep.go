@@ -121,11 +121,13 @@ func (p *Planner) takeFirstStep(run *Run, g *createGate) bool {
 	return p.local.goStep(func(ctx context.Context) {
 		ctx = context.WithValue(ctx, createGateKey{}, g)
 		p.local.runs.Store(run.ID, struct{}{})
+		release := p.holdLease(run.ID, 0)
 		cl := leaseClaim{p: p, run: run.ID, step: 0}
 		err := p.stepFrom(ctx, cl, stepBase{stored: run, run: run, created: g}, 0)
 		if errors.Is(err, errInjectedMeanwhile) {
 			err = p.takeStep(ctx, cl, run.ID, 0) // asked again, with the messages added
 		}
+		release()
 		p.local.runs.Delete(run.ID)
 		if err == nil {
 			return

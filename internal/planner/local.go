@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/toolfleet/toolfleet/internal/planner/runrec"
+	"github.com/toolfleet/toolfleet/internal/planner/runstore"
 	"github.com/toolfleet/toolfleet/internal/tick"
 )
 
@@ -20,14 +21,14 @@ import (
 //   - the result that completed the step before: the replica keeps the result's message
 //     unacknowledged while it takes the next step, and stores the result and the step in
 //     one compare-and-set. Until then the result is not part of the run, so if the
-//     replica dies the result is redelivered (after AckWait) to another replica, which
-//     records it and takes the step: the message is the step's durable request, exactly
-//     as a plan message is.
+//     replica dies the result is redelivered (after Config.StepLease, the ack wait of
+//     the planner's consumers) to another replica, which records it and takes the step:
+//     the message is the step's durable request, exactly as a plan message is.
 //   - a lease in the run's control state, for step 0 of a run this replica started (no
 //     message asked for it: an API call did): the create that makes the run exist names
-//     this replica and a time until which the step is its own (renewed while a long model
-//     call runs). Every replica follows the runs bucket (watchRuns); a lease that runs out
-//     while its step is still not taken makes the sweepers publish the step's plan
+//     this replica and a time until which the step is its own (renewed while the step
+//     is taken). Every replica follows the runs bucket (watchRuns); a lease that runs
+//     out while its step is still not taken makes the sweepers publish the step's plan
 //     message (one message: its id is the step's), and whichever replica takes it
 //     continues the run. The step's own compare-and-set removes the lease.
 //
@@ -36,25 +37,48 @@ import (
 // writer wins) and the compare-and-set applies the recorded one (see takeStep). A step
 // that fails here goes to the plan stream (handOff), like a plan message that is
 // negatively acknowledged.
+//
+// How fast a dead replica's steps move, and what it costs. A claim, message or lease,
+// lasts Config.StepLease (3s) from the last sign of life of the replica holding it,
+// and the replica renews it every third of that for as long as it handles the message
+// or takes the step (Run's keepAlive, holdLease), whatever the phase: the model's
+// answer, a hook, a budget's wait, a slow write. So a step, result or approval
+// request held by a replica that dies (its connection closed, as by SIGKILL) is
+// redelivered to another replica between 2/3 StepLease and StepLease after the death,
+// and a leased step is published by the sweepers within StepLease plus their tick
+// (250ms) and the clocks' skew; a live replica's claim, renewed, is never taken
+// however long its model answers. Neither waits for events.Config.AckWait (30s), which
+// is the calls' and executors' own. A renewal costs, per claim held longer than
+// StepLease/3, one in-progress ack a second for a message (a publish without reply),
+// and for a lease one compare-and-set write of the run's small control state a second,
+// which every replica's watch of the runs bucket receives; a step over before its first
+// renewal pays a timer. A renewal during a step's model call makes the step's atomic
+// batch find its run changed, so such a step is written in two parts (runstore), one
+// write more once per leased step.
+//
+// A step's model is asked twice only when the replica asking it lost its claim before
+// recording the answer: it died while the model answered (each such death costs one
+// more answer for each step it was asking), or no sign of its life reached the server
+// for StepLease (a connection cut, a process stalled, for longer than 2/3 of it), after
+// which another replica takes the step while it still runs. Either way the record
+// written first is the step's answer, and the compare-and-set lets one continuation
+// through (TestDeadReplicasStepMovesWithinItsLease, TestLongAnswerIsNotTakenFromALiveReplica).
+// Presence of replicas (a key with a short TTL) would end a dead replica's leases no
+// sooner than that TTL, which is what a short lease is, and cannot end its message
+// claims at all: JetStream redelivers a message only when its ack wait runs out.
 
 // claim is what makes the step a replica takes its own while it takes it, and tells
-// whether an earlier attempt may have recorded the step.
+// whether an earlier attempt may have recorded the step. Whoever took the claim holds
+// it for the whole step: Run keeps a message alive while it is handled, takeLeased and
+// takeFirstStep renew a lease.
 type claim interface {
-	// hold keeps the claim while a long model call or stop hook runs; the returned
-	// function ends it.
-	hold() (stop func())
 	// retried reports whether this is not the first attempt at the step.
 	retried() bool
 }
 
 // msgClaim is a step asked for by a message: a plan message, or the result that
-// completed the step before. The message is kept alive while the step is taken.
-type msgClaim struct {
-	m      jetstream.Msg
-	period time.Duration
-}
-
-func (c msgClaim) hold() func() { return keepAlive(c.m, c.period) }
+// completed the step before.
+type msgClaim struct{ m jetstream.Msg }
 
 func (c msgClaim) retried() bool {
 	meta, err := c.m.Metadata()
@@ -68,28 +92,41 @@ type leaseClaim struct {
 	step int
 }
 
-// hold renews the lease every third of its duration until stopped.
-func (c leaseClaim) hold() func() {
-	ctx, cancel := context.WithCancel(context.Background()) // ends a renewal in progress at stop
-	stop := tick.Repeat(c.p.leaseDuration()/3, func() {
-		if err := c.p.renewLease(ctx, c.run, c.step); err != nil && ctx.Err() == nil {
-			c.p.log.Warn().Err(err).Str("run_id", c.run).Int("step", c.step).Msg("renewing a step's lease failed; another replica may take the step when it runs out")
-		}
-	})
-	return func() { cancel(); stop() }
-}
-
 func (leaseClaim) retried() bool { return false }
 
-// leaseDuration is how long a step leased to a replica waits, after the replica's last
-// sign of life, before another takes it: the same time a plan message waits for its ack.
-func (p *Planner) leaseDuration() time.Duration { return p.cfg.Events.AckWait.D() }
+// holdLease renews the lease of step of run every third of its duration until stopped
+// (stop returns once a renewal in progress has).
+func (p *Planner) holdLease(run string, step int) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background()) // ends a renewal in progress at stop
+	stopRepeat := tick.Repeat(p.leaseDuration()/3, func() {
+		if err := p.renewLease(ctx, run, step); err != nil && ctx.Err() == nil {
+			p.log.Warn().Err(err).Str("run_id", run).Int("step", step).Msg("renewing a step's lease failed; another replica may take the step when it runs out")
+		}
+	})
+	return func() { cancel(); stopRepeat() }
+}
+
+// keepAlive sends in-progress acks for m every third of the step lease until stop is
+// called (stop returns once the last has gone), so a message handled for long (a
+// model's answer, a hook, a slow write) is not redelivered to another replica. A
+// message handled before the first beat costs only a timer.
+func (p *Planner) keepAlive(m jetstream.Msg) (stop func()) {
+	return tick.Repeat(p.leaseDuration()/3, func() { _ = m.InProgress() })
+}
+
+// leaseDuration is how long a step claimed by a replica waits, after the replica's last
+// sign of life, before another takes it: the lease of a leased step, and the ack wait
+// of a message.
+func (p *Planner) leaseDuration() time.Duration { return p.cfg.StepLease }
 
 // newLease leases step of a run to this replica from now.
 func (p *Planner) newLease(step int) *runrec.StepLease {
 	return &runrec.StepLease{Owner: p.replica, Step: step, Until: p.cfg.Now().Add(p.leaseDuration())}
 }
 
+// renewLease moves the end of this replica's lease on step of run to a lease from now.
+// A run not stored yet (a first step taken while its run is created) has nothing to
+// renew: its create holds a lease from its start.
 func (p *Planner) renewLease(ctx context.Context, run string, step int) error {
 	_, err := p.runs.Update(ctx, run, func(r *Run) (bool, error) {
 		if r.Lease == nil || r.Lease.Owner != p.replica || r.Lease.Step != step || r.Status != StatusRunning {
@@ -98,6 +135,9 @@ func (p *Planner) renewLease(ctx context.Context, run string, step int) error {
 		r.Lease.Until = p.cfg.Now().Add(p.leaseDuration())
 		return true, nil
 	})
+	if errors.Is(err, runstore.ErrNotFound) {
+		return nil
+	}
 	return err
 }
 
@@ -224,7 +264,9 @@ func (l *localSteps) goStep(fn func(ctx context.Context)) bool {
 func (p *Planner) takeLeased(run string, step int) bool {
 	return p.local.goStep(func(ctx context.Context) {
 		p.local.runs.Store(run, struct{}{})
+		release := p.holdLease(run, step)
 		err := p.takeStep(ctx, leaseClaim{p: p, run: run, step: step}, run, step)
+		release()
 		p.local.runs.Delete(run)
 		if err != nil {
 			if ctx.Err() == nil {

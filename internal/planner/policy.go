@@ -49,9 +49,8 @@ func validatePolicy(h *PolicyHook) error {
 // applies the decisions to the calls (r is the copy of the state the step's record is
 // made of). A decision that replaces the arguments of a composite call (or of a
 // composite sub-call) is followed by a round about the sub-calls of the new arguments,
-// each round a level deeper (composite.go). The step's claim is kept while the hook
-// thinks.
-func (p *Planner) askPolicy(ctx context.Context, cl claim, r *Run) {
+// each round a level deeper (composite.go).
+func (p *Planner) askPolicy(ctx context.Context, r *Run) {
 	h := r.PolicyHook
 	if h == nil {
 		return
@@ -65,10 +64,6 @@ func (p *Planner) askPolicy(ctx context.Context, cl claim, r *Run) {
 	}
 	if len(items) == 0 {
 		return
-	}
-	if cl != nil {
-		stop := cl.hold()
-		defer stop()
 	}
 	hctx, cancel := r.Within(ctx, h.Wait())
 	defer cancel()

@@ -16,7 +16,6 @@ import (
 	"github.com/toolfleet/toolfleet/internal/planner/runrec"
 	"github.com/toolfleet/toolfleet/internal/planner/runstore"
 	"github.com/toolfleet/toolfleet/internal/provider"
-	"github.com/toolfleet/toolfleet/internal/tick"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 )
@@ -64,7 +63,7 @@ func (p *Planner) handleAdvance(ctx context.Context, m jetstream.Msg) {
 
 // msgClaim is the claim of a step asked for by m.
 func (p *Planner) msgClaim(m jetstream.Msg) msgClaim {
-	return msgClaim{m: m, period: p.cfg.Events.AckWait.D() / 3}
+	return msgClaim{m: m}
 }
 
 // takeStep takes step of the run, as its stored control state has it.
@@ -159,7 +158,7 @@ func (p *Planner) stepChecks(ctx context.Context, b stepBase, step int) (handled
 // the outcome).
 func (p *Planner) askAndRecord(ctx context.Context, cl claim, b stepBase, step int) (stored *runstore.StepRecord, charged *Run, handled bool, err error) {
 	run := b.run
-	if t, detail := p.askStopHook(ctx, cl, run); t != "" {
+	if t, detail := p.askStopHook(ctx, run); t != "" {
 		return nil, nil, true, p.end(ctx, b, step, t, detail)
 	}
 	p.stepStarted(ctx, run, step)
@@ -171,7 +170,7 @@ func (p *Planner) askAndRecord(ctx context.Context, cl claim, b stepBase, step i
 	if err != nil {
 		return nil, nil, true, err
 	}
-	resp, offered, modelErr := p.askModel(ctx, cl, run, msgs)
+	resp, offered, modelErr := p.askModel(ctx, run, msgs)
 	if modelErr != nil && ctx.Err() != nil {
 		return nil, nil, true, ctx.Err()
 	}
@@ -199,7 +198,7 @@ func (p *Planner) askAndRecord(ctx context.Context, cl claim, b stepBase, step i
 	// The answer is applied to a copy of the control state and recorded, with the state it
 	// leaves, in the step's record, written once; the compare-and-set then makes the
 	// recorded step (this replica's, or another's that recorded it first) part of the run.
-	rec := p.newStepRecord(ctx, cl, run, resp, offered, now)
+	rec := p.newStepRecord(ctx, run, resp, offered, now)
 	if run.ParentID != "" {
 		// Charged to the runs it is nested in before its calls go out (package budget).
 		if err := p.budgets.ReserveStep(ctx, rec, now); err != nil {
@@ -378,7 +377,7 @@ func (p *Planner) answered(ctx context.Context, b stepBase, step int, resp *prov
 		}
 		r.Seen = injected
 		r.Offered = []StepTools{offered}
-		p.applyModelResponse(ctx, nil, r, resp, now) // no tool calls: nothing to ask a policy hook
+		p.applyModelResponse(ctx, r, resp, now)
 		return true, nil
 	})
 	if err != nil {
@@ -418,7 +417,7 @@ func nests(r *Run) bool {
 // newStepRecord applies the model's answer at the run's step to a copy of its control
 // state and returns the step's record: the answer, the calls it made, how the previous
 // step's calls ended, and the state it leaves.
-func (p *Planner) newStepRecord(ctx context.Context, cl claim, run *Run, resp *provider.Response, offered StepTools, now time.Time) *runstore.StepRecord {
+func (p *Planner) newStepRecord(ctx context.Context, run *Run, resp *provider.Response, offered StepTools, now time.Time) *runstore.StepRecord {
 	next := run.Control().Clone() // a deep copy: the record keeps what it is given
 	step := next.Step
 	rec := &runstore.StepRecord{Step: step, Closed: next.Calls, Offered: &offered, Seen: run.Injected}
@@ -429,7 +428,7 @@ func (p *Planner) newStepRecord(ctx context.Context, cl claim, run *Run, resp *p
 	msg := resp.Message
 	msg.Role = provider.RoleAssistant
 	rec.Message = msg
-	p.applyModelResponse(ctx, cl, next, resp, now)
+	p.applyModelResponse(ctx, next, resp, now)
 	next.Recorded = step + 1
 	rec.Calls = next.Calls
 	rec.Warnings = next.Warnings
@@ -475,9 +474,9 @@ func (p *Planner) stopBeforeModel(r *Run) (Termination, string) {
 	return "", ""
 }
 
-// askModel calls the run's model, keeping the step's claim while it thinks. It returns
+// askModel calls the run's model (the step's claim is kept meanwhile: local.go). It returns
 // the tools the model was offered too.
-func (p *Planner) askModel(ctx context.Context, cl claim, run *Run, msgs []provider.Message) (*provider.Response, StepTools, error) {
+func (p *Planner) askModel(ctx context.Context, run *Run, msgs []provider.Message) (*provider.Response, StepTools, error) {
 	model, ok := p.cfg.Models[run.Model]
 	if !ok {
 		return nil, StepTools{}, fmt.Errorf("model %q is not configured on this planner", run.Model)
@@ -488,14 +487,12 @@ func (p *Planner) askModel(ctx context.Context, cl claim, run *Run, msgs []provi
 	}
 	req := provider.Request{System: run.System, Messages: msgs, Tools: defs, ToolChoice: run.ToolChoice}
 	if budget.Budgeted(run) { // the most the answer may cost is reserved, its max_tokens capped to fit
-		if err := p.budgets.Answer(ctx, cl.hold, run, &req); err != nil {
+		if err := p.budgets.Answer(ctx, run, &req); err != nil {
 			return nil, offered, err
 		}
 	}
 	mctx, cancel := run.Within(ctx, p.cfg.ModelTimeout)
 	defer cancel()
-	stop := cl.hold()
-	defer stop()
 	mctx, span := p.chatSpan(mctx, run, model)
 	began := time.Now()
 	offered.AskedAt = p.cfg.Now()
@@ -513,18 +510,11 @@ func (p *Planner) askModel(ctx context.Context, cl claim, run *Run, msgs []provi
 	return resp, offered, nil
 }
 
-// keepAlive sends in-progress acks for m every period until stop is called (stop
-// returns once the last has gone), so a long model call is not redelivered to another
-// replica. The usual model call, over before the first period, costs only a timer.
-func keepAlive(m jetstream.Msg, period time.Duration) (stop func()) {
-	return tick.Repeat(period, func() { _ = m.InProgress() })
-}
-
 // applyModelResponse records the model's answer in the run's control state: usage, and a
 // call record for every tool call (the assistant message is the step record's), answering at once those the planner can answer
 // itself (unknown tool, invalid arguments, a loop warning, the depth limit), and those
-// the run's policy hook denies (policy.go; cl is the step's claim, kept meanwhile).
-func (p *Planner) applyModelResponse(ctx context.Context, cl claim, r *Run, resp *provider.Response, now time.Time) {
+// the run's policy hook denies (policy.go).
+func (p *Planner) applyModelResponse(ctx context.Context, r *Run, resp *provider.Response, now time.Time) {
 	r.Usage = r.Usage.Add(resp.Usage)
 	r.StepUsage = resp.Usage
 	r.Cost += p.cfg.Prices.ModelCost(r.Model, resp.Usage)
@@ -575,7 +565,7 @@ func (p *Planner) applyModelResponse(ctx context.Context, cl claim, r *Run, resp
 		}
 		p.checkCall(r, c, now)
 	}
-	p.askPolicy(ctx, cl, r)
+	p.askPolicy(ctx, r)
 	if p.cfg.Prices.ChargeStep(r, now) {
 		return
 	}

@@ -190,8 +190,8 @@ func stopMatched(r *Run, now time.Time) bool {
 }
 
 // askStopHook asks the run's stop hook whether the run goes on after its last step, and
-// returns a termination when it is to stop. The step's claim is kept while the hook thinks.
-func (p *Planner) askStopHook(ctx context.Context, cl claim, r *Run) (Termination, string) {
+// returns a termination when it is to stop.
+func (p *Planner) askStopHook(ctx context.Context, r *Run) (Termination, string) {
 	h := r.StopHook
 	if h == nil || r.Step == 0 {
 		return "", ""
@@ -205,8 +205,6 @@ func (p *Planner) askStopHook(ctx context.Context, cl claim, r *Run) (Terminatio
 	}
 	hctx, cancel := r.Within(ctx, h.Wait())
 	defer cancel()
-	stop := cl.hold()
-	defer stop()
 	dec, err := p.requestStopHook(hctx, *h, sum)
 	switch {
 	case err != nil && h.OnError == hookOnErrorStop:

@@ -49,6 +49,9 @@ type Config struct {
 	Usage bool
 	// Prices is the price table of models and tools (-prices, see planner.LoadPrices).
 	Prices planner.PriceTable
+	// StepLease is how long a step held by a replica that died waits before another
+	// replica takes it (planner.Config.StepLease); the same on every replica.
+	StepLease time.Duration
 	// Admission bounds the planner's admission of new runs.
 	Admission
 	// Ops is the ops server's address and the log level, as in every program.
@@ -94,6 +97,8 @@ is its TOOLFLEET_* variable; the NATS password comes only from TOOLFLEET_NATS_PA
 	fs.IntVar(&c.Shards, "shards", env.Int("TOOLFLEET_SHARDS", 1), "streams the calls and the results are each split over; the NATS server must map calls to them (see events.Config.MappingsConf; env TOOLFLEET_SHARDS)")
 	fs.BoolVar(&c.UsePicker, "picker", true, "ask the toolfleet-picker service for candidates when a run has many tools")
 	fs.BoolVar(&c.Usage, "usage", true, "publish a usage record (request, tool) for every call that returns ok, for pickers to learn from")
+	fs.DurationVar(&c.StepLease, "step-lease", env.Duration("TOOLFLEET_STEP_LEASE", planner.DefaultStepLease),
+		"how long a step, result or approval request held by a planner replica that died waits before another replica takes it; renewed every third of it while held, the same on every replica (env TOOLFLEET_STEP_LEASE)")
 	c.Admission.Register(fs, &env)
 	opsFlags := ops.Register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -122,6 +127,9 @@ is its TOOLFLEET_* variable; the NATS password comes only from TOOLFLEET_NATS_PA
 	}
 	if c.StreamReplicas < 1 || c.StreamReplicas > 5 {
 		errs = append(errs, fmt.Errorf("-stream-replicas (TOOLFLEET_STREAM_REPLICAS): must be 1 to 5, got %d", c.StreamReplicas))
+	}
+	if c.StepLease < time.Second {
+		errs = append(errs, fmt.Errorf("-step-lease (TOOLFLEET_STEP_LEASE): must be at least 1s, got %s", c.StepLease))
 	}
 	errs = append(errs, c.Admission.Validate())
 	if c.HTTPAddr == "" {

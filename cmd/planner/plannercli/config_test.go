@@ -18,7 +18,7 @@ func TestParse(t *testing.T) {
 	c := opstest.Defaults(t, Parse)
 	if c.HTTPAddr != DefaultHTTPAddr || c.StreamReplicas != 1 || !c.UsePicker || c.Token != "" ||
 		c.Ops.Addr != ops.DefaultAddr || c.Ops.LogLevel != zerolog.InfoLevel || c.NATS.URL != "nats://127.0.0.1:4222" ||
-		c.MaxStarting != 256 || c.MaxStall != time.Second {
+		c.MaxStarting != 256 || c.MaxStall != time.Second || c.StepLease != 3*time.Second {
 		t.Fatalf("defaults %+v", c)
 	}
 
@@ -30,14 +30,14 @@ func TestParse(t *testing.T) {
 	t.Setenv("TOOLFLEET_NATS_URL", "nats://nats:4222")
 	t.Setenv("TOOLFLEET_OPERATOR_ROLES", "ops, oncall")
 	t.Setenv("TOOLFLEET_MAX_STALL", "250ms")
-	c, err := Parse([]string{"-script", "a=a.yaml", "-script", "b=b.yaml", "-picker=false", "-log-level", "debug", "-max-starting", "64"}, io.Discard)
+	c, err := Parse([]string{"-script", "a=a.yaml", "-script", "b=b.yaml", "-picker=false", "-log-level", "debug", "-max-starting", "64", "-step-lease", "5s"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.HTTPAddr != "127.0.0.1:9999" || c.StreamReplicas != 3 || c.Token != "s3cret" || c.UsePicker ||
 		!slices.Equal(c.Scripts, []string{"a=a.yaml", "b=b.yaml"}) || c.Ops.Addr != ":9191" ||
 		c.Ops.LogLevel != zerolog.DebugLevel || c.NATS.URL != "nats://nats:4222" || !slices.Equal(c.OperatorRoles, []string{"ops", "oncall"}) ||
-		c.MaxStarting != 64 || c.MaxStall != 250*time.Millisecond {
+		c.MaxStarting != 64 || c.MaxStall != 250*time.Millisecond || c.StepLease != 5*time.Second {
 		t.Fatalf("config %+v", c)
 	}
 	if c, err = Parse([]string{"-operator-roles", "admin"}, io.Discard); err != nil || !slices.Equal(c.OperatorRoles, []string{"admin"}) {
@@ -57,6 +57,7 @@ func TestParseRefuses(t *testing.T) {
 		{Name: "operator role with a dot", Args: []string{"-operator-roles", "ops,a.b"}, Says: `-operator-roles (TOOLFLEET_OPERATOR_ROLES): invalid_event: role "a.b" is not allowed`},
 		{Name: "no run may start", Args: []string{"-max-starting", "0"}, Says: "-max-starting (TOOLFLEET_MAX_STARTING): must be at least 1, got 0"},
 		{Name: "no stall allowed", Env: map[string]string{"TOOLFLEET_MAX_STALL": "0s"}, Says: "-max-stall (TOOLFLEET_MAX_STALL): must be a positive duration, got 0s"},
+		{Name: "step lease too short", Env: map[string]string{"TOOLFLEET_STEP_LEASE": "500ms"}, Says: "-step-lease (TOOLFLEET_STEP_LEASE): must be at least 1s, got 500ms"},
 		{Name: "stray argument", Args: []string{"serve"}, Says: "unexpected arguments"},
 		{Name: "an executor's old flag", Args: []string{"-metrics-addr", ":9090"}, Says: "flag provided but not defined: -metrics-addr"},
 	})

@@ -14,6 +14,7 @@
 //	-stream-replicas  replicas of the streams and buckets it creates (TOOLFLEET_STREAM_REPLICAS, 1)
 //	-shards           streams calls and results are each split over (TOOLFLEET_SHARDS, 1; see events.Config.Shards)
 //	-picker           ask the toolfleet-picker service for candidates on large tool sets (true)
+//	-step-lease       how long a step held by a replica that died waits for another to take it (TOOLFLEET_STEP_LEASE, 3s; see planner.Config.StepLease)
 //	-ops-addr         where /metrics, /healthz and /readyz listen; "off" disables (TOOLFLEET_OPS_ADDR, ":9090")
 //	-log-level        debug, info, warn or error (TOOLFLEET_LOG_LEVEL, info)
 //

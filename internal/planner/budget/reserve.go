@@ -161,9 +161,9 @@ func (tr *Tree) answerFit(x *runrec.Run, model, run string, in int, now time.Tim
 
 // Answer caps req's MaxTokens to what run's budgets can pay for, and holds the
 // answer from the budgets of the runs it is nested in (see above). A *Stop says
-// the step cannot be paid for. hold keeps the step's claim while it waits, until the
-// function it returns is called.
-func (tr *Tree) Answer(ctx context.Context, hold func() (release func()), run *runrec.Run, req *provider.Request) error {
+// the step cannot be paid for. The step's claim is held meanwhile by whoever took it
+// (the planner renews it while the step is taken, however long this waits).
+func (tr *Tree) Answer(ctx context.Context, run *runrec.Run, req *provider.Request) error {
 	in := provider.InputTokensBound(*req)
 	out, _, t, why := tr.answerFit(run, run.Model, run.ID, in, tr.Now())
 	if out < MinAnswerTokens {
@@ -175,7 +175,7 @@ func (tr *Tree) Answer(ctx context.Context, hold func() (release func()), run *r
 	out = min(out, tr.Prices.MaxOutput(run.Model))
 	if run.ParentID != "" {
 		var err error
-		if out, err = tr.reserveAnswer(ctx, hold, run, in, out); err != nil {
+		if out, err = tr.reserveAnswer(ctx, run, in, out); err != nil {
 			var unpaid *Stop
 			if errors.As(err, &unpaid) {
 				return err
@@ -196,23 +196,18 @@ type heldAbove struct {
 // reserveAnswer holds an answer of run to in input tokens and at most out output tokens
 // from each run it is nested in, and returns the output tokens that fit them all; it
 // waits while what one of them lacks is held for others.
-func (tr *Tree) reserveAnswer(ctx context.Context, hold func() (release func()), run *runrec.Run, in, out int) (int, error) {
+func (tr *Tree) reserveAnswer(ctx context.Context, run *runrec.Run, in, out int) (int, error) {
 	var w jetstream.KeyWatcher
-	watched, release := "", func() {}
+	watched := ""
 	defer func() {
 		if w != nil {
 			_ = w.Stop()
 		}
-		release()
 	}()
-	holding := false
 	for {
 		fit, held, err := tr.reserveUp(ctx, run, in, out)
 		if err != nil || held == nil {
 			return fit, err
-		}
-		if !holding {
-			release, holding = hold(), true // waiting may outlast the step's claim
 		}
 		if watched != held.id {
 			if w != nil {
