@@ -176,7 +176,9 @@
 //     again carries its id, which JetStream drops as a duplicate.
 //   - Replicas take over: all of a run is in the journal and the results; a step is
 //     claimed by a message (a plan step, a result) that another replica gets when the
-//     claim is not acknowledged, or by a lease the sweeper ends.
+//     claim is not acknowledged, or by a lease the sweeper ends. A claim lasts
+//     Config.StepLease (3s) after its replica's last renewal (every third of it, while
+//     it holds the claim), so a dead replica's steps move within it (local.go).
 //   - The end is announced after it is stored: the done event follows the
 //     compare-and-set that ends the run, and is published again (same id, dropped by
 //     JetStream) whenever a finished run is seen, so an end whose event was lost is
