@@ -257,7 +257,8 @@ func (p *Planner) sendAndStore(ctx context.Context, b stepBase, step int, stored
 	if callsAhead {
 		ch := make(chan struct{})
 		p.storing.Store(run.ID, ch)
-		doneStoring = func() { p.storing.CompareAndDelete(run.ID, ch); close(ch) }
+		id := run.ID // run is the update's outcome below: nil when it failed
+		doneStoring = func() { p.storing.CompareAndDelete(id, ch); close(ch) }
 		if sent, err = p.sendCalls(ctx, calls); err != nil {
 			doneStoring()
 			return err
