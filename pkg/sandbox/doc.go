@@ -7,15 +7,26 @@
 // # How a child is confined
 //
 // Landlock restricts the calling thread and what it starts later, and Go runs no code
-// of its own between fork and exec. So [Command] starts the running binary again
-// (/proc/self/exe) as a small launcher, marked by a hidden argv[0], with the policy and
-// the program's argv as its arguments. The launcher applies Landlock to itself; then,
+// of its own between fork and exec. So [Command] starts a launcher, marked by a hidden
+// argv[0], with the policy and the program's argv as its arguments. The launcher
+// applies Landlock to itself; then,
 // on the thread that execs: empties the capability bounding set (where it may: a root
 // launcher), switches to [Policy].RunAs if set, drops every other capability, sets the
 // parent-death signal (SIGKILL: the program dies with the process that started it),
 // no_new_privs and the seccomp filter; then it execve's the program, which inherits all
 // of it for good, with everything it starts. The process keeps its pid, so the caller's
 // process group, timeout and kill work as for any child.
+//
+// The launcher is a program of its own, cmd/toolfleet-sandbox ([Main] is all of it),
+// where one is installed beside the running binary ([LauncherName]) or named by
+// [LauncherEnv]: it links this package alone and starts in a few milliseconds. Else it
+// is the running binary started again (/proc/self/exe), which first runs the init of
+// every package it links (about 30 ms for the executor's). The two must agree on the
+// launch protocol (the argv, the spec's JSON, the guard's lifeline), which is
+// versioned: a launcher program is probed once, running itself confined, and one that
+// fails (missing, broken, of another build) is not used; [Launcher] says why, and the
+// running binary launches instead. A launcher refuses a spec of another version, or
+// with a field it does not know, rather than run the program less confined.
 //
 // Every program that runs sandboxed commands calls [Init] first thing in main (and test
 // binaries in TestMain): in the launcher Init never returns, elsewhere it returns at
@@ -62,8 +73,8 @@
 // The launcher's parent-death signal kills the program when the executor's thread that
 // started it ends. What the program starts (a shell's pipeline, a server's workers) is
 // out of that signal's reach: [Guard] has a whole process group killed when the calling
-// process dies, SIGKILL included. The guard is the running binary started once more
-// (marked, like the launcher, by its argv[0]; [Init] runs it), in a group of its own,
+// process dies, SIGKILL included. The guard is the launcher started once more (marked
+// by its argv[0]; [Init] and [Main] run it), in a group of its own,
 // reading a pipe whose other end only the calling process holds: when that process
 // dies, the kernel closes the pipe, and the guard kills the groups still listed.
 //

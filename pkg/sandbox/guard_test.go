@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -74,6 +75,10 @@ func TestGuardKillsTheGroupWhenItsProcessDies(t *testing.T) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
+	// The guard is the launcher program TestMain built, not a re-exec of the parent.
+	if exe := guardExe(t, parent.Process.Pid); exe != os.Getenv(sandbox.LauncherEnv) {
+		t.Errorf("the guard runs %q, want the launcher program %q", exe, os.Getenv(sandbox.LauncherEnv))
+	}
 	if err := parent.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -97,4 +102,30 @@ func running(pid int) bool {
 	}
 	i := strings.LastIndexByte(string(stat), ')')
 	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
+}
+
+// guardExe is the program of parent's guard: its child (of any of its threads) whose
+// argv is the guard's.
+func guardExe(t *testing.T, parent int) string {
+	t.Helper()
+	lists, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", parent))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var children []string
+	for _, list := range lists {
+		b, _ := os.ReadFile(list) // a thread that ended meanwhile has none
+		children = append(children, strings.Fields(string(b))...)
+	}
+	for _, pid := range children {
+		if argv, err := os.ReadFile("/proc/" + pid + "/cmdline"); err == nil && string(argv) == "toolfleet-process-guard\x00" {
+			exe, err := os.Readlink("/proc/" + pid + "/exe")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return exe
+		}
+	}
+	t.Fatalf("no guard among the children of %d (%s)", parent, children)
+	return ""
 }

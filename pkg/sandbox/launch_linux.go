@@ -4,9 +4,13 @@ package sandbox
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"runtime"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
@@ -32,15 +36,68 @@ func ABI() (int, error) {
 // process and execs the program, and never returns; elsewhere it returns at once.
 func Init() {
 	initialized.Store(true)
-	if len(os.Args) == 1 && os.Args[0] == guardArg0 {
-		os.Exit(runGuard(os.Stdin))
+	if code, ok := runRole(os.Args); ok {
+		os.Exit(code)
 	}
-	if len(os.Args) < 3 || os.Args[0] != launcherArg0 {
-		return
+}
+
+// Main is the whole of the launcher program (cmd/toolfleet-sandbox): the launcher,
+// the guard, or the answer to its probe, as its arguments say; run by hand, it says
+// what it is and exits 2.
+func Main() {
+	initialized.Store(true)
+	if code, ok := runRole(os.Args); ok {
+		os.Exit(code)
 	}
-	err := launch(os.Args[1], os.Args[2], os.Args[2:])
-	fmt.Fprintf(os.Stderr, "toolfleet sandbox: %v\n", err)
-	os.Exit(ExitSetup)
+	if len(os.Args) == 2 && os.Args[1] == probeArg {
+		os.Exit(answerProbe())
+	}
+	fmt.Fprintf(os.Stderr, "%s is the sandbox launcher of toolfleet's executor (launch protocol %s), run by it, not by hand.\n"+
+		"Install it beside the executor, or name it in %s.\n", LauncherName, launchProtocol, LauncherEnv)
+	os.Exit(2)
+}
+
+// runRole runs the part args give this process, if any (ok): the guard or the
+// launcher, and returns its exit code.
+func runRole(args []string) (code int, ok bool) {
+	switch {
+	case len(args) == 1 && args[0] == guardArg0:
+		return runGuard(os.Stdin), true
+	case len(args) >= 3 && args[0] == launcherArg0:
+		err := launch(args[1], args[2], args[2:])
+		fmt.Fprintf(os.Stderr, "toolfleet sandbox: %v\n", err)
+		return ExitSetup, true
+	}
+	return 0, false
+}
+
+// answerProbe is the launcher program run confined as its own probe's program: it
+// checks that it is confined (no_new_privs, a seccomp filter, Landlock: / cannot be
+// listed) and answers with the protocol it speaks.
+func answerProbe() int {
+	var wrong []string
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		wrong = append(wrong, err.Error())
+	}
+	lines := strings.Split(string(status), "\n")
+	for _, want := range []string{"NoNewPrivs: 1", "Seccomp: 2"} {
+		if !slices.ContainsFunc(lines, func(l string) bool { return strings.Join(strings.Fields(l), " ") == want }) {
+			wrong = append(wrong, "no "+want)
+		}
+	}
+	if f, err := os.Open("/"); err == nil {
+		f.Close()
+		wrong = append(wrong, "Landlock let it open /")
+	} else if !errors.Is(err, fs.ErrPermission) {
+		wrong = append(wrong, err.Error())
+	}
+	if len(wrong) > 0 {
+		fmt.Fprintf(os.Stderr, "toolfleet sandbox: the probe is not confined: %s\n", strings.Join(wrong, "; "))
+		return ExitSetup
+	}
+	fmt.Print(probeAnswer())
+	return 0
 }
 
 // launch confines this process to the policy and replaces it with prog; it returns only
@@ -48,9 +105,15 @@ func Init() {
 // the program: the bounding set emptied, the user switched (runAs), every other
 // capability dropped, the parent-death signal, no_new_privs, the seccomp filter.
 func launch(spec, prog string, argv []string) error {
+	// Strict: a field this launcher does not know is a policy it cannot hold.
 	var s launchSpec
-	if err := json.Unmarshal([]byte(spec), &s); err != nil {
+	dec := json.NewDecoder(strings.NewReader(spec))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
 		return fmt.Errorf("policy: %w", err)
+	}
+	if s.Protocol != launchProtocol {
+		return fmt.Errorf("the launch protocol is %q, this launcher speaks %q: install the launcher of the executor's build", s.Protocol, launchProtocol)
 	}
 	p := s.Policy
 	abi, _ := ABI() // no Landlock: 0, refused just below

@@ -5,6 +5,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"os"
 )
 
 // selfExe is unused where there is no launcher.
@@ -26,3 +27,9 @@ func Guard(pgid int) (release func(), err error) {
 // Init marks the program as initialized; there is no launcher outside Linux, and
 // [Command] fails with [ErrUnsupported] for want of Landlock.
 func Init() { initialized.Store(true) }
+
+// Main is the launcher program's: outside Linux there is nothing to launch.
+func Main() {
+	fmt.Fprintln(os.Stderr, "toolfleet sandbox: the sandbox exists only on Linux")
+	os.Exit(ExitSetup)
+}

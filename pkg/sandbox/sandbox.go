@@ -112,30 +112,31 @@ var ErrNoInit = errors.New("sandbox: Init was not called at the start of main (o
 // Initialized reports whether [Init] was called.
 func Initialized() bool { return initialized.Load() }
 
+// launchProtocol is the version of what [Command] and the launcher agree on: the
+// launcher's argv (its marker, the spec, the program and its argv), the spec's JSON,
+// and the guard's argv and lifeline. Change it with any of them: a launcher program of
+// another version refuses the spec, fails its probe, and is not used. A variable, not a
+// constant, so that a test can build a launcher speaking another version (-ldflags -X).
+var launchProtocol = "1"
+
 // launchSpec is what the launcher is told besides the program and its arguments.
 type launchSpec struct {
-	Policy Policy `json:"policy"`
-	RunAs  *User  `json:"runAs,omitempty"`
+	Protocol string `json:"protocol"`
+	Policy   Policy `json:"policy"`
+	RunAs    *User  `json:"runAs,omitempty"`
 }
 
-// Command returns the command that runs name with args under p, through the launcher:
-// set its Dir, Env, standard streams, ExtraFiles and SysProcAttr as for any command
-// (but not SysProcAttr.Credential: p.RunAs says whom the program runs as); Args[0] and
-// Path are the launcher's. name is looked up in PATH (of this process) unless it holds
-// a slash. It fails where [Init] was not called, the kernel cannot enforce p (Landlock,
-// seccomp), or name is not found.
+// Command returns the command that runs name with args under p, through the launcher
+// ([Launcher] says which program that is): set its Dir, Env, standard streams,
+// ExtraFiles and SysProcAttr as for any command (but not SysProcAttr.Credential: p.RunAs
+// says whom the program runs as); Args[0] and Path are the launcher's. name is looked up
+// in PATH (of this process) unless it holds a slash. It fails where [Init] was not
+// called, the kernel cannot enforce p (Landlock, seccomp), or name is not found.
 func Command(ctx context.Context, p Policy, name string, args ...string) (*exec.Cmd, error) {
 	if !initialized.Load() {
 		return nil, ErrNoInit
 	}
-	if err := p.Check(); err != nil {
-		return nil, err
-	}
-	abi, _ := ABI()
-	if err := p.CheckABI(abi); err != nil {
-		return nil, err
-	}
-	if err := CheckSeccomp(); err != nil {
+	if err := checkKernel(p); err != nil {
 		return nil, err
 	}
 	prog, err := exec.LookPath(name)
@@ -145,11 +146,31 @@ func Command(ctx context.Context, p Policy, name string, args ...string) (*exec.
 	if prog, err = filepath.Abs(prog); err != nil {
 		return nil, err
 	}
-	spec, err := json.Marshal(launchSpec{Policy: p, RunAs: p.RunAs})
+	launcher, _ := Launcher() // one that failed its probe was reported at start, if asked
+	return launchCommand(ctx, launcher, p, prog, args)
+}
+
+// checkKernel reports why p cannot be enforced here: a bad path, Landlock or seccomp
+// short of what it needs.
+func checkKernel(p Policy) error {
+	if err := p.Check(); err != nil {
+		return err
+	}
+	abi, _ := ABI()
+	if err := p.CheckABI(abi); err != nil {
+		return err
+	}
+	return CheckSeccomp()
+}
+
+// launchCommand is the command that has launcher run prog (an absolute path) with args
+// under p.
+func launchCommand(ctx context.Context, launcher string, p Policy, prog string, args []string) (*exec.Cmd, error) {
+	spec, err := json.Marshal(launchSpec{Protocol: launchProtocol, Policy: p, RunAs: p.RunAs})
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, selfExe, append([]string{string(spec), prog}, args...)...)
+	cmd := exec.CommandContext(ctx, launcher, append([]string{string(spec), prog}, args...)...)
 	cmd.Args[0] = launcherArg0
 	return cmd, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,9 +13,13 @@ import (
 	"time"
 
 	"github.com/toolfleet/toolfleet/internal/testsupport/nettest"
+	"github.com/toolfleet/toolfleet/internal/testsupport/sandboxtest"
 	"github.com/toolfleet/toolfleet/pkg/sandbox"
 )
 
+// TestMain makes the test binary the fallback launcher (and a probe, a guarded parent
+// or a reporter where asked), and has the tests' sandboxed commands start through the
+// launcher program, built for them, as a deployed executor's do.
 func TestMain(m *testing.M) {
 	sandbox.Init()
 	if attempts, ok := os.LookupEnv(probeEnv); ok {
@@ -23,7 +28,17 @@ func TestMain(m *testing.M) {
 	if os.Getenv(guardParentEnv) != "" {
 		os.Exit(guardParent())
 	}
-	os.Exit(m.Run())
+	if os.Getenv(reportLauncherEnv) != "" {
+		os.Exit(reportLauncher())
+	}
+	cleanup, err := sandboxtest.UseLauncher()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	cleanup()
+	os.Exit(code)
 }
 
 // needLandlock skips where the kernel cannot enforce the network part.
