@@ -10,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
+	"github.com/toolfleet/toolfleet/internal/testsupport/sandboxtest"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/executor"
 	"github.com/toolfleet/toolfleet/pkg/sandbox"
@@ -24,15 +25,24 @@ const (
 	childFileEnv = "TOOLFLEET_TEST_EXECUTOR_TOOLS"
 )
 
-// TestMain makes the test binary the sandbox launcher of the command tools it runs
-// sandboxed (read-only tools, the sandbox option), and an executor where asked; it fails
-// the package's tests when a goroutine outlives them.
+// TestMain makes the test binary the fallback sandbox launcher of the command tools it
+// runs sandboxed (read-only tools, the sandbox option), and an executor where asked;
+// the tests' sandboxed tools start through the launcher program, built for them, as a
+// deployed executor's do. It fails the package's tests when a goroutine outlives them.
 func TestMain(m *testing.M) {
 	sandbox.Init()
 	if file := os.Getenv(childFileEnv); file != "" {
 		os.Exit(runChildExecutor(os.Getenv(childURLEnv), file))
 	}
-	goleak.VerifyTestMain(m)
+	cleanup, err := sandboxtest.UseLauncher()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		cleanup()
+		os.Exit(code)
+	}))
 }
 
 // runChildExecutor serves the tools of file on the NATS server at url until killed.

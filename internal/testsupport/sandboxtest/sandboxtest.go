@@ -15,12 +15,15 @@ import (
 // launcherPkg is the launcher program's package.
 const launcherPkg = "github.com/toolfleet/toolfleet/cmd/toolfleet-sandbox"
 
-// Build builds the launcher program into dir, with the go build flags given (none: as
-// shipped), and returns its path.
+// Build builds the launcher program into dir, static as the image ships it, with the
+// go build flags given, and returns its path.
 func Build(dir string, flags ...string) (string, error) {
 	bin := filepath.Join(dir, sandbox.LauncherName)
-	args := append(append([]string{"build", "-o", bin}, flags...), launcherPkg)
-	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+	cmd := exec.Command("go", append(append([]string{"build", "-o", bin}, flags...), launcherPkg)...)
+	// Without cgo, as in the Dockerfile: a binary that links libc starts ~5 ms (CPU)
+	// slower on a loaded machine.
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build %s: %w\n%s", launcherPkg, err, out)
 	}
 	return bin, nil
