@@ -18,9 +18,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// selfExe is the running binary, whatever became of its file since it started.
-const selfExe = "/proc/self/exe"
-
 // ABI returns the Landlock ABI version of the running kernel, 0 and an error where
 // Landlock is missing or disabled.
 func ABI() (int, error) {

@@ -8,9 +8,6 @@ import (
 	"os"
 )
 
-// selfExe is unused where there is no launcher.
-const selfExe = ""
-
 // ABI returns 0 and an error: Landlock is Linux's.
 func ABI() (int, error) { return 0, errors.New("Landlock exists only on Linux") }
 

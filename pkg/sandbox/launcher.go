@@ -23,6 +23,10 @@ const LauncherName = "toolfleet-sandbox"
 // binary. Empty is the same as unset.
 const LauncherEnv = "TOOLFLEET_SANDBOX_LAUNCHER"
 
+// SelfLauncher is the running binary, whatever became of its file since it started:
+// [Launcher] returns it where sandboxed programs start through a re-exec of it.
+const SelfLauncher = "/proc/self/exe"
+
 // probeArg is the argument the launcher program is run with, as the program of its own
 // probe: confined, it checks that it is and answers probeAnswer.
 const probeArg = "toolfleet-sandbox-probe"
@@ -57,15 +61,16 @@ var beside = sync.OnceValue(func() string {
 
 // Launcher returns the program [Command] starts sandboxed programs through: the
 // launcher program named by [LauncherEnv], else the one beside the running binary
-// ([LauncherName]), else the running binary itself, started again ("/proc/self/exe",
-// the launcher since [Init] runs first in it). A program of its own starts in a few
-// milliseconds, where the running binary first runs every package's init.
+// ([LauncherName]), else the running binary itself, started again ([SelfLauncher]: the
+// launcher since [Init] runs first in it). A program of its own starts without the
+// running binary's package inits (tens of milliseconds for an executor's). The guard
+// ([Guard]) runs it too.
 //
 // A launcher program is probed, once per process, before it is used: it must run
 // itself confined and answer in this build's launch protocol. One that fails (missing,
-// broken, of another version) is not used: Launcher returns the running binary and
-// an error that says why, for the caller to warn of at start. A program is never run
-// less confined for it.
+// broken, of another version) is not used: Launcher returns [SelfLauncher] and an
+// error that says why, for the caller to warn of at start. A program is never run less
+// confined for it.
 func Launcher() (string, error) {
 	named := os.Getenv(LauncherEnv)
 	launchers.mu.Lock()
@@ -87,10 +92,10 @@ func chooseLauncher(named string) launcherChoice {
 	path, how := beside(), "beside the running binary"
 	if named == "" {
 		if path == "" {
-			return launcherChoice{path: selfExe}
+			return launcherChoice{path: SelfLauncher}
 		}
 		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-			return launcherChoice{path: selfExe}
+			return launcherChoice{path: SelfLauncher}
 		}
 	} else {
 		how = LauncherEnv
@@ -99,11 +104,11 @@ func chooseLauncher(named string) launcherChoice {
 			path, err = filepath.Abs(path)
 		}
 		if err != nil {
-			return launcherChoice{path: selfExe, err: fmt.Errorf("sandbox: the launcher %s=%s is not used: %w", LauncherEnv, named, err)}
+			return launcherChoice{path: SelfLauncher, err: fmt.Errorf("sandbox: the launcher %s=%s is not used: %w", LauncherEnv, named, err)}
 		}
 	}
 	if err := probeLauncher(path); err != nil {
-		return launcherChoice{path: selfExe, err: fmt.Errorf("sandbox: the launcher %s (%s) is not used: %w", path, how, err)}
+		return launcherChoice{path: SelfLauncher, err: fmt.Errorf("sandbox: the launcher %s (%s) is not used: %w", path, how, err)}
 	}
 	return launcherChoice{path: path}
 }

@@ -19,9 +19,6 @@ import (
 // sandboxed commands through (sandbox.Launcher) instead of running the tests.
 const reportLauncherEnv = "TOOLFLEET_SANDBOX_TEST_REPORT_LAUNCHER"
 
-// selfExe is the launcher where no launcher program is used: the running binary.
-const selfExe = "/proc/self/exe"
-
 func reportLauncher() int {
 	path, err := sandbox.Launcher()
 	fmt.Println(path, err)
@@ -136,8 +133,8 @@ func TestLauncherFallsBackToTheRunningBinary(t *testing.T) {
 			t.Setenv(sandbox.LauncherEnv, tt.launcher)
 			path, err := sandbox.Launcher()
 			t.Logf("Launcher() = %q, %v", path, err)
-			if path != selfExe {
-				t.Errorf("Launcher() = %q, want %s", path, selfExe)
+			if path != sandbox.SelfLauncher {
+				t.Errorf("Launcher() = %q, want %s", path, sandbox.SelfLauncher)
 			}
 			switch {
 			case tt.why == "" && err != nil:
@@ -145,8 +142,8 @@ func TestLauncherFallsBackToTheRunningBinary(t *testing.T) {
 			case tt.why != "" && (err == nil || !strings.Contains(err.Error(), tt.launcher+" ") || !strings.Contains(err.Error(), tt.why)):
 				t.Errorf("Launcher() says %v, want it to name %s and say %q", err, tt.launcher, tt.why)
 			}
-			if got := launcherOf(t); got != selfExe {
-				t.Errorf("a sandboxed command starts through %q, want %s", got, selfExe)
+			if got := launcherOf(t); got != sandbox.SelfLauncher {
+				t.Errorf("a sandboxed command starts through %q, want %s", got, sandbox.SelfLauncher)
 			}
 			checkConfined(t)
 		})

@@ -35,7 +35,7 @@ func BenchmarkCommandSandbox(b *testing.B) {
 			b.Setenv(sandbox.LauncherEnv, bc.launcher)
 			want := bc.launcher
 			if want == "" {
-				want = "/proc/self/exe"
+				want = sandbox.SelfLauncher
 			}
 			if got, err := sandbox.Launcher(); bc.policy != nil && got != want {
 				b.Fatalf("the launcher is %q (%v), want %q", got, err, want)

@@ -65,6 +65,18 @@ func (f *File) Unconfined() []string {
 	return out
 }
 
+// Sandboxed names the command tools of f that run in the sandbox (read-only tools, the
+// sandbox option): they start through the sandbox launcher ([sandbox.Launcher]).
+func (f *File) Sandboxed() []string {
+	var out []string
+	for _, s := range f.Tools {
+		if c := s.Command; c != nil && c.policy != nil {
+			out = append(out, s.Definition.Name)
+		}
+	}
+	return out
+}
+
 // LoadFile reads a tools file as [Load] does, with its mcpServers: each is checked (a
 // name, one transport, the program or URL, the secrets its headers use, the policy) and
 // returned unconnected; [StartMCP] connects them.

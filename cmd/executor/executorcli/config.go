@@ -21,6 +21,7 @@ import (
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/executor"
 	"github.com/toolfleet/toolfleet/pkg/mcptool"
+	"github.com/toolfleet/toolfleet/pkg/sandbox"
 	"github.com/toolfleet/toolfleet/pkg/tools"
 	"github.com/toolfleet/toolfleet/pkg/toolsfile"
 )
@@ -235,6 +236,7 @@ func (c Config) Tools(ctx context.Context, log zerolog.Logger, onChange func(ser
 			return nil, nil, nil, err
 		}
 		hooks = toolsfile.PolicyHooks(file.Tools)
+		logSandboxLauncher(log, file)
 	}
 	if _, err := nonEmpty(reg); err != nil {
 		servers.Close()
@@ -253,6 +255,28 @@ func warnUnconfinedRoot(log zerolog.Logger, file *toolsfile.File, euid int) {
 		log.Warn().Strs("unconfined", names).Msg("the executor runs as root, so these command tools run as root with every power it has " +
 			"(any file, other processes' memory and environment, the network): give each a sandbox or runAs: {uid, gid} in the tools file, " +
 			"or run the executor as an unprivileged user")
+	}
+}
+
+// logSandboxLauncher says, where file has sandboxed command tools, what they start
+// through: the launcher program (probed now, once), or a re-exec of this binary, which
+// first runs the init of every package it links; a launcher program installed or named
+// but not used (missing, broken, of another build) is warned of.
+func logSandboxLauncher(log zerolog.Logger, file *toolsfile.File) {
+	names := file.Sandboxed()
+	if len(names) == 0 {
+		return
+	}
+	launcher, err := sandbox.Launcher()
+	switch {
+	case err != nil:
+		log.Warn().Err(err).Strs("sandboxed", names).Msg("sandboxed command tools start through a re-exec of this binary, " +
+			"which costs tens of milliseconds more per call: install " + sandbox.LauncherName + " of this build beside it, or name it in " + sandbox.LauncherEnv)
+	case launcher == sandbox.SelfLauncher:
+		log.Info().Strs("sandboxed", names).Msg("sandboxed command tools start through a re-exec of this binary: install " +
+			sandbox.LauncherName + " beside it (or name it in " + sandbox.LauncherEnv + ") to start them tens of milliseconds sooner")
+	default:
+		log.Info().Strs("sandboxed", names).Str("launcher", launcher).Msg("sandboxed command tools start through the launcher program")
 	}
 }
 

@@ -40,6 +40,12 @@
 // A flag wins over its variable; a malformed variable is an error naming it, never
 // silently replaced by the default.
 //
+// TOOLFLEET_SANDBOX_LAUNCHER, which has no flag (pkg/sandbox reads it, in every program
+// that runs command tools), names the sandbox launcher program (cmd/toolfleet-sandbox);
+// unset, the one beside the running binary is used, else the executor re-executes
+// itself. At start, an executor with sandboxed tools logs which (sandbox.Launcher), and
+// warns where the launcher program named or installed cannot be used.
+//
 // # Readiness
 //
 // /readyz answers 200 once NATS is connected and every served tool's call consumer is

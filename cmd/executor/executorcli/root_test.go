@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/toolfleet/toolfleet/internal/testsupport/opstest"
+	"github.com/toolfleet/toolfleet/internal/testsupport/sandboxtest"
 	"github.com/toolfleet/toolfleet/pkg/sandbox"
 )
 
@@ -41,5 +42,44 @@ func TestRootExecutorWarnsOfUnconfinedCommandTools(t *testing.T) {
 	got := log.Lines(`"level":"warn"`, `"unconfined":["tool plain"]`, "runs as root", "runAs")
 	if len(got) != 1 {
 		t.Errorf("warnings:\n%s\nwant one naming tool plain alone", log.String())
+	}
+}
+
+// An executor with sandboxed tools says at start what they start through: the launcher
+// program named (or beside it); or, warning and saying why, a re-exec of itself where
+// the one named cannot be used.
+func TestExecutorSaysWhatSandboxedToolsStartThrough(t *testing.T) {
+	if abi, _ := sandbox.ABI(); abi < 4 {
+		t.Skipf("Landlock ABI %d: no sandboxed tool can be served", abi)
+	}
+	launcher, err := sandboxtest.Build(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "tools.yaml")
+	if err := os.WriteFile(file, []byte(`tools:
+  - {name: confined, parameters: {type: object}, command: {argv: [/bin/true], sandbox: {}}}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(t.TempDir(), "missing")
+	for _, tt := range []struct {
+		named string
+		want  []string
+	}{
+		{launcher, []string{`"level":"info"`, `"launcher":"` + launcher + `"`, `"sandboxed":["confined"]`}},
+		{missing, []string{`"level":"warn"`, missing + ` is not used`, "re-exec", sandbox.LauncherName, `"sandboxed":["confined"]`}},
+	} {
+		t.Setenv(sandbox.LauncherEnv, tt.named)
+		var log opstest.Log
+		c := Config{Builtins: []string{}, ToolsFile: file}
+		_, _, servers, err := c.Tools(context.Background(), zerolog.New(&log), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		servers.Close()
+		if got := log.Lines(tt.want...); len(got) != 1 {
+			t.Errorf("%s=%s: the executor logged\n%s\nwant one line with %q", sandbox.LauncherEnv, tt.named, log.String(), tt.want)
+		}
 	}
 }
