@@ -1,5 +1,7 @@
-# One image with every toolfleet binary: executor, picker, planner and the all-in-one
-# toolfleet. Static (CGO_ENABLED=0) on distroless, running as the nonroot user (65532).
+# One image with every toolfleet binary: executor, picker, planner, the all-in-one
+# toolfleet, and toolfleet-sandbox, the launcher the executor and toolfleet start
+# sandboxed command tools through (beside them: no setting needed). Static
+# (CGO_ENABLED=0) on distroless, running as the nonroot user (65532).
 #   docker build -t toolfleet:dev .
 #   docker build --build-arg VERSION="$(git describe --tags --always --dirty)" -t toolfleet:v0.1.0 .
 #   docker run --rm -p 127.0.0.1:8080:8080 -p 127.0.0.1:4222:4222 toolfleet:dev   # all-in-one: toolfleet dev
@@ -24,11 +26,11 @@ COPY . .
 ARG VERSION=
 RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false \
       -ldflags="-s -w -X github.com/toolfleet/toolfleet/internal/ops.version=${VERSION}" -o /out/ \
-      ./cmd/executor ./cmd/picker ./cmd/planner ./cmd/toolfleet
+      ./cmd/executor ./cmd/picker ./cmd/planner ./cmd/toolfleet ./cmd/toolfleet-sandbox
 # The licence and notice files of every module linked into the binaries, which their
 # licences ask a copy to carry: /usr/share/doc/toolfleet/third_party/<module>/.
 RUN go list -deps -f '{{with .Module}}{{if not .Main}}{{.Path}} {{.Dir}}{{end}}{{end}}' \
-      ./cmd/executor ./cmd/picker ./cmd/planner ./cmd/toolfleet | sort -u | \
+      ./cmd/executor ./cmd/picker ./cmd/planner ./cmd/toolfleet ./cmd/toolfleet-sandbox | sort -u | \
     while read -r path dir; do \
       mkdir -p "/out/third_party/$path" && \
       find "$dir" -maxdepth 1 -type f \( -iname 'LICEN[CS]E*' -o -iname 'COPYING*' -o -iname 'NOTICE*' \) \
@@ -36,7 +38,7 @@ RUN go list -deps -f '{{with .Module}}{{if not .Main}}{{.Path}} {{.Dir}}{{end}}{
     done
 
 FROM gcr.io/distroless/static-debian12:nonroot
-COPY --from=build /out/executor /out/picker /out/planner /out/toolfleet /usr/local/bin/
+COPY --from=build /out/executor /out/picker /out/planner /out/toolfleet /out/toolfleet-sandbox /usr/local/bin/
 COPY --from=build /out/third_party/ /usr/share/doc/toolfleet/third_party/
 COPY LICENSE NOTICE /usr/share/doc/toolfleet/
 USER 65532:65532

@@ -211,17 +211,38 @@ func TestCompose(t *testing.T) {
 		})
 	}
 
-	checkDockerfile(t, string(readFile(t, filepath.Join(root, "Dockerfile"))))
+	checkDockerfile(t, string(readFile(t, filepath.Join(root, "Dockerfile"))), programs(t, root))
+}
+
+// programs are the names of the repository's programs: the folders of cmd/.
+func programs(t *testing.T, root string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(root, "cmd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		if e.IsDir() {
+			names = append(names, e.Name())
+		}
+	}
+	return names
 }
 
 var fromLine = regexp.MustCompile(`(?m)^FROM\s+(\S+)`)
 
-// checkDockerfile requires every binary to be built static into a distroless nonroot
-// image, from base images pinned to an exact version or a digest.
-func checkDockerfile(t *testing.T, dockerfile string) {
-	for _, bin := range []string{"executor", "picker", "planner", "toolfleet"} {
-		if !strings.Contains(dockerfile, "./cmd/"+bin) {
+// checkDockerfile requires every program (bins) to be built static into a distroless
+// nonroot image and shipped in /usr/local/bin/, from base images pinned to an exact
+// version or a digest.
+func checkDockerfile(t *testing.T, dockerfile string, bins []string) {
+	copied := regexp.MustCompile(`(?m)^COPY --from=build ([^\n]*) /usr/local/bin/$`).FindStringSubmatch(dockerfile)
+	for _, bin := range bins {
+		if !regexp.MustCompile(`\./cmd/` + regexp.QuoteMeta(bin) + `(\s|$)`).MatchString(dockerfile) {
 			t.Errorf("the Dockerfile does not build cmd/%s", bin)
+		}
+		if copied == nil || !slices.Contains(strings.Fields(copied[1]), "/out/"+bin) {
+			t.Errorf("the Dockerfile does not copy %s into /usr/local/bin/", bin)
 		}
 	}
 	if !strings.Contains(dockerfile, "CGO_ENABLED=0") || !strings.Contains(dockerfile, "distroless/static") || !strings.Contains(dockerfile, ":nonroot") {

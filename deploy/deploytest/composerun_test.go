@@ -349,7 +349,7 @@ func buildBinaries(t *testing.T) string {
 			return
 		}
 		cmd := exec.Command("go", "build", "-trimpath", "-o", buildDir+string(filepath.Separator),
-			"./cmd/executor", "./cmd/picker", "./cmd/planner", "./cmd/toolfleet")
+			"./cmd/executor", "./cmd/picker", "./cmd/planner", "./cmd/toolfleet", "./cmd/toolfleet-sandbox")
 		cmd.Dir = repoRoot(t)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
