@@ -71,7 +71,7 @@ var beside = sync.OnceValue(func() string {
 // broken, of another version) is not used: Launcher returns [SelfLauncher] and an
 // error that says why, for the caller to warn of at start. A program is never run less
 // confined for it.
-func Launcher() (string, error) {
+func Launcher() (path string, notUsed error) {
 	named := os.Getenv(LauncherEnv)
 	launchers.mu.Lock()
 	defer launchers.mu.Unlock()
