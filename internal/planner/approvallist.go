@@ -48,10 +48,16 @@ type ApprovalItem struct {
 	Status       ApprovalStatus  `json:"status"`
 	// Approval is the decision record, once answered.
 	Approval *events.Approval `json:"approval,omitempty"`
+	// AnsweredAt is when it was answered (it orders answered approvals): the answer's
+	// time, the expiry, or when the call ended (canceled); By who answered (the
+	// answerer's identity, Identity.Describe(); for a cancel, the canceler's; empty
+	// for an expiry) and ClaimedBy what the answer's own by said.
+	AnsweredAt time.Time `json:"answeredAt,omitzero"`
+	By         string    `json:"by,omitempty"`
+	ClaimedBy  string    `json:"claimedBy,omitempty"`
 
-	// AnsweredAt orders answered approvals; detailed says the request was read.
-	AnsweredAt time.Time `json:"-"`
-	detailed   bool
+	// detailed says the request was read.
+	detailed bool
 }
 
 // AnswerableBy says who may answer an approval: the roles (the run owner's and the

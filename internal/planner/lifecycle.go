@@ -112,6 +112,20 @@ func (p *Planner) forget(run string) {
 	p.mu.Unlock()
 }
 
+// timeUp is the detail of a run that timed out while it waited for tool results or
+// approvals: a run whose calls were parked for approval says that no approval came.
+func timeUp(r *Run) string {
+	detail := fmt.Sprintf("the run's time limit of %s is up", r.Limits.Timeout.D())
+	w := r.Waiting()
+	switch n := w.Parked(); {
+	case n == 1:
+		detail += " while a call waited for an approval: no approval arrived"
+	case n > 1:
+		detail += fmt.Sprintf(" while %d calls waited for an approval: no approval arrived", n)
+	}
+	return detail
+}
+
 // sweep ends runs whose wall-clock time is up while they wait for tool results or
 // approvals (a run waiting for the model is ended by the model call's own deadline),
 // and asks the plan stream for the steps whose lease ran out (local.go).
@@ -133,7 +147,7 @@ func (p *Planner) sweep(ctx context.Context) {
 				if r.Status != StatusRunning || now.Before(r.Deadline) {
 					return false, nil
 				}
-				r.Finish(TerminationTimeout, fmt.Sprintf("the run's time limit of %s is up", r.Limits.Timeout.D()), now)
+				r.Finish(TerminationTimeout, timeUp(r), now)
 				return true, nil
 			})
 			if err != nil {

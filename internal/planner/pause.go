@@ -264,6 +264,9 @@ func (p *Planner) Resume(ctx context.Context, id string, req ResumeRequest) (*Ru
 				return false, nil
 			}
 			r.Injected = max(r.Injected, k)
+			if r.Paused != nil {
+				r.PausedMS += max(0, now.Sub(r.Paused.At).Milliseconds()) // its duration leaves it out
+			}
 			r.Status, r.Paused, r.PauseRequested = StatusRunning, nil, nil
 			r.Limits = limits
 			if req.Pause != nil {

@@ -23,15 +23,25 @@ type (
 	PauseRequest       = runrec.PauseRequest
 	MessageReplacement = runrec.MessageReplacement
 	Compaction         = runrec.Compaction
+	Outcome            = runrec.Outcome
 )
 
 // Statuses of a run and of a call.
 const (
-	StatusRunning        = runrec.StatusRunning
-	StatusDone           = runrec.StatusDone
-	StatusPaused         = runrec.StatusPaused
-	CallPending          = runrec.CallPending
-	CallAwaitingApproval = runrec.CallAwaitingApproval
+	StatusRunning = runrec.StatusRunning
+	StatusDone    = runrec.StatusDone
+	StatusPaused  = runrec.StatusPaused
+	// StatusAwaitingApproval is shown, never stored (runrec.Waiting.Shown).
+	StatusAwaitingApproval = runrec.StatusAwaitingApproval
+	CallPending            = runrec.CallPending
+	CallAwaitingApproval   = runrec.CallAwaitingApproval
+)
+
+// Outcomes: how a finished run's calls went (runrec.OutcomeOf).
+const (
+	OutcomeClean      = runrec.OutcomeClean
+	OutcomeToolErrors = runrec.OutcomeToolErrors
+	OutcomeDenied     = runrec.OutcomeDenied
 )
 
 // Terminations: why a run ended.

@@ -116,14 +116,14 @@ func (p *Planner) recordResult(ctx context.Context, m jetstream.Msg, res events.
 		if finished.IsZero() {
 			finished = now
 		}
-		c.FinishedAt = &finished
-		c.DurationMS = finished.Sub(c.CalledAt).Milliseconds()
+		c.Finish(finished) // its duration leaves out its time parked for approval
 		if !res.StartedAt.IsZero() {
 			started := res.StartedAt
 			c.StartedAt = &started
 		}
 		c.LimitWaitMS, c.AttemptSpans = res.LimitWaitMS, res.AttemptSpans
 		settleSubs(c, res.Status, res.Output, finished)
+		countOutcome(r, c)
 		if r.Sequential {
 			calledNext(r, now)
 		}
@@ -403,6 +403,31 @@ func toolNames(r *Run, catalog []string) []string {
 
 func repaired(r *Run, tool string) bool { return slices.Contains(r.Repaired, tool) }
 
+// countOutcome counts c, which has just got its result, in r's tool errors and denials
+// (its sub-calls' denials with it): what the run's outcome says (runrec.OutcomeOf).
+func countOutcome(r *Run, c *CallRecord) {
+	if runrec.IsToolError(c.Status) {
+		r.ToolErrors++
+	}
+	if runrec.IsDenial(c.Approval) {
+		r.Denials++
+	}
+	for _, s := range c.Subs {
+		if runrec.IsDenial(s.Approval) {
+			r.Denials++
+		}
+	}
+}
+
+// expiresAt is when the approval request req is denied unanswered (nil: not said).
+func expiresAt(req events.ApprovalRequest) *time.Time {
+	if req.ExpiresAt.IsZero() {
+		return nil
+	}
+	t := req.ExpiresAt.UTC()
+	return &t
+}
+
 // handleApprovalRequest marks a call of a planner run as waiting for approval and tells
 // the run's watchers, who can answer through the API or over NATS.
 func (p *Planner) handleApprovalRequest(ctx context.Context, m jetstream.Msg) {
@@ -423,7 +448,7 @@ func (p *Planner) handleApprovalRequest(ctx context.Context, m jetstream.Msg) {
 		if c == nil {
 			// A sub-call of a composite call waits like a call of the run.
 			if pc, s := subCall(r, req.CallID); s != nil && !pc.Done() && !s.Done() && s.Status != string(CallAwaitingApproval) {
-				s.Status, s.ApprovalRequestedAt = string(CallAwaitingApproval), &parked
+				s.Status, s.ApprovalRequestedAt, s.ApprovalExpiresAt = string(CallAwaitingApproval), &parked, expiresAt(req)
 				return true, nil
 			}
 		}
@@ -431,7 +456,7 @@ func (p *Planner) handleApprovalRequest(ctx context.Context, m jetstream.Msg) {
 			return false, nil
 		}
 		c.Status = string(CallAwaitingApproval)
-		c.ApprovalRequestedAt = &parked
+		c.ApprovalRequestedAt, c.ApprovalExpiresAt = &parked, expiresAt(req)
 		return true, nil
 	})
 	if errors.Is(err, runstore.ErrNotFound) {

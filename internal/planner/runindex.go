@@ -28,17 +28,20 @@ const (
 // RunSummary is a run as lists show it (GET /v1/runs): small, kept in memory by every
 // replica for every stored run.
 type RunSummary struct {
-	ID          string      `json:"id"`
-	Status      Status      `json:"status"`
-	Termination Termination `json:"termination,omitempty"`
-	Detail      string      `json:"detail,omitempty"`
-	Model       string      `json:"model"`
-	Tenant      string      `json:"tenant,omitempty"`
-	Role        string      `json:"role,omitempty"`
-	ParentID    string      `json:"parentId,omitempty"`
-	Depth       int         `json:"depth"`
-	CreatedAt   time.Time   `json:"createdAt"`
-	FinishedAt  *time.Time  `json:"finishedAt,omitempty"`
+	ID string `json:"id"`
+	// Status and ApprovalDeadline are the run view's (runrec.Waiting.Shown):
+	// awaiting_approval while the run waits on a person only, until the deadline.
+	Status           Status      `json:"status"`
+	ApprovalDeadline *time.Time  `json:"approvalDeadline,omitempty"`
+	Termination      Termination `json:"termination,omitempty"`
+	Detail           string      `json:"detail,omitempty"`
+	Model            string      `json:"model"`
+	Tenant           string      `json:"tenant,omitempty"`
+	Role             string      `json:"role,omitempty"`
+	ParentID         string      `json:"parentId,omitempty"`
+	Depth            int         `json:"depth"`
+	CreatedAt        time.Time   `json:"createdAt"`
+	FinishedAt       *time.Time  `json:"finishedAt,omitempty"`
 	// Steps is how many times the model answered; Calls how many calls it made; Tools
 	// the tools they called (distinct).
 	Steps int      `json:"steps"`
@@ -50,6 +53,26 @@ type RunSummary struct {
 	Cost   float64 `json:"cost"`
 	// PendingApprovals counts the run's calls waiting for an approval.
 	PendingApprovals int `json:"pendingApprovals"`
+	// DurationMS, Outcome, ToolErrors and Denials are the run view's: how long it ran
+	// (until now while it runs, pauses left out), and how its calls went.
+	DurationMS int64          `json:"durationMs"`
+	Outcome    runrec.Outcome `json:"outcome,omitempty"`
+	ToolErrors int            `json:"toolErrors"`
+	Denials    int            `json:"denials"`
+	// Metadata is the run's, as its start gave it.
+	Metadata map[string]string `json:"metadata,omitempty"`
+	runrec.PauseFace
+
+	// pausedMS is the run's time paused before its current pause (runrec.DurationMS).
+	pausedMS int64
+}
+
+// at returns s as a list shows it at now: a run that has not ended has run until now.
+func (s RunSummary) at(now time.Time) RunSummary {
+	if s.FinishedAt == nil {
+		s.DurationMS = runrec.DurationMS(s.CreatedAt, nil, s.PausedAt, s.pausedMS, now)
+	}
+	return s
 }
 
 // watchedRun is what a replica reads of each value of the runs bucket: the run's
@@ -77,6 +100,13 @@ type watchedRun struct {
 	InputPreview string            `json:"inputPreview"`
 	CallCount    int               `json:"callCount"`
 	Called       []string          `json:"called"`
+	ToolErrors   int               `json:"toolErrors"`
+	Denials      int               `json:"denials"`
+	Settled      []watchedCall     `json:"settled"`
+	PausedMS     int64             `json:"pausedMs"`
+	Paused       *runrec.RunPause  `json:"paused"`
+	Metadata     map[string]string `json:"metadata"`
+	Canceled     *runrec.RunCancel `json:"canceled"`
 }
 
 // watchedCall is what the index reads of a call of the control state.
@@ -89,22 +119,42 @@ type watchedCall struct {
 	Approval   *events.Approval `json:"approval"`
 	CalledAt   time.Time        `json:"calledAt"`
 	FinishedAt *time.Time       `json:"finishedAt"`
+	// ApprovalExpiresAt is when its approval request is denied unanswered.
+	ApprovalExpiresAt *time.Time `json:"approvalExpiresAt"`
 	// Subs are a composite call's sub-calls, which wait for approvals like calls.
 	Subs []watchedCall `json:"subs"`
 }
 
 // approvable calls fn with each call of w that may wait for an approval: its calls and
-// their sub-calls (with their composite call's id and time).
+// their sub-calls (with their composite call's id and time), then the settled calls
+// of the step before (runrec.Run.Settled), which the calls replaced.
 func (w *watchedRun) approvable(fn func(c *watchedCall, parent string)) {
-	for i := range w.Calls {
-		c := &w.Calls[i]
-		fn(c, "")
-		for k := range c.Subs {
-			s := c.Subs[k]
-			s.CalledAt = c.CalledAt
-			fn(&s, c.ID)
+	for _, calls := range [][]watchedCall{w.Calls, w.Settled} {
+		for i := range calls {
+			c := &calls[i]
+			fn(c, "")
+			for k := range c.Subs {
+				s := c.Subs[k]
+				s.CalledAt = c.CalledAt
+				fn(&s, c.ID)
+			}
 		}
 	}
+}
+
+// waiting is what w's current calls wait on (runrec.Run.Waiting, from the watched
+// value): the calls of the control state are its last step's, and only the current
+// step's can be pending.
+func (w *watchedRun) waiting() runrec.Waiting {
+	var wt runrec.Waiting
+	for i := range w.Calls {
+		c := &w.Calls[i]
+		wt.Call(c.Status, c.ApprovalExpiresAt)
+		for k := range c.Subs {
+			wt.Sub(c.Subs[k].Status, c.Subs[k].ApprovalExpiresAt)
+		}
+	}
+	return wt
 }
 
 func (c *watchedCall) done() bool {
@@ -116,15 +166,20 @@ func (w *watchedRun) summary() RunSummary {
 	s := RunSummary{ID: w.ID, Status: w.Status, Termination: w.Termination, Detail: w.Detail, Model: w.Model,
 		Tenant: w.Tenant, Role: w.Role, ParentID: w.ParentID, Depth: w.Depth, CreatedAt: w.CreatedAt,
 		FinishedAt: w.FinishedAt, Steps: steps, Calls: w.CallCount, Tools: w.Called, Input: w.InputPreview,
-		Tokens: w.Usage.Total(), Cost: w.Cost}
+		Tokens: w.Usage.Total(), Cost: w.Cost, ToolErrors: w.ToolErrors, Denials: w.Denials,
+		Outcome: runrec.OutcomeOf(w.Status, w.ToolErrors, w.Denials), Metadata: w.Metadata, pausedMS: w.PausedMS}
 	if s.Tools == nil {
 		s.Tools = []string{}
 	}
-	w.approvable(func(c *watchedCall, _ string) {
-		if c.Status == string(CallAwaitingApproval) {
-			s.PendingApprovals++
-		}
-	})
+	wt := w.waiting()
+	s.PendingApprovals = wt.Parked()
+	s.Status, s.ApprovalDeadline = wt.Shown(w.Status, w.Deadline)
+	if w.Status == StatusPaused {
+		s.PauseFace = w.Paused.Face()
+	}
+	if w.FinishedAt != nil {
+		s.DurationMS = runrec.DurationMS(w.CreatedAt, w.FinishedAt, nil, w.PausedMS, *w.FinishedAt)
+	}
 	return s
 }
 
@@ -250,7 +305,7 @@ func (x *runIndex) put(rev uint64, w *watchedRun, now time.Time) {
 		ir.sum = w.summary()
 	}
 	ir.rev = rev
-	if ir.sum.Status == StatusRunning {
+	if w.Status == StatusRunning { // shown running or awaiting_approval
 		tr.running[w.ID] = ir
 	} else {
 		delete(tr.running, w.ID)
@@ -351,6 +406,12 @@ func (x *runIndex) answer(tr *tenantRuns, w *watchedRun, c *watchedCall, parent 
 	item.Approval = c.Approval
 	item.Status = approvalStatus(c)
 	item.AnsweredAt = answeredAt(c)
+	switch {
+	case c.Approval != nil:
+		item.By, item.ClaimedBy = c.Approval.By, c.Approval.ClaimedBy
+	case item.Status == ApprovalCanceled && w.Canceled != nil:
+		item.By = w.Canceled.By
+	}
 	tr.answeredIDs[c.ID] = true
 	if x.building {
 		tr.answered = append(tr.answered, item)

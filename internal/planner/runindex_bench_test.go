@@ -57,7 +57,7 @@ func BenchmarkListRuns(b *testing.B) {
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	perRun := float64(after.HeapAlloc-before.HeapAlloc) / indexBenchRuns
-	mid := x.listRuns("acme", RunFilter{Limit: 50}, &runCursor{at: base.Add(indexBenchRuns / 2 * time.Millisecond), id: "~"})
+	mid := x.listRuns("acme", RunFilter{Limit: 50}, &runCursor{at: base.Add(indexBenchRuns / 2 * time.Millisecond), id: "~"}, time.Now())
 	if len(mid.Runs) != 50 {
 		b.Fatalf("a page from the middle has %d runs", len(mid.Runs))
 	}
@@ -77,7 +77,7 @@ func BenchmarkListRuns(b *testing.B) {
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			for b.Loop() {
-				if page := x.listRuns("acme", bc.f, bc.after); len(page.Runs) != bc.want {
+				if page := x.listRuns("acme", bc.f, bc.after, time.Now()); len(page.Runs) != bc.want {
 					b.Fatalf("%d runs, want %d", len(page.Runs), bc.want)
 				}
 			}

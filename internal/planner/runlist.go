@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolfleet/toolfleet/internal/planner/runrec"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
@@ -29,6 +30,10 @@ type RunFilter struct {
 	// Tool selects runs that called it; Parent the nested runs of a run; Q runs whose
 	// input preview contains it (case-insensitive).
 	Tool, Parent, Q string
+	// Outcome selects finished runs by how their calls went (clean, tool_errors,
+	// denied); Metadata runs whose metadata has every key with its value.
+	Outcome  Outcome
+	Metadata map[string]string
 	// Since and Until bound the runs' creation time (Since inclusive, Until exclusive).
 	Since, Until time.Time
 	// Limit is the page size (0: DefaultPageSize); Cursor the previous page's Next.
@@ -65,8 +70,16 @@ func CheckLimit(limit int) (int, error) {
 }
 
 func (f *RunFilter) check() error {
-	if f.Status != "" && f.Status != StatusRunning && f.Status != StatusDone && f.Status != StatusPaused {
-		return filterErrorf("status", "must be running, paused or done, got %q", f.Status)
+	if f.Status != "" && f.Status != StatusRunning && f.Status != StatusDone && f.Status != StatusPaused && f.Status != StatusAwaitingApproval {
+		return filterErrorf("status", "must be running, awaiting_approval, paused or done, got %q", f.Status)
+	}
+	if f.Outcome != "" && !slices.Contains(runrec.Outcomes, f.Outcome) {
+		return filterErrorf("outcome", "must be clean, tool_errors or denied, got %q", f.Outcome)
+	}
+	for k := range f.Metadata {
+		if k == "" {
+			return filterErrorf("metadata", "a key is empty (metadata.KEY=VALUE)")
+		}
 	}
 	if f.Termination != "" && !slices.Contains(Terminations, f.Termination) {
 		return filterErrorf("termination", "must be one of %s, got %q", joinTerminations(), f.Termination)
@@ -131,7 +144,7 @@ func (p *Planner) ListRuns(ctx context.Context, caller events.Identity, f RunFil
 	if err := p.awaitIndex(ctx); err != nil {
 		return RunPage{}, err
 	}
-	return p.index.listRuns(caller.Tenant, f, after), nil
+	return p.index.listRuns(caller.Tenant, f, after, p.cfg.Now()), nil
 }
 
 // awaitIndex waits until the replica's run index is loaded (at start).
@@ -144,7 +157,7 @@ func (p *Planner) awaitIndex(ctx context.Context) error {
 	return nil
 }
 
-func (x *runIndex) listRuns(tenant string, f RunFilter, after *runCursor) RunPage {
+func (x *runIndex) listRuns(tenant string, f RunFilter, after *runCursor, now time.Time) RunPage {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	page := RunPage{Runs: []RunSummary{}}
@@ -157,7 +170,7 @@ func (x *runIndex) listRuns(tenant string, f RunFilter, after *runCursor) RunPag
 	switch {
 	case f.Parent != "":
 		candidates = tr.children[f.Parent]
-	case f.Status == StatusRunning:
+	case f.Status == StatusRunning || f.Status == StatusAwaitingApproval: // both stored running
 		candidates = make([]*indexedRun, 0, len(tr.running))
 		for _, ir := range tr.running {
 			candidates = append(candidates, ir)
@@ -200,7 +213,7 @@ func (x *runIndex) listRuns(tenant string, f RunFilter, after *runCursor) RunPag
 			page.Next = runCursor{at: last.CreatedAt, id: last.ID}.encode()
 			break
 		}
-		page.Runs = append(page.Runs, ir.sum)
+		page.Runs = append(page.Runs, ir.sum.at(now))
 	}
 	return page
 }
@@ -212,6 +225,14 @@ func (ir *indexedRun) matches(f *RunFilter, q string) bool {
 	}
 	if f.Parent != "" && s.ParentID != f.Parent || f.Tool != "" && !slices.Contains(s.Tools, f.Tool) {
 		return false
+	}
+	if f.Outcome != "" && s.Outcome != f.Outcome {
+		return false
+	}
+	for k, v := range f.Metadata {
+		if got, ok := s.Metadata[k]; !ok || got != v {
+			return false
+		}
 	}
 	if q != "" {
 		text := ir.lower

@@ -423,6 +423,7 @@ func (p *Planner) newStepRecord(ctx context.Context, run *Run, resp *provider.Re
 	step := next.Step
 	rec := &runstore.StepRecord{Step: step, Closed: next.Calls, Offered: &offered, Seen: run.Injected}
 	next.Seen = run.Injected
+	next.Settled = askedApproval(next.Calls)
 	next.Calls, next.Warnings, next.Lease = nil, nil, nil
 	next.Reserved = nil // what the run holds for its tree stays the stored run's (applyStep)
 	next.Offered = []StepTools{offered}
@@ -436,6 +437,23 @@ func (p *Planner) newStepRecord(ctx context.Context, run *Run, resp *provider.Re
 	rec.Retried = slices.Contains(next.RetriedSteps, step)
 	rec.State = next.Control()
 	return rec
+}
+
+// askedApproval returns the calls that asked for an approval (or have a sub-call that
+// did): the step's calls the next step's control state keeps as Settled, so that
+// the lists see how their approvals ended.
+func askedApproval(calls []*CallRecord) []*CallRecord {
+	var out []*CallRecord
+	for _, c := range calls {
+		asked := c.ApprovalRequestedAt != nil || c.Approval != nil
+		for _, s := range c.Subs {
+			asked = asked || s.ApprovalRequestedAt != nil || s.Approval != nil
+		}
+		if asked {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // end ends the run at step with t, unless it ended or moved on meanwhile, and does what
@@ -545,7 +563,7 @@ func (p *Planner) applyModelResponse(ctx context.Context, r *Run, resp *provider
 		c := &CallRecord{ID: callID(r.ID, r.Step, i), ModelCallID: tc.ID, Name: tc.Name,
 			Arguments: tc.Arguments, Step: r.Step, Status: string(CallPending), CalledAt: now, Validated: true}
 		r.Calls = append(r.Calls, c)
-		r.CountCall(tc.Name)
+		r.CountCall()
 
 		n := r.Loop.Add(callKey(tc.Name, tc.Arguments))
 		if n >= r.Limits.LoopThreshold {
@@ -567,7 +585,13 @@ func (p *Planner) applyModelResponse(ctx context.Context, r *Run, resp *provider
 		p.checkCall(r, c, now)
 	}
 	p.askPolicy(ctx, r)
-	if p.cfg.Prices.ChargeStep(r, now) {
+	refused := p.cfg.Prices.ChargeStep(r, now)
+	for _, c := range r.StepCalls() {
+		if !c.Done() { // it goes out: the run called the tool
+			r.NoteCalled(c.Name)
+		}
+	}
+	if refused {
 		return
 	}
 	if stepComplete(r) {

@@ -94,6 +94,20 @@ func (w *watchedRun) scan(b []byte) bool {
 			return scanInt(v, &w.CallCount)
 		case "called":
 			return scanStrings(v, &w.Called)
+		case "toolErrors":
+			return scanInt(v, &w.ToolErrors)
+		case "denials":
+			return scanInt(v, &w.Denials)
+		case "settled":
+			return scanCalls(v, &w.Settled)
+		case "pausedMs":
+			return scanInt64(v, &w.PausedMS)
+		case "paused":
+			return json.Unmarshal(v, &w.Paused) == nil
+		case "canceled":
+			return json.Unmarshal(v, &w.Canceled) == nil
+		case "metadata":
+			return json.Unmarshal(v, &w.Metadata) == nil
 		}
 		return !foldsTo(key, watchedRunKeys)
 	})
@@ -124,7 +138,7 @@ func foldedKeys[T any]() map[string]bool {
 func foldsTo(key []byte, keys map[string]bool) bool {
 	var buf [32]byte
 	if len(key) > len(buf) {
-		return false // longer than any spelling of a key read (at most 15 bytes)
+		return false // longer than any spelling of a key read (at most 17 bytes)
 	}
 	lower := buf[:len(key)]
 	for i, c := range key {
@@ -206,6 +220,8 @@ func (c *watchedCall) scan(b []byte) bool {
 			return scanTimePtr(v, &c.FinishedAt)
 		case "subs":
 			return scanCalls(v, &c.Subs)
+		case "approvalExpiresAt":
+			return scanTimePtr(v, &c.ApprovalExpiresAt)
 		}
 		return !foldsTo(key, watchedCallKeys)
 	})
@@ -262,6 +278,18 @@ func scanInt(v []byte, dst *int) bool {
 		return true
 	}
 	n, err := strconv.Atoi(string(v))
+	if err != nil {
+		return json.Unmarshal(v, dst) == nil
+	}
+	*dst = n
+	return true
+}
+
+func scanInt64(v []byte, dst *int64) bool {
+	if string(v) == "null" {
+		return true
+	}
+	n, err := strconv.ParseInt(string(v), 10, 64)
 	if err != nil {
 		return json.Unmarshal(v, dst) == nil
 	}

@@ -81,9 +81,13 @@ steps:
 		Lease: &runrec.StepLease{Owner: "p1", Step: 3, Until: at.Add(time.Minute)},
 		Calls: []*CallRecord{
 			{ID: "r1-3-0", Name: "add", Status: string(CallAwaitingApproval), Executor: "e1", CalledAt: at,
-				Approval: &events.Approval{Decision: events.DecisionApprove, By: "ann", Reason: "ok"}},
+				Approval: &events.Approval{Decision: events.DecisionApprove, By: "ann", Reason: "ok"}, ApprovalExpiresAt: &fin},
 			{ID: "r1-3-1", Name: "echo", Status: "ok", Local: true, CalledAt: at, FinishedAt: &fin},
-		}}
+		},
+		Settled:    []*CallRecord{{ID: "r1-2-0", Name: "add", Status: "denied", CalledAt: at, Approval: &events.Approval{Decision: events.DecisionDeny, By: "bob"}}},
+		ToolErrors: 2, Denials: 1, PausedMS: 1500, Metadata: map[string]string{"team": "ops"},
+		Paused:   &runrec.RunPause{At: at, Step: 3, Reason: "requested", By: "acme/admin", Why: "look"},
+		Controls: runrec.Controls{Canceled: &runrec.RunCancel{By: "acme/admin", At: at}}}
 	full.Usage.InputTokens, full.Usage.OutputTokens, full.Turn = 120, 30, 2
 	b, err := json.Marshal(full.Control())
 	if err != nil {
@@ -91,7 +95,9 @@ steps:
 	}
 	agreesWithEncodingJSON(t, b)
 	got, _ := decodeWatched(b)
-	if got.Lease == nil || got.Lease.Owner != "p1" || len(got.Calls) != 2 || got.Calls[0].Approval == nil || got.FinishedAt == nil {
+	if got.Lease == nil || got.Lease.Owner != "p1" || len(got.Calls) != 2 || got.Calls[0].Approval == nil || got.FinishedAt == nil ||
+		got.Calls[0].ApprovalExpiresAt == nil || len(got.Settled) != 1 || got.ToolErrors != 2 || got.Denials != 1 || got.PausedMS != 1500 ||
+		got.Metadata["team"] != "ops" || got.Paused == nil || got.Canceled == nil {
 		t.Fatalf("a full state read as %+v", got)
 	}
 

@@ -42,13 +42,21 @@ func (c *cli) approvalsList() *cobra.Command {
 			if c.output == "json" {
 				return c.printJSON(page)
 			}
-			t := newTable(c.stdout, "CALL", "RUN", "TOOL", "STATUS", "AGE", "ARGUMENTS")
+			t := newTable(c.stdout, "CALL", "RUN", "TOOL", "STATUS", "AGE", "BY", "ANSWERED", "ARGUMENTS")
 			for _, a := range page.Approvals {
 				args := string(a.Arguments)
 				if a.ArgumentsRef != nil {
 					args = "(by reference)"
 				}
-				t.row(a.CallID, a.RunID, a.Tool, a.Status, age(a.RequestedAt), short(args, 60))
+				by, answered := "-", "-"
+				if a.AnsweredAt != nil {
+					answered = age(*a.AnsweredAt) + " ago"
+					by = orDash(a.By)
+					if a.ClaimedBy != "" {
+						by += " (" + a.ClaimedBy + ")"
+					}
+				}
+				t.row(a.CallID, a.RunID, a.Tool, a.Status, age(a.RequestedAt), by, answered, short(args, 60))
 			}
 			t.flush()
 			if page.Next != "" {

@@ -114,12 +114,14 @@ func (c *cli) runsCommand() *cobra.Command {
 func (c *cli) runsList() *cobra.Command {
 	var f runs.RunFilter
 	var since, until string
+	var metadata []string
 	cmd := &cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"list"},
 		Short:   "List runs, newest first",
 		Example: `  toolfleet runs ls --status running
   toolfleet runs ls --tool write_file --since 1h
+  toolfleet runs ls --outcome tool_errors --metadata team=ops
   toolfleet runs ls -q invoice -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -133,6 +135,9 @@ func (c *cli) runsList() *cobra.Command {
 			if f.Until, err = parseSince(until, "--until"); err != nil {
 				return err
 			}
+			if f.Metadata, err = parseMetadata(metadata); err != nil {
+				return err
+			}
 			api, err := c.api()
 			if err != nil {
 				return err
@@ -144,11 +149,7 @@ func (c *cli) runsList() *cobra.Command {
 			if c.output == "json" {
 				return c.printJSON(page)
 			}
-			t := newTable(c.stdout, "ID", "STATUS", "TERMINATION", "STEPS", "CALLS", "APPROVALS", "AGE", "INPUT")
-			for _, r := range page.Runs {
-				t.row(r.ID, r.Status, r.Termination, r.Steps, r.Calls, r.PendingApprovals, age(r.CreatedAt), short(r.Input, 50))
-			}
-			t.flush()
+			c.runsTable(page.Runs)
 			if page.Next != "" {
 				fmt.Fprintf(c.stderr, "more: toolfleet runs ls --cursor %s\n", page.Next)
 			}
@@ -156,8 +157,10 @@ func (c *cli) runsList() *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.Status, "status", "", "running, paused or done")
+	fl.StringVar(&f.Status, "status", "", "running, awaiting_approval, paused or done")
 	fl.StringVar(&f.Termination, "termination", "", "how the runs ended: completed, canceled, timeout, ...")
+	fl.StringVar(&f.Outcome, "outcome", "", "how the finished runs' calls went: clean, tool_errors or denied")
+	fl.StringArrayVar(&metadata, "metadata", nil, "runs whose metadata has KEY=VALUE (repeatable: all of them)")
 	fl.StringVar(&f.Tool, "tool", "", "runs that called this tool")
 	fl.StringVar(&f.Parent, "parent", "", "the nested runs of this run")
 	fl.StringVar(&since, "since", "", "runs created since: a duration ago (1h) or an RFC 3339 time")
@@ -166,12 +169,68 @@ func (c *cli) runsList() *cobra.Command {
 	fl.IntVar(&f.Limit, "limit", 0, "runs on the page, 1 to 500 (default 50)")
 	fl.StringVar(&f.Cursor, "cursor", "", "the page after the one that printed this cursor")
 	_ = cmd.RegisterFlagCompletionFunc("status", cobra.FixedCompletions(runStatuses, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("outcome", cobra.FixedCompletions([]string{"clean", "tool_errors", "denied"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("tool", c.completeTools)
 	return cmd
 }
 
 // runStatuses are the statuses runs ls filters on.
-var runStatuses = []string{runs.StatusRunning, runs.StatusPaused, runs.StatusDone}
+var runStatuses = []string{runs.StatusRunning, "awaiting_approval", runs.StatusPaused, runs.StatusDone}
+
+// runsTable prints runs as runs ls shows them: how each is doing or ended (a run
+// waiting on a person with its approval deadline), how long it ran and when it
+// finished, its failed calls and refused approvals, and its cost when it has one.
+func (c *cli) runsTable(list []runs.RunSummary) {
+	cost := slices.ContainsFunc(list, func(r runs.RunSummary) bool { return r.Cost > 0 })
+	headers := []string{"ID", "STATUS", "TERMINATION", "OUTCOME", "STEPS", "CALLS", "ERRORS/DENIALS", "APPROVALS", "DURATION", "AGE", "FINISHED"}
+	if cost {
+		headers = append(headers, "COST")
+	}
+	t := newTable(c.stdout, append(headers, "INPUT")...)
+	for _, r := range list {
+		status := r.Status
+		switch {
+		case r.ApprovalDeadline != nil:
+			status += " until " + r.ApprovalDeadline.Local().Format(time.DateTime)
+		case r.PauseReason != "":
+			status += " (" + r.PauseReason + ")"
+		}
+		finished := "-"
+		if r.FinishedAt != nil {
+			finished = age(*r.FinishedAt) + " ago"
+		}
+		cells := []any{r.ID, status, orDash(r.Termination), orDash(r.Outcome), r.Steps, r.Calls,
+			fmt.Sprintf("%d/%d", r.ToolErrors, r.Denials), r.PendingApprovals, millis(r.DurationMS), age(r.CreatedAt), finished}
+		if cost {
+			cells = append(cells, fmt.Sprintf("%.4f", r.Cost))
+		}
+		t.row(append(cells, short(r.Input, 50))...)
+	}
+	t.flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// parseMetadata reads --metadata KEY=VALUE flags.
+func parseMetadata(pairs []string) (map[string]string, error) {
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(pairs))
+	for _, p := range pairs {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" {
+			return nil, usageErrorf("--metadata %q: want KEY=VALUE", p)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
 
 // parseSince reads a time as a duration ago or an RFC 3339 time; empty is none.
 func parseSince(v, flag string) (time.Time, error) {
@@ -469,7 +528,20 @@ func (c *cli) showRun(r *runs.Run) error {
 	if r.Termination != "" {
 		status += " (" + r.Termination + ")"
 	}
+	if r.Outcome != "" {
+		status += fmt.Sprintf(", %s: %d tool errors, %d denials", r.Outcome, r.ToolErrors, r.Denials)
+	}
 	fmt.Fprintf(w, "run %s: %s\n", r.ID, status)
+	if r.ApprovalDeadline != nil {
+		fmt.Fprintf(w, "  waiting: for an approval; unanswered approvals are denied at %s\n", r.ApprovalDeadline.Local().Format(time.DateTime))
+	}
+	if r.PausedAt != nil {
+		by := r.PausedBy
+		if by == "" {
+			by = "its pause rule"
+		}
+		fmt.Fprintf(w, "  paused:  since %s by %s: %s\n", r.PausedAt.Local().Format(time.DateTime), by, r.PauseReason)
+	}
 	if r.Detail != "" && r.Detail != r.Termination {
 		fmt.Fprintf(w, "  detail:  %s\n", r.Detail)
 	}
@@ -491,7 +563,7 @@ func (c *cli) showRun(r *runs.Run) error {
 	}
 	if len(r.Calls) > 0 {
 		fmt.Fprintln(w)
-		t := newTable(w, "STEP", "CALL", "TOOL", "STATUS", "ATTEMPTS", "DURATION", "RESULT")
+		t := newTable(w, "STEP", "CALL", "TOOL", "STATUS", "ATTEMPTS", "DURATION", "APPROVAL WAIT", "RESULT")
 		for _, call := range r.Calls {
 			result := string(call.Output)
 			if call.Error != nil {
@@ -500,7 +572,11 @@ func (c *cli) showRun(r *runs.Run) error {
 			if call.Status == runs.CallAwaitingApproval {
 				result = "toolfleet approvals approve " + call.ID
 			}
-			t.row(call.Step, call.ID, call.Name, call.Status, call.Attempts, took(call.CalledAt, call.FinishedAt), short(result, 70))
+			duration := millis(call.DurationMS)
+			if call.DurationMS == 0 && call.ApprovalWaitMS == 0 { // under a millisecond: to the microsecond
+				duration = took(call.CalledAt, call.FinishedAt)
+			}
+			t.row(call.Step, call.ID, call.Name, call.Status, call.Attempts, duration, millis(call.ApprovalWaitMS), short(result, 70))
 		}
 		t.flush()
 	}
@@ -522,6 +598,14 @@ func took(called time.Time, finished *time.Time) string {
 		return d.Round(time.Microsecond).String()
 	}
 	return d.Round(time.Millisecond).String()
+}
+
+// millis shows a duration in milliseconds; 0 is "-".
+func millis(v int64) string {
+	if v == 0 {
+		return "-"
+	}
+	return (time.Duration(v) * time.Millisecond).String()
 }
 
 // age is how long ago t was, to the second (kubectl's AGE column).

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/toolfleet/toolfleet/internal/planner"
@@ -57,16 +58,42 @@ func timeParam(q url.Values, name string) (time.Time, error) {
 	return t, nil
 }
 
+// metadataParams takes the metadata.KEY=VALUE filters out of q (runs whose metadata
+// has every one): each key once.
+func metadataParams(q url.Values) (map[string]string, error) {
+	var meta map[string]string
+	for name, values := range q {
+		key, ok := strings.CutPrefix(name, "metadata.")
+		if !ok {
+			continue
+		}
+		if key == "" || len(values) != 1 {
+			return nil, requestErrorf("bad filter %s: give metadata.KEY=VALUE, each key once", name)
+		}
+		if meta == nil {
+			meta = map[string]string{}
+		}
+		meta[key] = values[0]
+		delete(q, name)
+	}
+	return meta, nil
+}
+
 // listRuns is GET /v1/runs.
 func (a *api) listRuns(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	if err := knownParams(q, "status", "termination", "tool", "parent", "since", "until", "q", "limit", "cursor"); err != nil {
+	meta, err := metadataParams(q)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := knownParams(q, "status", "termination", "outcome", "tool", "parent", "since", "until", "q", "limit", "cursor"); err != nil {
 		writeError(w, err)
 		return
 	}
 	f := planner.RunFilter{Status: planner.Status(q.Get("status")), Termination: planner.Termination(q.Get("termination")),
+		Outcome: planner.Outcome(q.Get("outcome")), Metadata: meta,
 		Tool: q.Get("tool"), Parent: q.Get("parent"), Q: q.Get("q"), Cursor: q.Get("cursor")}
-	var err error
 	if f.Since, err = timeParam(q, "since"); err != nil {
 		writeError(w, err)
 		return

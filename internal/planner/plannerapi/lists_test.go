@@ -118,8 +118,8 @@ func awaitListed(t *testing.T, srv *httptest.Server, token, query string, n int)
 // other tenant's runs never appear.
 func TestListRunsFilters(t *testing.T) {
 	b, srv := listServer(t)
-	alpha := startRun(t, srv, acmeToken, map[string]any{"input": "Say hello to ALPHA", "wait": true})
-	calc := startRun(t, srv, acmeToken, map[string]any{"input": "add two numbers", "model": "calc", "wait": true})
+	alpha := startRun(t, srv, acmeToken, map[string]any{"input": "Say hello to ALPHA", "metadata": map[string]string{"team": "ops"}, "wait": true})
+	calc := startRun(t, srv, acmeToken, map[string]any{"input": "add two numbers", "model": "calc", "metadata": map[string]string{"team": "ops", "env": "prod"}, "wait": true})
 	fails := startRun(t, srv, acmeToken, map[string]any{"input": "try the failing tool", "model": "fails", "wait": true})
 	capped := startRun(t, srv, acmeToken, map[string]any{"input": "add, one step only", "model": "calc", "limits": map[string]any{"maxSteps": 1}, "wait": true})
 	parent := startRun(t, srv, acmeToken, map[string]any{"input": "delegate the sum", "model": "delegate", "tools": []string{"add", "run_agent"}, "wait": true})
@@ -142,11 +142,29 @@ func TestListRunsFilters(t *testing.T) {
 		byID[r.ID] = r
 	}
 	if s := byID[calc]; s.Status != planner.StatusDone || s.Termination != planner.TerminationCompleted || s.Calls != 1 ||
-		!slices.Equal(s.Tools, []string{"add"}) || s.Steps != 2 || s.Input != "add two numbers" || s.Tenant != "acme" || s.Role != "user" || s.Model != "calc" || s.FinishedAt == nil {
+		!slices.Equal(s.Tools, []string{"add"}) || s.Steps != 2 || s.Input != "add two numbers" || s.Tenant != "acme" || s.Role != "user" || s.Model != "calc" || s.FinishedAt == nil ||
+		s.Outcome != planner.OutcomeClean || s.ToolErrors != 0 || s.DurationMS != s.FinishedAt.Sub(s.CreatedAt).Milliseconds() || s.Metadata["env"] != "prod" {
 		t.Fatalf("summary of the calc run: %+v", s)
 	}
-	if s := byID[waiting]; s.Status != planner.StatusRunning || s.PendingApprovals != 1 {
+	if s := byID[fails]; s.Outcome != planner.OutcomeToolErrors || s.ToolErrors != 1 || s.Termination != planner.TerminationCompleted {
+		t.Fatalf("summary of the run whose tool failed: %+v", s)
+	}
+	// A run whose calls wait on a person says so, with when its approval is denied: the
+	// run's own deadline here (a day away), or the request's expiry, whichever is first.
+	if s := byID[waiting]; s.Status != planner.StatusAwaitingApproval || s.PendingApprovals != 1 || s.ApprovalDeadline == nil ||
+		!s.ApprovalDeadline.After(s.CreatedAt) || s.Outcome != "" || s.FinishedAt != nil {
 		t.Fatalf("summary of the run waiting for an approval: %+v", s)
+	}
+	var view planner.RunView
+	getJSON(t, srv, "/v1/runs/"+waiting, acmeToken, &view)
+	if view.Status != planner.StatusAwaitingApproval || view.ApprovalDeadline == nil || !view.ApprovalDeadline.Equal(*byID[waiting].ApprovalDeadline) {
+		t.Fatalf("the view of the run waiting for an approval: %s %v, the list's %v", view.Status, view.ApprovalDeadline, byID[waiting].ApprovalDeadline)
+	}
+	var clean []string
+	for _, r := range all.Runs {
+		if r.ID != fails && r.ID != waiting {
+			clean = append(clean, r.ID)
+		}
 	}
 	if s := byID[child]; s.ParentID != parent || s.Depth != 1 {
 		t.Fatalf("summary of the nested run: %+v", s)
@@ -156,7 +174,13 @@ func TestListRunsFilters(t *testing.T) {
 		query string
 		want  []string
 	}{
-		{"status=running", []string{waiting}},
+		{"status=running", nil},
+		{"status=awaiting_approval", []string{waiting}},
+		{"outcome=tool_errors", []string{fails}},
+		{"outcome=clean", clean},
+		{"metadata.team=ops", []string{calc, alpha}},
+		{"metadata.team=ops&metadata.env=prod", []string{calc}},
+		{"metadata.team=dev", nil},
 		{"termination=max_steps", []string{capped}},
 		{"tool=add", []string{child, capped, calc}},
 		{"tool=fail", []string{fails}},
@@ -167,7 +191,7 @@ func TestListRunsFilters(t *testing.T) {
 		{"status=done&tool=add&limit=1", []string{child}},
 	} {
 		page := listRuns(t, srv, acmeToken, tt.query)
-		if !slices.Equal(ids(page.Runs), tt.want) {
+		if got := ids(page.Runs); !slices.Equal(got, tt.want) && len(got)+len(tt.want) > 0 {
 			t.Errorf("%s: %v, want %v", tt.query, ids(page.Runs), tt.want)
 		}
 	}
@@ -195,6 +219,9 @@ func TestListBadFilters(t *testing.T) {
 		{"/v1/runs?limit=ten", "limit"},
 		{"/v1/runs?cursor=not-a-cursor", "cursor"},
 		{"/v1/runs?stauts=done", "stauts"},
+		{"/v1/runs?outcome=fine", "outcome"},
+		{"/v1/runs?metadata.=x", "metadata."},
+		{"/v1/runs?metadata.a=1&metadata.a=2", "metadata.a"},
 		{"/v1/approvals?status=maybe", "status"},
 		{"/v1/approvals?cursor=zz", "cursor"},
 		{"/v1/dead-letters?tool=a.b", "tool"},

@@ -73,18 +73,38 @@ type CallRecord struct {
 	// call that never ran), so StartedAt - CalledAt is its time in the queue, less
 	// LimitWaitMS (waiting at the executor for its tool's limits) and the time parked;
 	// AttemptSpans, each attempt of a call run more than once; FinishedAt, its result.
-	CalledAt            time.Time            `json:"calledAt"`
-	ApprovalRequestedAt *time.Time           `json:"approvalRequestedAt,omitempty"`
-	StartedAt           *time.Time           `json:"startedAt,omitempty"`
-	LimitWaitMS         int64                `json:"limitWaitMs,omitempty"`
-	AttemptSpans        []events.AttemptSpan `json:"attemptSpans,omitempty"`
-	FinishedAt          *time.Time           `json:"finishedAt,omitempty"`
-	DurationMS          int64                `json:"durationMs,omitempty"`
+	CalledAt            time.Time  `json:"calledAt"`
+	ApprovalRequestedAt *time.Time `json:"approvalRequestedAt,omitempty"`
+	// ApprovalExpiresAt is when its approval request is denied unanswered (the
+	// executor's expiry); ApprovalWaitMS how long it was parked, which DurationMS
+	// (FinishedAt - CalledAt) leaves out.
+	ApprovalExpiresAt *time.Time           `json:"approvalExpiresAt,omitempty"`
+	ApprovalWaitMS    int64                `json:"approvalWaitMs,omitempty"`
+	StartedAt         *time.Time           `json:"startedAt,omitempty"`
+	LimitWaitMS       int64                `json:"limitWaitMs,omitempty"`
+	AttemptSpans      []events.AttemptSpan `json:"attemptSpans,omitempty"`
+	FinishedAt        *time.Time           `json:"finishedAt,omitempty"`
+	DurationMS        int64                `json:"durationMs,omitempty"`
 }
 
 // Done reports whether the call has its result.
 func (c *CallRecord) Done() bool {
 	return c.Status != string(CallPending) && c.Status != string(CallAwaitingApproval)
+}
+
+// Finish sets when the call ended and its duration: from its call to its result, less
+// the time it was parked for approval (ApprovalWaitMS: until its answer, or until it
+// ended unanswered).
+func (c *CallRecord) Finish(finished time.Time) {
+	c.FinishedAt = &finished
+	if c.ApprovalRequestedAt != nil {
+		end := finished
+		if c.Approval != nil && !c.Approval.At.IsZero() && c.Approval.At.Before(finished) {
+			end = c.Approval.At
+		}
+		c.ApprovalWaitMS = max(0, end.Sub(*c.ApprovalRequestedAt).Milliseconds())
+	}
+	c.DurationMS = max(0, finished.Sub(c.CalledAt).Milliseconds()-c.ApprovalWaitMS)
 }
 
 // Failed reports whether the call ended in an error of any kind.
@@ -113,6 +133,7 @@ type SubCall struct {
 	// executor asked.
 	Approval            *events.Approval `json:"approval,omitempty"`
 	ApprovalRequestedAt *time.Time       `json:"approvalRequestedAt,omitempty"`
+	ApprovalExpiresAt   *time.Time       `json:"approvalExpiresAt,omitempty"`
 	FinishedAt          *time.Time       `json:"finishedAt,omitempty"`
 }
 

@@ -33,6 +33,7 @@ func (r *Run) Clone() *Run {
 	c.Metadata = maps.Clone(r.Metadata)
 	c.Messages = cloneMessages(r.Messages)
 	c.Calls = cloneCalls(r.Calls)
+	c.Settled = cloneCalls(r.Settled)
 	c.StopWhen = slices.Clone(r.StopWhen)
 	c.StopHook = clonePtr(r.StopHook)
 	c.StopMatch = clonePtr(r.StopMatch)
@@ -86,6 +87,7 @@ func (c *CallRecord) Clone() *CallRecord {
 	cc.FinishedAt = clonePtr(c.FinishedAt)
 	cc.StartedAt = clonePtr(c.StartedAt)
 	cc.ApprovalRequestedAt = clonePtr(c.ApprovalRequestedAt)
+	cc.ApprovalExpiresAt = clonePtr(c.ApprovalExpiresAt)
 	cc.AttemptSpans = slices.Clone(c.AttemptSpans)
 	cc.Nested = clonePtr(c.Nested)
 	cc.Subs = cloneSubs(c.Subs)
@@ -102,6 +104,7 @@ func cloneSubs(subs []*SubCall) []*SubCall {
 		c.Policy = clonePolicy(s.Policy)
 		c.Approval = cloneApproval(s.Approval)
 		c.ApprovalRequestedAt = clonePtr(s.ApprovalRequestedAt)
+		c.ApprovalExpiresAt = clonePtr(s.ApprovalExpiresAt)
 		c.FinishedAt = clonePtr(s.FinishedAt)
 		out[i] = &c
 	}

@@ -125,6 +125,19 @@ type Run struct {
 	// run lists show them, and the control state keeps only the current step's calls.
 	CallCount int      `json:"callCount,omitempty"`
 	Called    []string `json:"called,omitempty"`
+	// ToolErrors counts the run's calls whose result was an error or a timeout
+	// (IsToolError), Denials its approvals denied or expired (IsDenial), over all its
+	// turns: what OutcomeOf tells at a glance.
+	ToolErrors int `json:"toolErrors,omitempty"`
+	Denials    int `json:"denials,omitempty"`
+	// Settled, in the control state, are the calls of the step before Calls' that
+	// asked for an approval, as they ended (no arguments, no outputs): a result that
+	// completes a step is stored with the next step's calls, and the lists (the run
+	// index) learn from Settled how each approval ended.
+	Settled []*CallRecord `json:"settled,omitempty"`
+	// PausedMS is how long the run was paused before its current pause: its duration
+	// leaves it out (DurationMS).
+	PausedMS int64 `json:"pausedMs,omitempty"`
 
 	// Messages is the conversation (assembled from the run log; not in the control state).
 	Messages []provider.Message `json:"messages,omitempty"`
@@ -417,9 +430,12 @@ func (r *Run) AnswerUnrecorded() bool {
 	return r.Status == StatusDone && r.Termination == TerminationCompleted && r.Recorded <= r.Step
 }
 
-// CountCall counts a call of tool made by the model (CallCount, Called).
-func (r *Run) CountCall(tool string) {
-	r.CallCount++
+// CountCall counts a call made by the model (CallCount).
+func (r *Run) CountCall() { r.CallCount++ }
+
+// NoteCalled adds tool to Called: a call of it went out (to the fleet, or as a nested
+// run); a call the planner refused does not.
+func (r *Run) NoteCalled(tool string) {
 	if !slices.Contains(r.Called, tool) && len(r.Called) < maxCalledTools {
 		r.Called = append(r.Called, tool)
 	}

@@ -9,14 +9,17 @@ import (
 // RunView is a run as the API shows it: its outcome and metadata, every tool call with its
 // timeline, without the internal bookkeeping.
 type RunView struct {
-	ID          string      `json:"id"`
-	ParentID    string      `json:"parentId,omitempty"`
-	Depth       int         `json:"depth"`
-	Status      Status      `json:"status"`
-	Termination Termination `json:"termination,omitempty"`
-	Detail      string      `json:"detail,omitempty"`
-	Answer      string      `json:"answer,omitempty"`
-	Model       string      `json:"model"`
+	ID       string `json:"id"`
+	ParentID string `json:"parentId,omitempty"`
+	Depth    int    `json:"depth"`
+	// Status is the run's, or awaiting_approval while it waits on a person only
+	// (Waiting.Shown), until ApprovalDeadline.
+	Status           Status      `json:"status"`
+	ApprovalDeadline *time.Time  `json:"approvalDeadline,omitempty"`
+	Termination      Termination `json:"termination,omitempty"`
+	Detail           string      `json:"detail,omitempty"`
+	Answer           string      `json:"answer,omitempty"`
+	Model            string      `json:"model"`
 	// Steps is how many times the model answered (a step stopped before its model call,
 	// by max_steps or a time limit, is not one).
 	Steps    int               `json:"steps"`
@@ -30,7 +33,13 @@ type RunView struct {
 	Role       string     `json:"role,omitempty"`
 	CreatedAt  time.Time  `json:"createdAt"`
 	FinishedAt *time.Time `json:"finishedAt,omitempty"`
-	DurationMS int64      `json:"durationMs"`
+	// DurationMS is how long it ran (until now while it runs), its pauses left out.
+	DurationMS int64 `json:"durationMs"`
+	// Outcome, once it is done, says how its calls went (OutcomeOf), from ToolErrors
+	// and Denials.
+	Outcome    Outcome `json:"outcome,omitempty"`
+	ToolErrors int     `json:"toolErrors"`
+	Denials    int     `json:"denials"`
 	// Offered is, per step, the tools the model was offered and, when the picker chose
 	// them, the picker's scores and reasons.
 	Offered []StepTools `json:"offered,omitempty"`
@@ -55,16 +64,27 @@ type RunView struct {
 	PauseOn        *PauseOptions `json:"pauseOn,omitempty"`
 	Paused         *RunPause     `json:"paused,omitempty"`
 	PauseRequested *PauseRequest `json:"pauseRequested,omitempty"`
+	PauseFace
 }
 
-// View is the run as the API shows it.
-func (r *Run) View() RunView {
+// View is the run as the API shows it now.
+func (r *Run) View() RunView { return r.ViewAt(time.Now()) }
+
+// ViewAt is the run as the API shows it at now (its duration while it runs).
+func (r *Run) ViewAt(now time.Time) RunView {
 	v := RunView{ID: r.ID, ParentID: r.ParentID, Depth: r.Depth, Status: r.Status, Termination: r.Termination,
 		Detail: r.Detail, Answer: r.Answer, Model: r.Model, Steps: r.StepsTaken(), Calls: r.Calls,
 		Tokens: r.Usage.Total(), Usage: r.Usage, Warnings: r.Warnings, Metadata: r.Metadata, Tenant: r.Tenant, Role: r.Role,
 		CreatedAt: r.CreatedAt, FinishedAt: r.FinishedAt, Offered: r.Offered, Cost: r.Cost, CostBudget: r.Limits.CostBudget,
 		Canceled: r.Canceled, Tools: r.Tools, Disabled: r.Disabled, Turn: r.Turn,
-		PauseOn: r.PauseOn, Paused: r.Paused}
+		PauseOn: r.PauseOn, Paused: r.Paused, ToolErrors: r.ToolErrors, Denials: r.Denials,
+		Outcome: OutcomeOf(r.Status, r.ToolErrors, r.Denials)}
+	w := r.Waiting()
+	v.Status, v.ApprovalDeadline = w.Shown(r.Status, r.Deadline)
+	if r.Status == StatusPaused {
+		v.PauseFace = r.Paused.Face()
+	}
+	v.DurationMS = DurationMS(r.CreatedAt, r.FinishedAt, v.PausedAt, r.PausedMS, now)
 	if r.Status == StatusRunning {
 		v.PauseRequested = r.PauseRequested
 	}
@@ -72,9 +92,6 @@ func (r *Run) View() RunView {
 	v.TreeSteps, v.TreeTokens, v.TreeUsage, v.TreeCost = tree.Steps, tree.Usage.Total(), tree.Usage, tree.Cost
 	if v.Calls == nil {
 		v.Calls = []*CallRecord{}
-	}
-	if r.FinishedAt != nil {
-		v.DurationMS = r.FinishedAt.Sub(r.CreatedAt).Milliseconds()
 	}
 	return v
 }

@@ -240,6 +240,10 @@ func (c *Client) ListRuns(ctx context.Context, f RunFilter) (*RunPage, error) {
 	}
 	set("status", f.Status)
 	set("termination", f.Termination)
+	set("outcome", f.Outcome)
+	for k, v := range f.Metadata {
+		q.Set("metadata."+k, v)
+	}
 	set("tool", f.Tool)
 	set("parent", f.Parent)
 	set("q", f.Query)

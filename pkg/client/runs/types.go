@@ -137,6 +137,9 @@ const (
 	StatusRunning = "running"
 	StatusPaused  = "paused"
 	StatusDone    = "done"
+	// StatusAwaitingApproval: a running run whose calls wait on a person only (its
+	// ApprovalDeadline says until when).
+	StatusAwaitingApproval = "awaiting_approval"
 
 	TerminationCompleted = "completed"
 	TerminationCanceled  = "canceled"
@@ -183,6 +186,7 @@ type Run struct {
 	Paused *Pause `json:"paused,omitempty"`
 	// PauseRequested, while the run runs, is a pause asked for its next step boundary.
 	PauseRequested *PauseRequest `json:"pauseRequested,omitempty"`
+	Glance
 }
 
 // StepTools is one step of a run: the tools its model was offered, when it was asked
@@ -210,6 +214,32 @@ type PauseRequest struct {
 	By     string    `json:"by,omitempty"`
 	Reason string    `json:"reason,omitempty"`
 	At     time.Time `json:"at,omitzero"`
+}
+
+// Outcomes of a finished run (Glance.Outcome): how its calls went.
+const (
+	OutcomeClean      = "clean"
+	OutcomeToolErrors = "tool_errors"
+	OutcomeDenied     = "denied"
+)
+
+// Glance is what a run's view and its list item both show at a glance: until when it
+// waits on a person, how its calls went, and who paused it, why and when.
+type Glance struct {
+	// ApprovalDeadline, while Status is awaiting_approval, is when its unanswered
+	// approvals are denied.
+	ApprovalDeadline *time.Time `json:"approvalDeadline,omitempty"`
+	// Outcome, once the run is done: clean, tool_errors (a call ended in error or
+	// timeout) or denied (an approval was denied or expired).
+	Outcome    string `json:"outcome,omitempty"`
+	ToolErrors int    `json:"toolErrors"`
+	Denials    int    `json:"denials"`
+	// PausedBy, PauseReason and PausedAt, while Status is paused: who asked (empty
+	// when the run's own pause rule fired), why (the request's reason, or the rule:
+	// afterEveryStep, afterTools: TOOL) and since when.
+	PausedBy    string     `json:"pausedBy,omitempty"`
+	PauseReason string     `json:"pauseReason,omitempty"`
+	PausedAt    *time.Time `json:"pausedAt,omitempty"`
 }
 
 // Done reports whether the run has ended (its Termination says how).
@@ -274,6 +304,10 @@ type Call struct {
 	AttemptSpans        []events.AttemptSpan `json:"attemptSpans,omitempty"`
 	FinishedAt          *time.Time           `json:"finishedAt,omitempty"`
 	DurationMS          int64                `json:"durationMs,omitempty"`
+	// ApprovalExpiresAt is when its approval request is denied unanswered;
+	// ApprovalWaitMS how long it was parked for approval (not in DurationMS).
+	ApprovalExpiresAt *time.Time `json:"approvalExpiresAt,omitempty"`
+	ApprovalWaitMS    int64      `json:"approvalWaitMs,omitempty"`
 }
 
 // NestedCharge is what a nested run (a run_agent call's) used: Seq orders the charges.
@@ -295,6 +329,7 @@ type SubCall struct {
 	Policy              []events.PolicyRecord `json:"policy,omitempty"`
 	Approval            *events.Approval      `json:"approval,omitempty"`
 	ApprovalRequestedAt *time.Time            `json:"approvalRequestedAt,omitempty"`
+	ApprovalExpiresAt   *time.Time            `json:"approvalExpiresAt,omitempty"`
 	FinishedAt          *time.Time            `json:"finishedAt,omitempty"`
 }
 
@@ -371,10 +406,12 @@ type Answer struct {
 
 // RunFilter selects runs for [Client.ListRuns]; zero fields do not filter.
 type RunFilter struct {
-	Status      string // running, paused or done
+	Status      string // running, awaiting_approval, paused or done
 	Termination string
-	Tool        string // runs that called this tool
-	Parent      string // the nested runs of this run
+	Outcome     string            // clean, tool_errors or denied
+	Metadata    map[string]string // runs whose metadata has every key with its value
+	Tool        string            // runs that called this tool
+	Parent      string            // the nested runs of this run
 	Since       time.Time
 	Until       time.Time
 	Query       string // a case-insensitive substring of the input
@@ -409,6 +446,10 @@ type RunSummary struct {
 	Tokens           int        `json:"tokens"`
 	Cost             float64    `json:"cost"`
 	PendingApprovals int        `json:"pendingApprovals"`
+	// DurationMS is how long it ran (until now while it runs, pauses left out).
+	DurationMS int64             `json:"durationMs"`
+	Metadata   map[string]string `json:"metadata,omitempty"`
+	Glance
 }
 
 // ApprovalFilter selects approvals for [Client.ListApprovals].
@@ -444,6 +485,11 @@ type Approval struct {
 	// Status is pending, approved, denied, expired or canceled.
 	Status   string           `json:"status"`
 	Decision *events.Approval `json:"approval,omitempty"`
+	// AnsweredAt, By and ClaimedBy, once answered: when, who (the answerer's identity;
+	// the canceler's for a cancel; empty for an expiry) and who the answer said.
+	AnsweredAt *time.Time `json:"answeredAt,omitempty"`
+	By         string     `json:"by,omitempty"`
+	ClaimedBy  string     `json:"claimedBy,omitempty"`
 }
 
 // toolList is the answer of GET /v1/tools.
