@@ -210,6 +210,7 @@ func (p *Planner) Run(ctx context.Context) error {
 	}
 	background.Go(func() { p.watchRuns(ctx, runsWatch) })
 	background.Go(func() { p.cat.follow(ctx) })
+	background.Go(func() { p.countResults(ctx) })
 	var handlers sync.WaitGroup
 	var stops []jetstream.ConsumeContext
 	defer func() {

@@ -84,7 +84,7 @@ func (p *Planner) followRuns(ctx context.Context, w jetstream.KeyWatcher, last u
 			continue
 		}
 		last = e.Revision()
-		r := p.index.observe(e, p.cfg.Now())
+		r := p.index.observe(e)
 		if r == nil || r.Status != StatusRunning {
 			p.forget(e.Key())
 			continue

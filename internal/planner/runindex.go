@@ -16,8 +16,9 @@ import (
 // The run index: each replica keeps, in memory, a small summary of every run of the
 // runs bucket, per tenant and in creation order, fed by the watch of the bucket that the
 // replica runs anyway (watchRuns) and so rebuilt from the bucket's current values when
-// the replica starts. Lists (GET /v1/runs, /v1/approvals, the recent calls of GET
-// /v1/tools) are answered from it without reading any run. See the package doc for what
+// the replica starts. Lists (GET /v1/runs, /v1/approvals) are answered from it without
+// reading any run; it keeps the tools' recent calls too, which the results streams
+// feed (resultcount.go). See the package doc for what
 // it costs.
 
 const (
@@ -189,10 +190,8 @@ type indexedRun struct {
 	sum RunSummary
 	// lower is the input in lower case for q, when it differs from the input.
 	lower string
-	// pending lists the run's calls waiting for an approval; counted the calls of its
-	// current step already counted in the tools' recent calls.
+	// pending lists the run's calls waiting for an approval.
 	pending []string
-	counted []string
 }
 
 func (r *indexedRun) before(o *indexedRun) bool {
@@ -285,7 +284,7 @@ func cmpRuns(a, b *indexedRun) int {
 }
 
 // put applies the value of a run at revision rev, as the watch delivered it.
-func (x *runIndex) put(rev uint64, w *watchedRun, now time.Time) {
+func (x *runIndex) put(rev uint64, w *watchedRun) {
 	if w.ID == "" {
 		return
 	}
@@ -316,7 +315,6 @@ func (x *runIndex) put(rev uint64, w *watchedRun, now time.Time) {
 		ir.lower = ""
 	}
 	x.trackApprovals(tr, ir, w)
-	x.countCalls(ir, w, now)
 }
 
 // insert places a new run in its tenant's order (appended while building).
@@ -471,28 +469,6 @@ func cmpAnswered(a, b *ApprovalItem) int {
 	return strings.Compare(a.CallID, b.CallID)
 }
 
-// countCalls counts, in the tools' recent calls, the calls of the run that ended since
-// its last value (each once: counted remembers those of the current step).
-func (x *runIndex) countCalls(ir *indexedRun, w *watchedRun, now time.Time) {
-	var counted []string
-	for i := range w.Calls {
-		c := &w.Calls[i]
-		if !c.done() {
-			continue
-		}
-		counted = append(counted, c.ID)
-		if c.Local || slices.Contains(ir.counted, c.ID) {
-			continue
-		}
-		at := now
-		if c.FinishedAt != nil {
-			at = *c.FinishedAt
-		}
-		x.stats.add(c.Name, at, c.Status != string(events.StatusOK), c.Executor, now)
-	}
-	ir.counted = counted
-}
-
 // waitLoaded waits until the index holds the bucket's values, or ctx ends.
 func (x *runIndex) waitLoaded(done <-chan struct{}) bool {
 	select {
@@ -512,7 +488,7 @@ func (x *runIndex) size() int {
 
 // observe applies a change of the runs bucket (an entry of its watch) and returns the
 // run as stored, or nil when the run is gone (or its value unreadable).
-func (x *runIndex) observe(e jetstream.KeyValueEntry, now time.Time) *watchedRun {
+func (x *runIndex) observe(e jetstream.KeyValueEntry) *watchedRun {
 	if e.Operation() != jetstream.KeyValuePut || e.Value() == nil {
 		x.remove(e.Key())
 		return nil
@@ -521,6 +497,6 @@ func (x *runIndex) observe(e jetstream.KeyValueEntry, now time.Time) *watchedRun
 	if err != nil {
 		return nil
 	}
-	x.put(e.Revision(), r, now)
+	x.put(e.Revision(), r)
 	return r
 }

@@ -51,7 +51,7 @@ func BenchmarkListRuns(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		x.put(uint64(i+1), w, time.Now())
+		x.put(uint64(i+1), w)
 	}
 	x.loaded()
 	runtime.GC()
@@ -117,7 +117,7 @@ func BenchmarkIndexRebuild(b *testing.B) {
 				x.loaded()
 				break
 			}
-			x.observe(e, time.Now())
+			x.observe(e)
 		}
 		_ = w.Stop()
 		if n := x.size(); n != indexBenchRuns {

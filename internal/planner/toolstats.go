@@ -5,11 +5,11 @@ import (
 	"time"
 )
 
-// The recent calls of each tool (GET /v1/tools' "recent"): the calls of planner runs
-// that ended within the last recentWindow, counted by every replica from the runs
-// bucket's watch (runindex.go), so every replica answers the same whichever served the
-// calls. Calls that other clients publish straight to the fleet are not counted: no
-// replica sees their results without reading the results stream.
+// The recent calls of each tool (GET /v1/tools' "recent"): the calls whose results
+// were stored within the last recentWindow, whoever made them, counted by every
+// replica from the results streams (resultcount.go), so every replica answers the same
+// whichever served the calls. Calls the planner answered itself (refusals, nested
+// runs) have no result there and are not counted.
 
 const (
 	recentWindow = 5 * time.Minute

@@ -6,12 +6,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/toolfleet/toolfleet/internal/planner"
 	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
+	"github.com/toolfleet/toolfleet/pkg/client"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/executor"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -168,5 +170,40 @@ func TestTimeoutWhileAwaitingApprovalSaysSo(t *testing.T) {
 	run := b.wait(t, id)
 	if run.Termination != planner.TerminationTimeout || !strings.Contains(run.Detail, "no approval arrived") {
 		t.Fatalf("run ended %s: %q, want timeout saying no approval arrived", run.Termination, run.Detail)
+	}
+}
+
+// GET /v1/tools counts every call of a tool that has its result, from the broker:
+// calls made straight to the fleet (pkg/client) and calls of planner runs alike, and
+// none stays in flight once answered.
+func TestToolCountsComeFromTheBroker(t *testing.T) {
+	b, srv := listServer(t)
+	const n = 3
+	direct, err := client.New(b.srv.Connect(), client.WithIdentity(events.Identity{Tenant: "acme", Role: "user"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		res, err := direct.Call(b.ctx, client.Request{Tool: "add", Arguments: json.RawMessage(`{"a": 1, "b": ` + strconv.Itoa(i) + `}`)})
+		if err != nil || res.Status != events.StatusOK {
+			t.Fatalf("direct call %d: %+v %v", i, res, err)
+		}
+		startRun(t, srv, acmeToken, map[string]any{"input": "add", "model": "calc", "wait": true})
+	}
+	var list struct {
+		Tools []planner.ToolStatus `json:"tools"`
+	}
+	var add planner.ToolStatus
+	natstest.Eventually(t, waitTimeout, "add's 2n calls counted, none in flight", func() bool {
+		getJSON(t, srv, "/v1/tools", acmeToken, &list)
+		for _, s := range list.Tools {
+			if s.Name == "add" {
+				add = s
+			}
+		}
+		return add.Recent.Calls == 2*n && add.InFlight == 0 && add.Waiting == 0
+	})
+	if add.Recent.Errors != 0 || add.Executors < 1 || len(add.ExecutorIDs) == 0 {
+		t.Fatalf("add: %+v", add)
 	}
 }
