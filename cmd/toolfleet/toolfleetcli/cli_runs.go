@@ -114,7 +114,6 @@ func (c *cli) runsCommand() *cobra.Command {
 func (c *cli) runsList() *cobra.Command {
 	var f runs.RunFilter
 	var since, until string
-	var metadata []string
 	cmd := &cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"list"},
@@ -133,9 +132,6 @@ func (c *cli) runsList() *cobra.Command {
 				return err
 			}
 			if f.Until, err = parseSince(until, "--until"); err != nil {
-				return err
-			}
-			if f.Metadata, err = parseMetadata(metadata); err != nil {
 				return err
 			}
 			api, err := c.api()
@@ -160,7 +156,7 @@ func (c *cli) runsList() *cobra.Command {
 	fl.StringVar(&f.Status, "status", "", "running, awaiting_approval, paused or done")
 	fl.StringVar(&f.Termination, "termination", "", "how the runs ended: completed, canceled, timeout, ...")
 	fl.StringVar(&f.Outcome, "outcome", "", "how the finished runs' calls went: clean, tool_errors or denied")
-	fl.StringArrayVar(&metadata, "metadata", nil, "runs whose metadata has KEY=VALUE (repeatable: all of them)")
+	fl.StringToStringVar(&f.Metadata, "metadata", nil, "runs whose metadata has every KEY=VALUE given (repeatable, or comma-separated)")
 	fl.StringVar(&f.Tool, "tool", "", "runs that called this tool")
 	fl.StringVar(&f.Parent, "parent", "", "the nested runs of this run")
 	fl.StringVar(&since, "since", "", "runs created since: a duration ago (1h) or an RFC 3339 time")
@@ -214,22 +210,6 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-// parseMetadata reads --metadata KEY=VALUE flags.
-func parseMetadata(pairs []string) (map[string]string, error) {
-	if len(pairs) == 0 {
-		return nil, nil
-	}
-	out := make(map[string]string, len(pairs))
-	for _, p := range pairs {
-		k, v, ok := strings.Cut(p, "=")
-		if !ok || k == "" {
-			return nil, usageErrorf("--metadata %q: want KEY=VALUE", p)
-		}
-		out[k] = v
-	}
-	return out, nil
 }
 
 // parseSince reads a time as a duration ago or an RFC 3339 time; empty is none.
