@@ -115,8 +115,6 @@ type watchedCall struct {
 	ID         string           `json:"id"`
 	Name       string           `json:"name"`
 	Status     string           `json:"status"`
-	Executor   string           `json:"executor"`
-	Local      bool             `json:"local"`
 	Approval   *events.Approval `json:"approval"`
 	CalledAt   time.Time        `json:"calledAt"`
 	FinishedAt *time.Time       `json:"finishedAt"`
@@ -156,10 +154,6 @@ func (w *watchedRun) waiting() runrec.Waiting {
 		}
 	}
 	return wt
-}
-
-func (c *watchedCall) done() bool {
-	return c.Status != string(CallPending) && c.Status != string(CallAwaitingApproval)
 }
 
 func (w *watchedRun) summary() RunSummary {

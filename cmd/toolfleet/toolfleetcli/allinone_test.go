@@ -226,7 +226,8 @@ func TestDev(t *testing.T) {
 		time.Sleep(10 * time.Millisecond) // polling the API, as a client would
 		call(t, http.MethodGet, a.API+"/v1/runs/"+req.RunID, "", &v)
 	}
-	if req.Tool != "write_file" || v.Status != planner.StatusRunning {
+	// write_file is its step's only call: the run waits on a person, until its deadline.
+	if req.Tool != "write_file" || v.Status != planner.StatusAwaitingApproval || v.ApprovalDeadline == nil {
 		t.Fatalf("approval of %s; run %s", req.Tool, v.Status)
 	}
 	if code := call(t, http.MethodPost, a.API+"/v1/approvals/"+req.CallID, `{"decision":"approve","by":"test"}`, nil); code != http.StatusAccepted {
