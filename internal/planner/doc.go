@@ -365,19 +365,26 @@
 // values when a replica starts (lists wait for that, up to 10s, then 503), and every
 // replica answers the same within the watch's delay. The control state carries what the
 // index cannot take from the current step alone: InputPreview (written once at start,
-// so no list reads a run log), CallCount and Called. A page without filters costs a
-// binary search and the page; status=running and parent= look at those runs only; the
-// other filters (termination, tool, q) scan the tenant's summaries from the cursor
-// until the page is full. Measured on 2 shared cores, 100k stored runs of one tenant
-// (BenchmarkListRuns, BenchmarkIndexRebuild): about 0.7 KB of memory per run (70 MB
-// per 100k), a page of 50 in 30-100 µs (newest or by cursor), a filter that matches
+// so no list reads a run log), CallCount, Called (the tools whose calls went out),
+// ToolErrors and Denials, and Settled (the calls of the step before that asked for an
+// approval, as they ended: a result completing a step is stored with the next step's
+// calls, so without them an approval answered there never reached the history).
+// What a list item and the run's view show at a glance is computed from those facts by
+// the same functions of runrec (Waiting.Shown: awaiting_approval, never stored;
+// OutcomeOf; DurationMS; PauseFace). A page without filters costs a binary search and
+// the page; status=running, status=awaiting_approval and parent= look at those runs
+// only; the other filters (termination, outcome, metadata, tool, q) scan the tenant's
+// summaries from the cursor until the page is full. Measured on 2 shared cores, 100k
+// stored runs of one tenant (BenchmarkListRuns, BenchmarkIndexRebuild): about 0.76 KB
+// of memory per run (76 MB per 100k; 0.69 KB before the glance fields, same session), a page of 50 in 30-100 µs (newest or by cursor), a filter that matches
 // nothing 33-70 ms (the whole scan), and a start-up rebuild of 3.2 s (the watch
 // delivering 100k values, about 1 KB each, and their decoding).
 //
-// GET /v1/tools' recent calls are the calls of planner runs that ended within the last
-// five minutes, counted from the same watch (toolstats.go: 10-second buckets), so every
-// replica counts every call whichever replica handled its result; calls published to
-// the fleet by other clients are not counted. Its executors are the larger of the pull
+// GET /v1/tools' recent calls are the calls whose results were stored within the last
+// five minutes, whoever made them (planner runs, clients calling the fleet straight),
+// counted by every replica from the results streams (resultcount.go, toolstats.go:
+// 10-second buckets); its calls waiting and in flight are its consumers' pending and
+// ack-pending counts. Its executors are the larger of the pull
 // requests waiting on the tool's consumer and the executors that answered within the
 // window. Dead letters are read from their stream backwards, at most 5000 per page,
 // filtered by the tenant of the subject the original message came on.
