@@ -469,12 +469,13 @@ func TestInspectorInBrowser(t *testing.T) {
 			chromedp.SendKeys(chromedp.CSS(`#resume-input`), "Check the report now."),
 			chromedp.SendKeys(chromedp.CSS(`#resume-max-steps`), "20"),
 			chromedp.Click(chromedp.CSS(`#resume-run`)),
-			chromedp.WaitVisible(chromedp.CSS(`section[aria-label="head"] .status.running`)))
+			// running, or already waiting for the report's approval
+			chromedp.WaitVisible(chromedp.CSS(`section[aria-label="head"] :is(.status.running, .status.awaiting_approval)`)))
 		_, msgs := f.apiList(t, initechToken, "/v1/runs/"+id+"/messages")
 		if !strings.Contains(fmt.Sprint(msgs), "Check the report now.") {
 			t.Errorf("the resumed run's conversation lacks the message added: %v", msgs)
 		}
-		if _, run := f.api(t, initechToken, "GET", "/v1/runs/"+id, nil); run["status"] != "running" || run["paused"] != nil {
+		if _, run := f.api(t, initechToken, "GET", "/v1/runs/"+id, nil); run["status"] != "running" && run["status"] != "awaiting_approval" || run["paused"] != nil {
 			t.Errorf("the run after resume: %v, paused %v", run["status"], run["paused"])
 		}
 		f.api(t, initechToken, "POST", "/v1/runs/"+id+"/cancel", nil)

@@ -127,6 +127,9 @@ func (c *cli) runsList() *cobra.Command {
 			if f.Status != "" && !slices.Contains(runStatuses, f.Status) {
 				return usageErrorf("--status %q: want %s", f.Status, strings.Join(runStatuses, ", "))
 			}
+			if f.Outcome != "" && !slices.Contains(runOutcomes, f.Outcome) {
+				return usageErrorf("--outcome %q: want %s", f.Outcome, strings.Join(runOutcomes, ", "))
+			}
 			var err error
 			if f.Since, err = parseSince(since, "--since"); err != nil {
 				return err
@@ -165,13 +168,16 @@ func (c *cli) runsList() *cobra.Command {
 	fl.IntVar(&f.Limit, "limit", 0, "runs on the page, 1 to 500 (default 50)")
 	fl.StringVar(&f.Cursor, "cursor", "", "the page after the one that printed this cursor")
 	_ = cmd.RegisterFlagCompletionFunc("status", cobra.FixedCompletions(runStatuses, cobra.ShellCompDirectiveNoFileComp))
-	_ = cmd.RegisterFlagCompletionFunc("outcome", cobra.FixedCompletions([]string{"clean", "tool_errors", "denied"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("outcome", cobra.FixedCompletions(runOutcomes, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("tool", c.completeTools)
 	return cmd
 }
 
 // runStatuses are the statuses runs ls filters on.
-var runStatuses = []string{runs.StatusRunning, "awaiting_approval", runs.StatusPaused, runs.StatusDone}
+var runStatuses = []string{runs.StatusRunning, runs.StatusAwaitingApproval, runs.StatusPaused, runs.StatusDone}
+
+// runOutcomes are the outcomes runs ls filters on.
+var runOutcomes = []string{runs.OutcomeClean, runs.OutcomeToolErrors, runs.OutcomeDenied}
 
 // runsTable prints runs as runs ls shows them: how each is doing or ended (a run
 // waiting on a person with its approval deadline), how long it ran and when it

@@ -134,7 +134,8 @@ func TestCLI(t *testing.T) {
 		t.Errorf("runs ls --status done -q: %s", r.stdout)
 	}
 	toolfleet("runs", "ls", "--since", "yesterday").check(t, 2, "--since")
-	toolfleet("runs", "ls", "--status", "bogus").check(t, 2, `--status "bogus": want running, paused, done`)
+	toolfleet("runs", "ls", "--status", "bogus").check(t, 2, `--status "bogus": want running, awaiting_approval, paused, done`)
+	toolfleet("runs", "ls", "--outcome", "bogus").check(t, 2, `--outcome "bogus": want clean, tool_errors, denied`)
 	toolfleet("runs", "ls", "--status", "paused").check(t, 0, "ID")
 	// A follow-up: the run reopens and the scripted model's repeating last step answers.
 	toolfleet("runs", "send", runID, "Thanks.", "--wait").check(t, 0, "done (completed)", "offline scripted demo model")

@@ -313,7 +313,8 @@
   function runStatus(r) {
     if (r.status !== 'done') return status(r.status, r.detail);
     const outcome = OUTCOMES.includes(r.outcome) ? r.outcome : '';
-    return h('span.status.' + (outcome ? 'outcome-' + outcome : String(r.termination || 'done').replace(/[^a-z_]/g, '')),
+    // The termination's class stays (what it ended with); the outcome's colors it.
+    return h('span.status.' + String(r.termination || 'done').replace(/[^a-z_]/g, '') + (outcome ? '.outcome-' + outcome : ''),
       {text: r.termination || 'done', title: [outcome, r.detail].filter(Boolean).join(': '), 'data-outcome': outcome || null});
   }
   // runStatusNotes is what a status alone does not say: the calls that wait for a person
@@ -748,7 +749,7 @@
       for (const c of byStep.get(s) || []) {
         // The call's own time, and its wait for a person apart: a 4-minute approval is not
         // a slow tool.
-        const took = callMs(c, now), parked = parkedMs(c);
+        const took = callMs(c, now), parked = parkedMs(c, now);
         const total = `${fmtMs(took)}${parked ? ` + ${fmtMs(parked)} approval wait` : ''}`;
         const segs = segsOf.get(c.id);
         rows.push(h('div.wf-row', {'data-call': c.id},
@@ -901,12 +902,13 @@
   // parkedMs is the call's time parked for an approval: the record's approvalWaitMs
   // once answered when the API gives it, else from when it was asked to its answer (or
   // now, while it waits).
-  const parkedMs = c => c.approvalWaitMs !== undefined && (c.approval || c.finishedAt) ? c.approvalWaitMs :
-    c.approvalRequestedAt ? ((c.approval ? ms(c.approval.at) : Date.now()) - ms(c.approvalRequestedAt)) : 0;
+  // now is the instant the page is drawn for (the same for every figure of a call).
+  const parkedMs = (c, now) => c.approvalWaitMs !== undefined && (c.approval || c.finishedAt) ? c.approvalWaitMs :
+    c.approvalRequestedAt ? ((c.approval ? ms(c.approval.at) : (now ?? Date.now())) - ms(c.approvalRequestedAt)) : 0;
   // callMs is the call's time without its wait for an approval: the record's durationMs
   // once the API leaves the wait out of it (approvalWaitMs given), else the total less it.
   const callMs = (c, now) => c.approvalWaitMs !== undefined && c.finishedAt && c.durationMs !== undefined ? c.durationMs :
-    (c.finishedAt ? ms(c.finishedAt) : (now ?? Date.now())) - ms(c.calledAt) - parkedMs(c);
+    Math.max(0, (c.finishedAt ? ms(c.finishedAt) : (now ?? Date.now())) - ms(c.calledAt) - parkedMs(c, now));
   function childRunID(c) {
     try { const o = typeof c.output === 'string' ? JSON.parse(c.output) : c.output; if (o && o.runId) return o.runId; } catch { /* derive it */ }
     return 'c' + c.id.replace(/-/g, '_'); // the planner's childID
