@@ -339,6 +339,9 @@ func TestDevHost(t *testing.T) {
 func startDev(t *testing.T, o DevOptions) (DevAddrs, func() error) {
 	t.Helper()
 	o.Fleet.NATSPort = -1
+	if o.OpsAddr == "" {
+		o.OpsAddr = ":0" // never the default :9090, which a running fleet may hold
+	}
 	ready := make(chan DevAddrs, 1)
 	o.Ready = func(a DevAddrs) { ready <- a }
 	failed := make(chan error, 1)

@@ -161,7 +161,7 @@ func TestCLIShowsWaitingOutcomesAndAnswers(t *testing.T) {
 			t.Errorf("runs ls: no line with %s %s:\n%s", want.id, want.outcome, ls.stdout)
 		}
 	}
-	toolfleet("runs", "ls", "--outcome", "fine").check(t, 1, "bad filter outcome")
+	toolfleet("runs", "ls", "--outcome", "fine").check(t, 2, `--outcome "fine": want clean, tool_errors, denied`)
 	// A call's duration leaves out its time parked for approval, shown apart.
 	toolfleet("runs", "get", approved).check(t, 0, "APPROVAL WAIT", "clean: 0 tool errors, 0 denials")
 
