@@ -74,6 +74,10 @@ type Config struct {
 	// each run's owner; what they do never widens what the run may call (see auth.go).
 	// Default: none (only a run's owner acts on it).
 	OperatorRoles []string
+	// ModelRoles restricts models to roles: a model named here may be used (by a start,
+	// a fork, or as the default) only by a caller of one of its roles. Default: every
+	// model for every caller.
+	ModelRoles map[string][]string
 	// TracerProvider makes the planner's spans: a run's invoke_agent span and a chat
 	// span per model call, with the GenAI attributes. Default: the global provider
 	// (otel.GetTracerProvider) as it is when New runs, a no-op one unless the program

@@ -62,6 +62,8 @@ type RunSummary struct {
 	Denials    int            `json:"denials"`
 	// Metadata is the run's, as its start gave it.
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// ForkedFrom names the run and step a fork was forked from (fork.go).
+	ForkedFrom *runrec.ForkPoint `json:"forkedFrom,omitempty"`
 	runrec.PauseFace
 
 	// pausedMS is the run's time paused before its current pause (runrec.DurationMS).
@@ -108,6 +110,7 @@ type watchedRun struct {
 	Paused       *runrec.RunPause  `json:"paused"`
 	Metadata     map[string]string `json:"metadata"`
 	Canceled     *runrec.RunCancel `json:"canceled"`
+	ForkedFrom   *runrec.ForkPoint `json:"forkedFrom"`
 }
 
 // watchedCall is what the index reads of a call of the control state.
@@ -162,7 +165,7 @@ func (w *watchedRun) summary() RunSummary {
 		Tenant: w.Tenant, Role: w.Role, ParentID: w.ParentID, Depth: w.Depth, CreatedAt: w.CreatedAt,
 		FinishedAt: w.FinishedAt, Steps: steps, Calls: w.CallCount, Tools: w.Called, Input: w.InputPreview,
 		Tokens: w.Usage.Total(), Cost: w.Cost, ToolErrors: w.ToolErrors, Denials: w.Denials,
-		Outcome: runrec.OutcomeOf(w.Status, w.ToolErrors, w.Denials), Metadata: w.Metadata, pausedMS: w.PausedMS}
+		Outcome: runrec.OutcomeOf(w.Status, w.ToolErrors, w.Denials), Metadata: w.Metadata, pausedMS: w.PausedMS, ForkedFrom: w.ForkedFrom}
 	if s.Tools == nil {
 		s.Tools = []string{}
 	}

@@ -34,6 +34,8 @@ type RunFilter struct {
 	// denied); Metadata runs whose metadata has every key with its value.
 	Outcome  Outcome
 	Metadata map[string]string
+	// ForkedFrom selects the forks of a run.
+	ForkedFrom string
 	// Since and Until bound the runs' creation time (Since inclusive, Until exclusive).
 	Since, Until time.Time
 	// Limit is the page size (0: DefaultPageSize); Cursor the previous page's Next.
@@ -233,6 +235,9 @@ func (ir *indexedRun) matches(f *RunFilter, q string) bool {
 		if got, ok := s.Metadata[k]; !ok || got != v {
 			return false
 		}
+	}
+	if f.ForkedFrom != "" && (s.ForkedFrom == nil || s.ForkedFrom.Run != f.ForkedFrom) {
+		return false
 	}
 	if q != "" {
 		text := ir.lower

@@ -56,6 +56,9 @@ type StartRequest struct {
 	// Caller is who starts the run: the run acts with this identity (see Run.Tenant). The
 	// HTTP API sets it from the request's bearer token; it is never read from a body.
 	Caller events.Identity `json:"-"`
+
+	// forkedFrom is set by [Planner.Fork] (fork.go).
+	forkedFrom *runrec.ForkPoint
 }
 
 // Start validates req, stores a new run and asks for its first step. It returns at once;
@@ -137,7 +140,11 @@ func (p *Planner) start(ctx context.Context, req StartRequest, id string, parent
 		return nil, err
 	}
 	p.m.runStarted()
-	p.emit(ctx, run, "started", 0, "", map[string]any{"model": run.Model, "tools": run.Tools, "parent": run.ParentID})
+	started := map[string]any{"model": run.Model, "tools": run.Tools, "parent": run.ParentID}
+	if run.ForkedFrom != nil {
+		started["forkedFrom"] = run.ForkedFrom
+	}
+	p.emit(ctx, run, "started", 0, "", started)
 	if first != nil {
 		first.stored(rev, func(m *nats.Msg) { p.publishHeld(ctx, m) })
 		return run, nil
@@ -178,6 +185,9 @@ func (p *Planner) newRun(req StartRequest, id string) (*Run, error) {
 	}
 	if _, ok := p.cfg.Models[model]; !ok {
 		return nil, requestErrorf("unknown model %q; configured: %s", model, strings.Join(p.modelNames(), ", "))
+	}
+	if roles, ok := p.cfg.ModelRoles[model]; ok && !slices.Contains(roles, req.Caller.Role) {
+		return nil, forbiddenf("model %q may not be used by role %q (allowed roles: %s)", model, req.Caller.Role, strings.Join(roles, ", "))
 	}
 	if err := req.Limits.Validate(); err != nil {
 		return nil, requestErrorf("%v", err)
@@ -237,7 +247,7 @@ func (p *Planner) newRun(req StartRequest, id string) (*Run, error) {
 		ToolChoice: choice, Limits: limits, Pick: pick, Metadata: req.Metadata, Messages: msgs,
 		Tenant: req.Caller.Tenant, Role: req.Caller.Role, StopWhen: req.StopWhen, StopHook: req.StopHook,
 		PolicyHook: req.PolicyHook, CreatedAt: now, Deadline: now.Add(limits.Timeout.D()),
-		InputPreview: runrec.InputPreview(msgs), PauseOn: pauseOn(req.Pause)}, nil
+		InputPreview: runrec.InputPreview(msgs), PauseOn: pauseOn(req.Pause), ForkedFrom: req.forkedFrom}, nil
 }
 
 // pauseOn is the run's pause options as a start gives them (nil: none).

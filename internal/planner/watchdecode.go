@@ -108,6 +108,8 @@ func (w *watchedRun) scan(b []byte) bool {
 			return json.Unmarshal(v, &w.Canceled) == nil
 		case "metadata":
 			return json.Unmarshal(v, &w.Metadata) == nil
+		case "forkedFrom": // forks only
+			return json.Unmarshal(v, &w.ForkedFrom) == nil
 		}
 		return !foldsTo(key, watchedRunKeys)
 	})

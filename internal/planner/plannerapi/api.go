@@ -27,8 +27,10 @@ const maxRequestBytes = 4 << 20
 //	POST /v1/runs                 start a run (StartRequest; "wait": true answers when it is done or paused)
 //	GET  /v1/runs/{id}            the run: status, answer, every call with its timeline
 //	GET  /v1/runs/{id}/messages   the run's conversation, in order (provider.Message list); ?view=model: a
-//	                              paused run's conversation as the model will be asked it (resume edits applied)
-//	GET  /v1/runs/{id}/events     the run's lifecycle as Server-Sent Events, from its start
+//	                              paused run's conversation as the model will be asked it (resume edits applied);
+//	                              ?view=model&step=K: as the model was asked it at step K (what a fork edits)
+//	GET  /v1/runs/{id}/events     the run's lifecycle as Server-Sent Events, from its start; with Accept:
+//	                              application/json, the events stored so far as a paged list (?limit, ?cursor)
 //	POST /v1/approvals/{callId}   answer an approval: {"decision":"approve"|"deny","by","reason","arguments"};
 //	                              the first answer wins (202), later ones get 409 with the decision that stood
 //	POST /v1/runs/{id}/cancel     cancel the run (optional {"by","reason"}): 200 with the run, ended canceled;
@@ -41,6 +43,9 @@ const maxRequestBytes = 4 << 20
 //	POST /v1/runs/{id}/pause      pause at the next step boundary (optional {"by","reason"}): 200 with the run
 //	POST /v1/runs/{id}/resume     resume a paused run, optionally editing its conversation and limits
 //	                              (planner.ResumeRequest): 200 with the run; 409 when it is not paused
+//	POST /v1/runs/{id}/fork       start a new run from the run's step fromStep, with a resume's edits and
+//	                              "model", "tools" (planner.ForkRequest): 201 with the new run
+//	GET  /v1/runs/{a}/diff/{b}    the two runs compared step by step (planner.RunDiff)
 //	GET  /v1/runs                 the caller's runs, newest first, filtered and paginated (planner.RunFilter)
 //	GET  /v1/approvals            approvals: pending (oldest first), answered (newest first) or all
 //	GET  /v1/tools                the tools the caller may call, with their consumers and recent calls
@@ -100,6 +105,9 @@ var routes = []struct {
 	{"POST /v1/runs/{id}/tools", (*api).postTools},
 	{"POST /v1/runs/{id}/pause", (*api).postPause},
 	{"POST /v1/runs/{id}/resume", (*api).postResume},
+	// Fork and diff (fork.go).
+	{"POST /v1/runs/{id}/fork", (*api).postFork},
+	{"GET /v1/runs/{a}/diff/{b}", (*api).getDiff},
 	// Lists and the tenant's events (lists.go, events.go).
 	{"GET /v1/runs", (*api).listRuns},
 	{"GET /v1/approvals", (*api).listApprovals},
@@ -185,6 +193,10 @@ func (a *api) getMessages(w http.ResponseWriter, r *http.Request) {
 	switch view := r.URL.Query().Get("view"); view {
 	case "", "run":
 	case "model":
+		if r.URL.Query().Has("step") {
+			a.stepConversation(w, r) // fork.go
+			return
+		}
 		msgs, err := a.p.ModelConversation(r.Context(), r.PathValue("id"), callerOf(r))
 		if err != nil {
 			writeError(w, err)

@@ -24,6 +24,10 @@ func (a *api) runEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if wantsJSON(r) {
+		a.runEventList(w, r, run)
+		return
+	}
 	after, resume, err := lastEventID(r.Header.Get("Last-Event-ID"), r.URL.Query().Get("lastEventId"))
 	if err != nil {
 		writeError(w, requestErrorf("%v", err))
@@ -39,6 +43,34 @@ func (a *api) runEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeEvents(w, evs, true)
+}
+
+// wantsJSON reports whether the request asks for a run's events as a JSON list (Accept:
+// application/json, and not text/event-stream) rather than as SSE.
+func wantsJSON(r *http.Request) bool {
+	acc := r.Header.Get("Accept")
+	return strings.Contains(acc, "application/json") && !strings.Contains(acc, "text/event-stream")
+}
+
+// runEventList is GET /v1/runs/{id}/events with Accept: application/json: the run's
+// events stored so far, a page at a time (?limit, ?cursor: the previous page's next).
+func (a *api) runEventList(w http.ResponseWriter, r *http.Request, run *planner.Run) {
+	q := r.URL.Query()
+	if err := knownParams(q, "limit", "cursor"); err != nil {
+		writeError(w, err)
+		return
+	}
+	limit, err := intParam(q, "limit")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	page, err := a.p.ListEvents(r.Context(), run, q.Get("cursor"), limit)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, page)
 }
 
 // tenantEvents streams every run event of the caller's tenant as it happens (from the

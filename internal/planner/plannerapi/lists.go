@@ -87,13 +87,13 @@ func (a *api) listRuns(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if err := knownParams(q, "status", "termination", "outcome", "tool", "parent", "since", "until", "q", "limit", "cursor"); err != nil {
+	if err := knownParams(q, "status", "termination", "outcome", "tool", "parent", "forkedFrom", "since", "until", "q", "limit", "cursor"); err != nil {
 		writeError(w, err)
 		return
 	}
 	f := planner.RunFilter{Status: planner.Status(q.Get("status")), Termination: planner.Termination(q.Get("termination")),
 		Outcome: planner.Outcome(q.Get("outcome")), Metadata: meta,
-		Tool: q.Get("tool"), Parent: q.Get("parent"), Q: q.Get("q"), Cursor: q.Get("cursor")}
+		Tool: q.Get("tool"), Parent: q.Get("parent"), Q: q.Get("q"), Cursor: q.Get("cursor"), ForkedFrom: q.Get("forkedFrom")}
 	if f.Since, err = timeParam(q, "since"); err != nil {
 		writeError(w, err)
 		return

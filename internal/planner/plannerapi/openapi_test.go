@@ -337,6 +337,18 @@ func TestOpenAPIConformance(t *testing.T) {
 	call("POST", "/v1/runs/"+paused+"/resume", acmeToken, nil)
 	call("POST", "/v1/runs/"+paused+"/pause", acmeToken, nil)
 
+	// Fork and diff: a fork from step 1 with an input, refused forks, the diff of the
+	// run and its fork, the model's view at a step; the run's events as a JSON list.
+	fork := call("POST", "/v1/runs/"+calc+"/fork", acmeToken, map[string]any{"fromStep": 1, "input": "once more", "limits": map[string]any{"maxSteps": 4}})["id"].(string)
+	call("POST", "/v1/runs/"+calc+"/fork", acmeToken, map[string]any{"fromStep": 99})
+	call("POST", "/v1/runs/"+calc+"/fork", globexToken, map[string]any{"fromStep": 0})
+	b.wait(t, fork)
+	call("GET", "/v1/runs/"+calc+"/diff/"+fork, acmeToken, nil)
+	call("GET", "/v1/runs/"+calc+"/diff/"+fork, globexToken, nil)
+	call("GET", "/v1/runs/"+calc+"/messages?view=model&step=1", acmeToken, nil)
+	call("GET", "/v1/runs?forkedFrom="+calc, acmeToken, nil)
+	raw("GET", "/v1/runs/"+calc+"/events?limit=2", acmeToken, "", "Accept", "application/json")
+
 	// Events: a run's, replayed to its end, resumed after its end (204), bad ids.
 	var last uint64
 	raw("GET", "/v1/runs/"+calc+"/events", "", "")

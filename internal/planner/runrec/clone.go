@@ -48,6 +48,7 @@ func (r *Run) Clone() *Run {
 	c.Lease = clonePtr(r.Lease)
 	c.Reserved = slices.Clone(r.Reserved)
 	c.FinishedAt = clonePtr(r.FinishedAt)
+	c.ForkedFrom = clonePtr(r.ForkedFrom)
 	return &c
 }
 

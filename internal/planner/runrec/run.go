@@ -91,6 +91,8 @@ type Run struct {
 	ParentID     string `json:"parentId,omitempty"`
 	ParentCallID string `json:"parentCallId,omitempty"`
 	Depth        int    `json:"depth"`
+	// ForkedFrom is set on a fork: the run and step it was forked from (fork.go).
+	ForkedFrom *ForkPoint `json:"forkedFrom,omitempty"`
 
 	Status      Status      `json:"status"`
 	Termination Termination `json:"termination,omitempty"`

@@ -65,6 +65,9 @@ type RunView struct {
 	Paused         *RunPause     `json:"paused,omitempty"`
 	PauseRequested *PauseRequest `json:"pauseRequested,omitempty"`
 	PauseFace
+
+	// ForkedFrom names the run and step a fork was forked from (the planner's fork.go).
+	ForkedFrom *ForkPoint `json:"forkedFrom,omitempty"`
 }
 
 // View is the run as the API shows it now.
@@ -88,6 +91,7 @@ func (r *Run) ViewAt(now time.Time) RunView {
 	if r.Status == StatusRunning {
 		v.PauseRequested = r.PauseRequested
 	}
+	v.ForkedFrom = r.ForkedFrom
 	tree := r.Tree()
 	v.TreeSteps, v.TreeTokens, v.TreeUsage, v.TreeCost = tree.Steps, tree.Usage.Total(), tree.Usage, tree.Cost
 	if v.Calls == nil {

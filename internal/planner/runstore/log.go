@@ -412,8 +412,26 @@ func (l *Log) Step(ctx context.Context, run string, n int) (*StepRecord, error) 
 
 // readStep reads record n of run from the log, with its arguments, and caches it.
 func (l *Log) readStep(ctx context.Context, run string, n int) (*StepRecord, error) {
+	rec, err := l.loadStep(ctx, run, n, true)
+	if err != nil {
+		return nil, err
+	}
+	l.KeepStep(run, rec)
+	return rec, nil
+}
+
+// loadStep reads record n of run from the log, with its arguments; with its State only
+// when withState (decoding it is most of a record's cost).
+func (l *Log) loadStep(ctx context.Context, run string, n int, withState bool) (*StepRecord, error) {
 	var rec StepRecord
-	if err := l.get(ctx, l.log, Subject(run, "step", strconv.Itoa(n)), &rec); err != nil {
+	var dst any = &rec
+	if !withState {
+		dst = &struct {
+			*StepRecord
+			State json.RawMessage `json:"state"` // shadows rec.State: checked, not decoded
+		}{StepRecord: &rec}
+	}
+	if err := l.get(ctx, l.log, Subject(run, "step", strconv.Itoa(n)), dst); err != nil {
 		return nil, err
 	}
 	for i := range rec.Message.ToolCalls {
@@ -440,7 +458,6 @@ func (l *Log) readStep(ctx context.Context, run string, n int) (*StepRecord, err
 		}
 	}
 	rec.ArgsRef = ""
-	l.KeepStep(run, &rec)
 	return &rec, nil
 }
 
