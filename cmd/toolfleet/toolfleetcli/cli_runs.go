@@ -103,11 +103,11 @@ run completed and 1 when it ended otherwise (canceled, timeout, error threshold,
 func (c *cli) runsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "runs",
-		Short: "List, show, watch, cancel, pause, resume and continue runs",
+		Short: "List, show, watch, cancel, pause, resume, continue, fork and compare runs",
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(c.runsList(), c.runsGet(), c.runsWatch(), c.runsMessages(), c.runsCancel(), c.runsPause(), c.runsResume(), c.runsSend())
+	cmd.AddCommand(c.runsList(), c.runsGet(), c.runsWatch(), c.runsMessages(), c.runsCancel(), c.runsPause(), c.runsResume(), c.runsSend(), c.runsFork(), c.runsDiff())
 	return cmd
 }
 

@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -137,6 +138,17 @@ func TestCLI(t *testing.T) {
 	toolfleet("runs", "ls", "--status", "bogus").check(t, 2, `--status "bogus": want running, awaiting_approval, paused, done`)
 	toolfleet("runs", "ls", "--outcome", "bogus").check(t, 2, `--outcome "bogus": want clean, tool_errors, denied`)
 	toolfleet("runs", "ls", "--status", "paused").check(t, 0, "ID")
+	// Rerun from its last step (the answer), then compare the run and its fork.
+	last := strconv.Itoa(got.Steps - 1)
+	toolfleet("runs", "fork", runID).check(t, 2, "--from-step")
+	r = toolfleet("runs", "fork", runID, "--from-step", last, "--wait", "-o", "json")
+	var fork runs.Run
+	if r.check(t, 0); json.Unmarshal([]byte(r.stdout), &fork) != nil || fork.ForkedFrom == nil || fork.ForkedFrom.Run != runID {
+		t.Errorf("runs fork -o json: %s", r.stdout)
+	}
+	toolfleet("runs", "fork", runID, "--from-step", "99").check(t, 1, "400 Bad Request", "fromStep")
+	toolfleet("runs", "diff", runID, fork.ID).check(t, 0, "STEP A", last+" steps shared", "0 of 1 steps changed")
+	toolfleet("runs", "diff", runID, "no-such-run").check(t, 1, "404 Not Found")
 	// A follow-up: the run reopens and the scripted model's repeating last step answers.
 	toolfleet("runs", "send", runID, "Thanks.", "--wait").check(t, 0, "done (completed)", "offline scripted demo model")
 	toolfleet("runs", "watch", runID, "-o", "json").check(t, 0, `"termination":"completed"`, "offline scripted demo model")

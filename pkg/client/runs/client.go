@@ -246,6 +246,7 @@ func (c *Client) ListRuns(ctx context.Context, f RunFilter) (*RunPage, error) {
 	}
 	set("tool", f.Tool)
 	set("parent", f.Parent)
+	set("forkedFrom", f.ForkedFrom)
 	set("q", f.Query)
 	set("cursor", f.Cursor)
 	if !f.Since.IsZero() {

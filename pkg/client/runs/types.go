@@ -186,6 +186,8 @@ type Run struct {
 	Paused *Pause `json:"paused,omitempty"`
 	// PauseRequested, while the run runs, is a pause asked for its next step boundary.
 	PauseRequested *PauseRequest `json:"pauseRequested,omitempty"`
+	// ForkedFrom, on a fork, names the run and step it was forked from.
+	ForkedFrom *ForkPoint `json:"forkedFrom,omitempty"`
 	Glance
 }
 
@@ -412,6 +414,7 @@ type RunFilter struct {
 	Metadata    map[string]string // runs whose metadata has every key with its value
 	Tool        string            // runs that called this tool
 	Parent      string            // the nested runs of this run
+	ForkedFrom  string            // the forks of this run
 	Since       time.Time
 	Until       time.Time
 	Query       string // a case-insensitive substring of the input
@@ -450,6 +453,7 @@ type RunSummary struct {
 	DurationMS int64             `json:"durationMs"`
 	Metadata   map[string]string `json:"metadata,omitempty"`
 	Glance
+	ForkedFrom *ForkPoint `json:"forkedFrom,omitempty"`
 }
 
 // ApprovalFilter selects approvals for [Client.ListApprovals].
