@@ -27,6 +27,12 @@
 // closes; never in a cookie or URL) and every request sends it as Authorization:
 // Bearer. In open mode (the API answers without a token) the page asks for none.
 //
+// A run page's "Rerun and compare" section reruns the run from any step (POST
+// /v1/runs/{id}/fork, with the edits of the conversation the model was asked at that
+// step, read from /v1/runs/{id}/messages?view=model&step=K, and what is reused said
+// before), links a fork's origin and a run's forks (GET /v1/runs?forkedFrom=), and the
+// runs list picks two runs for the compare page.
+//
 // Live updates come from the API's SSE endpoints, /v1/events (every run event of the
 // caller's tenant) and /v1/runs/{id}/events, read with fetch and a stream reader rather
 // than EventSource: EventSource cannot send an Authorization header, and fetch can, so
@@ -40,7 +46,8 @@
 //
 // # Pages
 //
-// Routes are the URL's fragment (#/runs, #/runs/{id}, #/approvals, #/fleet), so the
+// Routes are the URL's fragment (#/runs, #/runs/{id}, #/approvals, #/fleet, and
+// #/compare?a=A&b=B: two runs' steps aligned, from GET /v1/runs/{a}/diff/{b}), so the
 // server serves one document for every path under [Path] and every view has an address
 // to share. Every control is a button, link, form field or details element, reachable
 // by keyboard. At a phone's 390 px nothing but a table scrolls sideways: JSON and long

@@ -285,6 +285,7 @@
     if (page === 'runs' && parts[1]) return runPage(parts[1], params);
     if (page === 'approvals') return approvalsPage(params);
     if (page === 'fleet') return fleetPage();
+    if (page === 'compare') return comparePage(params); // fork and compare, below
     return runsPage(params);
   }
   // The badge listens for as long as the page is open: not in cleanup, which each view
@@ -364,7 +365,8 @@
     const body = h('tbody');
     const more = h('button', {type: 'button', text: 'Load more', hidden: true});
     const info = h('p.muted', {role: 'status'});
-    replace(main, h('h1', {text: 'Runs'}), form, info,
+    const picker = comparePicker();
+    replace(main, h('h1', {text: 'Runs'}), form, info, picker.bar,
       h('div.table-wrap', {}, h('table', {'aria-label': 'Runs'},
         h('thead', {}, h('tr', {}, ['Run', 'Status', 'Input', 'Tools', 'Calls', 'Steps', 'Tokens', 'Cost', 'Took', 'Created', 'Finished'].map((c, i) =>
           h('th' + (i >= 4 && i <= 8 ? '.num' : '') + (i === 3 || i === 7 || i === 10 ? '.hide-narrow' : ''), {scope: 'col', text: c})))), body)),
@@ -388,6 +390,7 @@
         return tr;
       }));
       known = new Set(rows.map(r => r.id + r.status));
+      picker.sync(body);
       more.hidden = !next;
       info.textContent = rows.length ? `${rows.length} run${rows.length === 1 ? '' : 's'}${next ? ' (more below)' : ''}` : 'No runs match.';
     };
@@ -412,8 +415,8 @@
   // ---- one run ---------------------------------------------------------------------
   function runPage(id, params) {
     const sections = {};
-    for (const s of ['head', 'actions', 'conversation', 'timeline', 'steps', 'tools', 'calls', 'nested']) sections[s] = h('section', {'aria-label': s});
-    replace(main, h('h1', {}, 'Run ', h('span.mono', {text: id})), sections.head, sections.actions,
+    for (const s of ['head', 'actions', 'forks', 'conversation', 'timeline', 'steps', 'tools', 'calls', 'nested']) sections[s] = h('section', {'aria-label': s});
+    replace(main, h('h1', {}, 'Run ', h('span.mono', {text: id})), sections.head, sections.actions, sections.forks,
       h('h2', {text: 'Timeline'}), sections.timeline,
       h('h2', {text: 'Calls'}), sections.calls,
       h('h2', {text: 'Conversation'}), sections.conversation,
@@ -432,6 +435,7 @@
       }
       renderHead(sections.head, run);
       renderActions(sections.actions, st, refresh);
+      renderForks(sections.forks, st);
       renderTimeline(sections.timeline, run, st);
       renderSteps(sections.steps, run, st);
       renderByTool(sections.tools, run);
@@ -1066,6 +1070,185 @@
     const refresh = coalesce(load, 2000);
     cleanup.push(onTenantEvents(() => refresh()), refresh.cancel);
     load();
+  }
+
+  // ---- fork and compare -------------------------------------------------------------
+  // Rerun a run from any step (POST /v1/runs/{id}/fork) and compare two runs step by
+  // step (GET /v1/runs/{a}/diff/{b}): a run page's "Rerun and compare" section, the
+  // runs list's compare picker and the #/compare page.
+
+  // renderForks shows where the run was forked from, its forks (both linked, with a
+  // compare link each), and a "Rerun from here" per step, which opens the fork's edits.
+  function renderForks(el, st) {
+    const run = st.run;
+    if (!st.forks) {
+      st.forks = {origin: h('div'), list: h('div'), steps: h('div'), form: h('div', {'aria-live': 'polite'}), open: null, shownSteps: -1};
+      replace(el, h('details.card.forks', {open: !!run.forkedFrom}, h('summary', {text: 'Rerun and compare: forks of this run, rerun from a step'}),
+        st.forks.origin, st.forks.list, h('h3', {text: 'Rerun from a step'}),
+        h('p.muted', {text: 'A rerun is a new run: the steps before the one you pick are reused as recorded (their calls do not run again); that step and the ones after it run anew, as you, with your rights.'}),
+        st.forks.steps, st.forks.form));
+    }
+    const f = st.forks;
+    const cmp = (a, b) => h('a', {href: '#/compare' + q({a, b}), text: 'compare'});
+    replace(f.origin, run.forkedFrom ? h('p.fork-origin', {}, 'Forked from ', runLink(run.forkedFrom.run), ` at step ${run.forkedFrom.step} · `,
+      cmp(run.forkedFrom.run, run.id)) : null);
+    api('/v1/runs' + q({forkedFrom: run.id, limit: 50})).then(r => {
+      const forks = (r && r.runs) || [];
+      replace(f.list, forks.length ? h('div', {}, h('strong', {text: `Forks (${forks.length})`}), h('ul.fork-list', {}, forks.map(x =>
+        h('li', {'data-fork': x.id}, runLink(x.id), ` from step ${x.forkedFrom ? x.forkedFrom.step : '?'} · `,
+          status(x.status === 'done' ? x.termination : x.status), ' · ', cmp(run.id, x.id))))) : null);
+    }).catch(() => replace(f.list));
+    if (f.shownSteps === run.steps) return;
+    f.shownSteps = run.steps;
+    const steps = [];
+    for (let k = 0; k < run.steps; k++) steps.push(k);
+    replace(f.steps, steps.length ? h('ol.fork-steps', {start: 0}, steps.map(k => {
+      const calls = run.calls.filter(c => c.step === k);
+      return h('li', {}, h('span.mono', {text: `step ${k}`}), ' ',
+        h('span.muted', {text: calls.length ? calls.map(c => c.name).join(', ') : 'answer'}), ' ',
+        h('button', {type: 'button', 'data-rerun-step': String(k), text: 'Rerun from here', onclick: () => openForkForm(f.form, run, k)}));
+    })) : h('p.muted', {text: 'No steps yet.'}));
+  }
+
+  // openForkForm shows the edits of a fork from step k: the conversation the model was
+  // asked at that step (each message may be replaced or dropped), a message to add, the
+  // model, tools and step limit; it says what is reused and what runs again.
+  async function openForkForm(el, run, k) {
+    replace(el, h('p.muted', {text: `Loading the conversation of step ${k}…`}));
+    let msgs;
+    try { msgs = await api(`/v1/runs/${encodeURIComponent(run.id)}/messages?view=model&step=${k}`) || []; }
+    catch (e) { replace(el, errorBox(e)); return; }
+    const reused = run.calls.filter(c => c.step < k);
+    const edits = msgs.map((m, i) => {
+      const drop = h('input', {type: 'checkbox', 'data-drop': String(i)});
+      const editable = (m.role === 'user' || m.role === 'assistant') && !(m.toolCalls || []).length && !(m.toolResults || []).length;
+      const text = editable ? h('textarea', {rows: 2, 'data-replace': String(i)}) : null;
+      if (text) text.value = m.text || ''; // a textarea's text is its value, not an attribute
+      return {m, i, drop, text, row: h('li.fork-msg', {}, h('span.mono', {text: `${i} ${m.role}`}), ' ',
+        text || h('code', {text: m.text || compact((m.toolCalls || []).map(c => c.name + ' ' + compact(c.arguments)).concat((m.toolResults || []).map(r => '← ' + r.name)).join('; '))}),
+        h('label.check', {}, drop, 'drop'))};
+    });
+    const input = h('textarea', {id: 'fork-input', rows: 2, placeholder: 'A message added after the conversation (optional)'});
+    const model = h('input', {id: 'fork-model', placeholder: run.model, size: 16});
+    const tools = h('input', {id: 'fork-tools', placeholder: (run.tools || []).join(',') || 'the run\'s', size: 30});
+    const maxSteps = h('input', {id: 'fork-max-steps', type: 'number', min: 1, size: 5});
+    const out = h('div', {'aria-live': 'polite'});
+    const form = h('form.card.fork-form', {'data-step': String(k), onsubmit: async e => {
+      e.preventDefault();
+      const body = {fromStep: k};
+      const replaceList = edits.filter(x => x.text && x.text.value !== (x.m.text || '') && !x.drop.checked)
+        .map(x => ({index: x.i, message: {role: x.m.role, text: x.text.value}}));
+      const drop = edits.filter(x => x.drop.checked).map(x => x.i);
+      if (replaceList.length) body.replace = replaceList;
+      if (drop.length) body.drop = drop;
+      if (input.value.trim()) body.input = input.value;
+      if (model.value.trim()) body.model = model.value.trim();
+      if (tools.value.trim()) body.tools = tools.value.split(',').map(t => t.trim()).filter(Boolean);
+      if (maxSteps.value) body.limits = {maxSteps: Number(maxSteps.value)};
+      try {
+        const fork = await api(`/v1/runs/${encodeURIComponent(run.id)}/fork`, {method: 'POST', body});
+        toast(`Forked: run ${fork.id}`);
+        location.hash = '#/runs/' + encodeURIComponent(fork.id);
+      } catch (e2) { replace(out, errorBox(e2)); }
+    }},
+    h('h3', {text: `Rerun from step ${k}`}),
+    h('p.fork-reuse', {}, k === 0 ? 'Nothing is reused: the run starts over from its input. ' :
+      `Reused as recorded, not run again: steps 0–${k - 1}, ${reused.length} call${reused.length === 1 ? '' : 's'}` +
+      (reused.length ? ` (${[...new Set(reused.map(c => c.name))].join(', ')})` : '') + '. ',
+    h('strong', {text: `Runs again: step ${k} and after.`})),
+    h('p.muted', {text: 'The conversation the model was asked at this step: edit or drop messages (a call and its result go together).'}),
+    h('ol.fork-msgs', {start: 0}, edits.map(x => x.row)),
+    h('label', {for: 'fork-input'}, 'Add a message', input),
+    h('p.row', {}, h('label', {for: 'fork-model'}, 'Model ', model), h('label', {for: 'fork-tools'}, 'Tools ', tools),
+      h('label', {for: 'fork-max-steps'}, 'Max steps ', maxSteps)),
+    h('p.row', {}, h('button.primary', {type: 'submit', 'data-action': 'fork', text: `Rerun from step ${k}`}),
+      h('button', {type: 'button', text: 'Close', onclick: () => replace(el)})),
+    out);
+    replace(el, form);
+    form.scrollIntoView({block: 'nearest'});
+  }
+
+  // comparePicker is the runs list's choice of two runs to compare: a checkbox on each
+  // row (kept across the list's refreshes) and a button that opens the compare page.
+  function comparePicker() {
+    const picked = [];
+    const go = h('button', {type: 'button', id: 'compare-selected', disabled: true, text: 'Compare the two picked runs',
+      onclick: () => { location.hash = '#/compare' + q({a: picked[0], b: picked[1]}); }});
+    const say = h('span.muted', {text: 'Pick two runs to compare them step by step.'});
+    const bar = h('p.row.compare-bar', {}, go, say);
+    const update = () => {
+      go.disabled = picked.length !== 2;
+      say.textContent = picked.length ? `Picked: ${picked.join(' and ')}` : 'Pick two runs to compare them step by step.';
+    };
+    const sync = body => {
+      for (const tr of body.querySelectorAll('tr[data-run]')) {
+        const id = tr.dataset.run;
+        if (tr.querySelector('input[data-compare]')) continue;
+        const box = h('input', {type: 'checkbox', 'data-compare': id, 'aria-label': `compare ${id}`, checked: picked.includes(id), onchange: () => {
+          const i = picked.indexOf(id);
+          if (box.checked && i < 0) picked.push(id);
+          if (!box.checked && i >= 0) picked.splice(i, 1);
+          while (picked.length > 2) {
+            const old = picked.shift();
+            const other = body.querySelector(`input[data-compare="${CSS.escape(old)}"]`);
+            if (other) other.checked = false;
+          }
+          update();
+        }});
+        const td = tr.querySelector('td');
+        if (td) td.prepend(box, ' ');
+      }
+    };
+    return {bar, sync};
+  }
+
+  // comparePage is #/compare?a=A&b=B: the two runs' aligned steps, side by side, each
+  // call's argument and result differences highlighted (JSON Patch paths), and deltas.
+  async function comparePage(params) {
+    const a = params.get('a') || '', b = params.get('b') || '';
+    const form = h('form.filters', {onsubmit: e => { e.preventDefault(); location.hash = '#/compare' + q({a: form.elements.a.value.trim(), b: form.elements.b.value.trim()}); }},
+      h('label', {for: 'cmp-a'}, 'Run A', h('input', {id: 'cmp-a', name: 'a', value: a, size: 26})),
+      h('label', {for: 'cmp-b'}, 'Run B', h('input', {id: 'cmp-b', name: 'b', value: b, size: 26})),
+      h('button.primary', {type: 'submit', text: 'Compare'}),
+      a && b ? h('a', {href: '#/compare' + q({a: b, b: a}), text: 'Swap'}) : null);
+    const out = h('div');
+    replace(main, h('h1', {text: 'Compare runs'}), form, out);
+    if (!a || !b) { replace(out, h('p.muted', {text: 'Give two runs of yours (or pick two in the runs list).'})); return; }
+    let d;
+    try { d = await api(`/v1/runs/${encodeURIComponent(a)}/diff/${encodeURIComponent(b)}`); }
+    catch (e) { replace(out, errorBox(e)); return; }
+    const signed = v => (v > 0 ? '+' : '') + (Number.isInteger(v) ? v : v.toFixed(4));
+    const side = (label, r) => h('div', {}, h('strong', {text: label + ' '}), runLink(r.id), ' ', h('span.mono', {text: r.model}), ' ',
+      status(r.status === 'done' ? r.termination : r.status), ` ${r.steps} steps`,
+      r.forkedFrom ? h('span.muted', {}, ' · forked from ', runLink(r.forkedFrom.run), ` at step ${r.forkedFrom.step}`) : null);
+    const t = d.totals;
+    const stepNo = n => n === null || n === undefined ? '—' : String(n);
+    const patchList = (cls, ops) => h('ul.' + cls, {}, ops.map(op => h('li', {},
+      h('mark', {text: op.path || '/'}), ` ${op.op}`, op.value !== undefined ? h('code', {text: ' ' + compact(op.value)}) : null,
+      op.from ? h('span.muted', {text: ` from ${op.from}`}) : null)));
+    const callBlock = (s, c) => h('div.card.diff-call', {'data-tool': c.tool},
+      h('div', {}, h('strong.mono', {text: `${c.tool} #${c.index}`}), ` step ${stepNo(s.a)} / ${stepNo(s.b)} `,
+        !c.a ? h('span.status.error', {text: 'only in B'}) : !c.b ? h('span.status.error', {text: 'only in A'}) :
+          c.statusChanged ? h('span', {}, status(c.a.status), ' → ', status(c.b.status)) : status(c.b.status),
+        c.errorChanged ? h('div.muted', {text: `error: ${c.a.error || '—'} → ${c.b.error || '—'}`}) : null),
+      (c.arguments || []).length ? h('div', {}, h('div', {text: 'Arguments changed:'}), patchList('diff-args', c.arguments)) : null,
+      (c.result || []).length ? h('div', {}, h('div', {text: 'Result changed:'}), patchList('diff-result', c.result)) : null,
+      c.a && c.b ? h('div.diff-sides', {}, h('div', {}, h('div.muted', {text: 'A arguments'}), jsonBlock(c.a.arguments, 'A arguments')),
+        h('div', {}, h('div.muted', {text: 'B arguments'}), jsonBlock(c.b.arguments, 'B arguments'))) : null);
+    const changedCall = c => !c.a || !c.b || (c.arguments || []).length || (c.result || []).length || c.statusChanged || c.errorChanged;
+    replace(out, h('div.diff-view', {},
+      h('div.card', {}, side('A', d.a), side('B', d.b),
+        d.shared ? h('p.muted', {text: `${d.shared} step${d.shared === 1 ? '' : 's'} shared: the fork reused them (A from step ${d.a.from}, B from step ${d.b.from}).`}) : null,
+        h('p', {}, h('strong', {text: `${t.changedSteps} of ${t.steps} aligned steps changed, ${t.changedCalls} of ${t.calls} calls. `}),
+          `Tokens ${signed(t.tokens.delta)}, cost ${signed(t.cost.delta)}, time ${signed(t.durationMs.delta)} ms (B − A).`)),
+      h('div.table-wrap', {}, h('table', {'aria-label': 'Aligned steps'},
+        h('thead', {}, h('tr', {}, ['Step A', 'Step B', 'Text', 'Calls', 'Tokens Δ', 'Cost Δ', 'Time Δ'].map((c, i) => h('th' + (i > 3 ? '.num' : ''), {scope: 'col', text: c})))),
+        h('tbody', {}, d.steps.map(s => h('tr' + (s.changed ? '.changed' : ''), {'data-steps': `${stepNo(s.a)}/${stepNo(s.b)}`},
+          h('td.num', {text: stepNo(s.a)}), h('td.num', {text: stepNo(s.b)}),
+          h('td', {}, s.textChanged ? h('div', {}, h('del', {text: s.textA || '(none)'}), h('br'), h('ins', {text: s.textB || '(none)'})) : h('span.muted', {text: 'same'})),
+          h('td', {text: s.calls.map(c => `${c.tool}${changedCall(c) ? ' ≠' : ''}`).join(', ')}),
+          h('td.num', {text: signed(s.tokens.delta)}), h('td.num', {text: signed(s.cost.delta)}), h('td.num', {text: signed(s.durationMs.delta)})))))),
+      d.steps.flatMap(s => s.calls.filter(changedCall).map(c => callBlock(s, c)))));
   }
 
   start();
