@@ -343,7 +343,12 @@
 // start; each event's SSE id is its sequence on the events stream, and a reconnection
 // with Last-Event-ID resumes after it, or gets 204 once it saw done), POST
 // /v1/approvals/{callId}, POST /v1/runs/{id}/cancel, POST /v1/runs/{id}/messages, POST
-// /v1/runs/{id}/tools, POST /v1/runs/{id}/pause, POST /v1/runs/{id}/resume, the lists (below), /healthz, /readyz and /openapi.json (the
+// /v1/runs/{id}/tools, POST /v1/runs/{id}/pause, POST /v1/runs/{id}/resume, POST
+// /v1/runs/{id}/fork and GET /v1/runs/{a}/diff/{b} ([Planner.Fork], [Planner.Diff]: rerun
+// a run from a step, reusing the recorded results of the steps before it, and compare
+// two runs step by step; fork.go, diff.go), GET /v1/runs/{id}/events with Accept:
+// application/json ([Planner.ListEvents]: the events stored so far, a page at a time),
+// the lists (below), /healthz, /readyz and /openapi.json (the
 // API's OpenAPI 3.1 document). The same lifecycle is published on
 // toolfleet.event.run.<run>.<what> for any NATS subscriber. The planner's methods
 // fail with an [APIError], which carries the status the API answers (the NATS control
@@ -398,7 +403,7 @@
 //
 //	| `<what>` | from | when | `detail` |
 //	|---|---|---|---|
-//	| `started` | planner | the run is stored | `model`, `tools`, `parent` |
+//	| `started` | planner | the run is stored | `model`, `tools`, `parent`, `forkedFrom` |
 //	| `step_started` | planner | the model is asked for the step | `model` |
 //	| `text_delta` | planner | streamed text of the step's answer, coalesced (≤ 1 per 50 ms or KiB) | `text`, `index` (0, 1, … within the step) |
 //	| `tool_call_started` | planner | the model's stream delivered a tool call | `tool`, `modelCallId`, `index` |

@@ -17,7 +17,7 @@ func (c *cli) runsFork() *cobra.Command {
 	var r runs.ForkRequest
 	var compact, summary, timeout string
 	var maxSteps int
-	var wait, follow bool
+	var wait, follow, quiet bool
 	cmd := &cobra.Command{
 		Use:   "fork RUN --from-step K",
 		Short: "Rerun a run from a step, as a new run (earlier steps' calls are reused, not run again)",
@@ -32,6 +32,9 @@ runs as you, with your rights, and names RUN and K in its forkedFrom.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("from-step") {
 				return usageErrorf("give the step to take anew: --from-step K (0 is the first)")
+			}
+			if quiet && (wait || follow || c.output == "json") {
+				return usageErrorf("-q prints only the fork's id: not with --wait, --follow or -o json")
 			}
 			if compact != "" {
 				from, to, ok := strings.Cut(compact, ":")
@@ -53,6 +56,10 @@ runs as you, with your rights, and names RUN and K in its forkedFrom.`,
 			if err != nil {
 				return c.failed(api, err)
 			}
+			if quiet {
+				fmt.Fprintln(c.stdout, run.ID)
+				return nil
+			}
 			return c.afterStart(cmd.Context(), api, run, follow, wait,
 				fmt.Sprintf("run %s forked from %s at step %d (%s)", run.ID, args[0], r.FromStep, run.Status))
 		},
@@ -68,6 +75,7 @@ runs as you, with your rights, and names RUN and K in its forkedFrom.`,
 	cmd.Flags().StringVar(&timeout, "timeout", "", "the fork's wall-clock limit (a duration, e.g. 5m)")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the fork's end and print it")
 	cmd.Flags().BoolVar(&follow, "follow", false, "show the fork's steps and calls as they happen, then its end")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only the fork's id")
 	return cmd
 }
 
