@@ -4,12 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"slices"
+	"strconv"
+	"strings"
 
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/toolfleet/toolfleet/internal/planner/runrec"
 	"github.com/toolfleet/toolfleet/internal/provider"
+	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
 // What a fork and a diff read of a run (the planner's fork.go and diff.go): its records
@@ -17,25 +23,44 @@ import (
 // the loop keeps for the run's own next step) — a fork of a long run reads each record
 // and output once, at once, instead of one after another.
 
-// readAhead bounds the reads a fork or a diff has in flight at once.
+// readAhead bounds the reads a fork or a diff has in flight at once, when a batched
+// read left records to read one by one.
 const readAhead = 16
 
 // Steps returns records from..to-1 of run (each with its arguments; with the control
-// state it left when withState), in order.
+// state it left when withState), in order. They are read with one batched direct get
+// (the last message of each of the run's step subjects); a record the answer lacks (a
+// follower behind its leader, a server that does not batch) is read on its own.
 func (l *Log) Steps(ctx context.Context, run string, from, to int, withState bool) ([]*StepRecord, error) {
 	if to <= from {
 		return nil, nil
 	}
 	recs := make([]*StepRecord, to-from)
+	prefix := Subject(run, "step") + "."
+	for m, err := range l.lastOfEach(ctx, l.log.CachedInfo().Config.Name, prefix+"*") {
+		if err != nil {
+			return nil, err
+		}
+		n, err := strconv.Atoi(strings.TrimPrefix(m.Subject, prefix))
+		if err != nil || n < from || n >= to {
+			continue
+		}
+		if recs[n-from], err = l.decodeStep(ctx, run, n, m.Data, withState); err != nil {
+			return nil, err
+		}
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(readAhead)
-	for n := from; n < to; n++ {
+	for i, rec := range recs {
+		if rec != nil {
+			continue
+		}
 		g.Go(func() error {
-			rec, err := l.loadStep(gctx, run, n, withState)
+			rec, err := l.loadStep(gctx, run, from+i, withState)
 			if err != nil {
-				return fmt.Errorf("step %d of run %s: %w", n, run, err)
+				return fmt.Errorf("step %d of run %s: %w", from+i, run, err)
 			}
-			recs[n-from] = rec
+			recs[i] = rec
 			return nil
 		})
 	}
@@ -43,6 +68,82 @@ func (l *Log) Steps(ctx context.Context, run string, from, to int, withState boo
 		return nil, err
 	}
 	return recs, nil
+}
+
+// lastOfEach yields the last message of each subject of stream that filter matches,
+// read with one batched direct get; nothing when the server does not answer one (the
+// caller reads what it misses one by one). An error is one of reading what came.
+func (l *Log) lastOfEach(ctx context.Context, stream, filter string) iter.Seq2[*jetstream.RawStreamMsg, error] {
+	return func(yield func(*jetstream.RawStreamMsg, error) bool) {
+		msgs, err := jetstreamext.GetLastMsgsFor(ctx, l.js, stream, []string{filter})
+		if err != nil {
+			return
+		}
+		for m, err := range msgs {
+			if err != nil {
+				return // a batch cut short: what it lacks is read one by one
+			}
+			if !yield(m, nil) {
+				return
+			}
+		}
+	}
+}
+
+// outputs reads the outputs of the fleet calls of run r from the results stream: each
+// shard's results of the run in one batched direct get, what that lacks one by one.
+func (l *Log) outputs(ctx context.Context, r *runrec.Run, calls []*runrec.CallRecord) ([]json.RawMessage, error) {
+	outs := make([]json.RawMessage, len(calls))
+	if len(calls) == 0 {
+		return outs, nil
+	}
+	at := map[string]int{} // result subject → index in calls
+	shards := map[int]bool{}
+	for i, c := range calls {
+		subj, err := events.ResultSubject(r.Tenant, r.ID, c.ID)
+		if err != nil {
+			return nil, err
+		}
+		at[subj] = i
+		shards[l.shards.ResultShard(subj)] = true
+	}
+	filter, err := events.RunResultsSubject(r.Tenant, r.ID)
+	if err != nil {
+		return nil, err
+	}
+	found := make([]bool, len(calls))
+	for shard := range shards {
+		for m, err := range l.lastOfEach(ctx, l.results[shard].CachedInfo().Config.Name, filter) {
+			if err != nil {
+				return nil, err
+			}
+			i, ok := at[m.Subject]
+			if !ok {
+				continue
+			}
+			_, res, err := events.DecodeResult(rawMsg{m})
+			if err != nil {
+				return nil, fmt.Errorf("decode result of call %s: %w", calls[i].ID, err)
+			}
+			if err := l.Resolve(ctx, &res); err != nil {
+				return nil, err
+			}
+			outs[i], found[i] = res.Output, true
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(readAhead)
+	for i, c := range calls {
+		if found[i] {
+			continue
+		}
+		g.Go(func() error {
+			out, err := l.Output(gctx, r.Tenant, r.ID, c)
+			outs[i] = out
+			return err
+		})
+	}
+	return outs, g.Wait()
 }
 
 // ConversationAt returns the conversation the model of run r (its control state) was
@@ -87,17 +188,8 @@ func (l *Log) ConversationAt(ctx context.Context, r *runrec.Run, k int) ([]provi
 			}
 		}
 	}
-	outs := make([]json.RawMessage, len(fleet))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(readAhead)
-	for i, c := range fleet {
-		g.Go(func() error {
-			out, err := l.Output(gctx, r.Tenant, r.ID, c)
-			outs[i] = out
-			return err
-		})
-	}
-	if err := g.Wait(); err != nil {
+	outs, err := l.outputs(ctx, r, fleet)
+	if err != nil {
 		return nil, err
 	}
 	for i, c := range fleet {

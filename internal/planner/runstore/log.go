@@ -423,6 +423,20 @@ func (l *Log) readStep(ctx context.Context, run string, n int) (*StepRecord, err
 // loadStep reads record n of run from the log, with its arguments; with its State only
 // when withState (decoding it is most of a record's cost).
 func (l *Log) loadStep(ctx context.Context, run string, n int, withState bool) (*StepRecord, error) {
+	subject := Subject(run, "step", strconv.Itoa(n))
+	m, err := l.last(ctx, l.log, subject)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", subject, err)
+	}
+	if m == nil {
+		return nil, ErrNoRecord
+	}
+	return l.decodeStep(ctx, run, n, m.Data, withState)
+}
+
+// decodeStep decodes data, record n of run, and reads its arguments when they are in
+// records of their own; its State only when withState.
+func (l *Log) decodeStep(ctx context.Context, run string, n int, data []byte, withState bool) (*StepRecord, error) {
 	var rec StepRecord
 	var dst any = &rec
 	if !withState {
@@ -431,8 +445,8 @@ func (l *Log) loadStep(ctx context.Context, run string, n int, withState bool) (
 			State json.RawMessage `json:"state"` // shadows rec.State: checked, not decoded
 		}{StepRecord: &rec}
 	}
-	if err := l.get(ctx, l.log, Subject(run, "step", strconv.Itoa(n)), dst); err != nil {
-		return nil, err
+	if err := json.Unmarshal(data, dst); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", Subject(run, "step", strconv.Itoa(n)), err)
 	}
 	for i := range rec.Message.ToolCalls {
 		tc := &rec.Message.ToolCalls[i]
