@@ -119,6 +119,11 @@ func (c Config) withDefaults() (Config, error) {
 			return c, fmt.Errorf("planner: default model %q is not among the configured models", c.DefaultModel)
 		}
 	}
+	for m := range c.ModelRoles {
+		if _, ok := c.Models[m]; !ok {
+			return c, fmt.Errorf("planner: ModelRoles names model %q, which is not among the configured models", m)
+		}
+	}
 	c.Events = c.Events.WithDefaults()
 	if c.PickThreshold == 0 {
 		c.PickThreshold = 20

@@ -184,6 +184,10 @@ func TestForkRightsToolsAndModels(t *testing.T) {
 	}}
 	b.swapPlanner(t, Config{Models: map[string]provider.Model{"main": model, "big": model}, DefaultModel: "main",
 		ModelRoles: map[string][]string{"big": {"admin"}}})
+	if _, err := New(b.ctx, b.srv.Connect(), Config{Models: map[string]provider.Model{"main": model}, Events: b.cfg,
+		ModelRoles: map[string][]string{"nope": {"admin"}}}); err == nil || !strings.Contains(err.Error(), `"nope"`) {
+		t.Errorf("ModelRoles naming a model that is not configured: %v", err)
+	}
 	admin := events.Identity{Tenant: "acme", Role: "admin"}
 	user := events.Identity{Tenant: "acme", Role: "user"}
 	other := events.Identity{Tenant: "globex", Role: "admin"}

@@ -35,6 +35,10 @@ type Config struct {
 	// OperatorRoles may act on other roles' runs of their tenant (see
 	// planner.Config.OperatorRoles).
 	OperatorRoles []string
+	// ModelRoles restricts models to roles (see planner.Config.ModelRoles), from
+	// -model-roles "model=role|role" (repeatable) or TOOLFLEET_MODEL_ROLES (entries
+	// separated by commas).
+	ModelRoles map[string][]string
 	// Scripts are scripted models by name, "name=path".
 	Scripts []string
 	// StreamReplicas is the replicas of the streams and buckets the planner creates.
@@ -84,6 +88,12 @@ is its TOOLFLEET_* variable; the NATS password comes only from TOOLFLEET_NATS_PA
 	tokensFile := fs.String("api-tokens", os.Getenv("TOOLFLEET_API_TOKENS_FILE"),
 		"a JSON file mapping API bearer tokens to the tenant and role their holders act with (env TOOLFLEET_API_TOKENS_FILE)")
 	envflag.OperatorRoles(fs, &c.OperatorRoles)
+	var modelRoles []string
+	if v := os.Getenv("TOOLFLEET_MODEL_ROLES"); v != "" {
+		modelRoles = envflag.List(v)
+	}
+	fs.Func("model-roles", "`model=role|role`: only these roles may use the model, to start or fork a run (repeatable; env TOOLFLEET_MODEL_ROLES, comma-separated)",
+		func(s string) error { modelRoles = append(modelRoles, s); return nil })
 	pricesFile := fs.String("prices", os.Getenv("TOOLFLEET_PRICES_FILE"),
 		"a YAML or JSON price table: models' prices per million input and output tokens, and tools' prices per call, for runs' costs and limits.costBudget (env TOOLFLEET_PRICES_FILE)")
 	fs.Func("script", "a scripted model, name=path to its YAML or JSON script (repeatable)", func(s string) error {
@@ -121,6 +131,9 @@ is its TOOLFLEET_* variable; the NATS password comes only from TOOLFLEET_NATS_PA
 	}
 	if err := events.ValidateRoles(c.OperatorRoles); err != nil {
 		errs = append(errs, fmt.Errorf("-operator-roles (TOOLFLEET_OPERATOR_ROLES): %w", err))
+	}
+	if c.ModelRoles, err = parseModelRoles(modelRoles); err != nil {
+		errs = append(errs, fmt.Errorf("-model-roles (TOOLFLEET_MODEL_ROLES): %w", err))
 	}
 	if c.Shards < 1 || c.Shards > events.MaxShards {
 		errs = append(errs, fmt.Errorf("-shards (TOOLFLEET_SHARDS): must be 1 to %d, got %d", events.MaxShards, c.Shards))
@@ -203,4 +216,28 @@ func (c Config) Models() (map[string]provider.Model, string, error) {
 		return nil, "", fmt.Errorf("no model: set TOOLFLEET_MODEL (e.g. openai/gpt-4o-mini, anthropic/claude-sonnet-4-5, ollama/llama3.1) or give -script name=path")
 	}
 	return models, def, nil
+}
+
+// parseModelRoles reads "model=role|role" entries.
+func parseModelRoles(entries []string) (map[string][]string, error) {
+	if len(entries) == 0 {
+		return nil, nil
+	}
+	out := map[string][]string{}
+	for _, e := range entries {
+		model, roles, ok := strings.Cut(e, "=")
+		model = strings.TrimSpace(model)
+		if !ok || model == "" || strings.TrimSpace(roles) == "" {
+			return nil, fmt.Errorf("want model=role|role, got %q", e)
+		}
+		for r := range strings.SplitSeq(roles, "|") {
+			if r = strings.TrimSpace(r); r != "" {
+				out[model] = append(out[model], r)
+			}
+		}
+		if err := events.ValidateRoles(out[model]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }

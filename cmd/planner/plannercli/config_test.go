@@ -40,6 +40,10 @@ func TestParse(t *testing.T) {
 		c.MaxStarting != 64 || c.MaxStall != 250*time.Millisecond || c.StepLease != 5*time.Second {
 		t.Fatalf("config %+v", c)
 	}
+	if c, err = Parse([]string{"-model-roles", "big=admin|ops", "-model-roles", "huge=admin"}, io.Discard); err != nil ||
+		!slices.Equal(c.ModelRoles["big"], []string{"admin", "ops"}) || !slices.Equal(c.ModelRoles["huge"], []string{"admin"}) {
+		t.Fatalf("-model-roles: %v, %v", c.ModelRoles, err)
+	}
 	if c, err = Parse([]string{"-operator-roles", "admin"}, io.Discard); err != nil || !slices.Equal(c.OperatorRoles, []string{"admin"}) {
 		t.Fatalf("-operator-roles admin: %v, %v", c.OperatorRoles, err)
 	}
@@ -55,6 +59,7 @@ func TestParseRefuses(t *testing.T) {
 		{Name: "bad log level", Env: map[string]string{"TOOLFLEET_LOG_LEVEL": "loud"}, Says: `TOOLFLEET_LOG_LEVEL "loud"`},
 		{Name: "TLS certificate without its key", Args: []string{"-nats-tls-cert", "cert.pem"}, Says: "nats: give both a TLS certificate and its key"},
 		{Name: "operator role with a dot", Args: []string{"-operator-roles", "ops,a.b"}, Says: `-operator-roles (TOOLFLEET_OPERATOR_ROLES): invalid_event: role "a.b" is not allowed`},
+		{Name: "model roles without roles", Args: []string{"-model-roles", "big"}, Says: `-model-roles (TOOLFLEET_MODEL_ROLES): want model=role|role, got "big"`},
 		{Name: "no run may start", Args: []string{"-max-starting", "0"}, Says: "-max-starting (TOOLFLEET_MAX_STARTING): must be at least 1, got 0"},
 		{Name: "no stall allowed", Env: map[string]string{"TOOLFLEET_MAX_STALL": "0s"}, Says: "-max-stall (TOOLFLEET_MAX_STALL): must be a positive duration, got 0s"},
 		{Name: "step lease too short", Env: map[string]string{"TOOLFLEET_STEP_LEASE": "500ms"}, Says: "-step-lease (TOOLFLEET_STEP_LEASE): must be at least 1s, got 500ms"},

@@ -75,7 +75,7 @@ func Run(ctx context.Context, c Config) error {
 func New(ctx context.Context, nc *nats.Conn, c Config, models map[string]provider.Model, def string,
 	metrics *prometheus.Registry, log zerolog.Logger) (*planner.Planner, error) {
 	cfg := planner.Config{Models: models, DefaultModel: def, Events: c.Events(), Log: log, Prices: c.Prices,
-		OperatorRoles: c.OperatorRoles, NoUsage: !c.Usage, MaxStarting: c.MaxStarting, MaxStall: c.MaxStall,
+		OperatorRoles: c.OperatorRoles, ModelRoles: c.ModelRoles, NoUsage: !c.Usage, MaxStarting: c.MaxStarting, MaxStall: c.MaxStall,
 		StepLease: c.StepLease}
 	if metrics != nil { // a nil *Registry in the interface would not read as "none"
 		cfg.Metrics = metrics
