@@ -1092,22 +1092,25 @@
     const cmp = (a, b) => h('a', {href: '#/compare' + q({a, b}), text: 'compare'});
     replace(f.origin, run.forkedFrom ? h('p.fork-origin', {}, 'Forked from ', runLink(run.forkedFrom.run), ` at step ${run.forkedFrom.step} · `,
       cmp(run.forkedFrom.run, run.id)) : null);
+    if (f.shownSteps !== run.steps) {
+      f.shownSteps = run.steps;
+      const steps = [];
+      for (let k = 0; k < run.steps; k++) steps.push(k);
+      replace(f.steps, steps.length ? h('ol.fork-steps', {start: 0}, steps.map(k => {
+        const calls = run.calls.filter(c => c.step === k);
+        return h('li', {}, h('span.mono', {text: `step ${k}`}), ' ',
+          h('span.muted', {text: calls.length ? calls.map(c => c.name).join(', ') : 'answer'}), ' ',
+          h('button', {type: 'button', 'data-rerun-step': String(k), text: 'Rerun from here', onclick: () => openForkForm(f.form, st.run, k)}));
+      })) : h('p.muted', {text: 'No steps yet.'}));
+    }
+    if (Date.now() - (f.listedAt || 0) < 2000) return; // a running run is loaded again often
+    f.listedAt = Date.now();
     api('/v1/runs' + q({forkedFrom: run.id, limit: 50})).then(r => {
       const forks = (r && r.runs) || [];
       replace(f.list, forks.length ? h('div', {}, h('strong', {text: `Forks (${forks.length})`}), h('ul.fork-list', {}, forks.map(x =>
         h('li', {'data-fork': x.id}, runLink(x.id), ` from step ${x.forkedFrom ? x.forkedFrom.step : '?'} · `,
           status(x.status === 'done' ? x.termination : x.status), ' · ', cmp(run.id, x.id))))) : null);
     }).catch(() => replace(f.list));
-    if (f.shownSteps === run.steps) return;
-    f.shownSteps = run.steps;
-    const steps = [];
-    for (let k = 0; k < run.steps; k++) steps.push(k);
-    replace(f.steps, steps.length ? h('ol.fork-steps', {start: 0}, steps.map(k => {
-      const calls = run.calls.filter(c => c.step === k);
-      return h('li', {}, h('span.mono', {text: `step ${k}`}), ' ',
-        h('span.muted', {text: calls.length ? calls.map(c => c.name).join(', ') : 'answer'}), ' ',
-        h('button', {type: 'button', 'data-rerun-step': String(k), text: 'Rerun from here', onclick: () => openForkForm(f.form, run, k)}));
-    })) : h('p.muted', {text: 'No steps yet.'}));
   }
 
   // openForkForm shows the edits of a fork from step k: the conversation the model was
