@@ -258,3 +258,47 @@ func TestForkRightsToolsAndModels(t *testing.T) {
 		t.Fatalf("the echo fork answered %q", done.Answer)
 	}
 }
+
+// A running run may be forked from a step it has finished, not from the step after
+// one whose calls are still under way (409).
+func TestForkARunningRun(t *testing.T) {
+	b := setup(t, map[string]string{"main": plannerAnswerScript})
+	gate := make(chan struct{})
+	startExecutor(t, b, tools.Definition{Name: "gate", Safe: true, Parameters: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, _ json.RawMessage) (any, error) {
+			select {
+			case <-gate:
+				return "open", nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		})
+	model := &sequenceModel{answers: []provider.Message{
+		{ToolCalls: []provider.ToolCall{callOf("g0", "gate", `{}`)}}, // the run's step 0
+		{Text: "done"}, {Text: "done"}, // the fork's step 0 and the run's step 1, in either order
+	}}
+	b.swapPlanner(t, Config{Models: map[string]provider.Model{"main": model}, DefaultModel: "main"})
+	run, err := b.p.Start(b.ctx, StartRequest{Input: "wait at the gate", Tools: []string{"gate"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, waitTimeout, "the gate call to be under way", func() bool {
+		r, err := b.p.Get(b.ctx, run.ID)
+		return err == nil && len(r.Calls) == 1 && r.Recorded == 1
+	})
+	if _, err := b.p.Fork(b.ctx, run.ID, ForkRequest{FromStep: 1}); !isAPIStatus(err, http.StatusConflict) {
+		t.Fatalf("a fork from the step after the one under way: %v, want 409", err)
+	}
+	fork, err := b.p.Fork(b.ctx, run.ID, ForkRequest{FromStep: 0})
+	if err != nil {
+		t.Fatalf("a fork of a running run from its step 0: %v", err)
+	}
+	done := waitRun(t, b, fork.ID)
+	close(gate)
+	if done.Termination != TerminationCompleted || len(done.Calls) != 0 {
+		t.Fatalf("the fork from step 0 ended %s with calls %+v; want completed with the model's answer", done.Termination, done.Calls)
+	}
+	if done := waitRun(t, b, run.ID); done.Termination != TerminationCompleted || done.Calls[0].Status != string(events.StatusOK) {
+		t.Fatalf("the run ended %s, its call %+v", done.Termination, done.Calls[0])
+	}
+}
