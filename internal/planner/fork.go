@@ -19,8 +19,10 @@ import (
 // same way), and with another model or tool set if asked. The calls of steps before k
 // are not run again: their recorded results are in the fork's conversation as they
 // were (no side effect happens twice); the fork's step 0 is step k taken anew. Starting
-// a fork reads the original's records and outputs once, in parallel; it asks no model
-// and calls no tool (BenchmarkForkLongRun).
+// a fork reads the original's records and outputs once, each kind in one batched
+// direct get; it asks no model and calls no tool. BenchmarkForkLongRun (a 200-step run
+// forked at step 199): p50 17-42 ms on 2 cores under a load average of 20, about 10 ms
+// of it the fork's own CPU, mostly decoding the 199 records.
 //
 // The fork is a run like any other, started for the caller: it runs with the forker's
 // identity and rights and counts against its own limits (the original's unless the

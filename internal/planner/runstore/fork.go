@@ -19,9 +19,9 @@ import (
 )
 
 // What a fork and a diff read of a run (the planner's fork.go and diff.go): its records
-// as they are, read in parallel, without filling the replica's cache of the run (which
-// the loop keeps for the run's own next step) — a fork of a long run reads each record
-// and output once, at once, instead of one after another.
+// and outputs as they are, each kind in one batched direct get (one request, however
+// long the run, where one per record would cost a round trip each), without filling the
+// replica's cache of the run (which the loop keeps for the run's own next step).
 
 // readAhead bounds the reads a fork or a diff has in flight at once, when a batched
 // read left records to read one by one.
