@@ -3,6 +3,7 @@ package deploytest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -291,25 +292,32 @@ func inImage(t *testing.T, bin, path string) string {
 func (pr *process) waitReady(t *testing.T) {
 	t.Helper()
 	hc := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	natstest.EventuallyNil(t, 60*time.Second, pr.name+" to be ready on "+pr.readyURL, func() error {
 		select {
 		case <-pr.done:
 			t.Fatalf("%s exited (%v) before it was ready:\n%s", pr.name, pr.err, pr.out.String())
 		default:
 		}
-		if resp, err := hc.Get(pr.readyURL); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
+		resp, err := hc.Get(pr.readyURL)
+		if err != nil {
+			return notReady{err, pr}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready on %s within 60s:\n%s", pr.name, pr.readyURL, pr.out.String())
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return notReady{errors.New(resp.Status), pr}
 		}
-		time.Sleep(100 * time.Millisecond) // polling, bounded by deadline
-	}
+		return nil
+	})
 }
+
+// notReady is why a process is not ready yet, with what it printed (read when a test
+// fails with it).
+type notReady struct {
+	why error
+	pr  *process
+}
+
+func (e notReady) Error() string { return fmt.Sprintf("%v; it printed:\n%s", e.why, e.pr.out.String()) }
 
 // run runs argv (an image path, like the HEALTHCHECK) in the process's environment, as
 // docker exec does, and returns its output.

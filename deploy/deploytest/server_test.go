@@ -2,6 +2,7 @@ package deploytest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -15,6 +16,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
 )
 
 // repoRoot is the repository root, found from this file's place in it.
@@ -236,23 +239,17 @@ func (c *client) deniedOn(what string, subjects []string, op func(ctx context.Co
 		c.t.Errorf("%s could %s", c.user, what)
 		return
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for {
+	natstest.EventuallyNil(c.t, 30*time.Second, c.user+": a permissions violation on "+strings.Join(subjects, " or ")+" after "+what, func() error {
+		// The server reports the violation after the refusal; a round trip flushes it in.
+		_ = c.nc.FlushTimeout(time.Second)
 		c.mu.Lock()
+		defer c.mu.Unlock()
 		for i, v := range c.violations {
 			if slices.ContainsFunc(subjects, func(subject string) bool { return strings.Contains(v, `"`+subject+`"`) }) {
 				c.violations = append(c.violations[:i], c.violations[i+1:]...)
-				c.mu.Unlock()
-				return
+				return nil
 			}
 		}
-		got := append([]string(nil), c.violations...)
-		c.mu.Unlock()
-		if time.Now().After(deadline) {
-			c.t.Errorf("%s: %s failed, but not with a permissions violation on %q (violations: %v)", c.user, what, subjects, got)
-			return
-		}
-		_ = c.nc.FlushTimeout(time.Second)
-		time.Sleep(10 * time.Millisecond) // polling the violation list, bounded by deadline
-	}
+		return fmt.Errorf("%s failed, but not with one (violations: %v)", what, c.violations)
+	})
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/toolfleet/toolfleet/internal/ops"
 	"github.com/toolfleet/toolfleet/internal/planner"
+	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
 	"github.com/toolfleet/toolfleet/internal/testsupport/opstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
@@ -218,14 +219,13 @@ func TestDev(t *testing.T) {
 	}
 	// Until it is approved, the run waits, visibly.
 	var v planner.RunView
-	deadline := time.Now().Add(30 * time.Second)
-	for !awaiting(v, req.CallID) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the run does not show its call awaiting approval: %+v", v)
+	natstest.EventuallyNil(t, 30*time.Second, "the run to show its call awaiting approval", func() error {
+		call(t, http.MethodGet, a.API+"/v1/runs/"+req.RunID, "", &v) // polling the API, as a client would
+		if !awaiting(v, req.CallID) {
+			return fmt.Errorf("the run is %+v", v)
 		}
-		time.Sleep(10 * time.Millisecond) // polling the API, as a client would
-		call(t, http.MethodGet, a.API+"/v1/runs/"+req.RunID, "", &v)
-	}
+		return nil
+	})
 	// write_file is its step's only call: the run waits on a person, until its deadline.
 	if req.Tool != "write_file" || v.Status != planner.StatusAwaitingApproval || v.ApprovalDeadline == nil {
 		t.Fatalf("approval of %s; run %s", req.Tool, v.Status)

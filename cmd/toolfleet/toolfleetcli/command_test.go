@@ -3,6 +3,7 @@ package toolfleetcli
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/toolfleet/toolfleet/cmd/planner/plannercli"
+	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
 	"github.com/toolfleet/toolfleet/internal/testsupport/opstest"
 )
 
@@ -99,17 +101,17 @@ func testDevAndHealth(t *testing.T, bin string) {
 		cmd.Env = append(os.Environ(), env...)
 		return opstest.ExitCode(t, cmd)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	natstest.EventuallyNil(t, 60*time.Second, "toolfleet health to pass against dev", func() error {
 		code, out := health("TOOLFLEET_OPS_ADDR=" + opsAddr)
-		if code == 0 {
-			break
+		switch code {
+		case 0:
+			return nil
+		case 1: // not ready yet
+			return fmt.Errorf("exit 1: %s", out)
 		}
-		if code != 1 || time.Now().After(deadline) {
-			t.Fatalf("toolfleet health against dev: exit %d: %s\ndev printed:\n%s", code, out, stdout.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		t.Fatalf("toolfleet health against dev: exit %d: %s\ndev printed:\n%s", code, out, stdout.String())
+		return nil
+	})
 	_, deadPort, _ := net.SplitHostPort(opstest.FreeAddr(t))
 	if code, out := health("TOOLFLEET_OPS_ADDR=:" + deadPort); code != 1 || !strings.Contains(out, `health: Get "http://127.0.0.1:`+deadPort+`/readyz"`) {
 		t.Errorf("toolfleet health against a dead port: exit %d: %s", code, out)

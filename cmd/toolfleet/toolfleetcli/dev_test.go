@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/toolfleet/toolfleet/internal/planner"
 	"github.com/toolfleet/toolfleet/internal/planner/plannerapi"
+	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
 	"github.com/toolfleet/toolfleet/pkg/client/runs"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
@@ -141,19 +143,16 @@ func TestDevDemoDeniedThenFollowUps(t *testing.T) {
 	}
 	runID := v.ID
 	var callID string
-	deadline := time.Now().Add(30 * time.Second)
-	for callID == "" {
-		if time.Now().After(deadline) {
-			t.Fatalf("write_file never awaits an approval: %+v", v)
-		}
-		time.Sleep(10 * time.Millisecond) // polling the API, as a client would
-		call(t, http.MethodGet, a.API+"/v1/runs/"+runID, "", &v)
+	natstest.EventuallyNil(t, 30*time.Second, "write_file to await an approval", func() error {
+		call(t, http.MethodGet, a.API+"/v1/runs/"+runID, "", &v) // polling the API, as a client would
 		for _, c := range v.Calls {
 			if c.Name == "write_file" && awaiting(v, c.ID) {
 				callID = c.ID
+				return nil
 			}
 		}
-	}
+		return fmt.Errorf("the run is %+v", v)
+	})
 	if code := call(t, http.MethodPost, a.API+"/v1/approvals/"+callID, `{"decision":"deny","reason":"not today"}`, nil); code != http.StatusAccepted {
 		t.Fatalf("deny: %d", code)
 	}
@@ -179,17 +178,14 @@ func TestDevDemoDeniedThenFollowUps(t *testing.T) {
 func waitDone(t *testing.T, api, runID string, turn int) planner.RunView {
 	t.Helper()
 	var v planner.RunView
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	natstest.EventuallyNil(t, 30*time.Second, fmt.Sprintf("run %s to be done (turn %d)", runID, turn), func() error {
 		call(t, http.MethodGet, api+"/v1/runs/"+runID, "", &v)
-		if v.Status == planner.StatusDone && v.Turn >= turn-1 {
-			return v
+		if v.Status != planner.StatusDone || v.Turn < turn-1 {
+			return fmt.Errorf("the run is %+v", v)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run %s not done (turn %d) within 30s: %+v", runID, turn, v)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
+	return v
 }
 
 // dev's MCP edge has the fleet's operator roles, as its planner and executor do: an

@@ -2,6 +2,7 @@ package toolfleetcli
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/toolfleet/toolfleet/internal/semconv"
 	"github.com/toolfleet/toolfleet/internal/telemetry"
+	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
@@ -52,9 +54,10 @@ func TestRunIsOneTrace(t *testing.T) {
 	var byName map[string][]sdktrace.ReadOnlySpan
 	// The run's span ends when the replica that stored its end is told of it, which may
 	// be just after Wait saw the run done.
-	for deadline := time.Now().Add(10 * time.Second); runSpan == nil && time.Now().Before(deadline); {
+	natstest.EventuallyNil(t, 30*time.Second, "the invoke_agent span of run "+run.ID, func() error {
 		byName = map[string][]sdktrace.ReadOnlySpan{}
-		for _, s := range rec.Ended() {
+		ended := rec.Ended()
+		for _, s := range ended {
 			op := attr(s, "gen_ai.operation.name")
 			byName[op] = append(byName[op], s)
 			if op == semconv.OpInvokeAgent && attr(s, "gen_ai.conversation.id") == run.ID {
@@ -62,12 +65,10 @@ func TestRunIsOneTrace(t *testing.T) {
 			}
 		}
 		if runSpan == nil {
-			time.Sleep(20 * time.Millisecond) // polling the recorder, bounded by deadline
+			return fmt.Errorf("%d spans ended, none of them", len(ended))
 		}
-	}
-	if runSpan == nil {
-		t.Fatalf("no invoke_agent span for run %s (spans: %d)", run.ID, len(rec.Ended()))
-	}
+		return nil
+	})
 	trace, parent := runSpan.SpanContext().TraceID(), runSpan.SpanContext().SpanID()
 	if n := len(byName[semconv.OpChat]); n != run.Step+1 && n != run.Step {
 		t.Errorf("%d chat spans for a run of %d steps", n, run.Step)

@@ -2,6 +2,7 @@ package natstest
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"strconv"
@@ -57,13 +58,40 @@ func JetStreamOn(tb testing.TB, srv *Server, cfg events.Config) *JetStream {
 }
 
 // Eventually polls cond every 10ms until it holds, failing the test with what when
-// timeout passes first. It is the tests' only way to wait for something to happen.
+// timeout passes first. With [EventuallyNil] it is the tests' only way to wait for
+// something that sends no signal of its own (a signal is a channel or a message the
+// test receives): timeout bounds a wait that should never take it, and is never what
+// a test waits for. cond runs on the test's goroutine, so it may fail the test at once
+// (a process that exited, an answer that can only get worse).
 func Eventually(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
 	tb.Helper()
+	EventuallyNil(tb, timeout, what, func() error {
+		if cond() {
+			return nil
+		}
+		return errNotYet
+	})
+}
+
+// errNotYet is what Eventually's cond says while it does not hold.
+var errNotYet = errors.New("not yet")
+
+// EventuallyNil is Eventually for a check that says why it does not hold yet: it polls
+// check every 10ms until it returns nil, and a test that times out fails with check's
+// last error, what the test saw instead.
+func EventuallyNil(tb testing.TB, timeout time.Duration, what string, check func() error) {
+	tb.Helper()
 	deadline := time.Now().Add(timeout)
-	for !cond() {
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %s waiting for %s", timeout, what)
+			if errors.Is(err, errNotYet) {
+				tb.Fatalf("timed out after %s waiting for %s", timeout, what)
+			}
+			tb.Fatalf("timed out after %s waiting for %s: %v", timeout, what, err)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -2,6 +2,9 @@ package natstest
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -87,4 +90,31 @@ func TestArrivalsBeforeAndAfter(t *testing.T) {
 		t.Fatal("a key without a message arrived")
 	default:
 	}
+}
+
+// A wait that times out says what it saw instead.
+func TestEventuallyNilSaysWhy(t *testing.T) {
+	ft := &fatalRecorder{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		EventuallyNil(ft, 30*time.Millisecond, "the answer", func() error { return errors.New("the answer is 41") })
+	}()
+	<-done
+	if want := "timed out after 30ms waiting for the answer: the answer is 41"; ft.msg != want {
+		t.Errorf("the test failed with %q, want %q", ft.msg, want)
+	}
+}
+
+// fatalRecorder keeps the message of a Fatalf and ends its goroutine, as testing does.
+type fatalRecorder struct {
+	testing.TB
+	msg string
+}
+
+func (f *fatalRecorder) Helper() {}
+
+func (f *fatalRecorder) Fatalf(format string, args ...any) {
+	f.msg = fmt.Sprintf(format, args...)
+	runtime.Goexit()
 }
