@@ -31,10 +31,11 @@ var adminTools = []string{"add", "admin_reset", "delete_all", "fail", "free_form
 // waitForTools waits until the session lists want (the executor has filled the catalog).
 func waitForTools(t *testing.T, cs *mcp.ClientSession, want []string) {
 	t.Helper()
-	var got []string
-	natstest.Eventually(t, waitTimeout, "the edge to list the fleet's tools", func() bool {
-		got = listNames(t, cs)
-		return slices.Equal(got, want)
+	natstest.EventuallyNil(t, waitTimeout, fmt.Sprintf("the edge to list %v", want), func() error {
+		if got := listNames(t, cs); !slices.Equal(got, want) {
+			return fmt.Errorf("it lists %v", got)
+		}
+		return nil
 	})
 }
 

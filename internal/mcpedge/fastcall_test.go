@@ -15,10 +15,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/nats-io/nats.go"
 
 	"github.com/toolfleet/toolfleet/internal/mcpedge"
-	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
 // A tools/call as the official Go SDK's client sends it (protocol 2026-07-28).
@@ -278,17 +276,6 @@ func TestPlainCallIsCanceledWithItsClient(t *testing.T) {
 	url, e := f.edge(t, testAuth, 0)
 	cs := connect(t, url, userToken, "")
 	waitForTools(t, cs, anonymousTools)
-	started := make(chan *nats.Msg, 16)
-	sub, err := f.js.NC.ChanSubscribe("toolfleet.event.run.*.tool_started.acme", started)
-	if err == nil {
-		// The executor announces the start on core NATS, once: the subscription must be
-		// the server's before the call is made.
-		err = f.js.NC.Flush()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
 
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -299,12 +286,7 @@ func TestPlainCallIsCanceledWithItsClient(t *testing.T) {
 	}()
 	var callID string
 	select {
-	case m := <-started:
-		_, _, r, err := events.DecodeRunEvent(events.CoreMsg(m))
-		if err != nil || r.Tool != "slow" || r.CallID == "" {
-			t.Fatalf("tool_started: %+v %v", r, err)
-		}
-		callID = r.CallID
+	case callID = <-f.slowStarted:
 	case err := <-answered:
 		t.Fatalf("the call ended before it started: %v", err)
 	case <-time.After(waitTimeout):
@@ -314,14 +296,7 @@ func TestPlainCallIsCanceledWithItsClient(t *testing.T) {
 	if err := <-answered; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the canceled call returned %v", err)
 	}
-	deadline := time.After(waitTimeout)
-	for canceled := ""; canceled != callID; {
-		select {
-		case canceled = <-slowCanceled:
-		case <-deadline:
-			t.Fatalf("the tool of call %s did not see its context canceled", callID)
-		}
-	}
+	awaitSlow(t, f.slowCanceled, callID, "it saw its context canceled")
 	if n := e.FastCalls(); n != 1 {
 		t.Errorf("the fast path answered %d calls, want 1", n)
 	}

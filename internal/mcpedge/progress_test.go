@@ -96,14 +96,7 @@ func longCallThenCancel(t *testing.T, f *fleet, cs *mcp.ClientSession, notes <-c
 	}
 
 	// The tool saw its context canceled, and the fleet answered the call canceled.
-	deadline := time.After(waitTimeout)
-	for canceled := ""; canceled != callID; {
-		select {
-		case canceled = <-slowCanceled:
-		case <-deadline:
-			t.Fatalf("the tool of call %s did not see its context canceled", callID)
-		}
-	}
+	awaitSlow(t, f.slowCanceled, callID, "it saw its context canceled")
 	c, err := client.New(f.js.NC, client.WithIdentity(events.Identity{Tenant: "acme", Role: "user"}))
 	if err != nil {
 		t.Fatal(err)

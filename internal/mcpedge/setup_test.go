@@ -53,9 +53,6 @@ var testAuth = apiauth.Auth{Tokens: map[string]events.Identity{
 // operatorRoles are the fleet's operator roles, the edges' and the executor's.
 var operatorRoles = []string{"approver"}
 
-// slowCanceled receives the call id of every slow call that saw its context canceled.
-var slowCanceled = make(chan string, 16)
-
 const addSchema = `{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"}},"required":["a","b"],"additionalProperties":false}`
 
 // testTools are served by a real executor behind every edge of these tests.
@@ -95,24 +92,9 @@ var testTools = []struct {
 		func(_ context.Context, args json.RawMessage) (any, error) {
 			return map[string]any{"deleted": args}, nil
 		}},
+	// slow's function is each fleet's own (fleet.slow), so that its signals are its test's.
 	{tools.Definition{Name: "slow", Description: "Reports progress until canceled (a minute at most).", Safe: true,
-		Parameters: json.RawMessage(`{"type":"object"}`)},
-		func(ctx context.Context, _ json.RawMessage) (any, error) {
-			info, _ := tools.CallInfoFrom(ctx)
-			for i := 1; i <= 3000; i++ {
-				tools.ReportProgress(ctx, tools.Progress{Message: fmt.Sprintf("step %d", i), Fraction: float64(i) / 3000})
-				select {
-				case <-ctx.Done():
-					select {
-					case slowCanceled <- info.CallID:
-					default:
-					}
-					return nil, ctx.Err()
-				case <-time.After(20 * time.Millisecond):
-				}
-			}
-			return "done", nil
-		}},
+		Parameters: json.RawMessage(`{"type":"object"}`)}, nil},
 	{tools.Definition{Name: "free_form", Description: "Takes anything.", Safe: true, AllowNoSchema: true, NoSchemaMode: tools.NoSchemaFull},
 		func(_ context.Context, args json.RawMessage) (any, error) { return args, nil }},
 }
@@ -122,14 +104,66 @@ var testTools = []struct {
 type fleet struct {
 	js  *natstest.JetStream
 	cfg events.Config
+	// slowStarted and slowCanceled are the test's signals from the fleet's slow tool:
+	// the call id of each slow call as it starts running, and as it sees its context
+	// canceled. They are the tool's own word, where a run event (tool_started, published
+	// once and not retried) is news that may not come.
+	slowStarted, slowCanceled chan string
+}
+
+// slow reports progress every 20ms until its context ends (a minute at most), telling
+// f's test when it started and when it saw its context canceled.
+func (f *fleet) slow(ctx context.Context, _ json.RawMessage) (any, error) {
+	info, _ := tools.CallInfoFrom(ctx)
+	signal(f.slowStarted, info.CallID)
+	for i := 1; i <= 3000; i++ {
+		tools.ReportProgress(ctx, tools.Progress{Message: fmt.Sprintf("step %d", i), Fraction: float64(i) / 3000})
+		select {
+		case <-ctx.Done():
+			signal(f.slowCanceled, info.CallID)
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return "done", nil
+}
+
+// signal sends callID on c unless c is full: a test that makes more slow calls than c
+// holds reads none of them.
+func signal(c chan<- string, callID string) {
+	select {
+	case c <- callID:
+	default:
+	}
+}
+
+// awaitSlow waits for slow call callID's signal on c, failing the test with what.
+func awaitSlow(t *testing.T, c <-chan string, callID, what string) {
+	t.Helper()
+	timeout := time.After(waitTimeout)
+	for {
+		select {
+		case id := <-c:
+			if id == callID {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("slow call %s: no signal within %s that %s", callID, waitTimeout, what)
+		}
+	}
 }
 
 func startFleet(t testing.TB) *fleet {
 	t.Helper()
 	fx := natstest.StartJetStream(t, events.Config{AckWait: tools.Duration(5 * time.Second)})
+	f := &fleet{js: fx, cfg: fx.Cfg, slowStarted: make(chan string, 16), slowCanceled: make(chan string, 16)}
 	reg := tools.NewRegistry()
 	for _, tt := range testTools {
-		if err := reg.AddFunc(tt.def, tt.fn); err != nil {
+		fn := tt.fn
+		if fn == nil {
+			fn = f.slow
+		}
+		if err := reg.AddFunc(tt.def, fn); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -156,7 +190,7 @@ func startFleet(t testing.TB) *fleet {
 		defs, err := cat.List(ctx)
 		return err == nil && len(defs) == len(testTools)
 	})
-	return &fleet{js: fx, cfg: fx.Cfg}
+	return f
 }
 
 // edge starts an edge replica on a connection of its own and serves it over HTTP; the

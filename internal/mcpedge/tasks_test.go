@@ -3,6 +3,7 @@ package mcpedge_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -138,13 +139,16 @@ func getTask(t *testing.T, url, token, id string) (taskState, *rpcError) {
 func pollTask(t *testing.T, url, token, id, what string, want func(taskState) bool) taskState {
 	t.Helper()
 	var ts taskState
-	natstest.Eventually(t, waitTimeout, what, func() bool {
+	natstest.EventuallyNil(t, waitTimeout, "task "+id+": "+what, func() error {
 		var rerr *rpcError
 		ts, rerr = getTask(t, url, token, id)
 		if rerr != nil {
 			t.Fatalf("tasks/get %s: %+v", id, rerr)
 		}
-		return want(ts)
+		if !want(ts) {
+			return fmt.Errorf("the task is %+v", ts)
+		}
+		return nil
 	})
 	return ts
 }
@@ -288,14 +292,7 @@ func TestTaskCancel(t *testing.T) {
 	if done.Status != "cancelled" || done.Meta["io.toolfleet/code"] != string(tools.CodeCanceled) || done.Result != nil {
 		t.Fatalf("canceled task %+v", done)
 	}
-	deadline := time.After(waitTimeout)
-	for canceled := ""; canceled != id; {
-		select {
-		case canceled = <-slowCanceled:
-		case <-deadline:
-			t.Fatalf("the tool of task %s did not see its context canceled", id)
-		}
-	}
+	awaitSlow(t, f.slowCanceled, id, "it saw its context canceled")
 }
 
 // An unknown task id and another tenant's task are the same invalid-params error, for
