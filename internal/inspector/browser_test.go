@@ -21,6 +21,7 @@ import (
 
 	"github.com/toolfleet/toolfleet/cmd/toolfleet/toolfleetcli"
 	"github.com/toolfleet/toolfleet/internal/apiauth"
+	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
 	"github.com/toolfleet/toolfleet/pkg/events"
 )
 
@@ -138,15 +139,13 @@ func (f *fleet) startDemo(t *testing.T, token string, more ...map[string]any) st
 	if status/100 != 2 || id == "" {
 		t.Fatalf("start the demo run: %d %v", status, run)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if _, run := f.api(t, token, "GET", "/v1/runs/"+id, nil); strings.Contains(fmt.Sprint(run["calls"]), "awaiting_approval") {
-			return id
+	natstest.EventuallyNil(t, 30*time.Second, "demo run "+id+" to wait for an approval", func() error {
+		if _, run := f.api(t, token, "GET", "/v1/runs/"+id, nil); !strings.Contains(fmt.Sprint(run["calls"]), "awaiting_approval") {
+			return fmt.Errorf("its calls are %v", run["calls"])
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("the demo run %s never waited for an approval", id)
-	return ""
+		return nil
+	})
+	return id
 }
 
 // tab opens a browser tab holding token (or none) in its session, as the token page

@@ -94,13 +94,12 @@ func TestConnectWaitsForAServerThatIsDown(t *testing.T) {
 	}
 	go srv.Start()
 	defer srv.Shutdown()
-	deadline := time.Now().Add(10 * time.Second)
-	for !nc.IsConnected() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not connected 10s after the server started (status %v)", nc.Status())
+	natstest.EventuallyNil(t, 30*time.Second, "the connection to the server started late", func() error {
+		if !nc.IsConnected() {
+			return fmt.Errorf("status %v", nc.Status())
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // An asynchronous error (here a refused publish) reaches the JSON log, not stderr as
@@ -126,13 +125,12 @@ func TestAsyncErrorsAreLoggedAsJSON(t *testing.T) {
 	if err := nc.Publish("forbidden", []byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(buf.String(), "Permissions Violation") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no permissions error in the log: %q", buf.String())
+	natstest.EventuallyNil(t, 30*time.Second, "the permissions error in the log", func() error {
+		if !strings.Contains(buf.String(), "Permissions Violation") {
+			return fmt.Errorf("the log is %q", buf.String())
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
 		if !json.Valid([]byte(line)) {
 			t.Errorf("log line is not JSON: %q", line)

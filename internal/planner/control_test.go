@@ -3,12 +3,14 @@ package planner
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/toolfleet/toolfleet/internal/provider"
+	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
 	"github.com/toolfleet/toolfleet/internal/testsupport/plannertest"
 	"github.com/toolfleet/toolfleet/pkg/events"
 	"github.com/toolfleet/toolfleet/pkg/tools"
@@ -39,25 +41,22 @@ func newLongTool(t *testing.T, b *testBundle, name string, idempotent bool) *pla
 // awaitCall waits until the run's call has status and returns the run.
 func (b *testBundle) awaitCallStatus(t *testing.T, runID, callID, status string) *Run {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		run, err := b.p.Get(b.ctx, runID)
-		seen := ""
-		if err == nil {
-			for _, c := range run.Calls {
-				if c.ID == callID {
-					seen = c.Status
-				}
-			}
-			if seen == status {
-				return run
-			}
+	var run *Run
+	natstest.EventuallyNil(t, waitTimeout, "call "+callID+" to be "+status, func() error {
+		var err error
+		if run, err = b.p.Get(b.ctx, runID); err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("call %s is %q (%v), want %s", callID, seen, err, status)
+		seen := make([]string, 0, len(run.Calls))
+		for _, c := range run.Calls {
+			if c.ID == callID && c.Status == status {
+				return nil
+			}
+			seen = append(seen, c.ID+" "+c.Status)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("the run's calls are %v", seen)
+	})
+	return run
 }
 
 const parentScript = `

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -78,15 +79,11 @@ func TestFollowARealRunAndAnswerItsApproval(t *testing.T) {
 	}
 	defer approvals.Stop()
 	var run *planner.Run
-	for deadline := time.Now().Add(20 * time.Second); ; { // the planner sees delete_all once the executor lists it
-		if run, err = p.Start(ctx, planner.StartRequest{Input: "clean up", Tools: []string{"delete_all"}}); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	// The planner sees delete_all once the executor lists it.
+	natstest.EventuallyNil(t, 30*time.Second, "the planner to start a run with delete_all", func() error {
+		run, err = p.Start(ctx, planner.StartRequest{Input: "clean up", Tools: []string{"delete_all"}})
+		return err
+	})
 	e, req, err := approvals.Next()
 	if err != nil {
 		t.Fatal(err)
@@ -158,13 +155,11 @@ func TestFollowARealRunAndAnswerItsApproval(t *testing.T) {
 	if _, err := c.CancelRun(ctx, "rnosuchrun", ""); !errors.Is(err, client.ErrRunNotFound) {
 		t.Fatalf("cancel of an unknown run: %v, want ErrRunNotFound", err)
 	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	natstest.EventuallyNil(t, 30*time.Second, "the canceled run's parked call to be canceled", func() error {
 		got, err := p.Get(ctx, parked.ID)
-		if err == nil && got.Termination == planner.TerminationCanceled && len(got.Calls) == 1 && got.Calls[0].Status == string(events.StatusCanceled) {
-			break
+		if err == nil && (got.Termination != planner.TerminationCanceled || len(got.Calls) != 1 || got.Calls[0].Status != string(events.StatusCanceled)) {
+			err = fmt.Errorf("the run is %+v", got)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("canceled run %+v, %v; want its parked call canceled", got, err)
-		}
-	}
+		return err
+	})
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolfleet/toolfleet/internal/testsupport/natstest"
 	"github.com/toolfleet/toolfleet/pkg/sandbox"
 )
 
@@ -84,13 +85,8 @@ func TestGuardKillsTheGroupWhenItsProcessDies(t *testing.T) {
 	}
 	_ = parent.Wait() // killed: its end says nothing
 	for _, pid := range pids {
-		deadline := time.Now().Add(10 * time.Second)
-		for running(pid) {
-			if time.Now().After(deadline) {
-				t.Fatalf("process %d of the guarded group outlived its parent by 10s", pid)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		natstest.Eventually(t, 30*time.Second, fmt.Sprintf("process %d of the guarded group to end with its parent", pid),
+			func() bool { return !running(pid) })
 	}
 }
 

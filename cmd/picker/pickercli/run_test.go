@@ -3,6 +3,7 @@ package pickercli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -36,13 +37,12 @@ func TestRun(t *testing.T) {
 	stop := opstest.Run(t, func(ctx context.Context) error { return Run(ctx, c) })
 
 	nc := srv.Connect()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(log.Lines("waiting for the catalog bucket")) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the picker does not wait for the catalog bucket:\n%s", log.String())
+	natstest.EventuallyNil(t, 30*time.Second, "the picker to log that it waits for the catalog bucket", func() error {
+		if len(log.Lines("waiting for the catalog bucket")) == 0 {
+			return fmt.Errorf("its log:\n%s", log.String())
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	opstest.Serves(t, addr)
 	if code, body := opstest.Get(t, addr, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "catalog not indexed") {
 		t.Errorf("/readyz without a catalog: %d %q, want 503", code, body)

@@ -149,25 +149,22 @@ func (b *testBundle) startApproval(t *testing.T) (*planner.Run, *planner.CallRec
 // awaitCallStatus waits until the run's call has status and returns the run.
 func (b *testBundle) awaitCallStatus(t *testing.T, runID, callID, status string) *planner.Run {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		run, err := b.p.Get(b.ctx, runID)
-		seen := ""
-		if err == nil {
-			for _, c := range run.Calls {
-				if c.ID == callID {
-					seen = c.Status
-				}
-			}
-			if seen == status {
-				return run
-			}
+	var run *planner.Run
+	natstest.EventuallyNil(t, waitTimeout, "call "+callID+" to be "+status, func() error {
+		var err error
+		if run, err = b.p.Get(b.ctx, runID); err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("call %s is %q (%v), want %s", callID, seen, err, status)
+		seen := make([]string, 0, len(run.Calls))
+		for _, c := range run.Calls {
+			if c.ID == callID && c.Status == status {
+				return nil
+			}
+			seen = append(seen, c.ID+" "+c.Status)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("the run's calls are %v", seen)
+	})
+	return run
 }
 
 // callID0 is the id of the first call of a run's first step.
