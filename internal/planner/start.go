@@ -333,7 +333,7 @@ func (p *Planner) Wait(ctx context.Context, id string) (*Run, error) {
 // for the run: the run's tools as the catalog has them now, narrowed by the picker when
 // the set is large. A tool named by toolChoice stays in the set.
 func (p *Planner) stepTools(ctx context.Context, r *Run, msgs []provider.Message) ([]tools.Definition, StepTools, error) {
-	names := available(r, p.cat.names()) // without the tools disabled for the run
+	names := available(r, p.cat.names())              // without the tools disabled for the run
 	rec := StepTools{Step: r.Step, Tools: []string{}} // none offered is [], as the API's schema says
 	if p.cfg.Picker != nil && (r.Pick || len(names) > p.cfg.PickThreshold) {
 		picked, err := p.cfg.Picker.Pick(ctx, PickQuery{Input: lastUserText(msgs), Tools: r.Tools,
