@@ -637,6 +637,43 @@ func TestInspectorInBrowser(t *testing.T) {
 		f.api(t, globexToken, "POST", "/v1/runs/"+id+"/cancel", nil)
 	})
 
+	t.Run("the answered list shows every answer, with who answered and when", func(t *testing.T) {
+		parked := func(id string) string {
+			_, run := f.api(t, globexToken, "GET", "/v1/runs/"+id, nil)
+			for _, c := range run["calls"].([]any) {
+				if c := c.(map[string]any); c["status"] == "awaiting_approval" {
+					return c["id"].(string)
+				}
+			}
+			t.Fatalf("run %s has no call awaiting approval: %v", id, run)
+			return ""
+		}
+		answer := func(call string, body map[string]any) {
+			if status, out := f.api(t, globexToken, "POST", "/v1/approvals/"+call, body); status != http.StatusAccepted {
+				t.Fatalf("answer %s with %v: %d %v", call, body, status, out)
+			}
+		}
+		approved, modified, denied := parked(f.startDemo(t, globexToken)), parked(f.startDemo(t, globexToken)), parked(f.startDemo(t, globexToken))
+		canceledRun := f.startDemo(t, globexToken)
+		canceled := parked(canceledRun)
+		answer(approved, map[string]any{"decision": "approve"})
+		answer(modified, map[string]any{"decision": "approve", "arguments": map[string]any{"path": "other.txt", "content": "changed"}})
+		answer(denied, map[string]any{"decision": "deny", "reason": "not today"})
+		f.api(t, globexToken, "POST", "/v1/runs/"+canceledRun+"/cancel", nil)
+
+		tab := f.tab(t, globexToken, "/approvals?status=answered")
+		for call, want := range map[string]string{approved: "approved", modified: "approved", denied: "denied", canceled: "canceled"} {
+			card := fmt.Sprintf(`article[data-call=%q]`, call)
+			f.until(t, tab, fmt.Sprintf(`document.querySelector(%q) !== null`, card))
+			if s := f.text(t, tab, card); !strings.Contains(s, want) || !strings.Contains(s, " by globex") || !strings.Contains(s, " at ") {
+				t.Errorf("the answered list's card of %s: %q, want %s by its answerer and when", call, s, want)
+			}
+		}
+		if s := f.text(t, tab, fmt.Sprintf(`article[data-call=%q]`, modified)); !strings.Contains(s, "other.txt") {
+			t.Errorf("the modified approval's card does not show the arguments it ran with: %q", s)
+		}
+	})
+
 	t.Run("a second tenant never sees the first's runs", func(t *testing.T) {
 		f.needLists(t)
 		acmeRun := f.startDemo(t, acmeToken)

@@ -991,6 +991,19 @@
   }
 
   // ---- approvals inbox ---------------------------------------------------------------------
+  // answered is how an approval ended, from the list item (answeredAt, by, claimedBy: every
+  // end has them, a cancel and an expiry too) and its decision: who, when, why, and the
+  // arguments the call ran with when the answer changed them.
+  function answered(a) {
+    const ap = a.approval || {};
+    const who = a.by || ap.by || (a.status === 'expired' ? 'nobody (it expired)' : '?');
+    const claimed = a.claimedBy && a.claimedBy !== who ? ` (said: ${a.claimedBy})` : '';
+    const at = a.answeredAt || ap.at;
+    return h('div', {'data-fact': 'answer'},
+      h('p', {}, status(a.status), ` by ${who}${claimed}${at ? ' at ' + fmtTime(at) : ''}${ap.reason ? ' — ' + ap.reason : ''}`),
+      ap.arguments_approved !== undefined ? [h('p.muted', {text: 'Ran with the arguments as changed:'}), jsonBlock(ap.arguments_approved, 'arguments approved')] : null);
+  }
+
   function approvalsPage(params) {
     const which = params.get('status') || 'pending';
     const list = h('div', {'aria-live': 'polite'});
@@ -1022,8 +1035,7 @@
           h('p.muted', {text: [`requested ${fmtTime(a.requestedAt)}`, a.reason, a.caller ? `by ${a.caller.tenant || '(anonymous)'}${a.caller.role ? ' / ' + a.caller.role : ''}` : '',
             a.answerableBy && (a.answerableBy.roles || []).length ? `answerable by ${a.answerableBy.roles.join(', ')}` : ''].filter(Boolean).join(' · ')}),
           a.argumentsRef ? h('p.muted', {text: `Arguments stored by reference (${a.argumentsRef.size} bytes).`}) : jsonBlock(a.arguments, 'arguments'),
-          a.status === 'pending' ? approvalForm(a, refresh) :
-            a.approval ? h('p', {}, status(a.approval.decision), ` by ${a.approval.by || '?'} at ${fmtTime(a.approval.at)}${a.approval.reason ? ' — ' + a.approval.reason : ''}`) : null);
+          a.status === 'pending' ? approvalForm(a, refresh) : answered(a));
       }));
     };
     const refresh = coalesce(load, 500);
