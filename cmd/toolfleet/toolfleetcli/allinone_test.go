@@ -339,7 +339,7 @@ func TestDevHost(t *testing.T) {
 func startDev(t *testing.T, o DevOptions) (DevAddrs, func() error) {
 	t.Helper()
 	o.Fleet.NATSPort = -1
-	if o.OpsAddr == "" {
+	if o.OpsAddr == "" || o.OpsAddr == ops.DefaultAddr {
 		o.OpsAddr = ":0" // never the default :9090, which a running fleet may hold
 	}
 	ready := make(chan DevAddrs, 1)
