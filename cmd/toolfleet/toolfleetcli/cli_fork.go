@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -36,17 +35,8 @@ runs as you, with your rights, and names RUN and K in its forkedFrom.`,
 			if quiet && (wait || follow || c.output == "json") {
 				return usageErrorf("-q prints only the fork's id: not with --wait, --follow or -o json")
 			}
-			if compact != "" {
-				from, to, ok := strings.Cut(compact, ":")
-				f, ferr := strconv.Atoi(from)
-				t, terr := strconv.Atoi(to)
-				if !ok || ferr != nil || terr != nil || summary == "" {
-					return usageErrorf("--compact is FROM:TO (message indices, TO exclusive) and needs --summary")
-				}
-				r.Compact = &runs.Compaction{From: f, To: t, Summary: summary}
-			}
-			if maxSteps > 0 || timeout != "" {
-				r.Limits = &runs.Limits{MaxSteps: maxSteps, Timeout: timeout}
+			if err := editsFromFlags(&r.ResumeRequest, compact, summary, maxSteps, timeout); err != nil {
+				return err
 			}
 			api, err := c.startingAPI(wait, follow)
 			if err != nil {

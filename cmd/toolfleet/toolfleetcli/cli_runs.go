@@ -418,17 +418,8 @@ func (c *cli) runsResume() *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: c.completeRuns,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if compact != "" {
-				from, to, ok := strings.Cut(compact, ":")
-				f, ferr := strconv.Atoi(from)
-				t, terr := strconv.Atoi(to)
-				if !ok || ferr != nil || terr != nil || summary == "" {
-					return usageErrorf("--compact is FROM:TO (message indices, TO exclusive) and needs --summary")
-				}
-				r.Compact = &runs.Compaction{From: f, To: t, Summary: summary}
-			}
-			if maxSteps > 0 || timeout != "" {
-				r.Limits = &runs.Limits{MaxSteps: maxSteps, Timeout: timeout}
+			if err := editsFromFlags(&r, compact, summary, maxSteps, timeout); err != nil {
+				return err
 			}
 			if stopPausing {
 				r.Pause = &runs.PauseOptions{}
@@ -584,6 +575,24 @@ func took(called time.Time, finished *time.Time) string {
 		return d.Round(time.Microsecond).String()
 	}
 	return d.Round(time.Millisecond).String()
+}
+
+// editsFromFlags puts the conversation and limit edits that runs resume and runs fork
+// share into r: --compact FROM:TO with --summary, --max-steps, --timeout.
+func editsFromFlags(r *runs.ResumeRequest, compact, summary string, maxSteps int, timeout string) error {
+	if compact != "" {
+		from, to, ok := strings.Cut(compact, ":")
+		f, ferr := strconv.Atoi(from)
+		t, terr := strconv.Atoi(to)
+		if !ok || ferr != nil || terr != nil || summary == "" {
+			return usageErrorf("--compact is FROM:TO (message indices, TO exclusive) and needs --summary")
+		}
+		r.Compact = &runs.Compaction{From: f, To: t, Summary: summary}
+	}
+	if maxSteps > 0 || timeout != "" {
+		r.Limits = &runs.Limits{MaxSteps: maxSteps, Timeout: timeout}
+	}
+	return nil
 }
 
 // millis shows a duration in milliseconds; 0 is "-".
