@@ -18,6 +18,9 @@ import (
 // both benchmarks. And tuned on all the queries it must choose the shipped defaults, so
 // that the defaults are what the cross-validation vouches for.
 func TestQualityHeldOut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cross-validates the retrieval benchmarks: minutes of single-threaded scoring, skipped in -short")
+	}
 	dir := qualityData(t)
 	cv, err := toolret.CrossValidate(t.Context(), dir, 5, toolret.Grid())
 	if err != nil {
@@ -100,6 +103,9 @@ func qualityData(t *testing.T) string {
 // learning leaves it within ±0.2 of cold) and must gain on ToolLens, whose requests
 // resemble each other, at least 20 points of nDCG@10.
 func TestLearnedQualityHeldOut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cross-validates the retrieval benchmarks: minutes of single-threaded scoring, skipped in -short")
+	}
 	dir := qualityData(t)
 	cv, err := toolret.CrossValidateUsage(t.Context(), dir, 5, pick.LearnConfig{})
 	if err != nil {

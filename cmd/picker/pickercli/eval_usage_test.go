@@ -51,6 +51,9 @@ func TestEvalUsage(t *testing.T) {
 // the service would, and prints them with the held-out score they were chosen on, beside
 // the fixed defaults on the same fold, the cold picker and plain BM25.
 func TestEvalUsageCVShowsTheChosenSettings(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cross-validates the retrieval benchmarks: minutes of single-threaded scoring, skipped in -short")
+	}
 	data := shareddata.Require(t, "toolret")
 	var out bytes.Buffer
 	if err := Eval(t.Context(), []string{"-data", data, "-usage-cv", "-folds", "3"}, &out); err != nil {
