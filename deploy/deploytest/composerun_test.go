@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go.uber.org/goleak"
 	"net"
 	"net/http"
 	"net/url"
@@ -340,11 +341,12 @@ var (
 // TestMain removes the binaries buildBinaries built, once every test that runs them is
 // done.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if buildDir != "" {
-		_ = os.RemoveAll(buildDir)
-	}
-	os.Exit(code)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		if buildDir != "" {
+			_ = os.RemoveAll(buildDir)
+		}
+		os.Exit(code)
+	}))
 }
 
 // buildBinaries builds every binary of the image, as the Dockerfile does, once per test

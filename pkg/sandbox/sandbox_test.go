@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go.uber.org/goleak"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,9 +37,10 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	code := m.Run()
-	cleanup()
-	os.Exit(code)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		cleanup()
+		os.Exit(code)
+	}))
 }
 
 // needLandlock skips where the kernel cannot enforce the network part.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go.uber.org/goleak"
 	"io"
 	"os"
 	"testing"
@@ -38,6 +39,10 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	cancel()
 	<-stopped
+	if err := goleak.Find(); code == 0 && err != nil { // the fleet stopped: nothing of it or the tests may be left
+		fmt.Fprintln(os.Stderr, "goleak:", err)
+		code = 1
+	}
 	os.Exit(code)
 }
 
