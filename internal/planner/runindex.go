@@ -144,10 +144,11 @@ func (w *watchedRun) approvable(fn func(c *watchedCall, parent string)) {
 	}
 }
 
-// waiting is what w's current calls wait on (runrec.Run.Waiting, from the watched
+// waiting is what w's current calls wait on (runrec.Run.WaitingOn, from the watched
 // value): the calls of the control state are its last step's, and only the current
-// step's can be pending.
-func (w *watchedRun) waiting() runrec.Waiting {
+// step's can be pending. nested (nil: none) says which of them wait on a nested run
+// that waits on a person.
+func (w *watchedRun) waiting(nested runrec.NestedWait) runrec.Waiting {
 	var wt runrec.Waiting
 	for i := range w.Calls {
 		c := &w.Calls[i]
@@ -155,8 +156,27 @@ func (w *watchedRun) waiting() runrec.Waiting {
 		for k := range c.Subs {
 			wt.Sub(c.Subs[k].Status, c.Subs[k].ApprovalExpiresAt)
 		}
+		if nested != nil && c.Status == string(runrec.CallPending) {
+			if waits, d := nested(c.ID); waits {
+				wt.Nested(d)
+			}
+		}
 	}
 	return wt
+}
+
+// callsAgent reports whether w is running with a run_agent call in flight: its shown
+// status depends on its nested run's.
+func (w *watchedRun) callsAgent() bool {
+	if w.Status != StatusRunning {
+		return false
+	}
+	for i := range w.Calls {
+		if c := &w.Calls[i]; c.Name == AgentToolName && c.Status == string(runrec.CallPending) {
+			return true
+		}
+	}
+	return false
 }
 
 func (w *watchedRun) summary() RunSummary {
@@ -169,7 +189,7 @@ func (w *watchedRun) summary() RunSummary {
 	if s.Tools == nil {
 		s.Tools = []string{}
 	}
-	wt := w.waiting()
+	wt := w.waiting(nil)
 	s.PendingApprovals = wt.Parked()
 	s.Status, s.ApprovalDeadline = wt.Shown(w.Status, w.Deadline)
 	if w.Status == StatusPaused {
@@ -189,6 +209,9 @@ type indexedRun struct {
 	lower string
 	// pending lists the run's calls waiting for an approval.
 	pending []string
+	// agent is the run's value while it has run_agent calls in flight (else nil): its
+	// status is shown again from it when a nested run's changes (showNested).
+	agent *watchedRun
 }
 
 func (r *indexedRun) before(o *indexedRun) bool {
@@ -301,6 +324,8 @@ func (x *runIndex) put(rev uint64, w *watchedRun) {
 		ir.sum = w.summary()
 	}
 	ir.rev = rev
+	x.showNested(ir, w)
+	x.showParents(ir)
 	if w.Status == StatusRunning { // shown running or awaiting_approval
 		tr.running[w.ID] = ir
 	} else {
@@ -312,6 +337,65 @@ func (x *runIndex) put(rev uint64, w *watchedRun) {
 		ir.lower = ""
 	}
 	x.trackApprovals(tr, ir, w)
+}
+
+// showNested shows ir, the run w, awaiting approval while each of its calls in flight
+// is a run_agent call whose nested run waits on a person (or a call parked for
+// approval, as summary shows already). x.mu is held.
+func (x *runIndex) showNested(ir *indexedRun, w *watchedRun) {
+	ir.agent = nil
+	if !w.callsAgent() {
+		return
+	}
+	ir.agent = w
+	wt := w.waiting(x.nestedWait(w.Tenant))
+	ir.sum.Status, ir.sum.ApprovalDeadline = wt.Shown(w.Status, w.Deadline)
+}
+
+// showParents shows ir's parent, and theirs, again after ir changed. x.mu is held.
+func (x *runIndex) showParents(ir *indexedRun) {
+	for depth := 0; ir.sum.ParentID != "" && depth <= maxNestingShown; depth++ {
+		parent := x.byID[ir.sum.ParentID]
+		if parent == nil || parent.agent == nil {
+			return
+		}
+		status, deadline := parent.sum.Status, parent.sum.ApprovalDeadline
+		x.showNested(parent, parent.agent)
+		if parent.sum.Status == status && equalTime(parent.sum.ApprovalDeadline, deadline) {
+			return // the grandparents show the same
+		}
+		ir = parent
+	}
+}
+
+// maxNestingShown bounds showParents' walk up a tree (a loop in parent ids, which no
+// planner writes, would otherwise never end).
+const maxNestingShown = 64
+
+// nestedWait reports, from the index, whether the nested run a call of tenant's run
+// started is shown awaiting approval, and until when. x.mu is held.
+func (x *runIndex) nestedWait(tenant string) runrec.NestedWait {
+	return func(callID string) (bool, *time.Time) {
+		child := x.byID[childID(callID)]
+		if child == nil || child.sum.Tenant != tenant || child.sum.Status != StatusAwaitingApproval {
+			return false, nil
+		}
+		return true, child.sum.ApprovalDeadline
+	}
+}
+
+// nestedWaitNow is nestedWait for a caller that does not hold x.mu.
+func (x *runIndex) nestedWaitNow(tenant string) runrec.NestedWait {
+	locked := x.nestedWait(tenant)
+	return func(callID string) (bool, *time.Time) {
+		x.mu.RLock()
+		defer x.mu.RUnlock()
+		return locked(callID)
+	}
+}
+
+func equalTime(a, b *time.Time) bool {
+	return a == nil && b == nil || a != nil && b != nil && a.Equal(*b)
 }
 
 // insert places a new run in its tenant's order (appended while building).
@@ -339,6 +423,7 @@ func (x *runIndex) remove(id string) {
 		return
 	}
 	delete(x.byID, id)
+	defer x.showParents(ir)
 	tr := x.tenant(ir.sum.Tenant)
 	tr.runs = removeRun(tr.runs, ir)
 	if p := ir.sum.ParentID; p != "" {

@@ -267,6 +267,13 @@ func (p *Planner) modelNames() []string {
 	return out
 }
 
+// View is run as the API shows it now: a run whose calls in flight wait on nested
+// runs that wait on a person is shown awaiting approval, as lists show it (the run
+// index knows the nested runs).
+func (p *Planner) View(run *Run) RunView {
+	return run.ViewWith(p.cfg.Now(), p.index.nestedWaitNow(run.Tenant))
+}
+
 // Get returns a run, assembled from its control state, its run log and its calls'
 // results.
 func (p *Planner) Get(ctx context.Context, id string) (*Run, error) {

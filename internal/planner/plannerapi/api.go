@@ -174,7 +174,7 @@ func (a *api) postRun(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.Header().Set("Location", "/v1/runs/"+run.ID)
-	writeJSON(w, status, run.View())
+	writeJSON(w, status, a.p.View(run))
 }
 
 func (a *api) getRun(w http.ResponseWriter, r *http.Request) {
@@ -183,7 +183,7 @@ func (a *api) getRun(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, run.View())
+	writeJSON(w, http.StatusOK, a.p.View(run))
 }
 
 // getMessages answers the run's conversation as the model saw it: the input, then per

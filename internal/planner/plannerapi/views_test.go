@@ -29,6 +29,13 @@ steps:
   - calls: [{name: echo, arguments: {text: after}}]
   - text: done
 `
+	// nestScript delegates to a nested run of the expiring model, which waits for an
+	// approval of risky.
+	nestScript = `
+steps:
+  - calls: [{name: run_agent, arguments: {task: "clean up", tools: [risky, echo], model: expire}}]
+  - text: delegated
+`
 	// expireScript is historyScript with risky, whose approvals expire.
 	expireScript = `
 steps:
@@ -43,7 +50,7 @@ steps:
 func viewsServer(t *testing.T, expiry time.Duration) (*testBundle, *httptest.Server) {
 	t.Helper()
 	b := setup(t, map[string]string{"main": answerScript, "history": historyScript, "expire": expireScript,
-		"approval": approvalScript, "fails": failScript, "calc": calcScript})
+		"approval": approvalScript, "fails": failScript, "calc": calcScript, "nest": nestScript})
 	startExecutor(t, b, tools.Definition{Type: "function", Name: "risky", Description: "Needs approval.",
 		Parameters: json.RawMessage(`{"type":"object"}`)},
 		func(context.Context, json.RawMessage) (any, error) { return "ran", nil },
@@ -151,6 +158,54 @@ func TestApprovalHistoryKeepsEveryAnswer(t *testing.T) {
 		got = ids(listRuns(t, srv, acmeToken, "outcome=denied").Runs)
 		return slices.Equal(got, []string{denied, expired})
 	})
+}
+
+// A run whose only call in flight is a nested run waiting on a person waits on that
+// person too: its view and its list item show it awaiting_approval, with the nested
+// request's expiry as its deadline, and status=awaiting_approval lists it beside the
+// nested run; once the approval is answered both run on and complete.
+func TestParentOfAWaitingNestedRunAwaitsApproval(t *testing.T) {
+	b, srv := viewsServer(t, time.Hour)
+	parent := startRun(t, srv, acmeToken, map[string]any{"input": "delegate the clean-up", "model": "nest",
+		"tools": []string{"risky", "echo", "run_agent"}})
+	child := "c" + parent + "_0_0"
+	call := b.awaitApproval(t, child)
+	var page planner.RunPage
+	natstest.Eventually(t, waitTimeout, "the parent and its nested run listed as awaiting_approval", func() bool {
+		page = listRuns(t, srv, acmeToken, "status=awaiting_approval")
+		return len(page.Runs) == 2
+	})
+	byID := map[string]planner.RunSummary{}
+	for _, s := range page.Runs {
+		byID[s.ID] = s
+	}
+	p, c := byID[parent], byID[child]
+	if p.ApprovalDeadline == nil || c.ApprovalDeadline == nil || !p.ApprovalDeadline.Equal(*c.ApprovalDeadline) {
+		t.Fatalf("listed: parent %+v, nested %+v; want both awaiting approval until the nested request's expiry", p, c)
+	}
+	if p.PendingApprovals != 0 || c.PendingApprovals != 1 {
+		t.Errorf("pending approvals: parent %d, nested %d; want 0 and 1 (the request is the nested run's)", p.PendingApprovals, c.PendingApprovals)
+	}
+	var view planner.RunView
+	getJSON(t, srv, "/v1/runs/"+parent, acmeToken, &view)
+	if view.Status != planner.StatusAwaitingApproval || view.ApprovalDeadline == nil || !view.ApprovalDeadline.Equal(*p.ApprovalDeadline) {
+		t.Fatalf("GET the parent: %s until %v; want awaiting_approval until %v", view.Status, view.ApprovalDeadline, p.ApprovalDeadline)
+	}
+
+	if status, resp := apiCall(t, srv, "POST", "/v1/approvals/"+call.ID, acmeToken, map[string]any{"decision": "approve"}); status != http.StatusAccepted {
+		t.Fatalf("approve: %d %v", status, resp)
+	}
+	if run := b.wait(t, parent); run.Termination != planner.TerminationCompleted || run.Answer != "delegated" {
+		t.Fatalf("parent ended %s (%s) with %q", run.Termination, run.Detail, run.Answer)
+	}
+	natstest.Eventually(t, waitTimeout, "no run awaiting approval", func() bool {
+		return len(listRuns(t, srv, acmeToken, "status=awaiting_approval").Runs) == 0
+	})
+	view = planner.RunView{}
+	getJSON(t, srv, "/v1/runs/"+parent, acmeToken, &view)
+	if view.Status != planner.StatusDone || view.ApprovalDeadline != nil {
+		t.Errorf("the parent once done: %s until %v", view.Status, view.ApprovalDeadline)
+	}
 }
 
 // A run whose time runs out while its call waits for an approval says so.

@@ -20,7 +20,9 @@ const StatusAwaitingApproval Status = "awaiting_approval"
 // Waiting gathers what a running run's current calls wait on: add each call of the
 // current step with Call, each of its sub-calls with Sub, then ask Shown.
 type Waiting struct {
-	parked, busy int
+	// parked: calls and sub-calls parked for approval; nested: calls in flight whose
+	// nested runs wait on a person; busy: calls in flight that wait on neither.
+	parked, nested, busy int
 	// lastBusy: the last call added is in flight and has no parked sub-call yet.
 	lastBusy bool
 	expires  *time.Time
@@ -52,10 +54,27 @@ func (w *Waiting) Sub(status string, expires *time.Time) {
 	}
 }
 
+// Nested adds that the call added last, in flight, started a nested run that waits on
+// a person only, until deadline (nil: none known): the run waits on that person too.
+// The nested run's approvals are its own, not counted by Parked.
+func (w *Waiting) Nested(deadline *time.Time) {
+	w.nested++
+	w.until(deadline)
+	if w.lastBusy {
+		w.busy--
+		w.lastBusy = false
+	}
+}
+
 func (w *Waiting) park(expires *time.Time) {
 	w.parked++
-	if expires != nil && (w.expires == nil || expires.Before(*w.expires)) {
-		w.expires = expires
+	w.until(expires)
+}
+
+// until keeps the first of the waits' deadlines.
+func (w *Waiting) until(d *time.Time) {
+	if d != nil && (w.expires == nil || d.Before(*w.expires)) {
+		w.expires = d
 	}
 }
 
@@ -64,11 +83,11 @@ func (w *Waiting) Parked() int { return w.parked }
 
 // Shown is the status a run stored with status and deadline is shown with, given its
 // current calls (w): StatusAwaitingApproval for a running run whose calls wait on a
-// person only, with the approval deadline, when its unanswered approvals are denied
-// (the run's deadline or the first of the requests' own expiries, whichever comes
-// first); otherwise status, and no deadline.
+// person only (their approvals, or their nested runs'), with the approval deadline,
+// when its unanswered approvals are denied (the run's deadline or the first of the
+// requests' own expiries, whichever comes first); otherwise status, and no deadline.
 func (w *Waiting) Shown(status Status, deadline time.Time) (Status, *time.Time) {
-	if status != StatusRunning || w.parked == 0 || w.busy > 0 {
+	if status != StatusRunning || w.parked+w.nested == 0 || w.busy > 0 {
 		return status, nil
 	}
 	d := deadline
@@ -82,8 +101,17 @@ func (w *Waiting) Shown(status Status, deadline time.Time) (Status, *time.Time) 
 	return StatusAwaitingApproval, &d
 }
 
-// Waiting returns what r's current calls wait on.
-func (r *Run) Waiting() Waiting {
+// NestedWait reports whether the nested run started by the call callID (a run_agent
+// call in flight) waits on a person only, and until when (nil: no deadline known). A
+// call that started no nested run does not.
+type NestedWait func(callID string) (waiting bool, deadline *time.Time)
+
+// Waiting returns what r's current calls wait on, their nested runs left out.
+func (r *Run) Waiting() Waiting { return r.WaitingOn(nil) }
+
+// WaitingOn returns what r's current calls wait on, nested runs as nested says (nil:
+// left out).
+func (r *Run) WaitingOn(nested NestedWait) Waiting {
 	var w Waiting
 	for _, c := range r.Calls {
 		if c.Step != r.Step {
@@ -92,6 +120,11 @@ func (r *Run) Waiting() Waiting {
 		w.Call(c.Status, c.ApprovalExpiresAt)
 		for _, s := range c.Subs {
 			w.Sub(s.Status, s.ApprovalExpiresAt)
+		}
+		if nested != nil && c.Status == string(CallPending) {
+			if waits, d := nested(c.ID); waits {
+				w.Nested(d)
+			}
 		}
 	}
 	return w

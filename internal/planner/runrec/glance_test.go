@@ -8,8 +8,9 @@ import (
 )
 
 // A running run is shown awaiting_approval only while every call of its current step
-// that is not done waits on a person (a composite call counts by its parked sub-call),
-// until the first of its deadline and the requests' expiries.
+// that is not done waits on a person (a composite call counts by its parked sub-call, a
+// run_agent call by its nested run), until the first of its deadline and the requests'
+// expiries.
 func TestWaitingShown(t *testing.T) {
 	at := time.Date(2026, 12, 7, 1, 0, 0, 0, time.UTC)
 	deadline, soon, later := at.Add(time.Hour), at.Add(time.Minute), at.Add(2*time.Hour)
@@ -19,6 +20,9 @@ func TestWaitingShown(t *testing.T) {
 	done := &CallRecord{Step: 1, Status: "ok"}
 	busy := &CallRecord{Step: 1, Status: string(CallPending)}
 	composite := &CallRecord{Step: 1, Status: string(CallPending), Subs: []*SubCall{{Status: "ok"}, {Status: string(CallAwaitingApproval), ApprovalExpiresAt: &soon}}}
+	// agent's nested run waits on a person until soon; other's does not wait.
+	agent, other := &CallRecord{ID: "agent", Step: 1, Status: string(CallPending)}, &CallRecord{ID: "other", Step: 1, Status: string(CallPending)}
+	nested := func(call string) (bool, *time.Time) { return call == "agent", &soon }
 	for _, tt := range []struct {
 		name   string
 		status Status
@@ -30,12 +34,14 @@ func TestWaitingShown(t *testing.T) {
 		{"parked, expiry first", StatusRunning, []*CallRecord{parked(&later), parked(&soon)}, StatusAwaitingApproval, &soon},
 		{"another call in flight", StatusRunning, []*CallRecord{parked(&soon), busy}, StatusRunning, nil},
 		{"a composite's parked sub-call", StatusRunning, []*CallRecord{composite}, StatusAwaitingApproval, &soon},
+		{"a nested run waiting", StatusRunning, []*CallRecord{agent, done}, StatusAwaitingApproval, &soon},
+		{"a nested run waiting, another running", StatusRunning, []*CallRecord{agent, other}, StatusRunning, nil},
 		{"asking the model", StatusRunning, []*CallRecord{done}, StatusRunning, nil},
 		{"an earlier step's call", StatusRunning, []*CallRecord{{Step: 0, Status: string(CallAwaitingApproval)}}, StatusRunning, nil},
 		{"paused", StatusPaused, []*CallRecord{parked(&soon)}, StatusPaused, nil},
 	} {
 		r := &Run{Status: tt.status, Step: 1, Deadline: deadline, Calls: tt.calls}
-		v := r.ViewAt(at)
+		v := r.ViewWith(at, nested)
 		if v.Status != tt.want || (v.ApprovalDeadline == nil) != (tt.until == nil) || tt.until != nil && !v.ApprovalDeadline.Equal(*tt.until) {
 			t.Errorf("%s: %s until %v, want %s until %v", tt.name, v.Status, v.ApprovalDeadline, tt.want, tt.until)
 		}

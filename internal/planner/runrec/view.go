@@ -73,8 +73,14 @@ type RunView struct {
 // View is the run as the API shows it now.
 func (r *Run) View() RunView { return r.ViewAt(time.Now()) }
 
-// ViewAt is the run as the API shows it at now (its duration while it runs).
-func (r *Run) ViewAt(now time.Time) RunView {
+// ViewAt is the run as the API shows it at now (its duration while it runs), its
+// nested runs left out of its status.
+func (r *Run) ViewAt(now time.Time) RunView { return r.ViewWith(now, nil) }
+
+// ViewWith is ViewAt with the waits of the run's nested runs as nested says: a run
+// whose calls in flight wait on nested runs that wait on a person is shown awaiting
+// approval.
+func (r *Run) ViewWith(now time.Time, nested NestedWait) RunView {
 	v := RunView{ID: r.ID, ParentID: r.ParentID, Depth: r.Depth, Status: r.Status, Termination: r.Termination,
 		Detail: r.Detail, Answer: r.Answer, Model: r.Model, Steps: r.StepsTaken(), Calls: r.Calls,
 		Tokens: r.Usage.Total(), Usage: r.Usage, Warnings: r.Warnings, Metadata: r.Metadata, Tenant: r.Tenant, Role: r.Role,
@@ -82,7 +88,7 @@ func (r *Run) ViewAt(now time.Time) RunView {
 		Canceled: r.Canceled, Tools: r.Tools, Disabled: r.Disabled, Turn: r.Turn,
 		PauseOn: r.PauseOn, Paused: r.Paused, ToolErrors: r.ToolErrors, Denials: r.Denials,
 		Outcome: OutcomeOf(r.Status, r.ToolErrors, r.Denials)}
-	w := r.Waiting()
+	w := r.WaitingOn(nested)
 	v.Status, v.ApprovalDeadline = w.Shown(r.Status, r.Deadline)
 	if r.Status == StatusPaused {
 		v.PauseFace = r.Paused.Face()
