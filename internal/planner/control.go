@@ -229,7 +229,7 @@ func (p *Planner) handleCancelRequest(ctx context.Context, req micro.Request) {
 	reply := func(run *Run, err error) {
 		out := ControlReply{Status: http.StatusOK}
 		if run != nil {
-			v := run.View()
+			v := p.View(run)
 			out.Run = &v
 		}
 		if err != nil {

@@ -17,7 +17,7 @@ func (a *api) postCancel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	run, err := a.p.Cancel(r.Context(), r.PathValue("id"), callerOf(r), req)
-	writeControl(w, a.p.Assembled(r.Context(), run), err)
+	a.writeControl(w, a.p.Assembled(r.Context(), run), err)
 }
 
 // postTools is POST /v1/runs/{id}/tools: 200 with the run.
@@ -28,7 +28,7 @@ func (a *api) postTools(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	run, err := a.p.ChangeTools(r.Context(), r.PathValue("id"), callerOf(r), c)
-	writeControl(w, a.p.Assembled(r.Context(), run), err)
+	a.writeControl(w, a.p.Assembled(r.Context(), run), err)
 }
 
 // postMessages is POST /v1/runs/{id}/messages: 202 with the run (continued, or running
@@ -52,7 +52,7 @@ func (a *api) postMessages(w http.ResponseWriter, r *http.Request) {
 	req.Caller = callerOf(r)
 	run, added, err := a.p.Continue(r.Context(), r.PathValue("id"), req.FollowUp)
 	if err != nil {
-		writeControl(w, a.p.Assembled(r.Context(), run), err)
+		a.writeControl(w, a.p.Assembled(r.Context(), run), err)
 		return
 	}
 	status := http.StatusAccepted
@@ -70,14 +70,14 @@ func (a *api) postMessages(w http.ResponseWriter, r *http.Request) {
 	} else {
 		run = a.p.Assembled(r.Context(), run)
 	}
-	writeJSON(w, status, run.View())
+	writeJSON(w, status, a.p.View(run))
 }
 
 // writeControl answers a control request: 200 with the run, or the error with the run
 // as it stands beside it when there is one (a 409).
-func writeControl(w http.ResponseWriter, run *planner.Run, err error) {
+func (a *api) writeControl(w http.ResponseWriter, run *planner.Run, err error) {
 	if err == nil {
-		writeJSON(w, http.StatusOK, run.View())
+		writeJSON(w, http.StatusOK, a.p.View(run))
 		return
 	}
 	var apiErr *planner.APIError
@@ -85,5 +85,5 @@ func writeControl(w http.ResponseWriter, run *planner.Run, err error) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, apiErr.Status, map[string]any{"error": apiErr, "run": run.View()})
+	writeJSON(w, apiErr.Status, map[string]any{"error": apiErr, "run": a.p.View(run)})
 }

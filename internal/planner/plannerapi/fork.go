@@ -24,7 +24,7 @@ func (a *api) postFork(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Location", "/v1/runs/"+run.ID)
-	writeJSON(w, http.StatusCreated, run.View())
+	writeJSON(w, http.StatusCreated, a.p.View(run))
 }
 
 // getDiff is GET /v1/runs/{a}/diff/{b}: the runs compared step by step (planner.RunDiff);

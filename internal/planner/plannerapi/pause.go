@@ -16,7 +16,7 @@ func (a *api) postPause(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	run, err := a.p.Pause(r.Context(), r.PathValue("id"), callerOf(r), req)
-	writeControl(w, a.p.Assembled(r.Context(), run), err)
+	a.writeControl(w, a.p.Assembled(r.Context(), run), err)
 }
 
 // postResume is POST /v1/runs/{id}/resume (planner.ResumeRequest, optional): 200 with
@@ -30,5 +30,5 @@ func (a *api) postResume(w http.ResponseWriter, r *http.Request) {
 	}
 	req.Caller = callerOf(r)
 	run, err := a.p.Resume(r.Context(), r.PathValue("id"), req)
-	writeControl(w, a.p.Assembled(r.Context(), run), err)
+	a.writeControl(w, a.p.Assembled(r.Context(), run), err)
 }
