@@ -156,11 +156,7 @@ func (w *watchedRun) waiting(nested runrec.NestedWait) runrec.Waiting {
 		for k := range c.Subs {
 			wt.Sub(c.Subs[k].Status, c.Subs[k].ApprovalExpiresAt)
 		}
-		if nested != nil && c.Status == string(runrec.CallPending) {
-			if waits, d := nested(c.ID); waits {
-				wt.Nested(d)
-			}
-		}
+		wt.Nested(c.ID, c.Status, nested)
 	}
 	return wt
 }
@@ -179,7 +175,9 @@ func (w *watchedRun) callsAgent() bool {
 	return false
 }
 
-func (w *watchedRun) summary() RunSummary {
+// summary is w as lists show it; nested (nil: none) says which of its calls in flight
+// wait on a nested run that waits on a person.
+func (w *watchedRun) summary(nested runrec.NestedWait) RunSummary {
 	steps := (&Run{Status: w.Status, Termination: w.Termination, Step: w.Step, Recorded: w.Recorded}).StepsTaken()
 	s := RunSummary{ID: w.ID, Status: w.Status, Termination: w.Termination, Detail: w.Detail, Model: w.Model,
 		Tenant: w.Tenant, Role: w.Role, ParentID: w.ParentID, Depth: w.Depth, CreatedAt: w.CreatedAt,
@@ -189,7 +187,7 @@ func (w *watchedRun) summary() RunSummary {
 	if s.Tools == nil {
 		s.Tools = []string{}
 	}
-	wt := w.waiting(nil)
+	wt := w.waiting(nested)
 	s.PendingApprovals = wt.Parked()
 	s.Status, s.ApprovalDeadline = wt.Shown(w.Status, w.Deadline)
 	if w.Status == StatusPaused {
@@ -209,8 +207,8 @@ type indexedRun struct {
 	lower string
 	// pending lists the run's calls waiting for an approval.
 	pending []string
-	// agent is the run's value while it has run_agent calls in flight (else nil): its
-	// status is shown again from it when a nested run's changes (showNested).
+	// agent is the run's value while it has run_agent calls in flight (else nil): it is
+	// summarized again from it when a nested run changes (showParents).
 	agent *watchedRun
 }
 
@@ -318,13 +316,12 @@ func (x *runIndex) put(rev uint64, w *watchedRun) {
 	if ir == nil {
 		ir = &indexedRun{}
 		x.byID[w.ID] = ir
-		ir.sum = w.summary()
+		x.summarize(ir, w)
 		x.insert(tr, ir)
 	} else {
-		ir.sum = w.summary()
+		x.summarize(ir, w)
 	}
 	ir.rev = rev
-	x.showNested(ir, w)
 	x.showParents(ir)
 	if w.Status == StatusRunning { // shown running or awaiting_approval
 		tr.running[w.ID] = ir
@@ -339,17 +336,16 @@ func (x *runIndex) put(rev uint64, w *watchedRun) {
 	x.trackApprovals(tr, ir, w)
 }
 
-// showNested shows ir, the run w, awaiting approval while each of its calls in flight
-// is a run_agent call whose nested run waits on a person (or a call parked for
-// approval, as summary shows already). x.mu is held.
-func (x *runIndex) showNested(ir *indexedRun, w *watchedRun) {
+// summarize sets ir's summary from w, its run's value. A run with run_agent calls in
+// flight is shown by its nested runs' waits too, and keeps w for when they change
+// (showParents); the others skip the look-ups. x.mu is held.
+func (x *runIndex) summarize(ir *indexedRun, w *watchedRun) {
 	ir.agent = nil
-	if !w.callsAgent() {
-		return
+	var nested runrec.NestedWait
+	if w.callsAgent() {
+		ir.agent, nested = w, x.nestedWait(w.Tenant)
 	}
-	ir.agent = w
-	wt := w.waiting(x.nestedWait(w.Tenant))
-	ir.sum.Status, ir.sum.ApprovalDeadline = wt.Shown(w.Status, w.Deadline)
+	ir.sum = w.summary(nested)
 }
 
 // showParents shows ir's parent, and theirs, again after ir changed. x.mu is held.
@@ -360,7 +356,7 @@ func (x *runIndex) showParents(ir *indexedRun) {
 			return
 		}
 		status, deadline := parent.sum.Status, parent.sum.ApprovalDeadline
-		x.showNested(parent, parent.agent)
+		x.summarize(parent, parent.agent)
 		if parent.sum.Status == status && equalTime(parent.sum.ApprovalDeadline, deadline) {
 			return // the grandparents show the same
 		}

@@ -48,18 +48,29 @@ func (w *Waiting) Sub(status string, expires *time.Time) {
 		return
 	}
 	w.park(expires)
-	if w.lastBusy {
-		w.busy--
-		w.lastBusy = false
-	}
+	w.lastOnPerson()
 }
 
-// Nested adds that the call added last, in flight, started a nested run that waits on
-// a person only, until deadline (nil: none known): the run waits on that person too.
-// The nested run's approvals are its own, not counted by Parked.
-func (w *Waiting) Nested(deadline *time.Time) {
+// Nested adds what the call added last, id in status, waits on when it started a nested
+// run: one that nested says waits on a person only makes the run wait on that person
+// too, until its deadline. The nested run's approvals are its own, not counted by
+// Parked. A nil nested, or a call not in flight, adds nothing.
+func (w *Waiting) Nested(id, status string, nested NestedWait) {
+	if nested == nil || status != string(CallPending) {
+		return
+	}
+	waits, deadline := nested(id)
+	if !waits {
+		return
+	}
 	w.nested++
 	w.until(deadline)
+	w.lastOnPerson()
+}
+
+// lastOnPerson counts the call added last, in flight, as waiting on a person rather
+// than on the fleet.
+func (w *Waiting) lastOnPerson() {
 	if w.lastBusy {
 		w.busy--
 		w.lastBusy = false
@@ -121,11 +132,7 @@ func (r *Run) WaitingOn(nested NestedWait) Waiting {
 		for _, s := range c.Subs {
 			w.Sub(s.Status, s.ApprovalExpiresAt)
 		}
-		if nested != nil && c.Status == string(CallPending) {
-			if waits, d := nested(c.ID); waits {
-				w.Nested(d)
-			}
-		}
+		w.Nested(c.ID, c.Status, nested)
 	}
 	return w
 }
