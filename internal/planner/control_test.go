@@ -38,7 +38,7 @@ func newLongTool(t *testing.T, b *testBundle, name string, idempotent bool) *pla
 	return lt
 }
 
-// awaitCall waits until the run's call has status and returns the run.
+// awaitCallStatus waits until the run's call has status and returns the run.
 func (b *testBundle) awaitCallStatus(t *testing.T, runID, callID, status string) *Run {
 	t.Helper()
 	var run *Run

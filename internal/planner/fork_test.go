@@ -263,16 +263,7 @@ func TestForkRightsToolsAndModels(t *testing.T) {
 // one whose calls are still under way (409).
 func TestForkARunningRun(t *testing.T) {
 	b := setup(t, map[string]string{"main": plannerAnswerScript})
-	gate := make(chan struct{})
-	startExecutor(t, b, tools.Definition{Name: "gate", Safe: true, Parameters: json.RawMessage(`{"type":"object"}`)},
-		func(ctx context.Context, _ json.RawMessage) (any, error) {
-			select {
-			case <-gate:
-				return "open", nil
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-		})
+	gate := startGate(t, b)
 	model := &sequenceModel{answers: []provider.Message{
 		{ToolCalls: []provider.ToolCall{callOf("g0", "gate", `{}`)}}, // the run's step 0
 		{Text: "done"}, {Text: "done"}, // the fork's step 0 and the run's step 1, in either order

@@ -240,16 +240,7 @@ func waitRun(t *testing.T, b *testBundle, id string) *Run {
 // not paused is not resumed.
 func TestPauseRequestAuthorizationAndCancel(t *testing.T) {
 	b := setup(t, map[string]string{"main": plannerAnswerScript})
-	gate := make(chan struct{})
-	startExecutor(t, b, tools.Definition{Name: "gate", Safe: true, Parameters: json.RawMessage(`{"type":"object"}`)},
-		func(ctx context.Context, _ json.RawMessage) (any, error) {
-			select {
-			case <-gate:
-				return "open", nil
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-		})
+	gate := startGate(t, b)
 	model := &sequenceModel{answers: []provider.Message{
 		{ToolCalls: []provider.ToolCall{callOf("g1", "gate", `{}`)}},
 		{Text: "through"},
@@ -359,4 +350,21 @@ func TestPauseAfterNamedTool(t *testing.T) {
 		!strings.Contains(err.Error(), "afterTools") {
 		t.Fatalf("a start with a bad afterTools: %v, want 400 naming it", err)
 	}
+}
+
+// startGate serves the tool gate, whose calls answer "open" once the returned channel is
+// closed (or end with their context).
+func startGate(t *testing.T, b *testBundle) chan struct{} {
+	t.Helper()
+	gate := make(chan struct{})
+	startExecutor(t, b, tools.Definition{Name: "gate", Safe: true, Parameters: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, _ json.RawMessage) (any, error) {
+			select {
+			case <-gate:
+				return "open", nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		})
+	return gate
 }
