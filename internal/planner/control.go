@@ -80,6 +80,13 @@ func (p *Planner) Cancel(ctx context.Context, id string, caller events.Identity,
 	if err := p.afterChange(ctx, run); err != nil {
 		return run, err
 	}
+	if p.waitStored(ctx, run.ID) {
+		// This replica was storing a step whose calls had gone out: the run keeps them
+		// (keepCanceledStep), and the answer shows them as the cancel leaves them.
+		if latest, _, err := p.runs.Get(ctx, run.ID); err == nil {
+			run = latest
+		}
+	}
 	return p.settleCanceledCalls(ctx, run), nil
 }
 
